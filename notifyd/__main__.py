@@ -1,0 +1,3 @@
+from notifyd.cli import main
+
+main()

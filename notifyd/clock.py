@@ -1,0 +1,28 @@
+"""Time, injected: logic takes `now` (epoch milliseconds); only the daemon reads the real clock."""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+class FakeClock:
+    """A clock tests move by hand."""
+
+    def __init__(self, start_ms: int = 1_790_000_000_000) -> None:
+        self.ms = start_ms
+
+    def now_ms(self) -> int:
+        return self.ms
+
+    def advance(self, seconds: float) -> None:
+        self.ms += int(seconds * 1000)

@@ -1,0 +1,284 @@
+"""TOML into frozen dataclasses. Every key has a default and a doc; one validation pass names the key.
+
+`render_example()` writes the commented config from these same dataclasses, so `notifyd init`,
+`notifyd.example.toml` and the code cannot drift apart (a test holds them together).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from notifyd.errors import ConfigError
+
+DEFAULT_PORT = 7726
+DEFAULT_DB = "notifyd.db"
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+CHANNEL_TYPES = ("log", "webhook")
+STOP_RULES = ("resolved",)  # "delivered" arrives with provider receipts
+URGENCIES = ("urgent", "normal")
+SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
+
+
+def doc(text: str, default: Any) -> Any:
+    """A field with a default and the one-line doc that `render_example` prints above it."""
+    return field(default=default, metadata={"doc": text})
+
+
+def docf(text: str, factory: Any) -> Any:
+    return field(default_factory=factory, metadata={"doc": text})
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = doc("Address to listen on. Keep loopback unless a proxy with TLS sits in front.",
+                    "127.0.0.1")
+    port: int = doc("TCP port for the HTTP API.", DEFAULT_PORT)
+    max_body_bytes: int = doc("Largest request body accepted; larger gets 413 body_too_large.",
+                              65536)
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    path: str = doc("SQLite database file (WAL mode); created on first start.", DEFAULT_DB)
+    synchronous: str = doc("FULL survives power loss; NORMAL only a process crash. FULL, NORMAL "
+                           "or EXTRA.", "FULL")
+    busy_timeout_ms: int = doc("How long a write waits for another process's write lock.", 5000)
+
+
+@dataclass(frozen=True)
+class ScannerConfig:
+    poll_interval_sec: float = doc("Longest sleep between due scans; recovers a lost wake-up.", 1.0)
+    claim_batch: int = doc("Most steps claimed in one transaction.", 256)
+    lease_sec: float = doc("How long a claimed step may stay in flight before it is presumed "
+                           "lost and becomes unknown.", 60.0)
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    grace_sec: float = doc("On SIGTERM, how long in-flight sends may finish before exit.", 10.0)
+
+
+@dataclass(frozen=True)
+class ChannelConfig:
+    type: str = doc("Adapter: log (writes the message to the log) or webhook (POSTs JSON).", "log")
+    url: str = doc("webhook: the URL to POST to.", "")
+    timeout_sec: float = doc("Provider call timeout; a timeout is an unknown outcome.", 10.0)
+    rate_per_sec: float = doc("Token bucket refill rate for this channel.", 100.0)
+    burst: int = doc("Token bucket size.", 100)
+    urgent_concurrency: int = doc("Concurrent sends in the urgent lane.", 16)
+    bulk_concurrency: int = doc("Concurrent sends in the bulk lane.", 8)
+    max_attempts: int = doc("Attempts per step before it is dead.", 5)
+    backoff_base_sec: float = doc("First retry delay ceiling; doubles per attempt (full jitter).",
+                                  1.0)
+    backoff_max_sec: float = doc("Largest retry delay ceiling.", 300.0)
+    vendor: str = doc("Circuit breaker key; channels naming one vendor share a breaker. Empty: "
+                      "the channel name.", "")
+    breaker_error_rate: float = doc("Open the breaker when this share of recent calls failed.", 0.5)
+    breaker_min_calls: int = doc("Calls in the window before the breaker may open.", 20)
+    breaker_window_sec: float = doc("Window over which the error rate is measured.", 30.0)
+    breaker_cooldown_sec: float = doc("How long the breaker stays open before one probe.", 30.0)
+
+
+@dataclass(frozen=True)
+class LadderStep:
+    channel: str
+    after_sec: float | None = None  # due this long after accept
+    timeout_sec: float | None = None  # window of this step: the next is due when it ends
+
+
+@dataclass(frozen=True)
+class KindConfig:
+    ladder: tuple[LadderStep, ...] = docf(
+        "Ordered steps: {channel, after_sec?, timeout_sec?}. A step is due after_sec after "
+        "accept, or else when the previous step's timeout_sec window ends.", tuple)
+    ttl_sec: int = doc("Time to live: steps not sent by then end expired.", 86400)
+    urgency: str = doc("urgent (bypasses quiet hours, urgent lane) or normal.", "normal")
+    stop: str = doc("What ends the ladder: resolved (written from outside via the API).",
+                    "resolved")
+    category: str = doc("Preference category; empty means the kind's name.", "")
+    inbox: bool = doc("Whether the notification also lands in the in-app inbox.", False)
+    allow_override: bool = doc("Whether a request may replace the ladder with fallback_chain.",
+                               False)
+
+
+def _default_channels() -> dict[str, ChannelConfig]:
+    return {"log": ChannelConfig(type="log")}
+
+
+def _default_kinds() -> dict[str, KindConfig]:
+    return {"demo": KindConfig(
+        ladder=(LadderStep("log", timeout_sec=30), LadderStep("log")),
+        ttl_sec=3600, allow_override=True)}
+
+
+@dataclass(frozen=True)
+class Config:
+    server: ServerConfig = docf("The HTTP API.", ServerConfig)
+    store: StoreConfig = docf("The SQLite store.", StoreConfig)
+    scanner: ScannerConfig = docf("The due-work scanner.", ScannerConfig)
+    daemon: DaemonConfig = docf("Process lifecycle.", DaemonConfig)
+    channels: dict[str, ChannelConfig] = docf(
+        "Channels by name; ladders refer to these names.", _default_channels)
+    kinds: dict[str, KindConfig] = docf(
+        "Notification kinds by name: each its ladder and policy.", _default_kinds)
+
+    def lane_of(self, kind: str) -> str:
+        return "urgent" if self.kinds[kind].urgency == "urgent" else "bulk"
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def load_config(path: str | Path | None) -> Config:
+    """The config at `path`, or the built-in defaults when `path` is None."""
+    if path is None:
+        return validate(Config())
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    return validate(_build(Config, data, ""))
+
+
+def _build(cls: type[Any], data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'}: expected a table")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"{_join(where, unknown[0])}: unknown key (known: {', '.join(sorted(names))})")
+    kwargs = {k: _coerce(hints[k], v, _join(where, k)) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch per TOML shape
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, where)
+    if origin is dict:
+        inner = typing.get_args(tp)[1]
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a table")
+        return {k: _coerce(inner, v, f"{where}.{k}") for k, v in value.items()}
+    if origin is tuple:
+        inner = typing.get_args(tp)[0]
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected an array")
+        return tuple(_coerce(inner, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin in (types.UnionType, typing.Union):
+        if value is None:
+            return None
+        return _coerce(typing.get_args(tp)[0], value, where)
+    if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if tp is bool and isinstance(value, bool):
+        return value
+    if tp in (int, str) and isinstance(value, tp) and not isinstance(value, bool):
+        return value
+    raise ConfigError(f"{where}: expected {tp.__name__}, got {type(value).__name__} {value!r}")
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads best
+    def need(ok: bool, key: str, msg: str) -> None:
+        if not ok:
+            raise ConfigError(f"{key}: {msg}")
+
+    need(0 <= cfg.server.port <= 65535, "server.port", "must be 0..65535")
+    need(cfg.server.max_body_bytes >= 1024, "server.max_body_bytes", "must be at least 1024")
+    need(cfg.store.synchronous in SYNCHRONOUS, "store.synchronous",
+         f"must be one of {', '.join(SYNCHRONOUS)}")
+    need(cfg.store.path != "", "store.path", "must not be empty")
+    need(cfg.scanner.poll_interval_sec > 0, "scanner.poll_interval_sec", "must be > 0")
+    need(cfg.scanner.claim_batch > 0, "scanner.claim_batch", "must be > 0")
+    need(cfg.scanner.lease_sec > 0, "scanner.lease_sec", "must be > 0")
+    need(cfg.daemon.grace_sec >= 0, "daemon.grace_sec", "must be >= 0")
+    need(bool(cfg.channels), "channels", "at least one channel is needed")
+    for name, ch in cfg.channels.items():
+        k = f"channels.{name}"
+        need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")
+        need(ch.type in CHANNEL_TYPES, f"{k}.type", f"must be one of {', '.join(CHANNEL_TYPES)}")
+        if ch.type == "webhook":
+            need(ch.url.startswith(("http://", "https://")), f"{k}.url",
+                 "a webhook channel needs an http(s) URL")
+        for attr in ("timeout_sec", "rate_per_sec", "backoff_base_sec", "backoff_max_sec",
+                     "breaker_window_sec", "breaker_cooldown_sec"):
+            need(getattr(ch, attr) > 0, f"{k}.{attr}", "must be > 0")
+        for attr in ("burst", "urgent_concurrency", "bulk_concurrency", "max_attempts",
+                     "breaker_min_calls"):
+            need(getattr(ch, attr) >= 1, f"{k}.{attr}", "must be >= 1")
+        need(0 < ch.breaker_error_rate <= 1, f"{k}.breaker_error_rate", "must be in (0, 1]")
+    for name, kind in cfg.kinds.items():
+        k = f"kinds.{name}"
+        need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")
+        need(bool(kind.ladder), f"{k}.ladder", "needs at least one step")
+        need(kind.ttl_sec > 0, f"{k}.ttl_sec", "must be > 0")
+        need(kind.urgency in URGENCIES, f"{k}.urgency", f"must be one of {', '.join(URGENCIES)}")
+        need(kind.stop in STOP_RULES, f"{k}.stop",
+             "must be 'resolved' ('delivered' needs provider receipts, not yet built)")
+        for i, step in enumerate(kind.ladder):
+            sk = f"{k}.ladder[{i}]"
+            need(step.channel in cfg.channels, f"{sk}.channel",
+                 f"unknown channel {step.channel!r} (known: {', '.join(sorted(cfg.channels))})")
+            for attr in ("after_sec", "timeout_sec"):
+                v = getattr(step, attr)
+                need(v is None or v >= 0, f"{sk}.{attr}", "must be >= 0")
+            if i > 0:
+                need(step.after_sec is not None or kind.ladder[i - 1].timeout_sec is not None,
+                     sk, "needs after_sec, or timeout_sec on the step before it")
+    return cfg
+
+
+# --- the commented example -------------------------------------------------------------------
+
+
+def render_example() -> str:
+    """The commented config for `notifyd init` and notifyd.example.toml: every key, documented."""
+    cfg = Config()
+    out = ["# notifyd configuration. Every key is optional; the value shown is the default.",
+           "# Durations are in seconds. Start with: notifyd serve --config notifyd.toml", ""]
+    for f in dataclasses.fields(Config):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            out += [f"# {f.metadata['doc']}", f"[{f.name}]"]
+            out += _render_fields(value)
+        else:
+            for item, sub in value.items():
+                out += [f"# {f.metadata['doc']}", f"[{f.name}.{item}]"]
+                out += _render_fields(sub)
+        out.append("")
+    return "\n".join(out)
+
+
+def _render_fields(obj: Any) -> list[str]:
+    lines = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, tuple):
+            value = [{k: v for k, v in dataclasses.asdict(s).items() if v is not None}
+                     for s in value]
+            body = f"{f.name} = [\n" + "".join(
+                f"  {_inline(step)},\n" for step in value) + "]"
+        else:
+            body = tomli_w.dumps({f.name: value}).strip()
+        lines += [f"# {f.metadata['doc']}", body]
+    return lines
+
+
+def _inline(table: dict[str, Any]) -> str:
+    return "{ " + ", ".join(tomli_w.dumps({k: v}).strip() for k, v in table.items()) + " }"

@@ -1,0 +1,90 @@
+"""The composition root: builds the store, ingest and web app, runs them as peers, shuts down in order.
+
+Shutdown order: stop accepting HTTP, stop claiming, let in-flight sends finish within the grace
+period, close the store. A second SIGTERM or SIGINT exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+
+from aiohttp import web
+
+from notifyd.auth import KeyCache
+from notifyd.clock import Clock, SystemClock
+from notifyd.config import Config
+from notifyd.ingest import Ingest
+from notifyd.store import open_store
+from notifyd.web import Context, make_app
+
+log = logging.getLogger("notifyd")
+
+
+def sd_notify(state: str) -> None:
+    """Tell systemd (Type=notify) how we are, when NOTIFY_SOCKET says it is listening."""
+    path = os.environ.get("NOTIFY_SOCKET")
+    if not path:
+        return
+    addr = "\0" + path[1:] if path.startswith("@") else path
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.connect(addr)
+            sock.sendall(state.encode())
+        except OSError as e:
+            log.warning("sd_notify %s failed: %s", state, e)
+
+
+class Daemon:
+    def __init__(self, cfg: Config, clock: Clock | None = None) -> None:
+        self.cfg = cfg
+        self.clock = clock or SystemClock()
+        self.port: int | None = None  # the bound port, once listening
+
+    async def run(self, stop: asyncio.Event) -> None:
+        cfg = self.cfg
+        store = await open_store(cfg)
+        try:
+            ingest = Ingest(cfg, store, self.clock)
+            ctx = Context(cfg, ingest, KeyCache(store), self.clock)
+            runner = web.AppRunner(make_app(ctx), access_log=None, handle_signals=False,
+                                   shutdown_timeout=cfg.daemon.grace_sec)
+            await runner.setup()
+            site = web.TCPSite(runner, cfg.server.host, cfg.server.port)
+            await site.start()
+            self.port = runner.addresses[0][1]
+            log.info("listening on http://%s:%s (store %s)", cfg.server.host, self.port,
+                     cfg.store.path)
+            sd_notify("READY=1")
+            await stop.wait()
+            log.info("stopping: no new requests; finishing in-flight work")
+            sd_notify("STOPPING=1")
+            ctx.draining = True
+            await runner.cleanup()
+        finally:
+            await store.close()
+        log.info("stopped cleanly")
+
+
+def serve(cfg: Config) -> None:
+    """Run the daemon until SIGTERM or SIGINT; a second signal exits at once."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal(signum: int) -> None:
+            if stop.is_set():
+                log.warning("second signal: exiting at once")
+                os._exit(128 + signum)
+            log.info("received %s", signal.Signals(signum).name)
+            stop.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+        await Daemon(cfg).run(stop)
+
+    asyncio.run(main())

@@ -1,0 +1,52 @@
+"""The one catalog of API errors: every error a client can see has a stable code and status here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ErrorSpec:
+    status: int
+    message: str
+
+
+CATALOG: dict[str, ErrorSpec] = {
+    "invalid_json": ErrorSpec(400, "the request body is not valid JSON"),
+    "body_not_object": ErrorSpec(400, "the request body must be a JSON object"),
+    "unauthorized": ErrorSpec(401, "missing or unknown API key (Authorization: Bearer <key>)"),
+    "kind_not_allowed": ErrorSpec(403, "this API key may not post this kind"),
+    "not_found": ErrorSpec(404, "no such resource"),
+    "dedup_conflict": ErrorSpec(
+        409, "this dedup key was already used with different input"
+    ),
+    "body_too_large": ErrorSpec(413, "the request body is larger than server.max_body_bytes"),
+    "unsupported_media_type": ErrorSpec(415, "send the body as application/json"),
+    "missing_field": ErrorSpec(422, "a required field is missing"),
+    "invalid_field": ErrorSpec(422, "a field has the wrong type or value"),
+    "unknown_field": ErrorSpec(422, "the body has a field this endpoint does not know"),
+    "unknown_kind": ErrorSpec(422, "no kind of this name is configured"),
+    "unknown_channel": ErrorSpec(422, "no channel of this name is configured"),
+    "override_not_allowed": ErrorSpec(422, "this kind does not allow fallback_chain overrides"),
+    "shutting_down": ErrorSpec(503, "notifyd is shutting down; retry against another instance"),
+    "internal": ErrorSpec(500, "internal error; nothing was accepted"),
+}
+
+
+class ApiError(Exception):
+    """An error answered as {error: {code, message, field}} with the catalog's status."""
+
+    def __init__(self, code: str, message: str | None = None, field: str | None = None) -> None:
+        spec = CATALOG[code]
+        self.code = code
+        self.status = spec.status
+        self.message = message or spec.message
+        self.field = field
+        super().__init__(f"{code}: {self.message}")
+
+    def body(self) -> dict[str, object]:
+        return {"error": {"code": self.code, "message": self.message, "field": self.field}}
+
+
+class ConfigError(Exception):
+    """Invalid configuration; the message names the key."""

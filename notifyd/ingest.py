@@ -1,0 +1,162 @@
+"""Ingest: validate, claim the dedup key, write the notification and its whole ladder, wake the scanner.
+
+Nothing here touches HTTP; web.py hands in bytes and headers and gets back a result or an ApiError.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from notifyd.clock import Clock
+from notifyd.config import Config, LadderStep
+from notifyd.errors import ApiError
+from notifyd.ladder import plan_steps
+from notifyd.models import AcceptInput, AcceptResult, ApiKey, PlannedStep, Recipient, new_id
+from notifyd.store import Store
+
+MAX_ID_LEN = 256
+MAX_TTL_SEC = 30 * 86400
+ACCEPT_FIELDS = frozenset({"user_id", "kind", "params", "dedup_key", "fallback_chain",
+                           "max_ttl_sec"})
+
+
+def parse_object(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError("invalid_json") from None
+    if not isinstance(data, dict):
+        raise ApiError("body_not_object")
+    return data
+
+
+def check_fields(data: dict[str, Any], allowed: frozenset[str]) -> None:
+    for name in data:
+        if name not in allowed:
+            raise ApiError("unknown_field", f"unknown field {name!r}; known: "
+                           f"{', '.join(sorted(allowed))}", name)
+
+
+def get_str(data: dict[str, Any], name: str, required: bool = True,
+            max_len: int = MAX_ID_LEN) -> str | None:
+    value = data.get(name)
+    if value is None:
+        if required:
+            raise ApiError("missing_field", f"{name} is required", name)
+        return None
+    if not isinstance(value, str) or not value or len(value) > max_len:
+        raise ApiError("invalid_field", f"{name} must be a non-empty string of at most "
+                       f"{max_len} characters", name)
+    return value
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class Ingest:
+    """The write path: four things, validate, claim the key, write the rows, ack."""
+
+    def __init__(self, cfg: Config, store: Store, clock: Clock,
+                 wake: Callable[[int], None] | None = None) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.clock = clock
+        self.wake = wake
+        self._contacts = {name: f"channel:{name}" for name in cfg.channels}
+
+    def parse(self, body: bytes, key: ApiKey, idempotency_key: str | None) -> AcceptInput:
+        data = parse_object(body)
+        check_fields(data, ACCEPT_FIELDS)
+        user_id = get_str(data, "user_id")
+        kind = get_str(data, "kind")
+        assert user_id is not None and kind is not None
+        if kind not in self.cfg.kinds:
+            raise ApiError("unknown_kind", f"unknown kind {kind!r}", "kind")
+        if not key.allows(kind):
+            raise ApiError("kind_not_allowed", f"this API key may not post kind {kind!r}", "kind")
+        params = data.get("params", {})
+        if not isinstance(params, dict):
+            raise ApiError("invalid_field", "params must be an object", "params")
+        dedup_key = get_str(data, "dedup_key", required=False)
+        if idempotency_key is not None:
+            if dedup_key is not None and dedup_key != idempotency_key:
+                raise ApiError("invalid_field", "dedup_key differs from the Idempotency-Key "
+                               "header; send one or make them equal", "dedup_key")
+            if not idempotency_key or len(idempotency_key) > MAX_ID_LEN:
+                raise ApiError("invalid_field", "Idempotency-Key must be 1..256 characters",
+                               "Idempotency-Key")
+            dedup_key = idempotency_key
+        chain = self._parse_chain(kind, data.get("fallback_chain"))
+        ttl = data.get("max_ttl_sec")
+        if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool)
+                                or not 0 < ttl <= MAX_TTL_SEC):
+            raise ApiError("invalid_field", f"max_ttl_sec must be an integer 1..{MAX_TTL_SEC}",
+                           "max_ttl_sec")
+        canonical = json.dumps([user_id, kind, params, chain, ttl], sort_keys=True,
+                               separators=(",", ":"))
+        return AcceptInput(key.tenant, user_id, kind, params, dedup_key, chain, ttl,
+                           hashlib.sha256(canonical.encode()).hexdigest(), key.name)
+
+    def _parse_chain(self, kind: str,
+                     raw: Any) -> tuple[tuple[str, float | None], ...] | None:
+        if raw is None:
+            return None
+        if not self.cfg.kinds[kind].allow_override:
+            raise ApiError("override_not_allowed", f"kind {kind!r} does not allow "
+                           "fallback_chain", "fallback_chain")
+        if not isinstance(raw, list) or not raw or len(raw) > 16:
+            raise ApiError("invalid_field", "fallback_chain must be a list of 1..16 steps",
+                           "fallback_chain")
+        chain = []
+        for i, step in enumerate(raw):
+            where = f"fallback_chain[{i}]"
+            if not isinstance(step, dict):
+                raise ApiError("invalid_field", f"{where} must be an object", where)
+            check_fields(step, frozenset({"channel", "timeout_sec"}))
+            channel = step.get("channel")
+            if not isinstance(channel, str):
+                raise ApiError("missing_field" if channel is None else "invalid_field",
+                               f"{where}.channel must be a string", f"{where}.channel")
+            if channel not in self.cfg.channels:
+                raise ApiError("unknown_channel", f"unknown channel {channel!r}",
+                               f"{where}.channel")
+            timeout = step.get("timeout_sec")
+            if timeout is not None and (not _number(timeout) or timeout < 0):
+                raise ApiError("invalid_field", f"{where}.timeout_sec must be a number >= 0 "
+                               "or null", f"{where}.timeout_sec")
+            if timeout is None and i < len(raw) - 1:
+                raise ApiError("invalid_field", f"{where}.timeout_sec is needed: a step is "
+                               "due when the one before it times out", f"{where}.timeout_sec")
+            chain.append((channel, None if timeout is None else float(timeout)))
+        return tuple(chain)
+
+    def planner(self, inp: AcceptInput, now: int
+                ) -> Callable[[Recipient | None], tuple[list[PlannedStep], int, str]]:
+        kind = self.cfg.kinds[inp.kind]
+        ladder = kind.ladder
+        if inp.fallback_chain is not None:
+            ladder = tuple(LadderStep(ch, timeout_sec=t) for ch, t in inp.fallback_chain)
+        ttl = kind.ttl_sec if inp.max_ttl_sec is None else min(kind.ttl_sec, inp.max_ttl_sec)
+        urgent = kind.urgency == "urgent"
+        lane = "urgent" if urgent else "bulk"
+
+        def plan(recipient: Recipient | None) -> tuple[list[PlannedStep], int, str]:
+            steps = plan_steps(ladder, self._contacts, now, recipient, urgent)
+            return steps, now + ttl * 1000, lane
+
+        return plan
+
+    async def accept(self, inp: AcceptInput) -> AcceptResult:
+        now = self.clock.now_ms()
+        plan = self.planner(inp, now)
+        result = await self.store.accept(inp, new_id("n_", now), plan, now)
+        if result.conflict:
+            raise ApiError("dedup_conflict", f"dedup key {inp.dedup_key!r} was already used "
+                           f"with different input by {result.notification_id}", "dedup_key")
+        if result.first_due is not None and self.wake is not None:
+            self.wake(result.first_due)
+        return result

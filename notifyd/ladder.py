@@ -1,0 +1,94 @@
+"""Kinds' ladders as data: turn a kind (or a request's fallback_chain) into dated steps. Pure.
+
+Every step is planned at accept time. Quiet hours in the recipient's timezone move a non-urgent
+step to the end of the quiet window, never drop it. A step on a contact that is known dead is
+planned as suppressed, and its window collapses so the next step takes its place in time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from notifyd.config import LadderStep
+from notifyd.models import PlannedStep, Recipient, StepState
+
+
+def parse_hhmm(text: str) -> time:
+    """'22:30' -> time(22, 30); raises ValueError on anything else."""
+    hh, sep, mm = text.partition(":")
+    if not sep or len(hh) != 2 or len(mm) != 2 or not (hh + mm).isdigit():
+        raise ValueError(f"expected HH:MM, got {text!r}")
+    return time(int(hh), int(mm))
+
+
+def valid_timezone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+def quiet_until(at_ms: int, recipient: Recipient | None) -> int | None:
+    """If `at_ms` falls in the recipient's quiet hours, the end of that window; else None."""
+    if recipient is None or not (recipient.quiet_start and recipient.quiet_end):
+        return None
+    tz = ZoneInfo(recipient.timezone or "UTC")
+    start, end = parse_hhmm(recipient.quiet_start), parse_hhmm(recipient.quiet_end)
+    if start == end:
+        return None
+    local = datetime.fromtimestamp(at_ms / 1000, tz)
+    t = local.time()
+    if start < end:  # same-day window, e.g. 13:00-14:00
+        inside, end_day = start <= t < end, local.date()
+    else:  # crosses midnight, e.g. 22:00-07:00
+        inside = t >= start or t < end
+        end_day = local.date() + timedelta(days=1) if t >= start else local.date()
+    if not inside:
+        return None
+    # Wall-clock end of the window in the recipient's zone; fold=0 picks the first of a DST
+    # repeat, and a non-existent time (spring forward) normalises forward through UTC.
+    ends = datetime.combine(end_day, end, tz)
+    return int(ends.timestamp() * 1000)
+
+
+def plan_steps(
+    ladder: tuple[LadderStep, ...],
+    channel_contacts: dict[str, str],
+    now_ms: int,
+    recipient: Recipient | None,
+    urgent: bool,
+) -> list[PlannedStep]:
+    """Date every step. `channel_contacts` maps a channel to the contact kind it sends to."""
+    disabled = recipient.disabled if recipient else {}
+    planned: list[PlannedStep] = []
+    prev_at = now_ms
+    prev_window: float | None = 0.0
+    for no, step in enumerate(ladder):
+        if step.after_sec is not None:
+            at = now_ms + int(step.after_sec * 1000)
+        else:
+            at = prev_at + int((prev_window or 0.0) * 1000)
+        at = max(at, prev_at)  # never before the step ahead of it
+        note = None
+        dead = disabled.get(channel_contacts.get(step.channel, ""))
+        if dead is not None:
+            planned.append(PlannedStep(no, step.channel, at, StepState.SUPPRESSED,
+                                       reason=f"contact disabled: {dead}"))
+            prev_at, prev_window = at, 0.0
+            continue
+        if not urgent:
+            moved = quiet_until(at, recipient)
+            if moved is not None:
+                note = f"quiet hours {recipient.quiet_start}-{recipient.quiet_end} " \
+                       f"{recipient.timezone or 'UTC'}: moved from {_hhmm(at, recipient)}"
+                at = moved
+        planned.append(PlannedStep(no, step.channel, at, note=note))
+        prev_at, prev_window = at, step.timeout_sec
+    return planned
+
+
+def _hhmm(at_ms: int, recipient: Recipient | None) -> str:
+    tz = ZoneInfo((recipient.timezone if recipient else None) or "UTC")
+    return datetime.fromtimestamp(at_ms / 1000, tz).strftime("%Y-%m-%d %H:%M")

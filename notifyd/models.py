@@ -1,0 +1,119 @@
+"""Plain data shared by every layer: states, outcomes, and the records the store hands back. No I/O."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+_B32 = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def new_id(prefix: str, now_ms: int) -> str:
+    """A time-ordered id: 48 bits of milliseconds then 40 random bits, Crockford base32."""
+    n = (now_ms << 40) | secrets.randbits(40)
+    chars = []
+    for _ in range(18):
+        chars.append(_B32[n & 31])
+        n >>= 5
+    return prefix + "".join(reversed(chars))
+
+
+def iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
+
+
+class StepState(StrEnum):
+    PENDING = "pending"
+    SENDING = "sending"
+    UNKNOWN = "unknown"  # a provider call whose outcome we never learned; retried under the same key
+    SENT = "sent"
+    DELIVERED = "delivered"
+    REJECTED = "rejected"
+    SUPPRESSED = "suppressed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    DEAD = "dead"
+
+
+OPEN_STEP_STATES = frozenset({StepState.PENDING, StepState.SENDING, StepState.UNKNOWN})
+
+
+class Urgency(StrEnum):
+    URGENT = "urgent"  # bypasses quiet hours, rides the urgent lane
+    NORMAL = "normal"  # waits out quiet hours, rides the bulk lane
+
+
+class Lane(StrEnum):
+    URGENT = "urgent"
+    BULK = "bulk"
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    name: str
+    tenant: str
+    kinds: tuple[str, ...]  # empty: every kind
+    key_hash: str
+
+    def allows(self, kind: str) -> bool:
+        return not self.kinds or kind in self.kinds
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    step_no: int
+    channel: str
+    send_after: int
+    state: StepState = StepState.PENDING
+    reason: str | None = None
+    note: str | None = None  # why send_after is what it is (quiet hours, pulled forward)
+
+
+@dataclass(frozen=True)
+class AcceptInput:
+    """A validated request, ready for the store."""
+
+    tenant: str
+    user_id: str
+    kind: str
+    params: dict[str, Any]
+    dedup_key: str | None
+    fallback_chain: tuple[tuple[str, float | None], ...] | None
+    max_ttl_sec: int | None
+    request_hash: str
+    key_name: str
+
+
+@dataclass(frozen=True)
+class AcceptResult:
+    notification_id: str
+    created: bool
+    state: str
+    conflict: bool = False  # same dedup key, different input
+    first_due: int | None = None  # earliest pending send_after, so the scanner can wake for it
+
+
+@dataclass(frozen=True)
+class Recipient:
+    tenant: str
+    user_id: str
+    timezone: str | None = None
+    locale: str | None = None
+    quiet_start: str | None = None  # "HH:MM" local
+    quiet_end: str | None = None
+    contacts: dict[str, Any] = field(default_factory=dict)
+    disabled: dict[str, str] = field(default_factory=dict)  # contact kind -> reason
+
+
+@dataclass(frozen=True)
+class ResolveResult:
+    notification_id: str
+    resolution: str
+    resolved_at: int
+    changed: bool  # False: an earlier resolution had already won
+    cancelled_steps: int

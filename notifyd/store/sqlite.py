@@ -1,0 +1,376 @@
+"""The SQLite store: the only module with SQL. One writer thread commits many operations together.
+
+Writes are functions run on the writer thread's connection; the writer takes every operation
+queued while the last commit ran, wraps each in a SAVEPOINT inside one BEGIN IMMEDIATE, and
+commits once (group commit). A failing operation rolls back to its savepoint and fails alone;
+every caller is answered only after the commit that holds its rows. Reads use their own
+connection (aiosqlite), so a slow reader never waits behind the writer in WAL mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from notifyd.models import (
+    AcceptInput,
+    AcceptResult,
+    ApiKey,
+    PlannedStep,
+    Recipient,
+    ResolveResult,
+    StepState,
+)
+from notifyd.views import current_state
+
+T = TypeVar("T")
+PlanFn = Callable[[Recipient | None], tuple[list[PlannedStep], int, str]]
+
+# --- SQL, every statement named -------------------------------------------------------------
+
+INSERT_KEY = """INSERT INTO api_keys (key_hash, name, tenant, kinds, created_at)
+VALUES (?, ?, ?, ?, ?)"""
+SELECT_KEY = "SELECT name, tenant, kinds, key_hash FROM api_keys WHERE key_hash = ? " \
+             "AND revoked_at IS NULL"
+SELECT_KEYS = "SELECT name, tenant, kinds, created_at, revoked_at FROM api_keys ORDER BY name"
+REVOKE_KEY = "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"
+
+UPSERT_RECIPIENT = """INSERT INTO recipients
+    (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (tenant, user_id) DO UPDATE SET timezone = excluded.timezone,
+    locale = excluded.locale, quiet_start = excluded.quiet_start,
+    quiet_end = excluded.quiet_end, contacts = excluded.contacts,
+    updated_at = excluded.updated_at"""
+SELECT_RECIPIENT = """SELECT tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts
+FROM recipients WHERE tenant = ? AND user_id = ?"""
+SELECT_DISABLED = """SELECT contact, address, reason FROM disabled_contacts
+WHERE tenant = ? AND user_id = ?"""
+
+SELECT_DEDUP = """SELECT id, request_hash FROM notifications
+WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
+INSERT_NOTIFICATION = """INSERT INTO notifications
+    (id, tenant, user_id, kind, dedup_key, request_hash, params, key_name, created_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT_STEP = """INSERT INTO steps
+    (notification_id, step_no, channel, lane, send_after, state, reason, note, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+
+SELECT_NOTIFICATION = "SELECT * FROM notifications WHERE id = ?"
+SELECT_NOTIFICATION_BY_DEDUP = """SELECT id FROM notifications
+WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
+SELECT_STEPS = "SELECT * FROM steps WHERE notification_id = ? ORDER BY step_no"
+SELECT_ATTEMPTS = """SELECT * FROM attempts WHERE notification_id = ?
+ORDER BY step_no, attempt_no"""
+
+RESOLVE = """UPDATE notifications SET resolved_at = ?, resolution = ?, resolved_by = ?
+WHERE id = ? AND resolved_at IS NULL"""
+SELECT_RESOLUTION = "SELECT resolved_at, resolution FROM notifications WHERE id = ?"
+# The sweep is an optimisation: the claim re-checks resolution whether or not this ran.
+CANCEL_PENDING = """UPDATE steps SET state = 'cancelled', reason = ?, updated_at = ?
+WHERE notification_id = ? AND state IN ('pending', 'unknown')"""
+
+
+class StoreClosed(Exception):
+    pass
+
+
+class SqliteStore:
+    """One WAL-mode SQLite file behind the store interface."""
+
+    def __init__(self, path: str | Path, synchronous: str = "FULL",
+                 busy_timeout_ms: int = 5000) -> None:
+        self.path = str(path)
+        self.synchronous = synchronous
+        self.busy_timeout_ms = busy_timeout_ms
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notifyd-writer")
+        self._conn: sqlite3.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._queue: asyncio.Queue[tuple[Callable[[sqlite3.Connection], Any],
+                                         asyncio.Future[Any]]] = asyncio.Queue()
+        self._writer_task: asyncio.Task[None] | None = None
+        self.commits = 0  # batches committed, for benchmarks and tests of group commit
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._conn = await loop.run_in_executor(self._pool, self._connect)
+        self._reader = await aiosqlite.connect(self.path)
+        self._reader.row_factory = aiosqlite.Row
+        await self._reader.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        self._writer_task = asyncio.create_task(self._write_loop(), name="store-writer")
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        migrate(conn)
+        return conn
+
+    async def close(self) -> None:
+        if self._writer_task is not None:
+            self._writer_task.cancel()
+            await asyncio.gather(self._writer_task, return_exceptions=True)
+            self._writer_task = None
+        while not self._queue.empty():
+            _, fut = self._queue.get_nowait()
+            if not fut.done():
+                fut.set_exception(StoreClosed("store closed"))
+        if self._reader is not None:
+            await self._reader.close()
+            self._reader = None
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await asyncio.get_running_loop().run_in_executor(self._pool, conn.close)
+        self._pool.shutdown(wait=True)
+
+    # --- the write path ----------------------------------------------------------------------
+
+    async def write(self, op: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `op` on the writer inside a transaction; return once its commit is durable."""
+        if self._writer_task is None:
+            raise StoreClosed("store is not open")
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((op, fut))
+        return await fut
+
+    async def _write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = [await self._queue.get()]
+            while not self._queue.empty() and len(batch) < 1024:
+                batch.append(self._queue.get_nowait())
+            ops = [op for op, _ in batch]
+            outcomes = await loop.run_in_executor(self._pool, self._run_batch, ops)
+            self.commits += 1
+            for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
+                if fut.done():
+                    continue
+                if ok:
+                    fut.set_result(value)
+                else:
+                    fut.set_exception(value)
+
+    def _run_batch(self, ops: list[Callable[[sqlite3.Connection], Any]]) -> list[tuple[bool, Any]]:
+        conn = self._conn
+        assert conn is not None
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            return [(False, e)] * len(ops)
+        outcomes: list[tuple[bool, Any]] = []
+        for op in ops:
+            conn.execute("SAVEPOINT op")
+            try:
+                outcomes.append((True, op(conn)))
+                conn.execute("RELEASE op")
+            except Exception as e:  # noqa: BLE001 - the op fails alone; the batch goes on
+                conn.execute("ROLLBACK TO op")
+                conn.execute("RELEASE op")
+                outcomes.append((False, e))
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            conn.execute("ROLLBACK")
+            return [(False, e)] * len(ops)
+        return outcomes
+
+    # --- reads -------------------------------------------------------------------------------
+
+    async def _fetchall(self, sql: str, args: tuple[Any, ...]) -> list[dict[str, Any]]:
+        assert self._reader is not None
+        async with self._reader.execute(sql, args) as cur:
+            return [dict(r) for r in await cur.fetchall()]
+
+    async def _fetchone(self, sql: str, args: tuple[Any, ...]) -> dict[str, Any] | None:
+        rows = await self._fetchall(sql, args)
+        return rows[0] if rows else None
+
+    # --- API keys ----------------------------------------------------------------------------
+
+    async def create_key(self, key_hash: str, name: str, tenant: str, kinds: tuple[str, ...],
+                         now: int) -> None:
+        await self.write(lambda c: c.execute(
+            INSERT_KEY, (key_hash, name, tenant, ",".join(kinds), now)))
+
+    async def find_key(self, key_hash: str) -> ApiKey | None:
+        row = await self._fetchone(SELECT_KEY, (key_hash,))
+        if row is None:
+            return None
+        kinds = tuple(k for k in row["kinds"].split(",") if k)
+        return ApiKey(row["name"], row["tenant"], kinds, row["key_hash"])
+
+    async def list_keys(self) -> list[dict[str, Any]]:
+        return await self._fetchall(SELECT_KEYS, ())
+
+    async def revoke_key(self, name: str, now: int) -> bool:
+        return await self.write(lambda c: c.execute(REVOKE_KEY, (now, name)).rowcount > 0)
+
+    # --- recipients --------------------------------------------------------------------------
+
+    async def put_recipient(self, r: Recipient, now: int) -> None:
+        await self.write(lambda c: c.execute(UPSERT_RECIPIENT, (
+            r.tenant, r.user_id, r.timezone, r.locale, r.quiet_start, r.quiet_end,
+            json.dumps(r.contacts), now)))
+
+    async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None:
+        row = await self._fetchone(SELECT_RECIPIENT, (tenant, user_id))
+        if row is None:
+            return None
+        disabled = await self._fetchall(SELECT_DISABLED, (tenant, user_id))
+        return _recipient(row, disabled)
+
+    # --- accept ------------------------------------------------------------------------------
+
+    async def accept(self, inp: AcceptInput, notification_id: str, plan: PlanFn,
+                     now: int) -> AcceptResult:
+        """Claim the dedup key and write the notification with its whole ladder, atomically."""
+
+        def op(c: sqlite3.Connection) -> AcceptResult:
+            if inp.dedup_key is not None:
+                hit = c.execute(SELECT_DEDUP, (inp.tenant, inp.user_id, inp.dedup_key)).fetchone()
+                if hit is not None:
+                    same = hit["request_hash"] == inp.request_hash
+                    return AcceptResult(hit["id"], created=False, state=current_state(
+                        _notification(c, hit["id"])), conflict=not same)
+            row = c.execute(SELECT_RECIPIENT, (inp.tenant, inp.user_id)).fetchone()
+            recipient = None
+            if row is not None:
+                disabled = c.execute(SELECT_DISABLED, (inp.tenant, inp.user_id)).fetchall()
+                recipient = _recipient(dict(row), [dict(d) for d in disabled])
+            steps, expires_at, lane = plan(recipient)
+            c.execute(INSERT_NOTIFICATION, (
+                notification_id, inp.tenant, inp.user_id, inp.kind, inp.dedup_key,
+                inp.request_hash, json.dumps(inp.params), inp.key_name, now, expires_at))
+            c.executemany(INSERT_STEP, [
+                (notification_id, s.step_no, s.channel, lane, s.send_after, s.state.value,
+                 s.reason, s.note, now) for s in steps])
+            due = [s.send_after for s in steps if s.state == StepState.PENDING]
+            first = next((s for s in steps if s.state == StepState.PENDING), None)
+            state = f"{first.channel}_pending" if first else "exhausted"
+            return AcceptResult(notification_id, True, state, first_due=min(due, default=None))
+
+        return await self.write(op)
+
+    # --- resolution --------------------------------------------------------------------------
+
+    async def resolve(self, notification_id: str, resolution: str, by: str,
+                      now: int) -> ResolveResult | None:
+        """Resolve once; the first resolution wins and later calls report it unchanged."""
+
+        def op(c: sqlite3.Connection) -> ResolveResult | None:
+            changed = c.execute(RESOLVE, (now, resolution, by, notification_id)).rowcount > 0
+            row = c.execute(SELECT_RESOLUTION, (notification_id,)).fetchone()
+            if row is None:
+                return None
+            cancelled = 0
+            if changed:
+                cancelled = c.execute(CANCEL_PENDING, (
+                    f"resolved: {resolution}", now, notification_id)).rowcount
+            return ResolveResult(notification_id, row["resolution"], row["resolved_at"],
+                                 changed, cancelled)
+
+        return await self.write(op)
+
+    async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None:
+        row = await self._fetchone(SELECT_NOTIFICATION_BY_DEDUP, (tenant, user_id, dedup_key))
+        return row["id"] if row else None
+
+    async def get_notification(self, notification_id: str) -> dict[str, Any] | None:
+        """The notification row with its steps and attempts, as plain dicts."""
+        row = await self._fetchone(SELECT_NOTIFICATION, (notification_id,))
+        if row is None:
+            return None
+        row["params"] = json.loads(row["params"])
+        row["steps"] = await self._fetchall(SELECT_STEPS, (notification_id,))
+        attempts = await self._fetchall(SELECT_ATTEMPTS, (notification_id,))
+        for step in row["steps"]:
+            step["attempt_log"] = [a for a in attempts if a["step_no"] == step["step_no"]]
+        return row
+
+
+def _notification(c: sqlite3.Connection, notification_id: str) -> dict[str, Any]:
+    row = dict(c.execute(SELECT_NOTIFICATION, (notification_id,)).fetchone())
+    row["steps"] = [dict(s) for s in c.execute(SELECT_STEPS, (notification_id,))]
+    return row
+
+
+def _recipient(row: dict[str, Any], disabled: list[dict[str, Any]]) -> Recipient:
+    contacts = json.loads(row["contacts"])
+    dead = {}
+    for d in disabled:  # a disabled address counts only while it is still the current one
+        if d["address"] in ("", _address(contacts, d["contact"])):
+            dead[d["contact"]] = d["reason"]
+    return Recipient(row["tenant"], row["user_id"], row["timezone"], row["locale"],
+                     row["quiet_start"], row["quiet_end"], contacts, dead)
+
+
+def _address(contacts: dict[str, Any], contact: str) -> str:
+    kind, _, sub = contact.partition(":")
+    value = contacts.get(kind)
+    if isinstance(value, dict):
+        value = value.get(sub)
+    return str(value) if value is not None else ""
+
+
+# --- migrations ------------------------------------------------------------------------------
+
+
+def migrations() -> list[tuple[int, str]]:
+    folder = resources.files("notifyd.store") / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            found.append((int(entry.name.split("_", 1)[0]), entry.read_text()))
+    return sorted(found)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply every migration newer than PRAGMA user_version, each in its own transaction."""
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+    for number, sql in migrations():
+        if number <= version:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        version = number
+    return version
+
+
+def _statements(sql: str) -> list[str]:
+    out, buf = [], ""
+    for line in sql.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    return [s for s in out if s and not all(
+        ln.strip().startswith("--") or not ln.strip() for ln in s.splitlines())]
+
+
+def schema_sql(conn: sqlite3.Connection) -> str:
+    """The schema as SQLite holds it, for the committed snapshot test."""
+    rows = conn.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL "
+                        "ORDER BY type DESC, name").fetchall()
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    return f"-- user_version = {version}\n" + "".join(f"{r[0]};\n" for r in rows)
+
