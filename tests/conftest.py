@@ -1,0 +1,51 @@
+"""Fixtures: a real SQLite file in tmp_path, a fake clock, the test config, the in-process API."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from support import START_MS, Api, make_config
+
+from notifyd.auth import KeyCache
+from notifyd.clock import FakeClock
+from notifyd.config import Config
+from notifyd.ingest import Ingest
+from notifyd.store import SqliteStore
+from notifyd.web import Context, make_app
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "notifyd.db"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(START_MS)
+
+
+@pytest.fixture
+def cfg(db_path: Path) -> Config:
+    return make_config(db_path)
+
+
+@pytest.fixture
+async def store(cfg: Config) -> AsyncIterator[SqliteStore]:
+    s = SqliteStore(cfg.store.path, cfg.store.synchronous, cfg.store.busy_timeout_ms)
+    await s.open()
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def api(cfg: Config, store: SqliteStore, clock: FakeClock,
+              db_path: Path) -> AsyncIterator[Api]:
+    """The real app over the real store, with a key for tenant 'acme' that may post every kind."""
+    ctx = Context(cfg, Ingest(cfg, store, clock), KeyCache(store), clock)
+    async with TestClient(TestServer(make_app(ctx))) as client:
+        a = Api(client, store, clock, db_path)
+        a.key = await a.new_key()
+        yield a

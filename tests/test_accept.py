@@ -1,0 +1,164 @@
+"""POST /v1/notifications: durable accept, dedup under races, the error matrix, tenant scoping."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from support import ALERT_STEPS, START_MS, Api, query
+
+from notifyd.errors import CATALOG
+
+BODY = {"user_id": "u1", "kind": "alert", "params": {"invoice": 1009}}
+
+
+async def test_accept_writes_the_notification_and_its_whole_ladder(api: Api) -> None:
+    status, body = await api.post({**BODY, "dedup_key": "inv-1009"})
+    assert status == 202
+    assert body == {"notification_id": body["notification_id"], "state": "log_pending",
+                    "created": True}
+    steps = query(api.db_path, "SELECT step_no, channel, lane, send_after, state FROM steps "
+                  "WHERE notification_id = ? ORDER BY step_no", body["notification_id"])
+    assert steps == [(0, "log", "bulk", START_MS, "pending"),
+                     (1, "sms", "bulk", START_MS + 30_000, "pending"),
+                     (2, "email", "bulk", START_MS + 90_000, "pending")]
+
+
+async def test_a_retry_returns_the_same_notification(api: Api) -> None:
+    _, first = await api.post({**BODY, "dedup_key": "inv-1"})
+    api.clock.advance(5)
+    status, again = await api.post({**BODY, "dedup_key": "inv-1"})
+    assert status == 200
+    assert again == {**first, "created": False}
+    assert api.count("notifications") == 1
+    assert api.count("steps") == ALERT_STEPS
+
+
+async def test_idempotency_key_header_is_the_dedup_key(api: Api) -> None:
+    _, first = await api.post(BODY, headers={"Idempotency-Key": "req-7"})
+    status, again = await api.post({**BODY, "dedup_key": "req-7"})
+    assert status == 200 and again["notification_id"] == first["notification_id"]
+    assert query(api.db_path, "SELECT dedup_key FROM notifications") == [("req-7",)]
+
+
+async def test_no_dedup_key_means_no_dedup(api: Api) -> None:
+    _, a = await api.post(BODY)
+    _, b = await api.post(BODY)
+    assert a["notification_id"] != b["notification_id"]
+
+
+async def test_same_key_different_input_conflicts(api: Api) -> None:
+    await api.post({**BODY, "dedup_key": "inv-2"})
+    status, body = await api.post({**BODY, "dedup_key": "inv-2", "params": {"invoice": 2}})
+    assert status == 409
+    assert body["error"]["code"] == "dedup_conflict"
+    assert body["error"]["field"] == "dedup_key"
+    assert api.count("notifications") == 1
+
+
+async def test_64_concurrent_retries_make_one_notification(api: Api) -> None:
+    answers = await asyncio.gather(*(api.post({**BODY, "dedup_key": "race"}) for _ in range(64)))
+    ids = {body["notification_id"] for _, body in answers}
+    assert len(ids) == 1
+    assert sorted(status for status, _ in answers) == [200] * 63 + [202]
+    assert sum(body["created"] for _, body in answers) == 1
+    assert api.count("notifications") == 1
+    assert api.count("steps") == ALERT_STEPS
+
+
+BIG = {**BODY, "params": {"blob": "x" * 70_000}}
+ERRORS: list[tuple[str, Any, str, str | None]] = [
+    # (name, body or raw bytes, code, field)
+    ("bad_json", b"{not json", "invalid_json", None),
+    ("array", b"[1, 2]", "body_not_object", None),
+    ("too_large", json.dumps(BIG).encode(), "body_too_large", None),
+    ("no_user", {"kind": "alert"}, "missing_field", "user_id"),
+    ("no_kind", {"user_id": "u1"}, "missing_field", "kind"),
+    ("user_int", {**BODY, "user_id": 5}, "invalid_field", "user_id"),
+    ("params_list", {**BODY, "params": [1]}, "invalid_field", "params"),
+    ("ttl_str", {**BODY, "max_ttl_sec": "1h"}, "invalid_field", "max_ttl_sec"),
+    ("ttl_bool", {**BODY, "max_ttl_sec": True}, "invalid_field", "max_ttl_sec"),
+    ("dedup_int", {**BODY, "dedup_key": 7}, "invalid_field", "dedup_key"),
+    ("chain_str", {**BODY, "fallback_chain": "sms"}, "invalid_field", "fallback_chain"),
+    ("unknown_field", {**BODY, "priority": 1}, "unknown_field", "priority"),
+    ("unknown_kind", {**BODY, "kind": "nope"}, "unknown_kind", "kind"),
+    ("unknown_channel", {**BODY, "fallback_chain": [{"channel": "pigeon"}]},
+     "unknown_channel", "fallback_chain[0].channel"),
+    ("chain_gap", {**BODY, "fallback_chain": [{"channel": "sms"}, {"channel": "log"}]},
+     "invalid_field", "fallback_chain[0].timeout_sec"),
+    ("no_override", {**BODY, "kind": "fixed", "fallback_chain": [{"channel": "sms"}]},
+     "override_not_allowed", "fallback_chain"),
+]
+
+
+@pytest.mark.parametrize(("body", "code", "field"), [e[1:] for e in ERRORS],
+                         ids=[e[0] for e in ERRORS])
+async def test_bad_requests_get_a_catalog_error_and_write_nothing(
+        api: Api, body: Any, code: str, field: str | None) -> None:
+    await api.post({**BODY, "dedup_key": "kept"})  # something already there
+    before = (api.count("notifications"), api.count("steps"))
+    raw = body if isinstance(body, bytes) else None
+    status, answer = await api.post(None if raw else body, raw=raw)
+    assert (status, answer["error"]["code"]) == (CATALOG[code].status, code)
+    assert answer["error"]["field"] == field
+    assert answer["error"]["message"]
+    assert (api.count("notifications"), api.count("steps")) == before
+
+
+@pytest.mark.parametrize("auth", [None, "Bearer nfy_not-a-key", "Basic abc"])
+async def test_no_or_unknown_key_is_unauthorized(api: Api, auth: str | None) -> None:
+    headers = {"Authorization": auth} if auth else {}
+    async with api.client.post("/v1/notifications", json=BODY, headers=headers) as resp:
+        assert resp.status == 401
+        assert (await resp.json())["error"]["code"] == "unauthorized"
+    assert api.count("notifications") == 0
+
+
+async def test_a_key_may_post_only_its_kinds(api: Api) -> None:
+    key = await api.new_key(kinds=("fixed",))
+    status, body = await api.post(BODY, key=key)
+    assert (status, body["error"]["code"], body["error"]["field"]) == (
+        403, "kind_not_allowed", "kind")
+    status, _ = await api.post({**BODY, "kind": "fixed"}, key=key)
+    assert status == 202
+    assert api.count("notifications") == 1
+
+
+async def test_fallback_chain_replaces_the_ladder(api: Api) -> None:
+    chain = [{"channel": "email", "timeout_sec": 10}, {"channel": "log"}]
+    _, body = await api.post({**BODY, "fallback_chain": chain})
+    steps = query(api.db_path, "SELECT channel, send_after FROM steps WHERE notification_id = ? "
+                  "ORDER BY step_no", body["notification_id"])
+    assert steps == [("email", START_MS), ("log", START_MS + 10_000)]
+
+
+async def test_another_tenants_notification_is_not_found(api: Api) -> None:
+    _, body = await api.post(BODY)
+    other = await api.new_key(tenant="globex")
+    path = f"/v1/notifications/{body['notification_id']}"
+    status, answer = await api.get(path, key=other)
+    assert (status, answer["error"]["code"]) == (404, "not_found")
+    status, answer = await api.call("POST", f"{path}/resolve", {}, key=other)
+    assert (status, answer["error"]["code"]) == (404, "not_found")
+    status, _ = await api.get(path)
+    assert status == 200
+
+
+async def test_same_user_and_dedup_key_under_two_tenants_are_two_notifications(api: Api) -> None:
+    other = await api.new_key(tenant="globex")
+    s1, a = await api.post({**BODY, "dedup_key": "d"})
+    s2, b = await api.post({**BODY, "dedup_key": "d"}, key=other)
+    assert (s1, s2) == (202, 202)
+    assert a["notification_id"] != b["notification_id"]
+    rows = query(api.db_path, "SELECT tenant FROM notifications ORDER BY tenant")
+    assert rows == [("acme",), ("globex",)]
+
+
+async def test_resolution_by_dedup_key_stays_in_the_tenant(api: Api) -> None:
+    other = await api.new_key(tenant="globex")
+    await api.post({**BODY, "dedup_key": "d"})
+    status, answer = await api.call("POST", "/v1/resolutions",
+                                    {"user_id": "u1", "dedup_key": "d"}, key=other)
+    assert (status, answer["error"]["code"]) == (404, "not_found")

@@ -1,0 +1,65 @@
+"""PUT/GET /v1/users/{id}: contacts, timezone, locale and quiet hours, validated field by field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support import Api
+
+USER = {"email": "ada@example.com", "phone": "+15550100", "chat": {"slack": "U123"},
+        "timezone": "Europe/Paris", "locale": "fr-FR",
+        "quiet_hours": {"start": "22:00", "end": "07:30"}}
+
+
+async def test_put_then_get_round_trips(api: Api) -> None:
+    status, put = await api.call("PUT", "/v1/users/u1", USER)
+    assert status == 200
+    assert put == {"user_id": "u1", **USER, "disabled_contacts": {}}
+    status, got = await api.get("/v1/users/u1")
+    assert (status, got) == (200, put)
+
+
+async def test_put_replaces_the_whole_profile(api: Api) -> None:
+    await api.call("PUT", "/v1/users/u1", USER)
+    status, body = await api.call("PUT", "/v1/users/u1", {"email": "new@example.com"})
+    assert status == 200
+    assert body == {"user_id": "u1", "email": "new@example.com", "timezone": None,
+                    "locale": None, "quiet_hours": None, "disabled_contacts": {}}
+
+
+async def test_users_are_per_tenant(api: Api) -> None:
+    await api.call("PUT", "/v1/users/u1", USER)
+    other = await api.new_key(tenant="globex")
+    status, body = await api.get("/v1/users/u1", key=other)
+    assert (status, body["error"]["code"]) == (404, "not_found")
+
+
+async def test_an_unknown_user_is_not_found(api: Api) -> None:
+    status, body = await api.get("/v1/users/nobody")
+    assert (status, body["error"]["code"], body["error"]["field"]) == (404, "not_found",
+                                                                       "user_id")
+
+
+@pytest.mark.parametrize(("patch", "field"), [
+    ({"timezone": "Mars/Olympus"}, "timezone"),
+    ({"timezone": 3}, "timezone"),
+    ({"quiet_hours": {"start": "25:00", "end": "07:00"}}, "quiet_hours"),
+    ({"quiet_hours": {"start": "10pm", "end": "07:00"}}, "quiet_hours"),
+    ({"quiet_hours": {"start": 22, "end": 7}}, "quiet_hours"),
+    ({"quiet_hours": {"start": "22:00"}}, "quiet_hours"),
+    ({"quiet_hours": "22:00-07:00"}, "quiet_hours"),
+    ({"chat": {"slack": ""}}, "chat"),
+    ({"email": ""}, "email"),
+])
+async def test_invalid_fields_are_named(api: Api, patch: dict[str, Any], field: str) -> None:
+    status, body = await api.call("PUT", "/v1/users/u1", {**USER, **patch})
+    assert (status, body["error"]["code"], body["error"]["field"]) == (422, "invalid_field",
+                                                                       field)
+    assert api.count("recipients") == 0
+
+
+async def test_unknown_user_fields_are_refused(api: Api) -> None:
+    status, body = await api.call("PUT", "/v1/users/u1", {**USER, "pager": "123"})
+    assert (status, body["error"]["code"], body["error"]["field"]) == (422, "unknown_field",
+                                                                       "pager")
