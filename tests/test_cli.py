@@ -1,0 +1,160 @@
+"""The click CLI: help with examples, documented commands, keys shown once, inspect and resolve."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+from support import START_MS
+
+from notifyd.cli import main
+from notifyd.clock import FakeClock
+from notifyd.config import Config, StoreConfig
+from notifyd.ingest import Ingest
+from notifyd.models import ApiKey
+from notifyd.store import SqliteStore
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def commands(group: click.Group = main, prefix: tuple[str, ...] = ()
+             ) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    for name, cmd in sorted(group.commands.items()):
+        yield (*prefix, name), cmd
+        if isinstance(cmd, click.Group):
+            yield from commands(cmd, (*prefix, name))
+
+
+PATHS = [path for path, _ in commands()]
+
+
+def run(db: Path, *args: str) -> Result:
+    env = {"NOTIFYD_DB": str(db), "NOTIFYD_CONFIG": None}
+    return CliRunner().invoke(main, list(args), env=env)
+
+
+def test_there_are_commands_to_check() -> None:
+    assert {("serve",), ("init",), ("keys", "create"), ("inspect",), ("resolve",)} <= set(PATHS)
+
+
+@pytest.mark.parametrize("path", [(), *PATHS], ids=lambda p: " ".join(p) or "notifyd")
+def test_every_command_has_help_with_an_example(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(main, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Example:" in result.output
+
+
+def test_every_command_is_in_the_readme() -> None:
+    if not README.exists():
+        pytest.skip("README.md not written yet")
+    text = README.read_text()
+    # "notifyd keys create", also with global options between: "notifyd --db x keys create".
+    missing = [" ".join(p) for p in PATHS
+               if not re.search(rf"\bnotifyd\b[^\n]*\b{' '.join(p)}\b", text)]
+    assert missing == [], "commands README.md does not show"
+
+
+def test_keys_create_prints_the_key_once_and_stores_only_its_hash(tmp_path: Path) -> None:
+    db = tmp_path / "keys.db"
+    result = run(db, "keys", "create", "--name", "billing", "--tenant", "acme",
+                 "--kinds", "demo")
+    assert result.exit_code == 0, result.output
+    key = result.stdout.strip()
+    assert key.startswith("nfy_") and "\n" not in key
+    assert result.output.count(key) == 1
+    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("keys.db"))
+    assert key.encode() not in stored
+    assert hashlib.sha256(key.encode()).hexdigest().encode() in stored
+
+    listed = run(db, "keys", "list")
+    assert listed.exit_code == 0
+    assert "billing\ttenant=acme\tkinds=demo\tactive" in listed.stdout
+    assert key not in listed.output
+
+
+def test_keys_create_refuses_unknown_kinds_and_duplicate_names(tmp_path: Path) -> None:
+    db = tmp_path / "keys.db"
+    bad = run(db, "keys", "create", "--name", "x", "--kinds", "nope")
+    assert bad.exit_code != 0 and "unknown kind 'nope'" in bad.output
+    assert run(db, "keys", "create", "--name", "x").exit_code == 0
+    dup = run(db, "keys", "create", "--name", "x")
+    assert dup.exit_code != 0 and "exists" in dup.output
+
+
+def test_keys_revoke(tmp_path: Path) -> None:
+    db = tmp_path / "keys.db"
+    run(db, "keys", "create", "--name", "old")
+    assert run(db, "keys", "revoke", "old").exit_code == 0
+    assert "old\ttenant=default\tkinds=*\trevoked" in run(db, "keys", "list").stdout
+    assert run(db, "keys", "revoke", "old").exit_code != 0
+
+
+async def _seed(db: Path) -> str:
+    """A 'demo' notification for u1/inv-1 in tenant default, written through the real ingest."""
+    cfg = Config(store=StoreConfig(path=str(db)))
+    store = SqliteStore(db)
+    await store.open()
+    try:
+        ingest = Ingest(cfg, store, FakeClock(START_MS))
+        body = json.dumps({"user_id": "u1", "kind": "demo", "dedup_key": "inv-1"}).encode()
+        inp = ingest.parse(body, ApiKey("billing", "default", (), "h"), None)
+        return (await ingest.accept(inp)).notification_id
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> tuple[Path, str]:
+    db = tmp_path / "cli.db"
+    return db, asyncio.run(_seed(db))
+
+
+@pytest.mark.parametrize("by", ["id", "dedup"])
+def test_inspect_prints_the_timeline(seeded: tuple[Path, str], by: str) -> None:
+    db, nid = seeded
+    result = run(db, "inspect", nid if by == "id" else "u1:inv-1")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"{nid}  tenant=default user=u1 kind=demo dedup_key=inv-1")
+    text = result.stdout
+    assert "accepted from key 'billing': kind demo, 2 steps" in text
+    assert "step 0 log: due 2026-09-21T14:13:20.000+00:00" in text
+    assert "step 1 log: due 2026-09-21T14:13:50.000+00:00" in text
+    assert lines[-1] == "  state now: log_pending"
+
+
+def test_inspect_json_is_the_status_document(seeded: tuple[Path, str]) -> None:
+    db, nid = seeded
+    result = run(db, "inspect", "--json", nid)
+    doc = json.loads(result.stdout)
+    assert doc["notification_id"] == nid and doc["current_state"] == "log_pending"
+    assert [s["status"] for s in doc["steps"]] == ["pending", "pending"]
+
+
+def test_inspect_an_unknown_ref_fails(seeded: tuple[Path, str]) -> None:
+    db, _ = seeded
+    for ref in ("n_missing", "u1:never", "u1:inv-1 --tenant other"):
+        result = run(db, "inspect", *ref.split())
+        assert result.exit_code == 1 and "no notification" in result.output
+
+
+def test_resolve_by_id_then_by_dedup_key(seeded: tuple[Path, str]) -> None:
+    db, nid = seeded
+    first = run(db, "resolve", nid, "--resolution", "confirmed")
+    assert first.exit_code == 0, first.output
+    assert first.stdout.strip() == f"{nid} resolved: confirmed; cancelled 2 steps"
+    again = run(db, "resolve", "u1:inv-1", "--resolution", "other")
+    assert again.exit_code == 0, again.output
+    assert again.stdout.strip() == f"{nid} was already resolved: confirmed"
+
+    text = run(db, "inspect", "u1:inv-1").stdout
+    assert "resolved 'confirmed' by cli" in text
+    assert "step 0 log: cancelled: resolved: confirmed" in text
+    assert text.splitlines()[-1] == "  state now: resolved"
