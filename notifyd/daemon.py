@@ -65,6 +65,7 @@ class Daemon:
             ctx.draining = True
             await runner.cleanup()
         finally:
+            log.info("store: %d writes in %d commits", store.writes, store.commits)
             await store.close()
         log.info("stopped cleanly")
 

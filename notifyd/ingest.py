@@ -134,26 +134,28 @@ class Ingest:
             chain.append((channel, None if timeout is None else float(timeout)))
         return tuple(chain)
 
+    def ttl_sec(self, inp: AcceptInput) -> int:
+        kind_ttl = self.cfg.kinds[inp.kind].ttl_sec
+        return kind_ttl if inp.max_ttl_sec is None else min(kind_ttl, inp.max_ttl_sec)
+
     def planner(self, inp: AcceptInput, now: int
-                ) -> Callable[[Recipient | None], tuple[list[PlannedStep], int, str]]:
+                ) -> Callable[[Recipient | None], tuple[list[PlannedStep], str]]:
         kind = self.cfg.kinds[inp.kind]
         ladder = kind.ladder
         if inp.fallback_chain is not None:
             ladder = tuple(LadderStep(ch, timeout_sec=t) for ch, t in inp.fallback_chain)
-        ttl = kind.ttl_sec if inp.max_ttl_sec is None else min(kind.ttl_sec, inp.max_ttl_sec)
         urgent = kind.urgency == "urgent"
         lane = "urgent" if urgent else "bulk"
 
-        def plan(recipient: Recipient | None) -> tuple[list[PlannedStep], int, str]:
-            steps = plan_steps(ladder, self._contacts, now, recipient, urgent)
-            return steps, now + ttl * 1000, lane
+        def plan(recipient: Recipient | None) -> tuple[list[PlannedStep], str]:
+            return plan_steps(ladder, self._contacts, now, recipient, urgent), lane
 
         return plan
 
     async def accept(self, inp: AcceptInput) -> AcceptResult:
         now = self.clock.now_ms()
         plan = self.planner(inp, now)
-        result = await self.store.accept(inp, new_id("n_", now), plan, now)
+        result = await self.store.accept(inp, new_id("n_", now), plan, self.ttl_sec(inp), now)
         if result.conflict:
             raise ApiError("dedup_conflict", f"dedup key {inp.dedup_key!r} was already used "
                            f"with different input by {result.notification_id}", "dedup_key")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import secrets
+import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -12,8 +12,9 @@ _B32 = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
 def new_id(prefix: str, now_ms: int) -> str:
-    """A time-ordered id: 48 bits of milliseconds then 40 random bits, Crockford base32."""
-    n = (now_ms << 40) | secrets.randbits(40)
+    """A time-ordered id: 48 bits of milliseconds then 40 random bits, Crockford base32.
+    Ids are not secrets (keys are), so the fast non-cryptographic generator is enough."""
+    n = (now_ms << 40) | random.getrandbits(40)
     chars = []
     for _ in range(18):
         chars.append(_B32[n & 31])

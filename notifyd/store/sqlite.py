@@ -32,7 +32,7 @@ from notifyd.models import (
 from notifyd.views import current_state
 
 T = TypeVar("T")
-PlanFn = Callable[[Recipient | None], tuple[list[PlannedStep], int, str]]
+PlanFn = Callable[[Recipient | None], tuple[list[PlannedStep], str]]
 
 # --- SQL, every statement named -------------------------------------------------------------
 
@@ -57,9 +57,11 @@ WHERE tenant = ? AND user_id = ?"""
 
 SELECT_DEDUP = """SELECT id, request_hash FROM notifications
 WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
+# Claims the dedup key and writes the row in one statement; no row changed means a retry.
 INSERT_NOTIFICATION = """INSERT INTO notifications
     (id, tenant, user_id, kind, dedup_key, request_hash, params, key_name, created_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (tenant, user_id, dedup_key) DO NOTHING"""
 INSERT_STEP = """INSERT INTO steps
     (notification_id, step_no, channel, lane, send_after, state, reason, note, updated_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
@@ -98,6 +100,7 @@ class SqliteStore:
                                          asyncio.Future[Any]]] = asyncio.Queue()
         self._writer_task: asyncio.Task[None] | None = None
         self.commits = 0  # batches committed, for benchmarks and tests of group commit
+        self.writes = 0  # operations committed or failed
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -155,6 +158,7 @@ class SqliteStore:
             ops = [op for op, _ in batch]
             outcomes = await loop.run_in_executor(self._pool, self._run_batch, ops)
             self.commits += 1
+            self.writes += len(batch)
             for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
                 if fut.done():
                     continue
@@ -164,28 +168,37 @@ class SqliteStore:
                     fut.set_exception(value)
 
     def _run_batch(self, ops: list[Callable[[sqlite3.Connection], Any]]) -> list[tuple[bool, Any]]:
+        """Commit all of `ops` together. The fast path runs them bare; if one raises, the batch
+        is rolled back and replayed with a SAVEPOINT around each op, so only that op fails."""
         conn = self._conn
         assert conn is not None
         try:
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as e:
-            return [(False, e)] * len(ops)
-        outcomes: list[tuple[bool, Any]] = []
-        for op in ops:
-            conn.execute("SAVEPOINT op")
             try:
-                outcomes.append((True, op(conn)))
-                conn.execute("RELEASE op")
-            except Exception as e:  # noqa: BLE001 - the op fails alone; the batch goes on
-                conn.execute("ROLLBACK TO op")
-                conn.execute("RELEASE op")
-                outcomes.append((False, e))
-        try:
+                outcomes: list[tuple[bool, Any]] = [(True, op(conn)) for op in ops]
+            except Exception:  # noqa: BLE001 - replayed one by one below
+                conn.execute("ROLLBACK")
+                conn.execute("BEGIN IMMEDIATE")
+                outcomes = [self._isolated(conn, op) for op in ops]
             conn.execute("COMMIT")
         except sqlite3.Error as e:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             return [(False, e)] * len(ops)
         return outcomes
+
+    @staticmethod
+    def _isolated(conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], Any]
+                  ) -> tuple[bool, Any]:
+        conn.execute("SAVEPOINT op")
+        try:
+            result = op(conn)
+        except Exception as e:  # noqa: BLE001 - the op fails alone; the batch goes on
+            conn.execute("ROLLBACK TO op")
+            conn.execute("RELEASE op")
+            return False, e
+        conn.execute("RELEASE op")
+        return True, result
 
     # --- reads -------------------------------------------------------------------------------
 
@@ -235,25 +248,27 @@ class SqliteStore:
     # --- accept ------------------------------------------------------------------------------
 
     async def accept(self, inp: AcceptInput, notification_id: str, plan: PlanFn,
-                     now: int) -> AcceptResult:
+                     ttl_sec: int, now: int) -> AcceptResult:
         """Claim the dedup key and write the notification with its whole ladder, atomically."""
 
+        params = json.dumps(inp.params)
+
         def op(c: sqlite3.Connection) -> AcceptResult:
-            if inp.dedup_key is not None:
+            expires_at = now + ttl_sec * 1000
+            inserted = c.execute(INSERT_NOTIFICATION, (
+                notification_id, inp.tenant, inp.user_id, inp.kind, inp.dedup_key,
+                inp.request_hash, params, inp.key_name, now, expires_at)).rowcount
+            if not inserted:
                 hit = c.execute(SELECT_DEDUP, (inp.tenant, inp.user_id, inp.dedup_key)).fetchone()
-                if hit is not None:
-                    same = hit["request_hash"] == inp.request_hash
-                    return AcceptResult(hit["id"], created=False, state=current_state(
-                        _notification(c, hit["id"])), conflict=not same)
+                same = hit["request_hash"] == inp.request_hash
+                return AcceptResult(hit["id"], created=False, state=current_state(
+                    _notification(c, hit["id"])), conflict=not same)
             row = c.execute(SELECT_RECIPIENT, (inp.tenant, inp.user_id)).fetchone()
             recipient = None
             if row is not None:
                 disabled = c.execute(SELECT_DISABLED, (inp.tenant, inp.user_id)).fetchall()
                 recipient = _recipient(dict(row), [dict(d) for d in disabled])
-            steps, expires_at, lane = plan(recipient)
-            c.execute(INSERT_NOTIFICATION, (
-                notification_id, inp.tenant, inp.user_id, inp.kind, inp.dedup_key,
-                inp.request_hash, json.dumps(inp.params), inp.key_name, now, expires_at))
+            steps, lane = plan(recipient)
             c.executemany(INSERT_STEP, [
                 (notification_id, s.step_no, s.channel, lane, s.send_after, s.state.value,
                  s.reason, s.note, now) for s in steps])

@@ -47,7 +47,7 @@ CREATE TABLE notifications (
     resolved_at  INTEGER,
     resolution   TEXT,
     resolved_by  TEXT
-);
+) WITHOUT ROWID;
 CREATE UNIQUE INDEX notifications_dedup ON notifications (tenant, user_id, dedup_key);
 
 CREATE TABLE steps (
