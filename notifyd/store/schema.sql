@@ -42,7 +42,7 @@ CREATE TABLE notifications (
     resolved_at  INTEGER,
     resolution   TEXT,
     resolved_by  TEXT
-);
+) WITHOUT ROWID;
 CREATE TABLE recipients (
     tenant      TEXT NOT NULL,
     user_id     TEXT NOT NULL,
