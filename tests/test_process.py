@@ -1,0 +1,197 @@
+"""The real daemon in a subprocess: serve, post, inspect beside it, SIGTERM; SIGKILL under load.
+
+Waits are bounded: the daemon is polled for its "listening on" line with a deadline, and every
+wait on a process has a timeout, so a hang fails the test instead of stalling the suite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from support import query
+
+START_TIMEOUT = 30.0
+LISTENING = re.compile(r"listening on http://([\d.]+):(\d+)")
+DEMO_STEPS = 2  # the built-in config's demo kind: the daemon runs here with no config file
+
+
+def notifyd(db: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "notifyd", "--db", str(db), *args]
+
+
+def env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("NOTIFYD_")}
+
+
+def cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(notifyd(db, *args), capture_output=True, text=True, env=env(),
+                          cwd=db.parent, timeout=60, check=False)
+
+
+def create_key(db: Path) -> str:
+    done = cli(db, "keys", "create", "--name", "test")
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+class Daemon:
+    """`notifyd serve --port 0` with its stderr collected by a thread, line by line."""
+
+    def __init__(self, db: Path) -> None:
+        self.proc = subprocess.Popen(notifyd(db, "serve", "--port", "0"), env=env(),
+                                     cwd=db.parent, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.url = f"http://127.0.0.1:{self._wait_for_port()}"
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def _wait_for_port(self) -> int:
+        deadline = time.monotonic() + START_TIMEOUT
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            if m := LISTENING.search(line):
+                return int(m.group(2))
+        self.proc.kill()
+        raise AssertionError("daemon did not report its port:\n" + self.stderr())
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout=30)
+        self._reader.join(timeout=10)
+        return rc
+
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[Daemon]]:
+    """Every daemon a test starts, killed at teardown if the test left it running."""
+    started: list[Daemon] = []
+    yield started
+    for d in started:
+        if d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait(timeout=30)
+
+
+def post(url: str, key: str, body: dict[str, Any]) -> tuple[int, Any]:
+    request = urllib.request.Request(f"{url}/v1/notifications", data=json.dumps(body).encode(),
+                                     headers={"Authorization": f"Bearer {key}",
+                                              "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        return resp.status, json.loads(resp.read())
+
+
+def test_serve_post_inspect_and_stop_cleanly(tmp_path: Path, daemons: list[Daemon]) -> None:
+    db = tmp_path / "notifyd.db"
+    key = create_key(db)
+    daemons.append(d := Daemon(db))
+    status, body = post(d.url, key, {"user_id": "u1", "kind": "demo", "dedup_key": "inv-1"})
+    assert status == 202 and body["created"] is True
+    nid = body["notification_id"]
+
+    shown = cli(db, "inspect", nid)  # a second process on the same file, beside the daemon
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(nid)
+    assert "step 1 log: due" in shown.stdout
+    assert shown.stdout.splitlines()[-1] == "  state now: log_pending"
+
+    resolved = cli(db, "resolve", "u1:inv-1", "--resolution", "done")
+    assert resolved.returncode == 0, resolved.stderr
+    status, body = post(d.url, key, {"user_id": "u1", "kind": "demo", "dedup_key": "inv-1"})
+    assert (status, body["state"]) == (200, "resolved")  # the daemon sees the CLI's write
+
+    assert d.stop(signal.SIGTERM) == 0, d.stderr()
+    assert "stopped cleanly" in d.stderr()
+
+
+async def test_sigkill_under_load_loses_no_accepted_notification(
+        tmp_path: Path, daemons: list[Daemon]) -> None:
+    db = tmp_path / "notifyd.db"
+    key = create_key(db)
+    daemons.append(d := Daemon(db))
+    accepted: list[str] = []
+    errors: list[str] = []
+    inflight = {"n": 0}
+    killed = asyncio.Event()
+    enough = asyncio.Event()
+
+    async def client(session: aiohttp.ClientSession, worker: int) -> None:
+        i = 0
+        while True:
+            i += 1
+            body = {"user_id": f"u{worker}", "kind": "demo", "dedup_key": f"{worker}-{i}"}
+            inflight["n"] += 1
+            try:
+                async with session.post(f"{d.url}/v1/notifications", json=body) as resp:
+                    answer = await resp.json()
+                    if resp.status == 202:
+                        accepted.append(answer["notification_id"])
+                    elif not killed.is_set():
+                        errors.append(f"{resp.status} {answer}")
+            except (TimeoutError, aiohttp.ClientError) as e:
+                if not killed.is_set():
+                    errors.append(repr(e))
+                return
+            finally:
+                inflight["n"] -= 1
+            if len(accepted) >= 500:
+                enough.set()
+
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"},
+                                     timeout=timeout) as session:
+        tasks = [asyncio.create_task(client(session, w)) for w in range(16)]
+        await asyncio.wait_for(enough.wait(), timeout=60)
+        in_flight_at_kill, answered_before_kill = inflight["n"], len(accepted)
+        killed.set()
+        d.proc.send_signal(signal.SIGKILL)
+        assert d.proc.wait(timeout=30) == -signal.SIGKILL
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=60)
+
+    assert errors == [], "requests failed before the kill"
+    assert in_flight_at_kill > 0, "the kill must land while requests are in flight"
+    print(f"\nSIGKILL: {in_flight_at_kill} requests in flight, {answered_before_kill} 202s "
+          f"before the kill, {len(accepted) - answered_before_kill} 202s read after it")
+
+    daemons.append(again := Daemon(db))  # restarts on the same file: WAL recovery
+    steps = dict(query(db, "SELECT n.id, count(s.step_no) FROM notifications n "
+                           "LEFT JOIN steps s ON s.notification_id = n.id GROUP BY n.id"))
+    missing = [nid for nid in accepted if nid not in steps]
+    assert missing == [], f"{len(missing)} accepted notifications lost"
+    assert {steps[nid] for nid in accepted} == {DEMO_STEPS}
+    assert set(steps.values()) == {DEMO_STEPS}, "a notification without its whole ladder"
+    assert query(db, "PRAGMA integrity_check") == [("ok",)]
+    status, body = post(again.url, key, {"user_id": "u0", "kind": "demo", "dedup_key": "0-1"})
+    assert (status, body["created"]) == (200, False)  # the restarted daemon knows it
+    assert again.stop() == 0, again.stderr()
