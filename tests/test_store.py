@@ -97,6 +97,26 @@ async def test_a_failing_op_fails_alone_in_its_batch(store: SqliteStore, db_path
     assert query_names(db_path) == {"a", "b", "c"}
 
 
+async def test_ops_before_a_failure_are_applied_exactly_once(store: SqliteStore,
+                                                             db_path: Path) -> None:
+    # A batch that hits a failure may be rolled back and replayed; nothing may count twice.
+    await store.write(_insert_key("counter"))
+
+    def bump(c: sqlite3.Connection) -> None:
+        c.execute("UPDATE api_keys SET created_at = created_at + 1 WHERE name = 'counter'")
+
+    def fail(c: sqlite3.Connection) -> None:
+        bump(c)
+        raise RuntimeError("after a write")
+
+    results = await asyncio.gather(store.write(bump), store.write(bump), store.write(fail),
+                                   store.write(bump), return_exceptions=True)
+    assert [isinstance(r, RuntimeError) for r in results] == [False, False, True, False]
+    with closing(sqlite3.connect(db_path)) as conn:
+        assert conn.execute("SELECT created_at FROM api_keys WHERE name = 'counter'"
+                            ).fetchone()[0] == 3
+
+
 async def test_writes_after_close_are_refused(tmp_path: Path) -> None:
     s = SqliteStore(tmp_path / "closed.db")
     await s.open()
