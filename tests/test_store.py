@@ -150,6 +150,7 @@ async def test_close_answers_the_batch_in_flight(tmp_path: Path) -> None:
         assert write.done()
     finally:
         write.cancel()
+        await asyncio.gather(write, return_exceptions=True)
 
 
 async def test_due_scan_uses_the_partial_index(store: SqliteStore) -> None:
