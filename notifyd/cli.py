@@ -17,6 +17,7 @@ from notifyd.auth import hash_key, new_key
 from notifyd.clock import SystemClock
 from notifyd.config import NAME_RE, Config, load_config, render_example
 from notifyd.errors import ConfigError
+from notifyd.models import iso
 from notifyd.store import Store, open_store
 from notifyd.views import status_view, timeline
 
@@ -217,3 +218,39 @@ def resolve(ctx: click.Context, ref: str, tenant: str, resolution: str) -> None:
         return f"{r.notification_id} resolved: {r.resolution}; cancelled {r.cancelled_steps} steps"
 
     click.echo(_with_store(ctx, run))
+
+
+@main.command()
+@click.argument("ref")
+@click.pass_context
+def replay(ctx: click.Context, ref: str) -> None:
+    """Put dead or unknown steps back to pending, under their original key and frozen payload.
+
+    REF is a step (n_...:STEP_NO) or a notification id (all its dead and unknown steps).
+
+    Example: notifyd replay n_01m8n828e4dmgf5p4k:1
+    """
+    nid, _, no = ref.partition(":")
+    if no and not no.isdigit():
+        raise click.ClickException(f"{ref!r}: expected n_...:STEP_NO")
+    step = int(no) if no else None
+    count = _with_store(ctx, lambda s: s.replay(nid, step, SystemClock().now_ms()))
+    if not count:
+        raise click.ClickException(f"no dead or unknown step at {ref!r}")
+    click.echo(f"replayed {count} step(s); a running daemon sends them within its poll interval")
+
+
+@main.command("dead-letters")
+@click.option("--limit", default=50, show_default=True, help="Most rows shown, newest first.")
+@click.pass_context
+def dead_letters(ctx: click.Context, limit: int) -> None:
+    """List dead steps with the failure that killed them.
+
+    Example: notifyd dead-letters --limit 20
+    """
+    rows = _with_store(ctx, lambda s: s.dead_letters(limit))
+    for r in rows:
+        click.echo(f"{iso(r['updated_at'])}  {r['notification_id']}:{r['step_no']}  "
+                   f"{r['channel']}  attempts={r['attempts']}  {r['reason']}")
+    if not rows:
+        click.echo("no dead letters")

@@ -15,9 +15,12 @@ import socket
 from aiohttp import web
 
 from notifyd.auth import KeyCache
+from notifyd.channels import build_channel
 from notifyd.clock import Clock, SystemClock
 from notifyd.config import Config
 from notifyd.ingest import Ingest
+from notifyd.scanner import Scanner
+from notifyd.sender import SenderPool
 from notifyd.store import open_store
 from notifyd.web import Context, make_app
 
@@ -47,8 +50,12 @@ class Daemon:
     async def run(self, stop: asyncio.Event) -> None:
         cfg = self.cfg
         store = await open_store(cfg)
+        adapters = {name: build_channel(name, ch) for name, ch in cfg.channels.items()}
+        pool = SenderPool(cfg, store, self.clock, adapters)
+        scanner = Scanner(cfg, store, pool, self.clock)
+        stop_claiming = asyncio.Event()
         try:
-            ingest = Ingest(cfg, store, self.clock)
+            ingest = Ingest(cfg, store, self.clock, wake=scanner.wake)
             ctx = Context(cfg, ingest, KeyCache(store), self.clock)
             runner = web.AppRunner(make_app(ctx), access_log=None, handle_signals=False,
                                    shutdown_timeout=cfg.daemon.grace_sec)
@@ -59,12 +66,17 @@ class Daemon:
             log.info("listening on http://%s:%s (store %s)", cfg.server.host, self.port,
                      cfg.store.path)
             sd_notify("READY=1")
-            await stop.wait()
-            log.info("stopping: no new requests; finishing in-flight work")
-            sd_notify("STOPPING=1")
-            ctx.draining = True
-            await runner.cleanup()
+            async with asyncio.TaskGroup() as peers:
+                peers.create_task(scanner.run(stop_claiming), name="scanner")
+                await stop.wait()
+                log.info("stopping: no new requests; finishing in-flight sends")
+                sd_notify("STOPPING=1")
+                ctx.draining = True
+                await runner.cleanup()
+                stop_claiming.set()
+            await pool.drain(cfg.daemon.grace_sec)
         finally:
+            await pool.close()
             log.info("store: %d writes in %d commits", store.writes, store.commits)
             await store.close()
         log.info("stopped cleanly")

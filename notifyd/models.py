@@ -118,3 +118,38 @@ class ResolveResult:
     resolved_at: int
     changed: bool  # False: an earlier resolution had already won
     cancelled_steps: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A step claimed for one provider call, with its frozen destination and payload."""
+
+    notification_id: str
+    step_no: int
+    channel: str
+    lane: str
+    attempt_no: int
+    tries: int  # attempts since the last replay, for the retry budget
+    claim_token: str
+    destination: str
+    payload: dict[str, Any]
+    expires_at: int
+    contact: str  # the contact kind a permanent rejection disables
+
+    @property
+    def key(self) -> str:
+        """The provider idempotency key: never the attempt number."""
+        return f"{self.notification_id}:{self.step_no}"
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What the sender decided about one attempt; the store applies it under the claim token."""
+
+    outcome: str  # sent | rejected | failed | unknown
+    state: StepState
+    reason: str | None = None
+    provider_ref: str | None = None
+    retry_at: int | None = None  # for pending/unknown: when to try again
+    disable_contact: bool = False
+    pull_next: bool = False

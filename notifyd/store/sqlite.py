@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,8 @@ from notifyd.models import (
     AcceptInput,
     AcceptResult,
     ApiKey,
+    Claim,
+    Completion,
     PlannedStep,
     Recipient,
     ResolveResult,
@@ -33,6 +36,8 @@ from notifyd.views import current_state
 
 T = TypeVar("T")
 PlanFn = Callable[[Recipient | None], tuple[list[PlannedStep], str]]
+# (notification row, channel, step_no) -> (destination, payload) to freeze on the step
+FreezeFn = Callable[[dict[str, Any], str, int], tuple[str, dict[str, Any]]]
 
 # --- SQL, every statement named -------------------------------------------------------------
 
@@ -79,6 +84,57 @@ SELECT_RESOLUTION = "SELECT resolved_at, resolution FROM notifications WHERE id 
 # The sweep is an optimisation: the claim re-checks resolution whether or not this ran.
 CANCEL_PENDING = """UPDATE steps SET state = 'cancelled', reason = ?, updated_at = ?
 WHERE notification_id = ? AND state IN ('pending', 'unknown')"""
+
+
+# --- the delivery engine's statements ---
+SELECT_LAPSED = """SELECT notification_id, step_no, attempts FROM steps
+WHERE state = 'sending' AND lease_until < ?"""
+MARK_UNKNOWN = """UPDATE steps SET state = 'unknown', reason = ?, send_after = ?, claim_token = NULL,
+    lease_until = NULL, updated_at = ?
+WHERE notification_id = ? AND step_no = ? AND state = 'sending'"""
+CLOSE_OPEN_ATTEMPTS = """UPDATE attempts SET ended_at = ?, outcome = 'unknown', reason = ?
+WHERE notification_id = ? AND step_no = ? AND ended_at IS NULL"""
+SELECT_DUE = """SELECT notification_id, step_no, channel, lane, attempts, retry_base, destination,
+    payload FROM steps
+WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown') AND send_after <= ?
+ORDER BY send_after LIMIT ?"""
+SELECT_FOR_CLAIM = """SELECT id, tenant, user_id, kind, params, created_at, expires_at,
+    resolved_at, resolution FROM notifications WHERE id = ?"""
+SELECT_IN_FLIGHT = """SELECT step_no FROM steps
+WHERE notification_id = ? AND state = 'sending' LIMIT 1"""
+SELECT_CONTACT_DISABLED = """SELECT reason FROM disabled_contacts
+WHERE tenant = ? AND user_id = ? AND contact = ? LIMIT 1"""
+END_STEP = """UPDATE steps SET state = ?, reason = ?, updated_at = ?
+WHERE notification_id = ? AND step_no = ?"""
+POSTPONE_STEP = """UPDATE steps SET send_after = ?, reason = ?, updated_at = ?
+WHERE notification_id = ? AND step_no = ?"""
+CLAIM_STEP = """UPDATE steps SET state = 'sending', attempts = ?, claim_token = ?, lease_until = ?,
+    destination = ?, payload = ?, reason = NULL, updated_at = ?
+WHERE notification_id = ? AND step_no = ?"""
+INSERT_ATTEMPT = """INSERT INTO attempts
+    (notification_id, step_no, attempt_no, claim_token, started_at) VALUES (?, ?, ?, ?, ?)"""
+END_ATTEMPT = """UPDATE attempts SET ended_at = ?, outcome = ?, reason = ?, provider_ref = ?
+WHERE notification_id = ? AND step_no = ? AND attempt_no = ?"""
+# Completion only lands while the claim token is ours: a stale sender cannot overwrite evidence.
+COMPLETE_STEP = """UPDATE steps SET state = ?, reason = ?, provider_ref = COALESCE(?, provider_ref),
+    send_after = COALESCE(?, send_after), claim_token = NULL, lease_until = NULL, updated_at = ?
+WHERE notification_id = ? AND step_no = ? AND claim_token = ? AND state = 'sending'"""
+DISABLE_CONTACT = """INSERT INTO disabled_contacts
+    (tenant, user_id, contact, address, reason, disabled_at)
+SELECT tenant, user_id, ?, ?, ?, ? FROM notifications WHERE id = ?
+ON CONFLICT DO NOTHING"""
+PULL_NEXT = """UPDATE steps SET send_after = ?, note = ?, updated_at = ?
+WHERE notification_id = ? AND send_after > ? AND step_no = (
+    SELECT min(step_no) FROM steps WHERE notification_id = ? AND step_no > ? AND state = 'pending')"""
+SELECT_NEXT_DUE = """SELECT min(send_after) FROM steps
+WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown')"""
+SELECT_NEXT_LAPSE = "SELECT min(lease_until) FROM steps WHERE state = 'sending'"
+SELECT_INTERRUPTED = "SELECT notification_id, step_no FROM steps WHERE state = 'sending'"
+REPLAY_STEPS = """UPDATE steps SET state = 'pending', send_after = ?, retry_base = attempts,
+    reason = 'replayed by an operator', updated_at = ?
+WHERE notification_id = ? AND (? IS NULL OR step_no = ?) AND state IN ('dead', 'unknown')"""
+SELECT_DEAD = """SELECT notification_id, step_no, channel, attempts, reason, updated_at FROM steps
+WHERE state = 'dead' ORDER BY updated_at DESC LIMIT ?"""
 
 
 class StoreClosed(Exception):
@@ -314,6 +370,131 @@ class SqliteStore:
         for step in row["steps"]:
             step["attempt_log"] = [a for a in attempts if a["step_no"] == step["step_no"]]
         return row
+
+
+    # --- the delivery engine ----------------------------------------------------------------
+
+    async def claim_due(self, now: int, wants: list[tuple[str, str, int]], lease_ms: int,
+                        contact_of: dict[str, str], freeze: FreezeFn) -> list[Claim]:
+        """Claim up to n due steps per (channel, lane), re-checking in this same transaction
+        that each notification is unresolved, unexpired, has no step in flight and that the
+        contact is alive. Steps that fail the check end cancelled, expired or suppressed."""
+
+        def op(c: sqlite3.Connection) -> list[Claim]:
+            _lapse_leases(c, now)
+            claims: list[Claim] = []
+            for channel, lane, n in wants:
+                taken = 0
+                while taken < n:
+                    rows = c.execute(SELECT_DUE, (channel, lane, now, n - taken + 16)).fetchall()
+                    for row in rows:
+                        if taken >= n:
+                            break
+                        claim = _claim_one(c, row, now, lease_ms, contact_of, freeze)
+                        if claim is not None:
+                            claims.append(claim)
+                            taken += 1
+                    if len(rows) < n - taken + 16:
+                        break
+            return claims
+
+        return await self.write(op)
+
+    async def complete(self, claim: Claim, done: Completion, now: int) -> bool:
+        """Record the attempt, and apply the decision if the claim token is still ours."""
+
+        def op(c: sqlite3.Connection) -> bool:
+            nid, no = claim.notification_id, claim.step_no
+            c.execute(END_ATTEMPT, (now, done.outcome, done.reason, done.provider_ref, nid, no,
+                                    claim.attempt_no))
+            applied = c.execute(COMPLETE_STEP, (
+                done.state.value, done.reason, done.provider_ref, done.retry_at, now, nid, no,
+                claim.claim_token)).rowcount > 0
+            if applied and done.disable_contact:
+                address = "" if claim.contact.startswith("channel:") else claim.destination
+                c.execute(DISABLE_CONTACT, (claim.contact, address, done.reason or "rejected",
+                                            now, nid))
+            if applied and done.pull_next:
+                c.execute(PULL_NEXT, (now, f"pulled forward: step {no} {done.state.value}", now,
+                                      nid, now, nid, no))
+            return applied
+
+        return await self.write(op)
+
+    async def recover_interrupted(self, now: int) -> int:
+        """At start-up: steps left sending by a dead process become unknown, retried at once
+        under the same key. (One process per SQLite file; several processes rely on leases.)"""
+
+        def op(c: sqlite3.Connection) -> int:
+            rows = c.execute(SELECT_INTERRUPTED).fetchall()
+            for nid, no in rows:
+                _mark_unknown(c, nid, no, now, "interrupted: notifyd stopped during the send")
+            return len(rows)
+
+        return await self.write(op)
+
+    async def next_due(self, pairs: list[tuple[str, str]]) -> int | None:
+        """The earliest send_after among open steps, or lease end among in-flight ones."""
+        found = []
+        for channel, lane in pairs:
+            row = await self._fetchone(SELECT_NEXT_DUE, (channel, lane))
+            found.append(row and next(iter(row.values())))
+        row = await self._fetchone(SELECT_NEXT_LAPSE, ())
+        found.append(row and next(iter(row.values())))
+        return min((f for f in found if f is not None), default=None)
+
+    async def replay(self, notification_id: str, step_no: int | None, now: int) -> int:
+        """Put dead or unknown steps back to pending under their original key and payload."""
+        return await self.write(lambda c: c.execute(REPLAY_STEPS, (
+            now, now, notification_id, step_no, step_no)).rowcount)
+
+    async def dead_letters(self, limit: int) -> list[dict[str, Any]]:
+        return await self._fetchall(SELECT_DEAD, (limit,))
+
+
+def _lapse_leases(c: sqlite3.Connection, now: int) -> None:
+    for nid, no, _ in c.execute(SELECT_LAPSED, (now,)).fetchall():
+        _mark_unknown(c, nid, no, now, "lease expired: the send may have reached the provider")
+
+
+def _mark_unknown(c: sqlite3.Connection, nid: str, no: int, now: int, why: str) -> None:
+    c.execute(MARK_UNKNOWN, (why, now, now, nid, no))
+    c.execute(CLOSE_OPEN_ATTEMPTS, (now, why, nid, no))
+
+
+def _claim_one(c: sqlite3.Connection, row: sqlite3.Row, now: int, lease_ms: int,
+               contact_of: dict[str, str], freeze: FreezeFn) -> Claim | None:
+    nid, no = row["notification_id"], row["step_no"]
+    n = c.execute(SELECT_FOR_CLAIM, (nid,)).fetchone()
+    if n["resolved_at"] is not None:
+        c.execute(END_STEP, ("cancelled", f"resolved: {n['resolution']}", now, nid, no))
+        return None
+    if now >= n["expires_at"]:
+        c.execute(END_STEP, ("expired", "time to live passed before it could be sent", now,
+                             nid, no))
+        return None
+    busy = c.execute(SELECT_IN_FLIGHT, (nid,)).fetchone()
+    if busy is not None:  # at most one active attempt per notification
+        c.execute(POSTPONE_STEP, (now + 1000, f"waiting: step {busy[0]} is in flight", now,
+                                  nid, no))
+        return None
+    contact = contact_of.get(row["channel"], f"channel:{row['channel']}")
+    dead = c.execute(SELECT_CONTACT_DISABLED, (n["tenant"], n["user_id"], contact)).fetchone()
+    if dead is not None:
+        c.execute(END_STEP, ("suppressed", f"contact disabled: {dead[0]}", now, nid, no))
+        return None
+    if row["payload"] is None:  # frozen once, before the first provider call
+        destination, payload = freeze(dict(n), row["channel"], no)
+        frozen = json.dumps(payload, sort_keys=True)
+    else:
+        destination, frozen = row["destination"], row["payload"]
+        payload = json.loads(frozen)
+    attempt = row["attempts"] + 1
+    token = secrets.token_hex(8)
+    c.execute(CLAIM_STEP, (attempt, token, now + lease_ms, destination, frozen, now, nid, no))
+    c.execute(INSERT_ATTEMPT, (nid, no, attempt, token, now))
+    return Claim(nid, no, row["channel"], row["lane"], attempt, attempt - row["retry_base"],
+                 token, destination, payload, n["expires_at"], contact)
 
 
 def _notification(c: sqlite3.Connection, notification_id: str) -> dict[str, Any]:

@@ -1,0 +1,84 @@
+"""The webhook channel: POST the frozen payload as JSON with an Idempotency-Key header.
+
+2xx Sent (provider_ref from the body's "id", else the X-Request-Id header); 408, 429 and 5xx
+Failed, honouring Retry-After; other 4xx Rejected. A refused connection never left us: Failed. A
+timeout or a connection lost after the request was written: Unknown.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+
+import aiohttp
+
+from notifyd.channels.base import Failed, Message, Outcome, Rejected, Sent, Unknown
+
+RETRYABLE = frozenset({408, 429})
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 section 10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class WebhookChannel:
+    def __init__(self, name: str, url: str, timeout_sec: float) -> None:
+        self.name = name
+        self.url = url
+        self.timeout = aiohttp.ClientTimeout(total=timeout_sec)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self.timeout)
+        return self._session
+
+    async def send(self, message: Message) -> Outcome:
+        body = json.dumps(message.payload, sort_keys=True).encode()
+        headers = {"Content-Type": "application/json",
+                   "Idempotency-Key": message.idempotency_key}
+        try:
+            async with self._client().post(message.destination, data=body,
+                                           headers=headers) as resp:
+                text = await resp.text()
+                return _classify(resp.status, resp.headers, text)
+        except aiohttp.ClientConnectorError as e:
+            return Failed(f"connect failed: {e.os_error or e}")
+        except TimeoutError:
+            return Unknown("timeout: the provider may have the message")
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
+                aiohttp.ClientPayloadError) as e:
+            return Unknown(f"connection lost after sending: {type(e).__name__}")
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _classify(status: int, headers: aiohttp.typedefs.LooseHeaders, text: str) -> Outcome:
+    get = getattr(headers, "get", lambda _k: None)
+    if 200 <= status < 300:
+        ref = None
+        try:
+            data = json.loads(text) if text else None
+            if isinstance(data, dict) and data.get("id") is not None:
+                ref = str(data["id"])
+        except ValueError:
+            pass
+        return Sent(ref or get("X-Request-Id"))
+    snippet = text[:200].replace("\n", " ")
+    if status in RETRYABLE or status >= 500:
+        return Failed(f"HTTP {status}: {snippet}", parse_retry_after(get("Retry-After")))
+    return Rejected(f"HTTP {status}: {snippet}")

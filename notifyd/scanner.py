@@ -1,0 +1,100 @@
+"""The due-work scanner: claims due steps inside the stop-condition transaction, hands them to senders.
+
+It wakes when an accept writes a step that is already due, when a sender frees a slot, when the
+next send_after arrives, and at least every poll interval so a lost wake-up costs one interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from notifyd.clock import Clock
+from notifyd.config import Config
+from notifyd.models import iso
+from notifyd.sender import SenderPool
+from notifyd.store import Store
+
+log = logging.getLogger("notifyd.scanner")
+
+
+def freeze_payload(cfg: Config, n: dict[str, Any], channel: str,
+                   step_no: int) -> tuple[str, dict[str, Any]]:
+    """The exact destination and body for a step, fixed before its first provider call."""
+    ch = cfg.channels[channel]
+    destination = ch.url if ch.type == "webhook" else channel
+    payload = {
+        "notification_id": n["id"], "step_no": step_no, "channel": channel, "kind": n["kind"],
+        "user_id": n["user_id"], "params": json.loads(n["params"]),
+        "created_at": iso(n["created_at"]), "expires_at": iso(n["expires_at"]),
+    }
+    return destination, payload
+
+
+class Scanner:
+    def __init__(self, cfg: Config, store: Store, pool: SenderPool, clock: Clock) -> None:
+        self.cfg, self.store, self.pool, self.clock = cfg, store, pool, clock
+        self.lease_ms = int(cfg.scanner.lease_sec * 1000)
+        self.poll_ms = int(cfg.scanner.poll_interval_sec * 1000)
+        self.contact_of = {name: f"channel:{name}" for name in cfg.channels}
+        self._wake = asyncio.Event()
+        self._sleep_until: int | None = None
+        pool.on_free = self._wake.set
+
+    def wake(self, at_ms: int) -> None:
+        """Called by ingest: a step is due at `at_ms`; wake now if that is before our alarm."""
+        if self._sleep_until is None or at_ms < self._sleep_until:
+            self._wake.set()
+
+    def _freeze(self, n: dict[str, Any], channel: str, step_no: int) -> tuple[str, dict[str, Any]]:
+        return freeze_payload(self.cfg, n, channel, step_no)
+
+    async def run_once(self, now: int) -> int:
+        """Claim what the senders can take right now and dispatch it; returns the count."""
+        wants = self.pool.wants(now)
+        if not wants:
+            return 0
+        wants = [(ch, lane, min(n, self.cfg.scanner.claim_batch)) for ch, lane, n in wants]
+        claims = await self.store.claim_due(now, wants, self.lease_ms, self.contact_of,
+                                            self._freeze)
+        self.pool.dispatch(claims, now)
+        return len(claims)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        recovered = await self.store.recover_interrupted(self.clock.now_ms())
+        if recovered:
+            log.warning("%d steps were mid-send when notifyd last stopped; retrying them as "
+                        "unknown under their original keys", recovered)
+        while not stop.is_set():
+            self._wake.clear()
+            now = self.clock.now_ms()
+            try:
+                claimed = await self.run_once(now)
+            except Exception:
+                log.exception("due scan failed; retrying after the poll interval")
+                claimed = 0
+            if claimed and self.pool.wants(self.clock.now_ms()):
+                continue  # more capacity and maybe more due work: scan again at once
+            await self._sleep(now, stop)
+
+    async def _sleep(self, now: int, stop: asyncio.Event) -> None:
+        alarm = now + self.poll_ms
+        due = await self.store.next_due(self.pool.pairs())
+        if due is not None and due > now:  # due work we had no capacity for waits on refill
+            alarm = min(alarm, due)
+        refill = self.pool.ms_until_capacity(now)
+        if refill is not None:
+            alarm = min(alarm, now + refill)
+        self._sleep_until = alarm
+        delay = max(0, alarm - self.clock.now_ms()) / 1000
+        if delay <= 0:
+            return
+        waiters = {asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())}
+        try:
+            await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+            self._sleep_until = None
