@@ -165,7 +165,7 @@ def _build(cls: type[Any], data: Any, where: str) -> Any:
 
 def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch per TOML shape
     origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _build(tp, value, where)
     if origin is dict:
         inner = typing.get_args(tp)[1]

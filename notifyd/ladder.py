@@ -80,7 +80,7 @@ def plan_steps(
             continue
         if not urgent:
             moved = quiet_until(at, recipient)
-            if moved is not None:
+            if moved is not None and recipient is not None:
                 note = f"quiet hours {recipient.quiet_start}-{recipient.quiet_end} " \
                        f"{recipient.timezone or 'UTC'}: moved from {_hhmm(at, recipient)}"
                 at = moved

@@ -263,6 +263,12 @@ class SqliteStore:
         async with self._reader.execute(sql, args) as cur:
             return [dict(r) for r in await cur.fetchall()]
 
+    async def _scalar(self, sql: str, args: tuple[Any, ...]) -> int | None:
+        assert self._reader is not None
+        async with self._reader.execute(sql, args) as cur:
+            row = await cur.fetchone()
+        return None if row is None else row[0]
+
     async def _fetchone(self, sql: str, args: tuple[Any, ...]) -> dict[str, Any] | None:
         rows = await self._fetchall(sql, args)
         return rows[0] if rows else None
@@ -435,12 +441,8 @@ class SqliteStore:
 
     async def next_due(self, pairs: list[tuple[str, str]]) -> int | None:
         """The earliest send_after among open steps, or lease end among in-flight ones."""
-        found = []
-        for channel, lane in pairs:
-            row = await self._fetchone(SELECT_NEXT_DUE, (channel, lane))
-            found.append(row and next(iter(row.values())))
-        row = await self._fetchone(SELECT_NEXT_LAPSE, ())
-        found.append(row and next(iter(row.values())))
+        found = [await self._scalar(SELECT_NEXT_DUE, pair) for pair in pairs]
+        found.append(await self._scalar(SELECT_NEXT_LAPSE, ()))
         return min((f for f in found if f is not None), default=None)
 
     async def replay(self, notification_id: str, step_no: int | None, now: int) -> int:

@@ -1,0 +1,23 @@
+"""The house rules that tools can check: ruff (style, complexity) and mypy --strict on notifyd/."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_ruff_is_clean() -> None:
+    result = run("ruff", "check", "notifyd", "tests", "benchmarks")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_is_clean() -> None:
+    result = run("mypy")
+    assert result.returncode == 0, result.stdout + result.stderr
