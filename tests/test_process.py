@@ -181,9 +181,6 @@ async def test_sigkill_under_load_loses_no_accepted_notification(
 
     assert errors == [], "requests failed before the kill"
     assert in_flight_at_kill > 0, "the kill must land while requests are in flight"
-    print(f"\nSIGKILL: {in_flight_at_kill} requests in flight, {answered_before_kill} 202s "
-          f"before the kill, {len(accepted) - answered_before_kill} 202s read after it")
-
     daemons.append(again := Daemon(db))  # restarts on the same file: WAL recovery
     steps = dict(query(db, "SELECT n.id, count(s.step_no) FROM notifications n "
                            "LEFT JOIN steps s ON s.notification_id = n.id GROUP BY n.id"))
@@ -192,6 +189,9 @@ async def test_sigkill_under_load_loses_no_accepted_notification(
     assert {steps[nid] for nid in accepted} == {DEMO_STEPS}
     assert set(steps.values()) == {DEMO_STEPS}, "a notification without its whole ladder"
     assert query(db, "PRAGMA integrity_check") == [("ok",)]
+    print(f"\nSIGKILL: {in_flight_at_kill} requests in flight, {answered_before_kill} 202s "
+          f"before the kill, {len(accepted) - answered_before_kill} read after it, "
+          f"{len(steps) - len(accepted)} committed but never answered")
     status, body = post(again.url, key, {"user_id": "u0", "kind": "demo", "dedup_key": "0-1"})
     assert (status, body["created"]) == (200, False)  # the restarted daemon knows it
     assert again.stop() == 0, again.stderr()
