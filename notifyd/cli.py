@@ -164,7 +164,7 @@ def keys_revoke(ctx: click.Context, name: str) -> None:
 
 async def _find(store: Store, ref: str, tenant: str) -> dict[str, Any]:
     nid: str | None = ref
-    if ":" in ref and not ref.startswith("n_"):
+    if ":" in ref:  # ids never hold a colon, so this is user_id:dedup_key
         user_id, _, dedup_key = ref.partition(":")
         nid = await store.find_by_dedup(tenant, user_id, dedup_key)
     n = await store.get_notification(nid) if nid else None

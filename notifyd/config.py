@@ -26,6 +26,7 @@ CHANNEL_TYPES = ("log", "webhook")
 STOP_RULES = ("resolved",)  # "delivered" arrives with provider receipts
 URGENCIES = ("urgent", "normal")
 SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
+SEND_SLACK_SEC = 5.0  # a send gets this long beyond its channel timeout before it is unknown
 
 
 def doc(text: str, default: Any) -> Any:
@@ -90,9 +91,9 @@ class ChannelConfig:
 
 @dataclass(frozen=True)
 class LadderStep:
-    channel: str
-    after_sec: float | None = None  # due this long after accept
-    timeout_sec: float | None = None  # window of this step: the next is due when it ends
+    channel: str = field(metadata={"doc": "The channel this step sends on."})
+    after_sec: float | None = doc("Due this long after accept.", None)
+    timeout_sec: float | None = doc("This step's window: the next step is due when it ends.", None)
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,8 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch 
         return value
     if tp in (int, str) and isinstance(value, tp) and not isinstance(value, bool):
         return value
-    raise ConfigError(f"{where}: expected {tp.__name__}, got {type(value).__name__} {value!r}")
+    # The value itself is not echoed: it may be a secret in the wrong place.
+    raise ConfigError(f"{where}: expected {tp.__name__}, got {type(value).__name__}")
 
 
 def _join(where: str, key: str) -> str:
@@ -223,6 +225,9 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
                      "breaker_min_calls"):
             need(getattr(ch, attr) >= 1, f"{k}.{attr}", "must be >= 1")
         need(0 < ch.breaker_error_rate <= 1, f"{k}.breaker_error_rate", "must be in (0, 1]")
+        need(ch.timeout_sec + SEND_SLACK_SEC < cfg.scanner.lease_sec, f"{k}.timeout_sec",
+             f"must be under scanner.lease_sec - {SEND_SLACK_SEC:g}, or a slow send would be "
+             "taken over while still in flight")
     for name, kind in cfg.kinds.items():
         k = f"kinds.{name}"
         need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")

@@ -26,7 +26,7 @@ ACCEPT_FIELDS = frozenset({"user_id", "kind", "params", "dedup_key", "fallback_c
 def parse_object(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: absurd nesting
         raise ApiError("invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError("body_not_object")

@@ -50,7 +50,9 @@ def quiet_until(at_ms: int, recipient: Recipient | None) -> int | None:
     # Wall-clock end of the window in the recipient's zone; fold=0 picks the first of a DST
     # repeat, and a non-existent time (spring forward) normalises forward through UTC.
     ends = datetime.combine(end_day, end, tz)
-    return int(ends.timestamp() * 1000)
+    if ends.timestamp() * 1000 <= at_ms:  # the repeated hour of an autumn change: the later one
+        ends = ends.replace(fold=1)
+    return max(at_ms, int(ends.timestamp() * 1000))
 
 
 def plan_steps(

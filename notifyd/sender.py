@@ -17,13 +17,12 @@ from collections.abc import Callable
 
 from notifyd.channels.base import Channel, Failed, Message, Outcome, Rejected, Sent, Unknown
 from notifyd.clock import Clock
-from notifyd.config import ChannelConfig, Config
+from notifyd.config import SEND_SLACK_SEC, ChannelConfig, Config
 from notifyd.models import Claim, Completion, StepState
 from notifyd.store import Store
 
 log = logging.getLogger("notifyd.sender")
 LANES = ("urgent", "bulk")
-SEND_SLACK_SEC = 5.0  # beyond the adapter's own timeout, before we call the outcome unknown
 
 
 class TokenBucket:

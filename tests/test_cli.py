@@ -160,8 +160,6 @@ def test_resolve_by_id_then_by_dedup_key(seeded: tuple[Path, str]) -> None:
     assert text.splitlines()[-1] == "  state now: resolved"
 
 
-@pytest.mark.xfail(strict=True, reason="bug: cli._find reads any ref starting with 'n_' as an id, "
-                   "so user_id:dedup_key fails for user ids that start with 'n_'")
 def test_inspect_by_dedup_key_for_a_user_id_starting_like_an_id(tmp_path: Path) -> None:
     db = tmp_path / "cli.db"
     nid = asyncio.run(_seed(db, user_id="n_ops"))
