@@ -1,4 +1,4 @@
--- user_version = 1
+-- user_version = 2
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -69,7 +69,7 @@ CREATE TABLE steps (
     payload      TEXT,                     -- frozen before the first provider call
     claim_token  TEXT,                     -- guards completion against a stale sender
     lease_until  INTEGER,
-    updated_at   INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL, retry_base INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (notification_id, step_no)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX notifications_dedup ON notifications (tenant, user_id, dedup_key);
