@@ -15,11 +15,7 @@ def new_id(prefix: str, now_ms: int) -> str:
     """A time-ordered id: 48 bits of milliseconds then 40 random bits, Crockford base32.
     Ids are not secrets (keys are), so the fast non-cryptographic generator is enough."""
     n = (now_ms << 40) | random.getrandbits(40)
-    chars = []
-    for _ in range(18):
-        chars.append(_B32[n & 31])
-        n >>= 5
-    return prefix + "".join(reversed(chars))
+    return prefix + "".join([_B32[(n >> shift) & 31] for shift in range(85, -1, -5)])
 
 
 def iso(ms: int | None) -> str | None:

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from notifyd.auth import KeyCache
@@ -75,9 +76,10 @@ async def post_notification(request: web.Request) -> web.Response:
     key = await authorise(request)
     inp = ctx.ingest.parse(await request.read(), key, request.headers.get("Idempotency-Key"))
     result = await ctx.ingest.accept(inp)
-    return web.json_response(
-        {"notification_id": result.notification_id, "state": result.state,
-         "created": result.created}, status=202 if result.created else 200)
+    body = orjson.dumps({"notification_id": result.notification_id, "state": result.state,
+                         "created": result.created})
+    return web.Response(body=body, status=202 if result.created else 200,
+                        content_type="application/json")
 
 
 async def _owned(request: web.Request, key: ApiKey) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
+import orjson
 
 from notifyd.models import (
     AcceptInput,
@@ -313,7 +314,7 @@ class SqliteStore:
                      ttl_sec: int, now: int) -> AcceptResult:
         """Claim the dedup key and write the notification with its whole ladder, atomically."""
 
-        params = json.dumps(inp.params)
+        params = orjson.dumps(inp.params).decode()
 
         def op(c: sqlite3.Connection) -> AcceptResult:
             expires_at = now + ttl_sec * 1000
