@@ -78,7 +78,6 @@ class Daemon:
             await pool.drain(cfg.daemon.grace_sec)
         finally:
             await pool.close()
-            log.info("store: %d writes in %d commits", store.writes, store.commits)
             await store.close()
         log.info("stopped cleanly")
 

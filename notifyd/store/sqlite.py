@@ -36,8 +36,7 @@ from notifyd.models import (
 from notifyd.views import current_state
 
 T = TypeVar("T")
-PlanFn = Callable[[Recipient | None], tuple[list[PlannedStep], str]]
-# (notification row, channel, step_no) -> (destination, payload) to freeze on the step
+PlanFn = Callable[[Recipient | None], tuple[list[PlannedStep], str]]  # see store/__init__.py
 FreezeFn = Callable[[dict[str, Any], str, int], tuple[str, dict[str, Any]]]
 
 # --- SQL, every statement named -------------------------------------------------------------
