@@ -17,11 +17,11 @@ CATALOG: dict[str, ErrorSpec] = {
     "unauthorized": ErrorSpec(401, "missing or unknown API key (Authorization: Bearer <key>)"),
     "kind_not_allowed": ErrorSpec(403, "this API key may not post this kind"),
     "not_found": ErrorSpec(404, "no such resource"),
+    "method_not_allowed": ErrorSpec(405, "this method is not allowed on this path"),
     "dedup_conflict": ErrorSpec(
         409, "this dedup key was already used with different input"
     ),
     "body_too_large": ErrorSpec(413, "the request body is larger than server.max_body_bytes"),
-    "unsupported_media_type": ErrorSpec(415, "send the body as application/json"),
     "missing_field": ErrorSpec(422, "a required field is missing"),
     "invalid_field": ErrorSpec(422, "a field has the wrong type or value"),
     "unknown_field": ErrorSpec(422, "the body has a field this endpoint does not know"),

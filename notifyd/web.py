@@ -49,9 +49,9 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return error_response(ApiError("body_too_large"))
     except web.HTTPNotFound:
         return error_response(ApiError("not_found", f"no route for {request.path}"))
-    except web.HTTPMethodNotAllowed as e:
-        return web.json_response(ApiError("not_found", f"{request.method} is not allowed on "
-                                          f"{request.path}").body(), status=e.status)
+    except web.HTTPMethodNotAllowed:
+        return error_response(ApiError("method_not_allowed", f"{request.method} is not allowed "
+                                       f"on {request.path}"))
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(ApiError("internal"))

@@ -131,8 +131,6 @@ async def test_an_unknown_route_is_a_catalog_not_found(api: Api) -> None:
     assert (status, answer["error"]["code"]) == (404, "not_found")
 
 
-@pytest.mark.xfail(strict=True, reason="bug: web.py answers a wrong method with code "
-                   "'not_found' but status 405; the catalog says not_found is 404")
 async def test_a_wrong_method_gets_its_catalog_status(api: Api) -> None:
     status, answer = await api.call("DELETE", "/v1/notifications")
     check("Error", answer)

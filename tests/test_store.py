@@ -125,8 +125,6 @@ async def test_writes_after_close_are_refused(tmp_path: Path) -> None:
         await s.write(_insert_key("late"))
 
 
-@pytest.mark.xfail(strict=True, reason="bug: close() cancels the writer mid-batch and never "
-                   "answers the callers of that batch; they wait forever")
 async def test_close_answers_the_batch_in_flight(tmp_path: Path) -> None:
     s = SqliteStore(tmp_path / "inflight.db")
     await s.open()

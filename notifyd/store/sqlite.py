@@ -211,17 +211,16 @@ class SqliteStore:
             batch = [await self._queue.get()]
             while not self._queue.empty() and len(batch) < 1024:
                 batch.append(self._queue.get_nowait())
-            ops = [op for op, _ in batch]
-            outcomes = await loop.run_in_executor(self._pool, self._run_batch, ops)
+            running = loop.run_in_executor(self._pool, self._run_batch, [op for op, _ in batch])
+            try:
+                outcomes = await asyncio.shield(running)
+            except asyncio.CancelledError:
+                # Closing: the batch in the thread will commit regardless; answer its callers.
+                _answer(batch, await running)
+                raise
+            _answer(batch, outcomes)
             self.commits += 1
             self.writes += len(batch)
-            for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
-                if fut.done():
-                    continue
-                if ok:
-                    fut.set_result(value)
-                else:
-                    fut.set_exception(value)
 
     def _run_batch(self, ops: list[Callable[[sqlite3.Connection], Any]]) -> list[tuple[bool, Any]]:
         """Commit all of `ops` together. The fast path runs them bare; if one raises, the batch
@@ -452,6 +451,16 @@ class SqliteStore:
 
     async def dead_letters(self, limit: int) -> list[dict[str, Any]]:
         return await self._fetchall(SELECT_DEAD, (limit,))
+
+
+def _answer(batch: list[tuple[Any, asyncio.Future[Any]]], outcomes: list[tuple[bool, Any]]) -> None:
+    for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
+        if fut.done():
+            continue
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
 
 
 def _lapse_leases(c: sqlite3.Connection, now: int) -> None:
