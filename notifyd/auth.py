@@ -29,7 +29,7 @@ class KeyCache:
         self._hits: dict[str, tuple[float, ApiKey]] = {}
 
     async def find(self, authorization: str | None) -> ApiKey | None:
-        if not authorization or not authorization.startswith("Bearer "):
+        if not authorization or authorization[:7].lower() != "bearer ":  # scheme: any case
             return None
         digest = hash_key(authorization[7:].strip())
         hit = self._hits.get(digest)
