@@ -49,37 +49,47 @@ class Daemon:
         self.port: int | None = None  # the bound port, once listening
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Run the HTTP server and the scanner as peers until `stop`, then shut down in order."""
         cfg = self.cfg
         store = await open_store(cfg)
         adapters = {name: build_channel(name, ch) for name, ch in cfg.channels.items()}
         pool = SenderPool(cfg, store, self.clock, adapters)
         scanner = Scanner(cfg, store, pool, self.clock)
+        ingest = Ingest(cfg, store, self.clock, wake=scanner.wake)
+        ctx = Context(cfg, ingest, KeyCache(store), self.clock)
         stop_claiming = asyncio.Event()
         try:
-            ingest = Ingest(cfg, store, self.clock, wake=scanner.wake)
-            ctx = Context(cfg, ingest, KeyCache(store), self.clock)
-            runner = web.AppRunner(make_app(ctx), access_log=None, handle_signals=False,
-                                   shutdown_timeout=cfg.daemon.grace_sec)
-            await runner.setup()
+            async with asyncio.TaskGroup() as peers:
+                peers.create_task(self._serve_http(ctx, stop, stop_claiming), name="http")
+                peers.create_task(scanner.run(stop_claiming), name="scanner")
+            await pool.drain(cfg.daemon.grace_sec)
+        finally:
+            await pool.close()
+            await store.close()
+        log.info("stopped cleanly")
+
+    async def _serve_http(self, ctx: Context, stop: asyncio.Event,
+                          stop_claiming: asyncio.Event) -> None:
+        """Serve until `stop`; then refuse new requests, finish the running ones, and only then
+        tell the scanner to stop claiming (a request in flight may still wake it)."""
+        cfg = self.cfg
+        runner = web.AppRunner(make_app(ctx), access_log=None, handle_signals=False,
+                               shutdown_timeout=cfg.daemon.grace_sec)
+        await runner.setup()
+        try:
             site = web.TCPSite(runner, cfg.server.host, cfg.server.port)
             await site.start()
             self.port = runner.addresses[0][1]
             log.info("listening on http://%s:%s (store %s)", cfg.server.host, self.port,
                      cfg.store.path)
             sd_notify("READY=1")
-            async with asyncio.TaskGroup() as peers:
-                peers.create_task(scanner.run(stop_claiming), name="scanner")
-                await stop.wait()
-                log.info("stopping: no new requests; finishing in-flight sends")
-                sd_notify("STOPPING=1")
-                ctx.draining = True
-                await runner.cleanup()
-                stop_claiming.set()
-            await pool.drain(cfg.daemon.grace_sec)
+            await stop.wait()
+            log.info("stopping: no new requests; finishing in-flight sends")
+            sd_notify("STOPPING=1")
+            ctx.draining = True
         finally:
-            await pool.close()
-            await store.close()
-        log.info("stopped cleanly")
+            await runner.cleanup()
+            stop_claiming.set()
 
 
 def serve(cfg: Config) -> None:
