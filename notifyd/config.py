@@ -267,6 +267,23 @@ def render_example() -> str:
                 out += [f"# {f.metadata['doc']}", f"[{f.name}.{item}]"]
                 out += _render_fields(sub)
         out.append("")
+    out += [
+        "# More channels and kinds are more tables. For example, a webhook channel and a kind",
+        "# that escalates from it to the log after ten minutes unless resolved first:",
+        "#",
+        "# [channels.ops-hook]",
+        "# type = \"webhook\"",
+        "# url = \"https://hooks.example.com/notify\"",
+        "#",
+        "# [kinds.payment_failed]",
+        "# urgency = \"urgent\"",
+        "# ttl_sec = 7200",
+        "# ladder = [",
+        "#   { channel = \"ops-hook\", timeout_sec = 600 },",
+        "#   { channel = \"log\" },",
+        "# ]",
+        "",
+    ]
     return "\n".join(out)
 
 

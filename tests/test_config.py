@@ -101,3 +101,13 @@ def test_serve_with_an_invalid_config_fails_naming_the_key(tmp_path: Path) -> No
     result = CliRunner().invoke(main, ["--config", str(path), "serve"])
     assert result.exit_code != 0
     assert "store.synchronous" in result.output
+
+
+def test_the_commented_example_at_the_end_is_a_valid_config(tmp_path: Path) -> None:
+    text = render_example()
+    tail = text[text.index("# [channels.ops-hook]"):]
+    uncommented = "\n".join(line[2:] if line.startswith("# ") else "" for line in tail.splitlines())
+    path = tmp_path / "example.toml"
+    path.write_text(uncommented + '\n[channels.log]\ntype = "log"\n')
+    cfg = load_config(path)
+    assert cfg.kinds["payment_failed"].ladder[0].channel == "ops-hook"
