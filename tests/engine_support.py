@@ -1,0 +1,463 @@
+"""Helpers for the delivery-engine tests: a real HTTP provider on 127.0.0.1 and the engine in-process.
+
+`Provider` is an aiohttp server standing in for a webhook vendor: it records every request (the
+Idempotency-Key header and the exact body bytes) and answers with whatever the test's `reply`
+function says (an answer, a held answer released by an event, a dropped connection). `Engine` is
+the real Scanner, SenderPool and SqliteStore over a file in tmp_path, driven by a FakeClock with
+`tick()` (one `scanner.run_once(now)`) and `settle()` (await every send task). Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import random
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, closing, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from notifyd.channels import build_channel
+from notifyd.clock import FakeClock
+from notifyd.config import (
+    ChannelConfig,
+    Config,
+    KindConfig,
+    LadderStep,
+    ScannerConfig,
+    ServerConfig,
+    StoreConfig,
+    validate,
+)
+from notifyd.ingest import Ingest
+from notifyd.models import ApiKey, Claim
+from notifyd.scanner import Scanner
+from notifyd.sender import SenderPool
+from notifyd.store import SqliteStore
+
+START_MS = 1_790_000_000_000
+KEY = ApiKey("k", "default", (), "h")
+FINAL_STATES = frozenset({"sent", "delivered", "rejected", "suppressed", "cancelled", "expired",
+                          "dead"})
+OPEN_STATES = ("pending", "sending", "unknown")
+
+
+# --- the provider ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One request as the provider read it."""
+
+    key: str | None
+    body: bytes
+    path: str
+    headers: dict[str, str]
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+Reply = Callable[[Seen], Awaitable[web.StreamResponse | None]]
+
+
+def answer(status: int = 202, body: Any = None, headers: dict[str, str] | None = None) -> Reply:
+    """A reply that answers at once; `body` a dict is sent as JSON, a str as text."""
+
+    async def reply(_: Seen) -> web.StreamResponse:
+        if isinstance(body, dict):
+            return web.json_response(body, status=status, headers=headers)
+        return web.Response(status=status, text=body or "", headers=headers)
+
+    return reply
+
+
+def accepted() -> Reply:
+    """A 202 whose body names a provider id derived from the key, so refs are checkable."""
+
+    async def reply(seen: Seen) -> web.StreamResponse:
+        return web.json_response({"id": f"prov-{seen.key}"}, status=202)
+
+    return reply
+
+
+DROP = object()  # a reply returning this closes the connection without an answer
+
+
+def drop() -> Reply:
+    async def reply(_: Seen) -> Any:
+        return DROP
+
+    return reply
+
+
+def hold(gate: asyncio.Event, then: Reply) -> Reply:
+    """Answer with `then` only once `gate` is set: a send the test keeps in flight."""
+
+    async def reply(seen: Seen) -> web.StreamResponse | None:
+        await gate.wait()
+        return await then(seen)
+
+    return reply
+
+
+class Provider:
+    """A webhook vendor on 127.0.0.1:<free port>, recording every request it reads."""
+
+    def __init__(self, reply: Reply | None = None) -> None:
+        self.reply: Reply = reply or accepted()
+        self.seen: list[Seen] = []
+        self.in_progress = 0
+        self.arrived = asyncio.Event()  # set on every request; tests clear it to wait for the next
+        self.gates: list[asyncio.Event] = []  # set at stop, so no handler outlives the test
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def gate(self) -> asyncio.Event:
+        g = asyncio.Event()
+        self.gates.append(g)
+        return g
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        seen = Seen(request.headers.get("Idempotency-Key"), body, request.path,
+                    dict(request.headers))
+        self.seen.append(seen)
+        self.arrived.set()
+        self.in_progress += 1
+        try:
+            out = await self.reply(seen)
+        finally:
+            self.in_progress -= 1
+        if out is DROP or out is None:
+            assert request.transport is not None
+            request.transport.abort()  # the request was read; the answer never comes
+            raise asyncio.CancelledError
+        assert isinstance(out, web.StreamResponse)
+        return out
+
+    async def start(self) -> Provider:
+        app = web.Application()
+        app.router.add_route("POST", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0,
+                                     handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def stop(self) -> None:
+        for g in self.gates:
+            g.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # --- what it saw ---
+
+    def keys_seen(self) -> list[str | None]:
+        return [s.key for s in self.seen]
+
+    def bodies_by_key(self) -> dict[str | None, list[bytes]]:
+        out: dict[str | None, list[bytes]] = {}
+        for s in self.seen:
+            out.setdefault(s.key, []).append(s.body)
+        return out
+
+    def repeated_keys(self) -> int:
+        return sum(1 for n in Counter(self.keys_seen()).values() if n > 1)
+
+    async def next_request(self, timeout: float = 10.0) -> None:
+        """Wait (bounded) for the next request after the last `arrived.clear()`."""
+        await asyncio.wait_for(self.arrived.wait(), timeout)
+
+
+@asynccontextmanager
+async def provider(reply: Reply | None = None) -> AsyncIterator[Provider]:
+    p = await Provider(reply).start()
+    try:
+        yield p
+    finally:
+        await p.stop()
+
+
+class ThreadedProvider:
+    """A Provider on its own event loop in a thread, for tests whose daemon is a subprocess.
+
+    `delay` (seconds, changeable at any time) is how long each answer takes; the answer is 202.
+    """
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.loop = asyncio.new_event_loop()
+        self.provider = Provider(self._reply)
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    async def _reply(self, seen: Seen) -> web.StreamResponse:
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        return web.json_response({"id": f"prov-{seen.key}"}, status=202)
+
+    def __enter__(self) -> ThreadedProvider:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.provider.start(), self.loop).result(timeout=30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.delay = 0.0
+        asyncio.run_coroutine_threadsafe(self.provider.stop(), self.loop).result(timeout=30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=30)
+        self.loop.close()
+
+    @property
+    def url(self) -> str:
+        return self.provider.url
+
+    def snapshot(self) -> list[Seen]:
+        return list(self.provider.seen)  # list() of a list appended to by one thread is safe
+
+
+# --- configs ---------------------------------------------------------------------------------
+
+
+def webhook(url: str, **kw: Any) -> ChannelConfig:
+    """A webhook channel with limits out of the way unless a test sets them."""
+    base: dict[str, Any] = {"type": "webhook", "url": url, "timeout_sec": 10.0,
+                            "rate_per_sec": 1_000_000.0, "burst": 1_000_000,
+                            "urgent_concurrency": 64, "bulk_concurrency": 64,
+                            "backoff_base_sec": 1.0, "backoff_max_sec": 60.0,
+                            "breaker_min_calls": 1_000_000}
+    base.update(kw)
+    return ChannelConfig(**base)
+
+
+def two_step(channel: str = "hook", window_sec: float = 60, second: str | None = None,
+             **kw: Any) -> KindConfig:
+    """Step 0 on `channel`, step 1 (on `second`, default the same) due `window_sec` later."""
+    return KindConfig(ladder=(LadderStep(channel, timeout_sec=window_sec),
+                              LadderStep(second or channel)), **kw)
+
+
+def engine_config(db: Path, channels: dict[str, ChannelConfig], kinds: dict[str, KindConfig],
+                  scanner: ScannerConfig | None = None) -> Config:
+    return validate(Config(server=ServerConfig(port=0),
+                           store=StoreConfig(path=str(db), synchronous="NORMAL"),
+                           scanner=scanner or ScannerConfig(claim_batch=1024),
+                           channels=channels, kinds=kinds))
+
+
+# --- the engine in-process -------------------------------------------------------------------
+
+
+@dataclass
+class Engine:
+    cfg: Config
+    store: SqliteStore
+    clock: FakeClock
+    pool: SenderPool
+    scanner: Scanner
+    ingest: Ingest
+    db: Path
+    seq: int = field(default=0)
+
+    @property
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+    async def accept(self, kind: str = "k", user: str | None = None,
+                     params: dict[str, Any] | None = None) -> str:
+        self.seq += 1
+        body = {"user_id": user or f"u{self.seq}", "kind": kind, "params": params or {"n": self.seq}}
+        result = await self.ingest.accept(self.ingest.parse(json.dumps(body).encode(), KEY, None))
+        assert result.created
+        return result.notification_id
+
+    async def accept_many(self, n: int, kind: str = "k", chunk: int = 1000) -> list[str]:
+        """Many accepts gathered, so group commit writes each chunk in one transaction."""
+        ids: list[str] = []
+        while len(ids) < n:
+            batch = min(chunk, n - len(ids))
+            ids += await asyncio.gather(*(self.accept(kind) for _ in range(batch)))
+        return ids
+
+    async def tick(self, now: int | None = None) -> int:
+        """One due scan at `now` (default the clock): claims and dispatches; returns the count."""
+        return await self.scanner.run_once(self.now if now is None else now)
+
+    async def settle(self) -> None:
+        """Await every send task, including any started while waiting."""
+        while self.pool.tasks:
+            await asyncio.gather(*list(self.pool.tasks))
+
+    async def cycle(self, now: int | None = None) -> int:
+        claimed = await self.tick(now)
+        await self.settle()
+        return claimed
+
+    async def run_dry(self, rounds: int = 100) -> None:
+        """Scan and send until a scan at the current time claims nothing."""
+        for _ in range(rounds):
+            if not await self.cycle():
+                return
+        raise AssertionError(f"still claiming after {rounds} rounds")
+
+    async def claim(self, channel: str = "hook", lane: str = "bulk", n: int = 1) -> list[Claim]:
+        """Claim like the scanner does, without dispatching: a sender that never reports back."""
+        return await self.store.claim_due(self.now, [(channel, lane, n)], self.scanner.lease_ms,
+                                          self.scanner.contact_of, self.scanner._freeze)
+
+    async def notification(self, nid: str) -> dict[str, Any]:
+        n = await self.store.get_notification(nid)
+        assert n is not None
+        return n
+
+    async def step(self, nid: str, no: int) -> dict[str, Any]:
+        return dict((await self.notification(nid))["steps"][no])
+
+    def rows(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        """Rows read on a connection of our own, as another process would see them."""
+        return query(self.db, sql, *args)
+
+    def state_counts(self) -> dict[str, int]:
+        return dict(self.rows("SELECT state, count(*) FROM steps GROUP BY state"))  # type: ignore
+
+
+@asynccontextmanager
+async def engine(tmp_path: Path, channels: dict[str, ChannelConfig],
+                 kinds: dict[str, KindConfig], *, seed: int = 1,
+                 scanner: ScannerConfig | None = None, name: str = "n.db",
+                 clock: FakeClock | None = None) -> AsyncIterator[Engine]:
+    db = tmp_path / name
+    cfg = engine_config(db, channels, kinds, scanner)
+    store = SqliteStore(cfg.store.path, cfg.store.synchronous)
+    await store.open()
+    clock = clock or FakeClock(START_MS)
+    adapters = {n: build_channel(n, ch) for n, ch in cfg.channels.items()}
+    pool = SenderPool(cfg, store, clock, adapters, rng=random.Random(seed))
+    scan = Scanner(cfg, store, pool, clock)
+    eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=scan.wake), db)
+    try:
+        yield eng
+    finally:
+        try:
+            await asyncio.wait_for(eng.settle(), 30)
+        finally:
+            await pool.close()
+            await store.close()
+
+
+def query(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(db, timeout=30)) as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def body_of(payload: dict[str, Any] | str) -> bytes:
+    """The exact bytes the webhook adapter sends for a frozen payload."""
+    if isinstance(payload, str):
+        payload = json.loads(payload)
+    return json.dumps(payload, sort_keys=True).encode()
+
+
+# --- the daemon in a subprocess --------------------------------------------------------------
+
+LISTENING = re.compile(r"listening on http://([\d.]+):(\d+)")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTIFYD_", "NOTIFY_SOCKET"))}
+    env.update(extra)
+    return env
+
+
+def notifyd_cmd(db: Path, *args: str, config: Path | None = None) -> list[str]:
+    head = [sys.executable, "-m", "notifyd"]
+    if config is not None:
+        head += ["--config", str(config)]
+    return [*head, "--db", str(db), *args]
+
+
+def create_key(db: Path, config: Path | None = None) -> str:
+    done = subprocess.run(notifyd_cmd(db, "keys", "create", "--name", "t", config=config),
+                          capture_output=True, text=True, env=clean_env(), cwd=db.parent,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+class Daemon:
+    """`notifyd serve --port 0`, its stderr read line by line on a thread."""
+
+    def __init__(self, db: Path, config: Path | None = None, env: dict[str, str] | None = None,
+                 start_timeout: float = 30.0) -> None:
+        self.proc = subprocess.Popen(notifyd_cmd(db, "serve", "--port", "0", config=config),
+                                     env=env or clean_env(), cwd=db.parent,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.url = f"http://127.0.0.1:{self._wait_for_port(start_timeout)}"
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def _wait_for_port(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            if m := LISTENING.search(line):
+                return int(m.group(2))
+        self.proc.kill()
+        raise AssertionError("daemon did not report its port:\n" + self.stderr())
+
+    def signal(self, sig: signal.Signals) -> None:
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 30.0) -> int:
+        rc = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=10)
+        return rc
+
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+
+@contextmanager
+def reaped(daemons: list[Daemon]) -> Iterator[list[Daemon]]:
+    """Kill at exit any daemon a test left running."""
+    try:
+        yield daemons
+    finally:
+        for d in daemons:
+            if d.proc.poll() is None:
+                d.proc.kill()
+                d.proc.wait(timeout=30)
