@@ -1,0 +1,176 @@
+"""The webhook adapter against a real HTTP server: how each answer is classified, what the step
+becomes, and that the request carries the stable key and the frozen body.
+
+2xx Sent (provider_ref from the body's "id", else X-Request-Id); 408, 429 and 5xx Failed; other 4xx
+Rejected; a refused connection Failed (it never left); a timeout or a connection dropped after the
+request was read Unknown, retried under the same key with the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from engine_support import (
+    Provider,
+    Reply,
+    accepted,
+    answer,
+    body_of,
+    drop,
+    engine,
+    hold,
+    provider,
+    two_step,
+    webhook,
+)
+
+from notifyd.channels.base import Failed, Message, Rejected, Sent, Unknown
+from notifyd.channels.webhook import WebhookChannel
+
+
+@pytest.fixture
+async def prov() -> AsyncIterator[Provider]:
+    async with provider() as p:
+        yield p
+
+
+CASES: list[tuple[str, Reply, str, str, str | None]] = [
+    # (case, reply, step state, attempt outcome, provider_ref or reason prefix)
+    ("200 with id", answer(200, {"id": "msg-1"}), "sent", "sent", "msg-1"),
+    ("202 with id", answer(202, {"id": 42}), "sent", "sent", "42"),
+    ("201 X-Request-Id", answer(201, "", {"X-Request-Id": "req-9"}), "sent", "sent", "req-9"),
+    ("204 bare", answer(204), "sent", "sent", None),
+    ("408", answer(408, "timeout"), "pending", "failed", "HTTP 408: timeout"),
+    ("429", answer(429, "slow"), "pending", "failed", "HTTP 429: slow"),
+    ("500", answer(500, "oops"), "pending", "failed", "HTTP 500: oops"),
+    ("502", answer(502, "bad gw"), "pending", "failed", "HTTP 502: bad gw"),
+    ("503", answer(503, "later"), "pending", "failed", "HTTP 503: later"),
+    ("400", answer(400, "bad"), "rejected", "rejected", "HTTP 400: bad"),
+    ("404", answer(404, "nope"), "rejected", "rejected", "HTTP 404: nope"),
+    ("410", answer(410, "gone"), "rejected", "rejected", "HTTP 410: gone"),
+    ("422", answer(422, "invalid"), "rejected", "rejected", "HTTP 422: invalid"),
+    ("dropped", drop(), "unknown", "unknown", "connection lost after sending"),
+]
+
+
+@pytest.mark.parametrize(("reply", "state", "outcome", "detail"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+async def test_each_answer_is_classified_and_recorded(
+        tmp_path: Path, prov: Provider, reply: Reply, state: str, outcome: str,
+        detail: str | None) -> None:
+    prov.reply = reply
+    async with engine(tmp_path, {"hook": webhook(prov.url)}, {"k": two_step()}) as e:
+        nid = await e.accept()
+        assert await e.cycle() == 1
+        s = await e.step(nid, 0)
+        assert s["state"] == state
+        assert [a["outcome"] for a in s["attempt_log"]] == [outcome]
+        if outcome == "sent":
+            assert s["provider_ref"] == detail and s["attempt_log"][0]["provider_ref"] == detail
+        else:
+            assert detail is not None and s["reason"].startswith(detail), s["reason"]
+        assert prov.keys_seen() == [f"{nid}:0"]
+
+
+async def test_a_refused_connection_is_failed_and_retried(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port nobody listens on once this closes
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/hook"
+    async with engine(tmp_path, {"hook": webhook(url)}, {"k": two_step()}) as e:
+        nid = await e.accept()
+        assert await e.cycle() == 1
+        s0 = await e.step(nid, 0)
+        assert s0["state"] == "pending"
+        assert s0["reason"].startswith("connect failed")
+        assert [a["outcome"] for a in s0["attempt_log"]] == ["failed"]
+
+
+async def test_the_request_carries_the_stable_key_and_the_frozen_body(
+        tmp_path: Path, prov: Provider) -> None:
+    async with engine(tmp_path, {"hook": webhook(prov.url)}, {"k": two_step(window_sec=5)}) as e:
+        nid = await e.accept(user="u-7", params={"code": "1234", "nested": {"a": [1, 2]}})
+        await e.run_dry()
+        e.clock.advance(5)
+        await e.run_dry()
+        n = await e.notification(nid)
+        assert [s["state"] for s in n["steps"]] == ["sent", "sent"]
+        assert [s.key for s in prov.seen] == [f"{nid}:0", f"{nid}:1"]
+        for seen, step in zip(prov.seen, n["steps"], strict=True):
+            assert seen.body == body_of(step["payload"])
+            assert seen.headers["Content-Type"] == "application/json"
+            assert seen.path == "/hook"
+            assert step["destination"] == prov.url
+            assert step["provider_ref"] == f"prov-{seen.key}"
+        first = json.loads(prov.seen[0].body)
+        assert first == {
+            "notification_id": nid, "step_no": 0, "channel": "hook", "kind": "k",
+            "user_id": "u-7", "params": {"code": "1234", "nested": {"a": [1, 2]}},
+            "created_at": "2026-09-21T14:13:20.000+00:00",
+            "expires_at": "2026-09-22T14:13:20.000+00:00"}
+
+
+async def test_a_timeout_is_unknown_and_retried_under_the_same_key_with_the_same_body(
+        tmp_path: Path, prov: Provider) -> None:
+    prov.reply = hold(prov.gate(), accepted())  # answers only after the test ends
+    channel = webhook(prov.url, timeout_sec=0.2, backoff_base_sec=2.0)
+    async with engine(tmp_path, {"hook": channel}, {"k": two_step()}) as e:
+        nid = await e.accept()
+        assert await e.cycle() == 1
+        s = await e.step(nid, 0)
+        assert s["state"] == "unknown"
+        assert s["reason"] == "timeout: the provider may have the message; retry 2"
+        assert e.now <= s["send_after"] <= e.now + 2000
+        assert [a["outcome"] for a in s["attempt_log"]] == ["unknown"]
+
+        prov.reply = accepted()
+        e.clock.ms = s["send_after"]
+        assert await e.cycle() == 1
+        s = await e.step(nid, 0)
+        assert (s["state"], s["attempts"]) == ("sent", 2)
+        assert [a["outcome"] for a in s["attempt_log"]] == ["unknown", "sent"]
+        assert prov.keys_seen() == [f"{nid}:0", f"{nid}:0"]
+        assert set(prov.bodies_by_key()[f"{nid}:0"]) == {body_of(s["payload"])}
+
+
+async def test_a_dropped_connection_is_retried_under_the_same_key_with_the_same_body(
+        tmp_path: Path, prov: Provider) -> None:
+    prov.reply = drop()
+    async with engine(tmp_path, {"hook": webhook(prov.url)}, {"k": two_step()}) as e:
+        nid = await e.accept()
+        await e.cycle()
+        s = await e.step(nid, 0)
+        assert s["state"] == "unknown"
+        prov.reply = accepted()
+        e.clock.ms = s["send_after"]
+        await e.cycle()
+        s = await e.step(nid, 0)
+        assert s["state"] == "sent"
+        assert prov.keys_seen() == [f"{nid}:0", f"{nid}:0"]
+        assert len(set(prov.bodies_by_key()[f"{nid}:0"])) == 1
+
+
+async def test_the_adapter_alone(prov: Provider) -> None:
+    """The adapter's contract without the engine: outcomes, Retry-After, the key header."""
+    ch = WebhookChannel("hook", prov.url, 0.5)
+    msg = Message("n_abc:3", prov.url, {"b": 1, "a": [1]})
+    try:
+        prov.reply = answer(202, {"id": "p-1"})
+        assert await ch.send(msg) == Sent("p-1")
+        assert prov.seen[-1].key == "n_abc:3" and prov.seen[-1].body == b'{"a": [1], "b": 1}'
+        prov.reply = answer(429, "slow", {"Retry-After": "30"})
+        assert await ch.send(msg) == Failed("HTTP 429: slow", 30.0)
+        prov.reply = answer(503, "x", {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})
+        assert await ch.send(msg) == Failed("HTTP 503: x", 0.0)  # a date in the past: now
+        prov.reply = answer(401, "who")
+        assert await ch.send(msg) == Rejected("HTTP 401: who")
+        prov.reply = drop()
+        assert isinstance(await ch.send(msg), Unknown)
+        prov.reply = hold(prov.gate(), accepted())
+        assert await ch.send(msg) == Unknown("timeout: the provider may have the message")
+    finally:
+        await ch.close()
