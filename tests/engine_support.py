@@ -371,6 +371,12 @@ def query(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         return conn.execute(sql, args).fetchall()
 
 
+def execute(db: str | Path, sql: str, *args: Any) -> int:
+    """One write committed on a connection of our own, as another writer would; rows changed."""
+    with closing(sqlite3.connect(db, timeout=30)) as conn, conn:
+        return conn.execute(sql, args).rowcount
+
+
 def body_of(payload: dict[str, Any] | str) -> bytes:
     """The exact bytes the webhook adapter sends for a frozen payload."""
     if isinstance(payload, str):
