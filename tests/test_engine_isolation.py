@@ -1,0 +1,75 @@
+"""Lanes: with 10,000 bulk steps queued on a channel, an urgent step on it goes out in the very next
+due scan, ahead of the backlog, whether the bulk lane is saturated or idle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from engine_support import Provider, Seen, accepted, engine, hold, provider, webhook
+
+from notifyd.config import KindConfig, LadderStep, ScannerConfig
+
+BULK = 10_000
+BULK_CONCURRENCY = 4
+
+
+@pytest.fixture
+async def prov() -> AsyncIterator[Provider]:
+    async with provider() as p:
+        yield p
+
+
+KINDS = {"digest": KindConfig(ladder=(LadderStep("hook"),)),
+         "otp": KindConfig(ladder=(LadderStep("hook"),), urgency="urgent")}
+
+
+async def test_an_urgent_step_is_sent_in_the_next_scan_despite_a_bulk_backlog(
+        tmp_path: Path, prov: Provider) -> None:
+    channel = webhook(prov.url, bulk_concurrency=BULK_CONCURRENCY, urgent_concurrency=4)
+    async with engine(tmp_path, {"hook": channel}, KINDS,
+                      scanner=ScannerConfig(claim_batch=256)) as e:
+        await e.accept_many(BULK, kind="digest")
+        assert e.rows("SELECT lane, count(*) FROM steps GROUP BY lane") == [("bulk", BULK)]
+
+        # the bulk lane saturated: its calls are out and held, the backlog waits behind them
+        gate = prov.gate()
+        held = hold(gate, accepted())
+        urgent: set[str] = set()
+
+        async def reply(seen: Seen) -> web.StreamResponse | None:
+            return await (accepted() if seen.key in urgent else held)(seen)
+
+        prov.reply = reply
+        assert await e.tick() == BULK_CONCURRENCY
+        assert await e.tick() == 0
+        otp = await e.accept("otp")
+        urgent.add(f"{otp}:0")
+        assert (await e.step(otp, 0))["lane"] == "urgent"
+        assert await e.tick() == 1  # the very next scan takes the urgent step
+        assert len((await e.step(otp, 0))["attempt_log"]) == 1  # claimed in that scan
+        for _ in range(BULK_CONCURRENCY + 2):  # only the urgent call can finish
+            if (await e.step(otp, 0))["state"] == "sent":
+                break
+            await asyncio.wait(set(e.pool.tasks), timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        assert (await e.step(otp, 0))["state"] == "sent"
+        assert e.state_counts()["sending"] == BULK_CONCURRENCY  # the bulk calls are still held
+        assert prov.keys_seen()[-1] == f"{otp}:0"
+        gate.set()
+        await e.settle()
+
+        # the bulk lane idle again: urgent and bulk due together, one scan takes both lanes
+        prov.reply = accepted()
+        otp2 = await e.accept("otp")
+        seen_before = len(prov.seen)
+        assert await e.tick() == 1 + BULK_CONCURRENCY
+        assert len((await e.step(otp2, 0))["attempt_log"]) == 1
+        await e.settle()
+        assert (await e.step(otp2, 0))["state"] == "sent"
+        assert f"{otp2}:0" in [s.key for s in prov.seen[seen_before:]]
+        counts = e.state_counts()
+        assert counts == {"sent": 2 + 2 * BULK_CONCURRENCY, "pending": BULK - 2 * BULK_CONCURRENCY}
