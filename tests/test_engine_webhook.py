@@ -8,6 +8,8 @@ request was read Unknown, retried under the same key with the same bytes.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import socket
 from collections.abc import AsyncIterator
@@ -30,6 +32,7 @@ from engine_support import (
 
 from notifyd.channels.base import Failed, Message, Rejected, Sent, Unknown
 from notifyd.channels.webhook import WebhookChannel
+from notifyd.config import KindConfig, LadderStep
 
 
 @pytest.fixture
@@ -174,3 +177,28 @@ async def test_the_adapter_alone(prov: Provider) -> None:
         assert await ch.send(msg) == Unknown("timeout: the provider may have the message")
     finally:
         await ch.close()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bug: WebhookChannel's ClientSession keeps aiohttp's default 100-connection pool, so a channel "
+    "configured for more concurrent sends queues the rest inside aiohttp, where the wait counts "
+    "against timeout_sec and can end as a false 'unknown' for a request that never left"))
+async def test_a_channel_configured_for_more_than_100_concurrent_sends_gets_them(
+        tmp_path: Path, prov: Provider) -> None:
+    wide = 101
+    gate = prov.gate()
+    prov.reply = hold(gate, accepted())
+    channel = webhook(prov.url, bulk_concurrency=wide, timeout_sec=5.0)
+    kinds = {"k": KindConfig(ladder=(LadderStep("hook"),))}
+    async with engine(tmp_path, {"hook": channel}, kinds) as e:
+        try:
+            await e.accept_many(wide)
+            assert await e.tick() == wide
+            deadline = asyncio.get_running_loop().time() + 2.0  # well inside timeout_sec
+            while len(prov.seen) < wide and (left := deadline - asyncio.get_running_loop().time()) > 0:
+                prov.arrived.clear()
+                with contextlib.suppress(TimeoutError):
+                    await prov.next_request(timeout=left)
+            assert len(prov.seen) == wide
+        finally:
+            gate.set()
