@@ -203,11 +203,14 @@ async def provider(reply: Reply | None = None) -> AsyncIterator[Provider]:
 class ThreadedProvider:
     """A Provider on its own event loop in a thread, for tests whose daemon is a subprocess.
 
-    `delay` (seconds, changeable at any time) is how long each answer takes; the answer is 202.
+    `delay` (seconds, changeable at any time) is how long each answer takes; while `gate` is
+    clear, answers wait for it. The answer is 202.
     """
 
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay
+        self.gate = threading.Event()
+        self.gate.set()
         self.loop = asyncio.new_event_loop()
         self.provider = Provider(self._reply)
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -215,6 +218,8 @@ class ThreadedProvider:
     async def _reply(self, seen: Seen) -> web.StreamResponse:
         if self.delay:
             await asyncio.sleep(self.delay)
+        if not self.gate.is_set():
+            await asyncio.to_thread(self.gate.wait)
         return web.json_response({"id": f"prov-{seen.key}"}, status=202)
 
     def __enter__(self) -> ThreadedProvider:
@@ -224,6 +229,7 @@ class ThreadedProvider:
 
     def __exit__(self, *exc: object) -> None:
         self.delay = 0.0
+        self.gate.set()
         asyncio.run_coroutine_threadsafe(self.provider.stop(), self.loop).result(timeout=30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=30)
@@ -235,6 +241,14 @@ class ThreadedProvider:
 
     def snapshot(self) -> list[Seen]:
         return list(self.provider.seen)  # list() of a list appended to by one thread is safe
+
+    def wait_for_requests(self, n: int, timeout: float = 30.0) -> None:
+        """Poll, bounded, until the provider has read at least `n` requests."""
+        deadline = time.monotonic() + timeout
+        while len(self.provider.seen) < n:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the provider saw {len(self.provider.seen)} of {n} requests")
+            time.sleep(0.02)
 
 
 # --- configs ---------------------------------------------------------------------------------
