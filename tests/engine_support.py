@@ -323,6 +323,12 @@ class Engine:
         while self.pool.tasks:
             await asyncio.gather(*list(self.pool.tasks))
 
+    async def wait_tasks_left(self, n: int, timeout: float = 30.0) -> None:
+        """Await send tasks as they finish until at most `n` remain (the ones a test holds)."""
+        async with asyncio.timeout(timeout):
+            while len(self.pool.tasks) > n:
+                await asyncio.wait(set(self.pool.tasks), return_when=asyncio.FIRST_COMPLETED)
+
     async def cycle(self, now: int | None = None) -> int:
         claimed = await self.tick(now)
         await self.settle()

@@ -302,7 +302,7 @@ async def test_a_contact_disabled_after_accept_is_suppressed_at_claim_time(
     kinds = {"k": two_step(window_sec=HOUR, second="hook2"), "late": LATE_FIRST}
     async with engine(tmp_path, channels, kinds) as e:
         later = await _reject_after_accept(e, prov)
-        assert await e.cycle() == 1  # the other ladder's pulled-forward step on hook2
+        await e.run_dry()
         s0 = await e.step(later, 0)
         assert (s0["state"], s0["reason"]) == ("suppressed", "contact disabled: HTTP 400: gone")
         assert s0["attempt_log"] == []
@@ -360,10 +360,12 @@ async def test_breaker_opens_holds_work_pending_and_a_good_probe_closes_it(
         assert await e.cycle() == 0  # ... opens it for another cooldown
 
         e.clock.advance(1)
-        prov.reply = accepted()
+        gate = prov.gate()
+        prov.reply = hold(gate, accepted())
         assert await e.tick() == 1  # one probe; nothing else while it is out
         assert breaker.state == "half-open"
         assert await e.tick() == 0
+        gate.set()
         await e.settle()
         assert breaker.state == "closed"
         await e.run_dry()
@@ -408,8 +410,7 @@ async def test_a_late_answer_from_before_the_breaker_opened_is_not_the_probe(
         failing.update(f"{n}:0" for n in await e.accept_many(4))
         slow_key = f"{await e.accept()}:0"
         assert await e.tick() == 5
-        while len(e.pool.tasks) > 1:  # the four fast failures come back; the slow one is out
-            await asyncio.wait(set(e.pool.tasks), return_when=asyncio.FIRST_COMPLETED)
+        await e.wait_tasks_left(1)  # the four fast failures come back; the slow one is out
         breaker = e.pool.channels["hook"].breaker
         assert breaker.state == "open"
 
@@ -418,8 +419,7 @@ async def test_a_late_answer_from_before_the_breaker_opened_is_not_the_probe(
         assert await e.tick() == 1  # the probe is out
         assert breaker.state == "half-open"
         slow.set()  # the call from before the breaker opened fails now
-        while len(e.pool.tasks) > 1:
-            await asyncio.wait(set(e.pool.tasks), return_when=asyncio.FIRST_COMPLETED)
+        await e.wait_tasks_left(1)
         probe.set()  # and the probe succeeds
         await e.settle()
         assert breaker.state == "closed"
