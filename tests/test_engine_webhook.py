@@ -157,6 +157,27 @@ async def test_a_dropped_connection_is_retried_under_the_same_key_with_the_same_
         assert len(set(prov.bodies_by_key()[f"{nid}:0"])) == 1
 
 
+async def test_the_resent_body_is_byte_identical_for_awkward_params(
+        tmp_path: Path, prov: Provider) -> None:
+    """The first call sends the freshly frozen dict, a retry the dict read back from the row:
+    floats, big integers, non-ASCII text and nesting must come out as the same bytes."""
+    params = {"amount": 12.5, "tiny": 1e-7, "big": 2**60, "name": "Zoë ✓ 東京", "neg": -0.0,
+              "list": [1, 2.25, None, True, {"z": 1, "a": "x"}], "empty": {}}
+    prov.reply = drop()
+    async with engine(tmp_path, {"hook": webhook(prov.url)}, {"k": two_step()}) as e:
+        nid = await e.accept(params=params)
+        await e.cycle()
+        for _ in range(2):
+            prov.reply = drop() if len(prov.seen) < 2 else accepted()
+            e.clock.ms = (await e.step(nid, 0))["send_after"]
+            await e.cycle()
+        s = await e.step(nid, 0)
+        assert s["state"] == "sent" and s["attempts"] == 3
+        bodies = prov.bodies_by_key()[f"{nid}:0"]
+        assert len(bodies) == 3 and len(set(bodies)) == 1
+        assert json.loads(bodies[0])["params"] == params
+
+
 async def test_the_adapter_alone(prov: Provider) -> None:
     """The adapter's contract without the engine: outcomes, Retry-After, the key header."""
     ch = WebhookChannel("hook", prov.url, 0.5)
