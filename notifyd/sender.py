@@ -67,13 +67,16 @@ class Breaker:
             return 0
         return 1
 
-    def started(self, now_ms: int) -> None:
-        if self.opened_at is not None and now_ms >= self.opened_at + self.cooldown_ms:
+    def started(self, now_ms: int) -> bool:
+        """A call starts; True if it is the half-open probe whose answer decides."""
+        if self.allowance(now_ms) == 1:
             self.probing = True
+            return True
+        return False
 
-    def record(self, ok: bool, now_ms: int) -> None:
-        if self.opened_at is not None:  # the probe's answer decides
-            if self.probing:
+    def record(self, ok: bool, now_ms: int, probe: bool) -> None:
+        if self.opened_at is not None:
+            if probe:  # only the probe's answer closes or reopens; stragglers are ignored
                 self.probing = False
                 self.opened_at = None if ok else now_ms
                 self.calls.clear()
@@ -141,15 +144,29 @@ class SenderPool:
     def pairs(self) -> list[tuple[str, str]]:
         return [(name, lane) for lane in LANES for name in self.channels]
 
+    def caps(self, now: int) -> dict[str, int]:
+        """How many steps each channel may start now across both lanes: its bucket's whole
+        tokens, and while its breaker is half-open the single probe (given to the vendor's
+        first channel only, so a shared vendor gets one probe)."""
+        caps, probed = {}, set()
+        for name, ch in self.channels.items():
+            cap = ch.bucket.available(now)
+            allowance = ch.breaker.allowance(now)
+            if allowance is not None:
+                cap = min(cap, 0 if id(ch.breaker) in probed else allowance)
+                probed.add(id(ch.breaker))
+            caps[name] = cap
+        return caps
+
     def wants(self, now: int) -> list[tuple[str, str, int]]:
-        """How many steps each (channel, lane) can start right now; urgent lanes first."""
+        """How many steps each (channel, lane) could start now, urgent lanes first. The lanes
+        of a channel share its cap: the claim stops at `caps()`, so urgent work takes the
+        tokens first and bulk work only what is left."""
+        caps = self.caps(now)
         out = []
         for lane in LANES:
             for name, ch in self.channels.items():
-                n = min(ch.ceiling[lane] - ch.in_flight[lane], ch.bucket.available(now))
-                allowance = ch.breaker.allowance(now)
-                if allowance is not None:
-                    n = min(n, allowance)  # 0 while open, 1 to probe
+                n = min(ch.ceiling[lane] - ch.in_flight[lane], caps[name])
                 if n > 0:
                     out.append((name, lane, n))
         return out
@@ -167,13 +184,13 @@ class SenderPool:
         for claim in claims:
             ch = self.channels[claim.channel]
             ch.bucket.take(1)
-            ch.breaker.started(now)
+            probe = ch.breaker.started(now)
             ch.in_flight[claim.lane] += 1
-            task = asyncio.create_task(self._send(ch, claim), name=f"send {claim.key}")
+            task = asyncio.create_task(self._send(ch, claim, probe), name=f"send {claim.key}")
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
 
-    async def _send(self, ch: ChannelSender, claim: Claim) -> None:
+    async def _send(self, ch: ChannelSender, claim: Claim, probe: bool) -> None:
         try:
             message = Message(claim.key, claim.destination, claim.payload)
             try:
@@ -185,7 +202,7 @@ class SenderPool:
                 log.exception("adapter %s raised on %s", ch.name, claim.key)
                 outcome = Unknown(f"adapter error: {type(e).__name__}")
             now = self.clock.now_ms()
-            ch.breaker.record(isinstance(outcome, Sent | Rejected), now)
+            ch.breaker.record(isinstance(outcome, Sent | Rejected), now, probe)
             done = decide(ch.cfg, claim, outcome, now, self.rng)
             if not await self.store.complete(claim, done, now):
                 log.warning("%s: lease was taken over; attempt %d recorded, step left alone",

@@ -10,5 +10,6 @@ from notifyd.config import ChannelConfig
 
 def build_channel(name: str, cfg: ChannelConfig) -> Channel:
     if cfg.type == "webhook":
-        return WebhookChannel(name, cfg.url, cfg.timeout_sec)
+        return WebhookChannel(name, cfg.url, cfg.timeout_sec,
+                              cfg.urgent_concurrency + cfg.bulk_concurrency)
     return LogChannel(name)

@@ -33,15 +33,19 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 
 
 class WebhookChannel:
-    def __init__(self, name: str, url: str, timeout_sec: float) -> None:
+    def __init__(self, name: str, url: str, timeout_sec: float, max_connections: int = 100) -> None:
         self.name = name
         self.url = url
         self.timeout = aiohttp.ClientTimeout(total=timeout_sec)
+        # As many connections as the lanes may send at once: a send must never wait for a
+        # pooled connection, or that wait would eat its timeout and end as a false unknown.
+        self.max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self.timeout)
+            self._session = aiohttp.ClientSession(
+                timeout=self.timeout, connector=aiohttp.TCPConnector(limit=self.max_connections))
         return self._session
 
     async def send(self, message: Message) -> Outcome:

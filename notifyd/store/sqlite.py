@@ -324,11 +324,7 @@ class SqliteStore:
                 same = hit["request_hash"] == inp.request_hash
                 return AcceptResult(hit["id"], created=False, state=current_state(
                     _notification(c, hit["id"])), conflict=not same)
-            row = c.execute(SELECT_RECIPIENT, (inp.tenant, inp.user_id)).fetchone()
-            recipient = None
-            if row is not None:
-                disabled = c.execute(SELECT_DISABLED, (inp.tenant, inp.user_id)).fetchall()
-                recipient = _recipient(dict(row), [dict(d) for d in disabled])
+            recipient = _load_recipient(c, inp.tenant, inp.user_id)
             steps, lane = plan(recipient)
             c.executemany(INSERT_STEP, [
                 (notification_id, s.step_no, s.channel, lane, s.send_after, s.state.value,
@@ -380,15 +376,19 @@ class SqliteStore:
     # --- the delivery engine ----------------------------------------------------------------
 
     async def claim_due(self, now: int, wants: list[tuple[str, str, int]], lease_ms: int,
-                        contact_of: dict[str, str], freeze: FreezeFn) -> list[Claim]:
-        """Claim up to n due steps per (channel, lane), re-checking in this same transaction
-        that each notification is unresolved, unexpired, has no step in flight and that the
-        contact is alive. Steps that fail the check end cancelled, expired or suppressed."""
+                        contact_of: dict[str, str], freeze: FreezeFn,
+                        caps: dict[str, int] | None = None) -> list[Claim]:
+        """Claim up to n due steps per (channel, lane), and at most caps[channel] per channel
+        across its lanes, re-checking in this same transaction that each notification is
+        unresolved, unexpired, has no step in flight and that the contact is alive. Steps that
+        fail the check end cancelled, expired or suppressed."""
 
         def op(c: sqlite3.Connection) -> list[Claim]:
             _lapse_leases(c, now)
             claims: list[Claim] = []
+            left = dict(caps) if caps is not None else {}
             for channel, lane, n in wants:
+                n = min(n, left.get(channel, n))
                 taken = 0
                 while taken < n:
                     rows = c.execute(SELECT_DUE, (channel, lane, now, n - taken + 16)).fetchall()
@@ -401,6 +401,8 @@ class SqliteStore:
                             taken += 1
                     if len(rows) < n - taken + 16:
                         break
+                if channel in left:
+                    left[channel] -= taken
             return claims
 
         return await self.write(op)
@@ -491,8 +493,9 @@ def _claim_one(c: sqlite3.Connection, row: sqlite3.Row, now: int, lease_ms: int,
         return None
     contact = contact_of.get(row["channel"], f"channel:{row['channel']}")
     dead = c.execute(SELECT_CONTACT_DISABLED, (n["tenant"], n["user_id"], contact)).fetchone()
-    if dead is not None:
+    if dead is not None:  # the ladder moves on now rather than sit out this step's window
         c.execute(END_STEP, ("suppressed", f"contact disabled: {dead[0]}", now, nid, no))
+        c.execute(PULL_NEXT, (now, f"pulled forward: step {no} suppressed", now, nid, now, nid, no))
         return None
     if row["payload"] is None:  # frozen once, before the first provider call
         destination, payload = freeze(dict(n), row["channel"], no)
@@ -512,6 +515,18 @@ def _notification(c: sqlite3.Connection, notification_id: str) -> dict[str, Any]
     row = dict(c.execute(SELECT_NOTIFICATION, (notification_id,)).fetchone())
     row["steps"] = [dict(s) for s in c.execute(SELECT_STEPS, (notification_id,))]
     return row
+
+
+def _load_recipient(c: sqlite3.Connection, tenant: str, user_id: str) -> Recipient | None:
+    """The profile and its dead contacts; a user with no profile may still have dead contacts."""
+    row = c.execute(SELECT_RECIPIENT, (tenant, user_id)).fetchone()
+    disabled = [dict(d) for d in c.execute(SELECT_DISABLED, (tenant, user_id))]
+    if row is None and not disabled:
+        return None
+    if row is None:
+        row = {"tenant": tenant, "user_id": user_id, "timezone": None, "locale": None,
+               "quiet_start": None, "quiet_end": None, "contacts": "{}"}
+    return _recipient(dict(row), disabled)
 
 
 def _recipient(row: dict[str, Any], disabled: list[dict[str, Any]]) -> Recipient:
