@@ -200,10 +200,6 @@ async def test_the_adapter_alone(prov: Provider) -> None:
         await ch.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: WebhookChannel's ClientSession keeps aiohttp's default 100-connection pool, so a channel "
-    "configured for more concurrent sends queues the rest inside aiohttp, where the wait counts "
-    "against timeout_sec and can end as a false 'unknown' for a request that never left"))
 async def test_a_channel_configured_for_more_than_100_concurrent_sends_gets_them(
         tmp_path: Path, prov: Provider) -> None:
     wide = 101
