@@ -149,3 +149,19 @@ class Completion:
     retry_at: int | None = None  # for pending/unknown: when to try again
     disable_contact: bool = False
     pull_next: bool = False
+
+
+@dataclass
+class Budget:
+    """Limits that several (channel, lane) claims share: a channel's bucket tokens, a half-open
+    vendor's single probe. Each channel draws from every key it lists; the claim spends."""
+
+    left: dict[str, int] = field(default_factory=dict)
+    keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def allow(self, channel: str, n: int) -> int:
+        return min([n, *(self.left[k] for k in self.keys.get(channel, ()))])
+
+    def spend(self, channel: str, n: int) -> None:
+        for k in self.keys.get(channel, ()):
+            self.left[k] -= n

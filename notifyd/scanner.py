@@ -58,7 +58,7 @@ class Scanner:
             return 0
         wants = [(ch, lane, min(n, self.cfg.scanner.claim_batch)) for ch, lane, n in wants]
         claims = await self.store.claim_due(now, wants, self.lease_ms, self.contact_of,
-                                            self._freeze, self.pool.caps(now))
+                                            self._freeze, self.pool.budget(now))
         self.pool.dispatch(claims, now)
         return len(claims)
 

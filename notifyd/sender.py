@@ -18,7 +18,7 @@ from collections.abc import Callable
 from notifyd.channels.base import Channel, Failed, Message, Outcome, Rejected, Sent, Unknown
 from notifyd.clock import Clock
 from notifyd.config import SEND_SLACK_SEC, ChannelConfig, Config
-from notifyd.models import Claim, Completion, StepState
+from notifyd.models import Budget, Claim, Completion, StepState
 from notifyd.store import Store
 
 log = logging.getLogger("notifyd.sender")
@@ -144,29 +144,29 @@ class SenderPool:
     def pairs(self) -> list[tuple[str, str]]:
         return [(name, lane) for lane in LANES for name in self.channels]
 
-    def caps(self, now: int) -> dict[str, int]:
-        """How many steps each channel may start now across both lanes: its bucket's whole
-        tokens, and while its breaker is half-open the single probe (given to the vendor's
-        first channel only, so a shared vendor gets one probe)."""
-        caps, probed = {}, set()
+    def budget(self, now: int) -> Budget:
+        """What the channels may start now across both lanes: each its bucket's whole tokens,
+        and a half-open vendor one probe, spent by whichever of its channels claims first."""
+        budget = Budget()
         for name, ch in self.channels.items():
-            cap = ch.bucket.available(now)
+            budget.left[f"tokens:{name}"] = ch.bucket.available(now)
+            keys: tuple[str, ...] = (f"tokens:{name}",)
             allowance = ch.breaker.allowance(now)
             if allowance is not None:
-                cap = min(cap, 0 if id(ch.breaker) in probed else allowance)
-                probed.add(id(ch.breaker))
-            caps[name] = cap
-        return caps
+                vendor = f"breaker:{id(ch.breaker)}"
+                budget.left[vendor] = allowance
+                keys += (vendor,)
+            budget.keys[name] = keys
+        return budget
 
     def wants(self, now: int) -> list[tuple[str, str, int]]:
-        """How many steps each (channel, lane) could start now, urgent lanes first. The lanes
-        of a channel share its cap: the claim stops at `caps()`, so urgent work takes the
-        tokens first and bulk work only what is left."""
-        caps = self.caps(now)
+        """How many steps each (channel, lane) could start now, urgent lanes first. Lanes share
+        the budget: the claim spends it in this order, so urgent work takes tokens first."""
+        budget = self.budget(now)
         out = []
         for lane in LANES:
             for name, ch in self.channels.items():
-                n = min(ch.ceiling[lane] - ch.in_flight[lane], caps[name])
+                n = budget.allow(name, ch.ceiling[lane] - ch.in_flight[lane])
                 if n > 0:
                     out.append((name, lane, n))
         return out

@@ -413,9 +413,6 @@ async def test_a_late_answer_from_before_the_breaker_opened_is_not_the_probe(
         assert breaker.state == "closed"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: SenderPool.caps gives a half-open vendor's one probe to the vendor's first channel in "
-    "config order even when it has no due work, so the breaker never probes and stays open"))
 async def test_a_vendor_shared_by_two_channels_probes_through_the_one_with_work(
         tmp_path: Path, prov: Provider, prov2: Provider) -> None:
     prov.reply = answer(500, "down")

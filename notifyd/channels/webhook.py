@@ -59,6 +59,8 @@ class WebhookChannel:
                 return _classify(resp.status, resp.headers, text)
         except aiohttp.ClientConnectorError as e:
             return Failed(f"connect failed: {e.os_error or e}")
+        except aiohttp.ConnectionTimeoutError:  # before TimeoutError: nothing was sent
+            return Failed("connect timed out")
         except TimeoutError:
             return Unknown("timeout: the provider may have the message")
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,

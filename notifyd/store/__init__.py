@@ -14,6 +14,7 @@ from notifyd.models import (
     AcceptInput,
     AcceptResult,
     ApiKey,
+    Budget,
     Claim,
     Completion,
     PlannedStep,
@@ -52,7 +53,7 @@ class Store(Protocol):
     # the delivery engine
     async def claim_due(self, now: int, wants: list[tuple[str, str, int]], lease_ms: int,
                         contact_of: dict[str, str], freeze: FreezeFn,
-                        caps: dict[str, int] | None = None) -> list[Claim]: ...
+                        budget: Budget | None = None) -> list[Claim]: ...
     async def complete(self, claim: Claim, done: Completion, now: int) -> bool: ...
     async def recover_interrupted(self, now: int) -> int: ...
     async def next_due(self, pairs: list[tuple[str, str]]) -> int | None: ...

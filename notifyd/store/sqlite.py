@@ -26,6 +26,7 @@ from notifyd.models import (
     AcceptInput,
     AcceptResult,
     ApiKey,
+    Budget,
     Claim,
     Completion,
     PlannedStep,
@@ -377,18 +378,18 @@ class SqliteStore:
 
     async def claim_due(self, now: int, wants: list[tuple[str, str, int]], lease_ms: int,
                         contact_of: dict[str, str], freeze: FreezeFn,
-                        caps: dict[str, int] | None = None) -> list[Claim]:
-        """Claim up to n due steps per (channel, lane), and at most caps[channel] per channel
-        across its lanes, re-checking in this same transaction that each notification is
-        unresolved, unexpired, has no step in flight and that the contact is alive. Steps that
-        fail the check end cancelled, expired or suppressed."""
+                        budget: Budget | None = None) -> list[Claim]:
+        """Claim up to n due steps per (channel, lane), within the shared budget, re-checking
+        in this same transaction that each notification is unresolved, unexpired, has no step
+        in flight and that the contact is alive. Steps that fail the check end cancelled,
+        expired or suppressed."""
+        budget = budget or Budget()
 
         def op(c: sqlite3.Connection) -> list[Claim]:
             _lapse_leases(c, now)
             claims: list[Claim] = []
-            left = dict(caps) if caps is not None else {}
             for channel, lane, n in wants:
-                n = min(n, left.get(channel, n))
+                n = budget.allow(channel, n)
                 taken = 0
                 while taken < n:
                     rows = c.execute(SELECT_DUE, (channel, lane, now, n - taken + 16)).fetchall()
@@ -401,8 +402,7 @@ class SqliteStore:
                             taken += 1
                     if len(rows) < n - taken + 16:
                         break
-                if channel in left:
-                    left[channel] -= taken
+                budget.spend(channel, taken)
             return claims
 
         return await self.write(op)
