@@ -50,6 +50,7 @@ class Breaker:
         self.window_ms = int(cfg.breaker_window_sec * 1000)
         self.cooldown_ms = int(cfg.breaker_cooldown_sec * 1000)
         self.calls: deque[tuple[int, bool]] = deque()
+        self.errors = 0  # failures among self.calls, kept as calls come and go
         self.opened_at: int | None = None
         self.probing = False
 
@@ -80,14 +81,16 @@ class Breaker:
                 self.probing = False
                 self.opened_at = None if ok else now_ms
                 self.calls.clear()
+                self.errors = 0
             return
         self.calls.append((now_ms, ok))
+        self.errors += not ok
         while self.calls and self.calls[0][0] < now_ms - self.window_ms:
-            self.calls.popleft()
-        errors = sum(1 for _, good in self.calls if not good)
-        if len(self.calls) >= self.min_calls and errors / len(self.calls) >= self.rate:
+            self.errors -= not self.calls.popleft()[1]
+        if len(self.calls) >= self.min_calls and self.errors / len(self.calls) >= self.rate:
             self.opened_at = now_ms
-            log.warning("breaker opened: %d of %d recent calls failed", errors, len(self.calls))
+            log.warning("breaker opened: %d of %d recent calls failed", self.errors,
+                        len(self.calls))
 
 
 def backoff_ms(cfg: ChannelConfig, tries: int, rng: random.Random) -> int:
