@@ -41,11 +41,15 @@ class Scanner:
         self.contact_of = {name: f"channel:{name}" for name in cfg.channels}
         self._wake = asyncio.Event()
         self._sleep_until: int | None = None
+        self._wake_at: int | None = None  # earliest due time reported while we were scanning
         pool.on_free = self._wake.set
 
     def wake(self, at_ms: int) -> None:
-        """Called by ingest: a step is due at `at_ms`; wake now if that is before our alarm."""
-        if self._sleep_until is None or at_ms < self._sleep_until:
+        """Called by ingest: a step is due at `at_ms`. Asleep, wake if that is before the alarm;
+        mid-scan, remember it for the next alarm (a scan already running may miss the step)."""
+        if self._sleep_until is None:
+            self._wake_at = at_ms if self._wake_at is None else min(self._wake_at, at_ms)
+        elif at_ms < self._sleep_until:
             self._wake.set()
 
     def _freeze(self, n: dict[str, Any], channel: str, step_no: int) -> tuple[str, dict[str, Any]]:
@@ -84,6 +88,8 @@ class Scanner:
         due = await self.store.next_due(self.pool.pairs())
         if due is not None and due > now:  # due work we had no capacity for waits on refill
             alarm = min(alarm, due)
+        if self._wake_at is not None:
+            alarm, self._wake_at = min(alarm, self._wake_at), None
         refill = self.pool.ms_until_capacity(now)
         if refill is not None:
             alarm = min(alarm, now + refill)
