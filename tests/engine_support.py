@@ -468,6 +468,10 @@ class Daemon:
     def signal(self, sig: signal.Signals) -> None:
         self.proc.send_signal(sig)
 
+    def stop(self, sig: int = 15) -> int:  # SIGTERM; the method `signal` hides the module here
+        self.signal(signal.Signals(sig))
+        return self.wait()
+
     def wait(self, timeout: float = 30.0) -> int:
         rc = self.proc.wait(timeout=timeout)
         self._reader.join(timeout=10)

@@ -8,14 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import queue
-import re
 import signal
 import subprocess
-import sys
-import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,74 +17,15 @@ from typing import Any
 
 import aiohttp
 import pytest
+from engine_support import Daemon, clean_env, create_key, notifyd_cmd
 from support import query
 
-START_TIMEOUT = 30.0
-LISTENING = re.compile(r"listening on http://([\d.]+):(\d+)")
 DEMO_STEPS = 2  # the built-in config's demo kind: the daemon runs here with no config file
 
 
-def notifyd(db: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "notifyd", "--db", str(db), *args]
-
-
-def env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("NOTIFYD_")}
-
-
 def cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(notifyd(db, *args), capture_output=True, text=True, env=env(),
-                          cwd=db.parent, timeout=60, check=False)
-
-
-def create_key(db: Path) -> str:
-    done = cli(db, "keys", "create", "--name", "test")
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-class Daemon:
-    """`notifyd serve --port 0` with its stderr collected by a thread, line by line."""
-
-    def __init__(self, db: Path) -> None:
-        self.proc = subprocess.Popen(notifyd(db, "serve", "--port", "0"), env=env(),
-                                     cwd=db.parent, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        self.url = f"http://127.0.0.1:{self._wait_for_port()}"
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line)
-            self._queue.put(line)
-        self._queue.put(None)
-
-    def _wait_for_port(self) -> int:
-        deadline = time.monotonic() + START_TIMEOUT
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self._queue.get(timeout=left)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            if m := LISTENING.search(line):
-                return int(m.group(2))
-        self.proc.kill()
-        raise AssertionError("daemon did not report its port:\n" + self.stderr())
-
-    def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
-        self.proc.send_signal(sig)
-        rc = self.proc.wait(timeout=30)
-        self._reader.join(timeout=10)
-        return rc
-
-    def stderr(self) -> str:
-        return "".join(self.lines)
+    return subprocess.run(notifyd_cmd(db, *args), capture_output=True, text=True,
+                          env=clean_env(), cwd=db.parent, timeout=60, check=False)
 
 
 @pytest.fixture
