@@ -84,23 +84,31 @@ class Scanner:
             await self._sleep(now, stop)
 
     async def _sleep(self, now: int, stop: asyncio.Event) -> None:
+        """Sleep until the next due step, a token, a breaker's cooldown end, a wake-up or the
+        poll interval, whichever comes first; return at once if due work can be claimed now
+        (a step the last claim pulled forward, say)."""
         alarm = now + self.poll_ms
         due = await self.store.next_due(self.pool.pairs())
-        if due is not None and due > now:  # due work we had no capacity for waits on refill
+        if due is not None and due <= now:
+            ready = [(ch, lane) for ch, lane, _ in self.pool.wants(now)]
+            due_ready = await self.store.next_due(ready) if ready else None
+            if due_ready is not None and due_ready <= now:
+                return
+        elif due is not None:
             alarm = min(alarm, due)
-        if self._wake_at is not None:
+        if self._wake_at is not None:  # after the awaits above: wake-ups during them count
             alarm, self._wake_at = min(alarm, self._wake_at), None
         refill = self.pool.ms_until_capacity(now)
         if refill is not None:
             alarm = min(alarm, now + refill)
-        self._sleep_until = alarm
-        delay = max(0, alarm - self.clock.now_ms()) / 1000
+        delay = (alarm - self.clock.now_ms()) / 1000
         if delay <= 0:
             return
         waiters = {asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())}
+        self._sleep_until = alarm  # only while actually waiting: wake() compares against it
         try:
             await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self._sleep_until = None
             for w in waiters:
                 w.cancel()
-            self._sleep_until = None

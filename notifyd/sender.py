@@ -31,8 +31,9 @@ class TokenBucket:
         self.tokens, self.at = float(burst), now_ms
 
     def available(self, now_ms: int) -> int:
-        self.tokens = min(self.burst, self.tokens + (now_ms - self.at) / 1000 * self.rate)
-        self.at = max(self.at, now_ms)
+        if now_ms > self.at:  # a clock stepped back refills nothing and takes nothing
+            self.tokens = min(self.burst, self.tokens + (now_ms - self.at) / 1000 * self.rate)
+            self.at = now_ms
         return int(self.tokens)
 
     def take(self, n: int) -> None:
@@ -178,9 +179,10 @@ class SenderPool:
         """When a channel with free lane slots gets a token, if that is what it waits for."""
         waits = [ch.bucket.ms_until_token() for ch in self.channels.values()
                  if ch.bucket.available(now) < 1]
-        for ch in self.channels.values():
-            if ch.breaker.opened_at is not None and not ch.breaker.probing:
-                waits.append(max(0, ch.breaker.opened_at + ch.breaker.cooldown_ms - now))
+        for ch in self.channels.values():  # cooling down; once half-open, due work wakes us
+            b = ch.breaker
+            if b.opened_at is not None and not b.probing and b.opened_at + b.cooldown_ms > now:
+                waits.append(b.opened_at + b.cooldown_ms - now)
         return min(waits, default=None)
 
     def dispatch(self, claims: list[Claim], now: int) -> None:
