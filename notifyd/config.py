@@ -26,6 +26,7 @@ CHANNEL_TYPES = ("log", "webhook")
 STOP_RULES = ("resolved",)  # "delivered" arrives with provider receipts
 URGENCIES = ("urgent", "normal")
 SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
+MAX_SEC = 365 * 86400  # bound on every duration: a year
 SEND_SLACK_SEC = 5.0  # a send gets this long beyond its channel timeout before it is unknown
 
 
@@ -232,7 +233,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         k = f"kinds.{name}"
         need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")
         need(bool(kind.ladder), f"{k}.ladder", "needs at least one step")
-        need(kind.ttl_sec > 0, f"{k}.ttl_sec", "must be > 0")
+        need(0 < kind.ttl_sec <= MAX_SEC, f"{k}.ttl_sec", f"must be 1..{MAX_SEC} (a year)")
         need(kind.urgency in URGENCIES, f"{k}.urgency", f"must be one of {', '.join(URGENCIES)}")
         need(kind.stop in STOP_RULES, f"{k}.stop",
              "must be 'resolved' ('delivered' needs provider receipts, not yet built)")
@@ -242,7 +243,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
                  f"unknown channel {step.channel!r} (known: {', '.join(sorted(cfg.channels))})")
             for attr in ("after_sec", "timeout_sec"):
                 v = getattr(step, attr)
-                need(v is None or v >= 0, f"{sk}.{attr}", "must be >= 0")
+                need(v is None or 0 <= v <= MAX_SEC, f"{sk}.{attr}", f"must be 0..{MAX_SEC}")
             if i > 0:
                 need(step.after_sec is not None or kind.ladder[i - 1].timeout_sec is not None,
                      sk, "needs after_sec, or timeout_sec on the step before it")

@@ -62,16 +62,16 @@ class Daemon:
             async with asyncio.TaskGroup() as peers:
                 peers.create_task(self._serve_http(ctx, stop, stop_claiming), name="http")
                 peers.create_task(scanner.run(stop_claiming), name="scanner")
-            await pool.drain(cfg.daemon.grace_sec)
         finally:
+            await pool.drain(cfg.daemon.grace_sec)
             await pool.close()
             await store.close()
         log.info("stopped cleanly")
 
     async def _serve_http(self, ctx: Context, stop: asyncio.Event,
                           stop_claiming: asyncio.Event) -> None:
-        """Serve until `stop`; then refuse new requests, finish the running ones, and only then
-        tell the scanner to stop claiming (a request in flight may still wake it)."""
+        """Serve until `stop`; then refuse new requests, stop the scanner claiming, and let the
+        requests already running finish."""
         cfg = self.cfg
         runner = web.AppRunner(make_app(ctx), access_log=None, handle_signals=False,
                                shutdown_timeout=cfg.daemon.grace_sec)
@@ -84,12 +84,12 @@ class Daemon:
                      cfg.store.path)
             sd_notify("READY=1")
             await stop.wait()
-            log.info("stopping: no new requests; finishing in-flight sends")
+            log.info("stopping: no new requests or claims; finishing in-flight sends")
             sd_notify("STOPPING=1")
-            ctx.draining = True
         finally:
+            ctx.draining = True
+            stop_claiming.set()  # what is accepted from here on waits, durable, for the next start
             await runner.cleanup()
-            stop_claiming.set()
 
 
 def serve(cfg: Config) -> None:

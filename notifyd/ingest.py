@@ -5,6 +5,7 @@ Nothing here touches HTTP; web.py hands in bytes and headers and gets back a res
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +16,15 @@ from notifyd.clock import Clock
 from notifyd.config import Config, LadderStep
 from notifyd.errors import ApiError
 from notifyd.ladder import plan_steps
-from notifyd.models import AcceptInput, AcceptResult, ApiKey, PlannedStep, Recipient, new_id
+from notifyd.models import (
+    AcceptInput,
+    AcceptResult,
+    ApiKey,
+    PlannedStep,
+    Recipient,
+    StepState,
+    new_id,
+)
 from notifyd.store import Store
 
 MAX_ID_LEN = 256
@@ -125,9 +134,9 @@ class Ingest:
                 raise ApiError("unknown_channel", f"unknown channel {channel!r}",
                                f"{where}.channel")
             timeout = step.get("timeout_sec")
-            if timeout is not None and (not _number(timeout) or timeout < 0):
-                raise ApiError("invalid_field", f"{where}.timeout_sec must be a number >= 0 "
-                               "or null", f"{where}.timeout_sec")
+            if timeout is not None and (not _number(timeout) or not 0 <= timeout <= MAX_TTL_SEC):
+                raise ApiError("invalid_field", f"{where}.timeout_sec must be a number "
+                               f"0..{MAX_TTL_SEC} or null", f"{where}.timeout_sec")
             if timeout is None and i < len(raw) - 1:
                 raise ApiError("invalid_field", f"{where}.timeout_sec is needed: a step is "
                                "due when the one before it times out", f"{where}.timeout_sec")
@@ -147,8 +156,14 @@ class Ingest:
         urgent = kind.urgency == "urgent"
         lane = "urgent" if urgent else "bulk"
 
+        expires_at = now + self.ttl_sec(inp) * 1000
+
         def plan(recipient: Recipient | None) -> tuple[list[PlannedStep], str]:
-            return plan_steps(ladder, self._contacts, now, recipient, urgent), lane
+            steps = plan_steps(ladder, self._contacts, now, recipient, urgent)
+            return [s if s.send_after < expires_at or s.state != StepState.PENDING else
+                    dataclasses.replace(s, state=StepState.EXPIRED,
+                                        reason="due after the time to live ends")
+                    for s in steps], lane
 
         return plan
 

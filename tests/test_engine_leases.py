@@ -174,9 +174,23 @@ async def test_a_step_due_after_its_time_to_live_ends_expired(tmp_path: Path, pr
     kinds = {"k": two_step(window_sec=120, ttl_sec=60)}
     async with engine(tmp_path, {"hook": webhook(prov.url)}, kinds) as e:
         nid = await e.accept()
+        s1 = await e.step(nid, 1)  # planned past the time to live: expired from the start
+        assert (s1["state"], s1["reason"]) == ("expired", "due after the time to live ends")
         await e.run_dry()
         e.clock.advance(120)
         assert await e.cycle() == 0
-        s1 = await e.step(nid, 1)
-        assert (s1["state"], s1["reason"]) == ("expired", "time to live passed before it could be sent")
         assert prov.keys_seen() == [f"{nid}:0"]
+
+
+async def test_a_step_not_sent_before_its_time_to_live_ends_expired_at_claim(
+        tmp_path: Path, prov: Provider) -> None:
+    kinds = {"k": two_step(window_sec=10, ttl_sec=60)}
+    async with engine(tmp_path, {"hook": webhook(prov.url)}, kinds) as e:
+        nid = await e.accept()
+        e.clock.advance(61)  # nothing ran in time (a backlog, an open breaker)
+        assert await e.cycle() == 0
+        for no in (0, 1):
+            step = await e.step(nid, no)
+            assert (step["state"], step["reason"]) == (
+                "expired", "time to live passed before it could be sent")
+        assert prov.keys_seen() == []

@@ -331,8 +331,8 @@ class SqliteStore:
                 (notification_id, s.step_no, s.channel, lane, s.send_after, s.state.value,
                  s.reason, s.note, now) for s in steps])
             due = [s.send_after for s in steps if s.state == StepState.PENDING]
-            first = next((s for s in steps if s.state == StepState.PENDING), None)
-            state = f"{first.channel}_pending" if first else "exhausted"
+            state = current_state({"steps": [{"channel": s.channel, "state": s.state}
+                                             for s in steps]})
             return AcceptResult(notification_id, True, state, first_due=min(due, default=None))
 
         return await self.write(op)
