@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
+from yarl import URL
 
 from notifyd.errors import ConfigError
 
@@ -197,6 +198,14 @@ def _join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
 
 
+def _http_url(text: str) -> bool:
+    try:
+        url = URL(text)
+    except (ValueError, TypeError):
+        return False
+    return url.scheme in ("http", "https") and bool(url.host)
+
+
 def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads best
     def need(ok: bool, key: str, msg: str) -> None:
         if not ok:
@@ -217,8 +226,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")
         need(ch.type in CHANNEL_TYPES, f"{k}.type", f"must be one of {', '.join(CHANNEL_TYPES)}")
         if ch.type == "webhook":
-            need(ch.url.startswith(("http://", "https://")), f"{k}.url",
-                 "a webhook channel needs an http(s) URL")
+            need(_http_url(ch.url), f"{k}.url", "a webhook channel needs an http(s) URL with a host")
         for attr in ("timeout_sec", "rate_per_sec", "backoff_base_sec", "backoff_max_sec",
                      "breaker_window_sec", "breaker_cooldown_sec"):
             need(getattr(ch, attr) > 0, f"{k}.{attr}", "must be > 0")

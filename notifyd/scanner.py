@@ -67,10 +67,15 @@ class Scanner:
         return len(claims)
 
     async def run(self, stop: asyncio.Event) -> None:
-        recovered = await self.store.recover_interrupted(self.clock.now_ms())
+        now = self.clock.now_ms()
+        recovered = await self.store.recover_interrupted(now)
         if recovered:
             log.warning("%d steps were mid-send when notifyd last stopped; retrying them as "
                         "unknown under their original keys", recovered)
+        orphans = await self.store.end_unconfigured(sorted(self.cfg.channels), now)
+        if orphans:
+            log.warning("%d open steps were on channels no longer configured; they end dead "
+                        "(notifyd dead-letters lists them)", orphans)
         while not stop.is_set():
             self._wake.clear()
             now = self.clock.now_ms()

@@ -204,7 +204,8 @@ class SenderPool:
             except TimeoutError:
                 outcome = Unknown("no answer within the send timeout")
             except Exception as e:  # noqa: BLE001 - an adapter bug must not lose the step
-                log.exception("adapter %s raised on %s", ch.name, claim.key)
+                # No traceback: exception texts can carry the destination URL, often a secret.
+                log.error("adapter %s raised %s on %s", ch.name, type(e).__name__, claim.key)
                 outcome = Unknown(f"adapter error: {type(e).__name__}")
             now = self.clock.now_ms()
             ch.breaker.record(isinstance(outcome, Sent | Rejected), now, probe)

@@ -82,10 +82,13 @@ async def post_notification(request: web.Request) -> web.Response:
                         content_type="application/json")
 
 
-async def _owned(request: web.Request, key: ApiKey) -> dict[str, Any]:
-    n = await request.app[CTX].store.get_notification(request.match_info["id"])
-    if n is None or n["tenant"] != key.tenant:  # another tenant's id is simply not found
-        raise ApiError("not_found", f"no notification {request.match_info['id']!r}", "id")
+async def _owned(request: web.Request, key: ApiKey, nid: str | None = None) -> dict[str, Any]:
+    """The notification, if this key may see it: its tenant, and one of its kinds. Anything
+    else is simply not found, so ids of others are not confirmed to exist."""
+    nid = nid or request.match_info["id"]
+    n = await request.app[CTX].store.get_notification(nid)
+    if n is None or n["tenant"] != key.tenant or not key.allows(n["kind"]):
+        raise ApiError("not_found", f"no notification {nid!r}", "id")
     return n
 
 
@@ -127,6 +130,7 @@ async def post_resolution(request: web.Request) -> web.Response:
     if nid is None:
         raise ApiError("not_found", f"no notification for user {user_id!r} with dedup key "
                        f"{dedup_key!r}", "dedup_key")
+    await _owned(request, key, nid)
     r = await ctx.store.resolve(nid, _resolution_of(data), f"key:{key.name}", ctx.clock.now_ms())
     assert r is not None
     return _resolved(r)

@@ -47,15 +47,15 @@ CASES: list[tuple[str, Reply, str, str, str | None]] = [
     ("202 with id", answer(202, {"id": 42}), "sent", "sent", "42"),
     ("201 X-Request-Id", answer(201, "", {"X-Request-Id": "req-9"}), "sent", "sent", "req-9"),
     ("204 bare", answer(204), "sent", "sent", None),
-    ("408", answer(408, "timeout"), "pending", "failed", "HTTP 408: timeout"),
-    ("429", answer(429, "slow"), "pending", "failed", "HTTP 429: slow"),
-    ("500", answer(500, "oops"), "pending", "failed", "HTTP 500: oops"),
-    ("502", answer(502, "bad gw"), "pending", "failed", "HTTP 502: bad gw"),
-    ("503", answer(503, "later"), "pending", "failed", "HTTP 503: later"),
-    ("400", answer(400, "bad"), "rejected", "rejected", "HTTP 400: bad"),
-    ("404", answer(404, "nope"), "rejected", "rejected", "HTTP 404: nope"),
-    ("410", answer(410, "gone"), "rejected", "rejected", "HTTP 410: gone"),
-    ("422", answer(422, "invalid"), "rejected", "rejected", "HTTP 422: invalid"),
+    ("408", answer(408, "timeout"), "pending", "failed", "HTTP 408"),
+    ("429", answer(429, "slow"), "pending", "failed", "HTTP 429"),
+    ("500", answer(500, "oops"), "pending", "failed", "HTTP 500"),
+    ("502", answer(502, "bad gw"), "pending", "failed", "HTTP 502"),
+    ("503", answer(503, "later"), "pending", "failed", "HTTP 503"),
+    ("400", answer(400, "bad"), "rejected", "rejected", "HTTP 400"),
+    ("404", answer(404, "nope"), "rejected", "rejected", "HTTP 404"),
+    ("410", answer(410, "gone"), "rejected", "rejected", "HTTP 410"),
+    ("422", answer(422, "invalid"), "rejected", "rejected", "HTTP 422"),
     ("dropped", drop(), "unknown", "unknown", "connection lost after sending"),
 ]
 
@@ -187,11 +187,19 @@ async def test_the_adapter_alone(prov: Provider) -> None:
         assert await ch.send(msg) == Sent("p-1")
         assert prov.seen[-1].key == "n_abc:3" and prov.seen[-1].body == b'{"a": [1], "b": 1}'
         prov.reply = answer(429, "slow", {"Retry-After": "30"})
-        assert await ch.send(msg) == Failed("HTTP 429: slow", 30.0)
+        assert await ch.send(msg) == Failed("HTTP 429", 30.0)
         prov.reply = answer(503, "x", {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})
-        assert await ch.send(msg) == Failed("HTTP 503: x", 0.0)  # a date in the past: now
+        assert await ch.send(msg) == Failed("HTTP 503", 0.0)  # a date in the past: now
         prov.reply = answer(401, "who")
-        assert await ch.send(msg) == Rejected("HTTP 401: who")
+        assert await ch.send(msg) == Failed("HTTP 401: the endpoint refused our credentials")
+        prov.reply = answer(403, "no")
+        assert await ch.send(msg) == Failed("HTTP 403: the endpoint refused our credentials")
+        prov.reply = answer(302, "", {"Location": "/elsewhere"})
+        assert await ch.send(msg) == Failed(
+            "HTTP 302: the webhook URL redirects; configure where it leads")
+        assert prov.seen[-1].key == "n_abc:3"  # the redirect was not followed as a GET
+        prov.reply = answer(400, {"code": "invalid_recipient", "message": "code 482913 is bad"})
+        assert await ch.send(msg) == Rejected("HTTP 400 invalid_recipient")  # no free text
         prov.reply = drop()
         assert isinstance(await ch.send(msg), Unknown)
         prov.reply = hold(prov.gate(), accepted())

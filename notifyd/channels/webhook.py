@@ -1,14 +1,17 @@
 """The webhook channel: POST the frozen payload as JSON with an Idempotency-Key header.
 
 2xx Sent (provider_ref from the body's "id", else the X-Request-Id header); 408, 429 and 5xx
-Failed, honouring Retry-After; other 4xx Rejected. A refused connection never left us: Failed. A
-timeout or a connection lost after the request was written: Unknown.
+Failed, honouring Retry-After; 401, 403 and redirects Failed too (our configuration is at fault,
+not the recipient); other 4xx Rejected. A refused connection never left us: Failed. A timeout or
+a connection lost after the request was written: Unknown. Reasons keep the status and a short
+provider error code, never the provider's free text.
 """
 
 from __future__ import annotations
 
 import email.utils
 import json
+import re
 import time
 
 import aiohttp
@@ -16,6 +19,7 @@ import aiohttp
 from notifyd.channels.base import Failed, Message, Outcome, Rejected, Sent, Unknown
 
 RETRYABLE = frozenset({408, 429})
+CODE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
@@ -53,8 +57,8 @@ class WebhookChannel:
         headers = {"Content-Type": "application/json",
                    "Idempotency-Key": message.idempotency_key}
         try:
-            async with self._client().post(message.destination, data=body,
-                                           headers=headers) as resp:
+            async with self._client().post(message.destination, data=body, headers=headers,
+                                           allow_redirects=False) as resp:
                 text = await resp.text()
                 return _classify(resp.status, resp.headers, text)
         except aiohttp.ClientConnectorError as e:
@@ -75,16 +79,33 @@ class WebhookChannel:
 
 def _classify(status: int, headers: aiohttp.typedefs.LooseHeaders, text: str) -> Outcome:
     get = getattr(headers, "get", lambda _k: None)
+    data = _json(text)
     if 200 <= status < 300:
-        ref = None
-        try:
-            data = json.loads(text) if text else None
-            if isinstance(data, dict) and data.get("id") is not None:
-                ref = str(data["id"])
-        except ValueError:
-            pass
-        return Sent(ref or get("X-Request-Id"))
-    snippet = text[:200].replace("\n", " ")
+        ref = data.get("id") if isinstance(data, dict) else None
+        return Sent(str(ref) if ref is not None else get("X-Request-Id"))
+    reason = f"HTTP {status}{_provider_code(data)}"
+    if 300 <= status < 400:
+        return Failed(f"{reason}: the webhook URL redirects; configure where it leads")
+    if status in (401, 403):  # our credentials, not the recipient's contact, are at fault
+        return Failed(f"{reason}: the endpoint refused our credentials")
     if status in RETRYABLE or status >= 500:
-        return Failed(f"HTTP {status}: {snippet}", parse_retry_after(get("Retry-After")))
-    return Rejected(f"HTTP {status}: {snippet}")
+        return Failed(reason, parse_retry_after(get("Retry-After")))
+    return Rejected(reason)
+
+
+def _json(text: str) -> object:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+def _provider_code(data: object) -> str:
+    """A provider's short error code, never its free text: that may echo what we sent (a
+    one-time code, say) and the reason is shown to tenants and in inspect."""
+    if isinstance(data, dict):
+        for key in ("code", "error_code", "errorCode", "error"):
+            value = data.get(key)
+            if isinstance(value, str | int) and CODE_RE.match(str(value)):
+                return f" {value}"
+    return ""

@@ -134,6 +134,9 @@ SELECT_INTERRUPTED = "SELECT notification_id, step_no FROM steps WHERE state = '
 REPLAY_STEPS = """UPDATE steps SET state = 'pending', send_after = ?, retry_base = attempts,
     reason = 'replayed by an operator', updated_at = ?
 WHERE notification_id = ? AND (? IS NULL OR step_no = ?) AND state IN ('dead', 'unknown')"""
+END_UNCONFIGURED = """UPDATE steps SET state = 'dead', updated_at = ?1,
+    reason = 'channel ' || channel || ' is not configured any more'
+WHERE state IN ('pending', 'unknown') AND channel NOT IN (SELECT value FROM json_each(?2))"""
 SELECT_DEAD = """SELECT notification_id, step_no, channel, attempts, reason, updated_at FROM steps
 WHERE state = 'dead' ORDER BY updated_at DESC LIMIT ?"""
 
@@ -450,6 +453,11 @@ class SqliteStore:
         """Put dead or unknown steps back to pending under their original key and payload."""
         return await self.write(lambda c: c.execute(REPLAY_STEPS, (
             now, now, notification_id, step_no, step_no)).rowcount)
+
+    async def end_unconfigured(self, channels: list[str], now: int) -> int:
+        """Open steps on channels the config no longer has end dead, with the reason."""
+        return await self.write(lambda c: c.execute(
+            END_UNCONFIGURED, (now, json.dumps(channels))).rowcount)
 
     async def dead_letters(self, limit: int) -> list[dict[str, Any]]:
         return await self._fetchall(SELECT_DEAD, (limit,))
