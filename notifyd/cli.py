@@ -73,6 +73,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
 
     Example: notifyd serve --port 7726
     """
+    from notifyd.daemon import AlreadyRunning
     from notifyd.daemon import serve as run_serve
 
     cfg = _config(ctx)
@@ -80,7 +81,10 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
                                  port=cfg.server.port if port is None else port)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    run_serve(dataclasses.replace(cfg, server=server))
+    try:
+        run_serve(dataclasses.replace(cfg, server=server))
+    except AlreadyRunning as e:
+        raise click.ClickException(str(e)) from None
 
 
 @main.command()

@@ -7,11 +7,13 @@ period, close the store. A second SIGTERM or SIGINT exits at once.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
 import signal
 import socket
 import sys
+from typing import IO
 
 from aiohttp import web
 
@@ -42,6 +44,22 @@ def sd_notify(state: str) -> None:
             log.warning("sd_notify %s failed: %s", state, e)
 
 
+class AlreadyRunning(Exception):
+    pass
+
+
+def hold_lock(db_path: str) -> IO[str]:
+    """One daemon per SQLite file: a second would take the first's in-flight sends for
+    interrupted ones and send them again. The kernel drops the lock when the process dies."""
+    handle = open(f"{db_path}.lock", "w")  # noqa: SIM115 - held for the daemon's lifetime
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise AlreadyRunning(f"another notifyd serve is running on {db_path}") from None
+    return handle
+
+
 class Daemon:
     def __init__(self, cfg: Config, clock: Clock | None = None) -> None:
         self.cfg = cfg
@@ -51,6 +69,7 @@ class Daemon:
     async def run(self, stop: asyncio.Event) -> None:
         """Run the HTTP server and the scanner as peers until `stop`, then shut down in order."""
         cfg = self.cfg
+        lock = hold_lock(cfg.store.path)
         store = await open_store(cfg)
         adapters = {name: build_channel(name, ch) for name, ch in cfg.channels.items()}
         pool = SenderPool(cfg, store, self.clock, adapters)
@@ -66,6 +85,7 @@ class Daemon:
             await pool.drain(cfg.daemon.grace_sec)
             await pool.close()
             await store.close()
+            lock.close()
         log.info("stopped cleanly")
 
     async def _serve_http(self, ctx: Context, stop: asyncio.Event,

@@ -63,3 +63,16 @@ async def test_unknown_user_fields_are_refused(api: Api) -> None:
     status, body = await api.call("PUT", "/v1/users/u1", {**USER, "pager": "123"})
     assert (status, body["error"]["code"], body["error"]["field"]) == (422, "unknown_field",
                                                                        "pager")
+
+
+async def test_saving_a_profile_re_enables_a_channel_a_rejection_disabled(api: Api) -> None:
+    store = api.store
+    await store.write(lambda c: c.execute(
+        "INSERT INTO disabled_contacts VALUES ('acme', 'u1', 'channel:sms', '', 'HTTP 404', 1)"))
+    await store.write(lambda c: c.execute(
+        "INSERT INTO disabled_contacts VALUES ('acme', 'u1', 'email', 'a@x.io', 'bounced', 1)"))
+    status, body = await api.call("PUT", "/v1/users/u1", {"email": "a@x.io"})
+    assert status == 200
+    assert body["disabled_contacts"] == {"email": "bounced"}  # the same address: still dead
+    status, body = await api.call("PUT", "/v1/users/u1", {"email": "b@x.io"})
+    assert body["disabled_contacts"] == {}  # a new address starts alive

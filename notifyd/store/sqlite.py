@@ -58,6 +58,8 @@ ON CONFLICT (tenant, user_id) DO UPDATE SET timezone = excluded.timezone,
     updated_at = excluded.updated_at"""
 SELECT_RECIPIENT = """SELECT tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts
 FROM recipients WHERE tenant = ? AND user_id = ?"""
+ENABLE_CHANNEL_CONTACTS = """DELETE FROM disabled_contacts
+WHERE tenant = ? AND user_id = ? AND address = ''"""
 SELECT_DISABLED = """SELECT contact, address, reason FROM disabled_contacts
 WHERE tenant = ? AND user_id = ?"""
 
@@ -299,9 +301,15 @@ class SqliteStore:
     # --- recipients --------------------------------------------------------------------------
 
     async def put_recipient(self, r: Recipient, now: int) -> None:
-        await self.write(lambda c: c.execute(UPSERT_RECIPIENT, (
-            r.tenant, r.user_id, r.timezone, r.locale, r.quiet_start, r.quiet_end,
-            json.dumps(r.contacts), now)))
+        """Set the profile. Saving it re-enables the user's per-channel contacts that a
+        rejection disabled; a disabled address stays disabled until the address changes."""
+
+        def op(c: sqlite3.Connection) -> None:
+            c.execute(UPSERT_RECIPIENT, (r.tenant, r.user_id, r.timezone, r.locale,
+                                         r.quiet_start, r.quiet_end, json.dumps(r.contacts), now))
+            c.execute(ENABLE_CHANNEL_CONTACTS, (r.tenant, r.user_id))
+
+        await self.write(op)
 
     async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None:
         row = await self._fetchone(SELECT_RECIPIENT, (tenant, user_id))
