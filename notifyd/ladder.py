@@ -1,7 +1,8 @@
 """Kinds' ladders as data: turn a kind (or a request's fallback_chain) into dated steps. Pure.
 
 Every step is planned at accept time. Quiet hours in the recipient's timezone move a non-urgent
-step to the end of the quiet window, never drop it. A step on a contact that is known dead is
+step to the end of the quiet window, never drop it, and later steps keep their spacing; the
+claim checks them again for retries and steps pulled forward. A step on a contact that is known dead is
 planned as suppressed, and its window collapses so the next step takes its place in time.
 """
 
@@ -47,12 +48,26 @@ def quiet_until(at_ms: int, recipient: Recipient | None) -> int | None:
         end_day = local.date() + timedelta(days=1) if t >= start else local.date()
     if not inside:
         return None
-    # Wall-clock end of the window in the recipient's zone; fold=0 picks the first of a DST
-    # repeat, and a non-existent time (spring forward) normalises forward through UTC.
-    ends = datetime.combine(end_day, end, tz)
-    if ends.timestamp() * 1000 <= at_ms:  # the repeated hour of an autumn change: the later one
-        ends = ends.replace(fold=1)
-    return max(at_ms, int(ends.timestamp() * 1000))
+    first, second = _instants(datetime.combine(end_day, end), tz)
+    ends = first if first > at_ms / 1000 else second  # in a repeated hour, the one after `at`
+    return max(at_ms, int(ends * 1000))
+
+
+def _instants(wall: datetime, tz: ZoneInfo) -> tuple[float, float]:
+    """The instants a local wall time names: the same one twice, the two of an autumn repeat,
+    or, for a time a spring change skips, the moment of the jump (twice)."""
+    early = wall.replace(tzinfo=tz, fold=0).timestamp()
+    late = wall.replace(tzinfo=tz, fold=1).timestamp()
+    if early <= late:
+        return early, late
+    lo, hi = late, early  # skipped: find the first instant whose wall time reaches `wall`
+    while hi - lo > 1:
+        mid = (lo + hi) / 2
+        if datetime.fromtimestamp(mid, tz).replace(tzinfo=None) >= wall:
+            hi = mid
+        else:
+            lo = mid
+    return hi, hi
 
 
 def plan_steps(
@@ -67,9 +82,10 @@ def plan_steps(
     planned: list[PlannedStep] = []
     prev_at = now_ms
     prev_window: float | None = 0.0
+    shift = 0  # how far quiet hours have pushed the ladder: after_sec steps keep their spacing
     for no, step in enumerate(ladder):
         if step.after_sec is not None:
-            at = now_ms + int(step.after_sec * 1000)
+            at = now_ms + int(step.after_sec * 1000) + shift
         else:
             at = prev_at + int((prev_window or 0.0) * 1000)
         at = max(at, prev_at)  # never before the step ahead of it
@@ -83,12 +99,16 @@ def plan_steps(
         if not urgent:
             moved = quiet_until(at, recipient)
             if moved is not None and recipient is not None:
-                note = f"quiet hours {recipient.quiet_start}-{recipient.quiet_end} " \
-                       f"{recipient.timezone or 'UTC'}: moved from {_hhmm(at, recipient)}"
+                note = f"{quiet_label(recipient)}: moved from {_hhmm(at, recipient)}"
+                shift += moved - at
                 at = moved
         planned.append(PlannedStep(no, step.channel, at, note=note))
         prev_at, prev_window = at, step.timeout_sec
     return planned
+
+
+def quiet_label(r: Recipient) -> str:
+    return f"quiet hours {r.quiet_start}-{r.quiet_end} {r.timezone or 'UTC'}"
 
 
 def _hhmm(at_ms: int, recipient: Recipient | None) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,7 @@ from engine_support import (
 
 from notifyd.channels.base import Failed, Unknown
 from notifyd.cli import main
+from notifyd.clock import FakeClock
 from notifyd.config import ChannelConfig, KindConfig, LadderStep
 from notifyd.models import Claim, Recipient, StepState
 from notifyd.sender import backoff_ms, decide
@@ -466,3 +468,31 @@ async def test_one_scan_never_takes_more_tokens_than_the_bucket_holds(
             await e.accept("k")
             await e.accept("u")
         assert await e.cycle() <= 3
+
+
+# --- quiet hours at claim time ------------------------------------------------------------------
+
+
+async def test_a_retry_that_falls_in_quiet_hours_waits_for_their_end(
+        tmp_path: Path, prov: Provider) -> None:
+    def utc(day: int, hh: int, mm: int) -> int:
+        return int(datetime(2026, 10, day, hh, mm, tzinfo=UTC).timestamp() * 1000)
+
+    prov.reply = answer(500, "down")
+    clock = FakeClock(utc(1, 21, 59))
+    async with engine(tmp_path, {"hook": webhook(prov.url)}, {"k": two_step(window_sec=600)},
+                      clock=clock) as e:
+        await e.store.put_recipient(Recipient("default", "ada", "UTC", None, "22:00", "07:00"),
+                                    e.now)
+        nid = await e.accept(user="ada")
+        assert await e.cycle() == 1  # 21:59: sent, failed, a retry planned a few seconds on
+        prov.reply = accepted()
+        e.clock.ms = utc(1, 22, 1)
+        assert await e.cycle() == 0  # the retry is due, but now inside quiet hours
+        s0 = await e.step(nid, 0)
+        assert s0["state"] == "pending" and s0["send_after"] == utc(2, 7, 0)
+        assert s0["reason"] == "quiet hours 22:00-07:00 UTC: waits for the end"
+        assert len(prov.seen) == 1
+        e.clock.ms = utc(2, 7, 0)
+        assert await e.cycle() >= 1
+        assert (await e.step(nid, 0))["state"] == "sent"

@@ -119,14 +119,14 @@ def test_quiet_hours_over_the_spring_dst_change() -> None:
     assert end - late == 7 * 3600_000  # eight wall-clock hours, seven real ones
 
 
-def test_a_window_ending_in_the_spring_gap_ends_after_it() -> None:
+def test_a_window_ending_in_the_spring_gap_ends_at_the_jump() -> None:
     # 02:30 does not exist in Paris on 2026-03-29; the step must land after now, outside quiet.
     r = who(PARIS, ("22:00", "02:30"))
     late = ms(PARIS, 2026, 3, 28, 23, 0)
     end = quiet_until(late, r)
     assert end is not None and end > late
     assert quiet_until(end, r) is None
-    assert end == ms(PARIS, 2026, 3, 29, 3, 30)
+    assert end == ms(PARIS, 2026, 3, 29, 3, 0)  # the jump itself: the clock passes 02:30 there
 
 
 def test_quiet_hours_in_the_repeated_autumn_hour_never_move_a_step_earlier() -> None:
@@ -178,3 +178,12 @@ async def test_an_urgent_post_during_quiet_hours_is_not_moved(api: Api) -> None:
     rows = query(api.db_path, "SELECT send_after, note, lane FROM steps "
                  "WHERE notification_id = ? ORDER BY step_no", body["notification_id"])
     assert rows == [(late, None, "urgent"), (late + 30_000, None, "urgent")]
+
+
+def test_after_sec_steps_keep_their_spacing_when_quiet_hours_move_the_first() -> None:
+    r = who("UTC", ("22:00", "07:00"))
+    ladder = (LadderStep("push"), LadderStep("sms", after_sec=300), LadderStep("email", after_sec=3600))
+    at = ms("UTC", 2026, 10, 1, 23, 0)
+    steps = plan_steps(ladder, {}, at, r, urgent=False)
+    seven = ms("UTC", 2026, 10, 2, 7, 0)
+    assert [s.send_after for s in steps] == [seven, seven + 300_000, seven + 3_600_000]

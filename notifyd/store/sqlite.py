@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import aiosqlite
 import orjson
 
+from notifyd.ladder import quiet_label, quiet_until
 from notifyd.models import (
     AcceptInput,
     AcceptResult,
@@ -103,6 +104,8 @@ WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown') AND send_afte
 ORDER BY send_after LIMIT ?"""
 SELECT_FOR_CLAIM = """SELECT id, tenant, user_id, kind, params, created_at, expires_at,
     resolved_at, resolution FROM notifications WHERE id = ?"""
+SELECT_QUIET = """SELECT timezone, quiet_start, quiet_end FROM recipients
+WHERE tenant = ? AND user_id = ?"""
 SELECT_IN_FLIGHT = """SELECT step_no FROM steps
 WHERE notification_id = ? AND state = 'sending' LIMIT 1"""
 SELECT_CONTACT_DISABLED = """SELECT reason FROM disabled_contacts
@@ -507,6 +510,16 @@ def _claim_one(c: sqlite3.Connection, row: sqlite3.Row, now: int, lease_ms: int,
         c.execute(POSTPONE_STEP, (now + 1000, f"waiting: step {busy[0]} is in flight", now,
                                   nid, no))
         return None
+    if row["lane"] != "urgent":  # quiet hours again: a retry or a pulled step may land in them
+        quiet = c.execute(SELECT_QUIET, (n["tenant"], n["user_id"])).fetchone()
+        if quiet is not None and quiet["quiet_start"]:
+            who = Recipient(n["tenant"], n["user_id"], quiet["timezone"], None,
+                            quiet["quiet_start"], quiet["quiet_end"])
+            until = quiet_until(now, who)
+            if until is not None:
+                c.execute(POSTPONE_STEP, (until, f"{quiet_label(who)}: waits for the end", now,
+                                          nid, no))
+                return None
     contact = contact_of.get(row["channel"], f"channel:{row['channel']}")
     dead = c.execute(SELECT_CONTACT_DISABLED, (n["tenant"], n["user_id"], contact)).fetchone()
     if dead is not None:  # the ladder moves on now rather than sit out this step's window
