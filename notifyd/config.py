@@ -107,8 +107,10 @@ class KindConfig:
     urgency: str = doc("urgent (bypasses quiet hours, urgent lane) or normal.", "normal")
     stop: str = doc("What ends the ladder: resolved (written from outside via the API).",
                     "resolved")
-    category: str = doc("Preference category; empty means the kind's name.", "")
-    inbox: bool = doc("Whether the notification also lands in the in-app inbox.", False)
+    category: str = doc("Preference category; empty means the kind's name. (Read by user "
+                        "preferences, which are not built yet.)", "")
+    inbox: bool = doc("Whether the notification also lands in the in-app inbox. (The inbox "
+                      "is not built yet.)", False)
     allow_override: bool = doc("Whether a request may replace the ladder with fallback_chain.",
                                False)
 
@@ -134,8 +136,6 @@ class Config:
     kinds: dict[str, KindConfig] = docf(
         "Notification kinds by name: each its ladder and policy.", _default_kinds)
 
-    def lane_of(self, kind: str) -> str:
-        return "urgent" if self.kinds[kind].urgency == "urgent" else "bulk"
 
 
 # --- loading ---------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from notifyd.models import (
     AcceptInput,
     AcceptResult,
     ApiKey,
+    Lane,
     PlannedStep,
     Recipient,
     StepState,
@@ -154,7 +155,7 @@ class Ingest:
         if inp.fallback_chain is not None:
             ladder = tuple(LadderStep(ch, timeout_sec=t) for ch, t in inp.fallback_chain)
         urgent = kind.urgency == "urgent"
-        lane = "urgent" if urgent else "bulk"
+        lane = Lane.URGENT if urgent else Lane.BULK
 
         expires_at = now + self.ttl_sec(inp) * 1000
 

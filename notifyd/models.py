@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -40,13 +41,8 @@ class StepState(StrEnum):
 OPEN_STEP_STATES = frozenset({StepState.PENDING, StepState.SENDING, StepState.UNKNOWN})
 
 
-class Urgency(StrEnum):
-    URGENT = "urgent"  # bypasses quiet hours, rides the urgent lane
-    NORMAL = "normal"  # waits out quiet hours, rides the bulk lane
-
-
 class Lane(StrEnum):
-    URGENT = "urgent"
+    URGENT = "urgent"  # urgent kinds: bypass quiet hours, never wait behind bulk work
     BULK = "bulk"
 
 
@@ -165,3 +161,9 @@ class Budget:
     def spend(self, channel: str, n: int) -> None:
         for k in self.keys.get(channel, ()):
             self.left[k] -= n
+
+
+# Plans the ladder once the recipient is read, inside the accept transaction.
+PlanFn = Callable[[Recipient | None], tuple[list[PlannedStep], str]]
+# (notification row, channel, step_no) -> (destination, payload) to freeze on the step.
+FreezeFn = Callable[[dict[str, Any], str, int], tuple[str, dict[str, Any]]]

@@ -7,13 +7,14 @@ next send_after arrives, and at least every poll interval so a lost wake-up cost
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from typing import Any
 
 from notifyd.clock import Clock
 from notifyd.config import Config
-from notifyd.models import iso
+from notifyd.models import FreezeFn, iso
 from notifyd.sender import SenderPool
 from notifyd.store import Store
 
@@ -39,6 +40,7 @@ class Scanner:
         self.lease_ms = int(cfg.scanner.lease_sec * 1000)
         self.poll_ms = int(cfg.scanner.poll_interval_sec * 1000)
         self.contact_of = {name: f"channel:{name}" for name in cfg.channels}
+        self.freeze: FreezeFn = functools.partial(freeze_payload, cfg)
         self._wake = asyncio.Event()
         self._sleep_until: int | None = None
         self._wake_at: int | None = None  # earliest due time reported while we were scanning
@@ -52,9 +54,6 @@ class Scanner:
         elif at_ms < self._sleep_until:
             self._wake.set()
 
-    def _freeze(self, n: dict[str, Any], channel: str, step_no: int) -> tuple[str, dict[str, Any]]:
-        return freeze_payload(self.cfg, n, channel, step_no)
-
     async def run_once(self, now: int) -> int:
         """Claim what the senders can take right now and dispatch it; returns the count."""
         wants = self.pool.wants(now)
@@ -62,7 +61,7 @@ class Scanner:
             return 0
         wants = [(ch, lane, min(n, self.cfg.scanner.claim_batch)) for ch, lane, n in wants]
         claims = await self.store.claim_due(now, wants, self.lease_ms, self.contact_of,
-                                            self._freeze, self.pool.budget(now))
+                                            self.freeze, self.pool.budget(now))
         self.pool.dispatch(claims, now)
         return len(claims)
 

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from notifyd.channels.base import Channel, Failed, Message, Outcome, Rejected, Sent, Unknown
 from notifyd.clock import Clock
 from notifyd.config import SEND_SLACK_SEC, ChannelConfig, Config
-from notifyd.models import Budget, Claim, Completion, StepState
+from notifyd.models import Budget, Claim, Completion, Lane, StepState
 from notifyd.store import Store
 
 log = logging.getLogger("notifyd.sender")
-LANES = ("urgent", "bulk")
+LANES = (Lane.URGENT, Lane.BULK)  # urgent asked first
 
 
 class TokenBucket:
@@ -167,7 +167,7 @@ class SenderPool:
         """How many steps each (channel, lane) could start now, urgent lanes first. Lanes share
         the budget: the claim spends it in this order, so urgent work takes tokens first."""
         budget = self.budget(now)
-        out = []
+        out: list[tuple[str, str, int]] = []
         for lane in LANES:
             for name, ch in self.channels.items():
                 n = budget.allow(name, ch.ceiling[lane] - ch.in_flight[lane])

@@ -344,7 +344,7 @@ class Engine:
     async def claim(self, channel: str = "hook", lane: str = "bulk", n: int = 1) -> list[Claim]:
         """Claim like the scanner does, without dispatching: a sender that never reports back."""
         return await self.store.claim_due(self.now, [(channel, lane, n)], self.scanner.lease_ms,
-                                          self.scanner.contact_of, self.scanner._freeze)
+                                          self.scanner.contact_of, self.scanner.freeze)
 
     async def notification(self, nid: str) -> dict[str, Any]:
         n = await self.store.get_notification(nid)

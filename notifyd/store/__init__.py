@@ -6,7 +6,6 @@ and the shared test suite will run against both. Times are epoch milliseconds.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from notifyd.config import Config
@@ -17,16 +16,12 @@ from notifyd.models import (
     Budget,
     Claim,
     Completion,
-    PlannedStep,
+    FreezeFn,
+    PlanFn,
     Recipient,
     ResolveResult,
 )
 from notifyd.store.sqlite import SqliteStore, StoreClosed
-
-# Plans the ladder once the recipient is read, inside the accept transaction.
-PlanFn = Callable[[Recipient | None], tuple[list[PlannedStep], str]]
-# (notification row, channel, step_no) -> (destination, payload) to freeze on the step.
-FreezeFn = Callable[[dict[str, Any], str, int], tuple[str, dict[str, Any]]]
 
 
 class Store(Protocol):

@@ -30,7 +30,8 @@ from notifyd.models import (
     Budget,
     Claim,
     Completion,
-    PlannedStep,
+    FreezeFn,
+    PlanFn,
     Recipient,
     ResolveResult,
     StepState,
@@ -38,8 +39,6 @@ from notifyd.models import (
 from notifyd.views import current_state
 
 T = TypeVar("T")
-PlanFn = Callable[[Recipient | None], tuple[list[PlannedStep], str]]  # see store/__init__.py
-FreezeFn = Callable[[dict[str, Any], str, int], tuple[str, dict[str, Any]]]
 
 # --- SQL, every statement named -------------------------------------------------------------
 
@@ -76,8 +75,6 @@ INSERT_STEP = """INSERT INTO steps
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
 SELECT_NOTIFICATION = "SELECT * FROM notifications WHERE id = ?"
-SELECT_NOTIFICATION_BY_DEDUP = """SELECT id FROM notifications
-WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
 SELECT_STEPS = "SELECT * FROM steps WHERE notification_id = ? ORDER BY step_no"
 SELECT_ATTEMPTS = """SELECT * FROM attempts WHERE notification_id = ?
 ORDER BY step_no, attempt_no"""
@@ -91,7 +88,7 @@ WHERE notification_id = ? AND state IN ('pending', 'unknown')"""
 
 
 # --- the delivery engine's statements ---
-SELECT_LAPSED = """SELECT notification_id, step_no, attempts FROM steps
+SELECT_LAPSED = """SELECT notification_id, step_no FROM steps
 WHERE state = 'sending' AND lease_until < ?"""
 MARK_UNKNOWN = """UPDATE steps SET state = 'unknown', reason = ?, send_after = ?, claim_token = NULL,
     lease_until = NULL, updated_at = ?
@@ -372,7 +369,7 @@ class SqliteStore:
         return await self.write(op)
 
     async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None:
-        row = await self._fetchone(SELECT_NOTIFICATION_BY_DEDUP, (tenant, user_id, dedup_key))
+        row = await self._fetchone(SELECT_DEDUP, (tenant, user_id, dedup_key))
         return row["id"] if row else None
 
     async def get_notification(self, notification_id: str) -> dict[str, Any] | None:
@@ -485,7 +482,7 @@ def _answer(batch: list[tuple[Any, asyncio.Future[Any]]], outcomes: list[tuple[b
 
 
 def _lapse_leases(c: sqlite3.Connection, now: int) -> None:
-    for nid, no, _ in c.execute(SELECT_LAPSED, (now,)).fetchall():
+    for nid, no in c.execute(SELECT_LAPSED, (now,)).fetchall():
         _mark_unknown(c, nid, no, now, "lease expired: the send may have reached the provider")
 
 
