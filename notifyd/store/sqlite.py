@@ -161,6 +161,7 @@ class SqliteStore:
         self._queue: asyncio.Queue[tuple[Callable[[sqlite3.Connection], Any],
                                          asyncio.Future[Any]]] = asyncio.Queue()
         self._writer_task: asyncio.Task[None] | None = None
+        self._snapshot = asyncio.Lock()  # one read transaction at a time on the reader
         self.commits = 0  # batches committed, for benchmarks and tests of group commit
         self.writes = 0  # operations committed or failed
 
@@ -373,13 +374,21 @@ class SqliteStore:
         return row["id"] if row else None
 
     async def get_notification(self, notification_id: str) -> dict[str, Any] | None:
-        """The notification row with its steps and attempts, as plain dicts."""
-        row = await self._fetchone(SELECT_NOTIFICATION, (notification_id,))
+        """The notification row with its steps and attempts, as plain dicts, read from one
+        snapshot so that the three agree."""
+        assert self._reader is not None
+        async with self._snapshot:
+            await self._reader.execute("BEGIN")
+            try:
+                row = await self._fetchone(SELECT_NOTIFICATION, (notification_id,))
+                steps = await self._fetchall(SELECT_STEPS, (notification_id,))
+                attempts = await self._fetchall(SELECT_ATTEMPTS, (notification_id,))
+            finally:
+                await self._reader.execute("COMMIT")
         if row is None:
             return None
         row["params"] = json.loads(row["params"])
-        row["steps"] = await self._fetchall(SELECT_STEPS, (notification_id,))
-        attempts = await self._fetchall(SELECT_ATTEMPTS, (notification_id,))
+        row["steps"] = steps
         for step in row["steps"]:
             step["attempt_log"] = [a for a in attempts if a["step_no"] == step["step_no"]]
         return row
