@@ -66,13 +66,13 @@ from notifyd.ingest import Ingest  # noqa: E402
 from notifyd.models import ApiKey, new_id  # noqa: E402
 from notifyd.scanner import freeze_payload  # noqa: E402
 from notifyd.store import SqliteStore  # noqa: E402
-from notifyd.store.sqlite import (  # noqa: E402
+from notifyd.store.migrate import migrate  # noqa: E402
+from notifyd.store.sql import (  # noqa: E402
     SELECT_DUE,
     SELECT_FOR_CLAIM,
     SELECT_IN_FLIGHT,
     SELECT_LAPSED,
     SELECT_NEXT_DUE,
-    migrate,
 )
 
 CONFIG = """

@@ -34,7 +34,7 @@ from engine_support import (
 )
 
 from notifyd.config import ScannerConfig
-from notifyd.store.sqlite import RESOLVE
+from notifyd.store.sql import RESOLVE
 
 N = 1000
 BATCH = 50  # claims per scan, so step 1's claims spread over about twenty scans

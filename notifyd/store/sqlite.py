@@ -15,7 +15,6 @@ import secrets
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,111 +35,52 @@ from notifyd.models import (
     ResolveResult,
     StepState,
 )
+from notifyd.store.migrate import migrate, migrations, schema_sql
+from notifyd.store.sql import (
+    CANCEL_PENDING,
+    CLAIM_STEP,
+    CLOSE_OPEN_ATTEMPTS,
+    COMPLETE_STEP,
+    DISABLE_CONTACT,
+    ENABLE_CHANNEL_CONTACTS,
+    END_ATTEMPT,
+    END_STEP,
+    END_UNCONFIGURED,
+    INSERT_ATTEMPT,
+    INSERT_KEY,
+    INSERT_NOTIFICATION,
+    INSERT_STEP,
+    MARK_UNKNOWN,
+    POSTPONE_STEP,
+    PULL_NEXT,
+    REPLAY_STEPS,
+    RESOLVE,
+    REVOKE_KEY,
+    SELECT_ATTEMPTS,
+    SELECT_CONTACT_DISABLED,
+    SELECT_DEAD,
+    SELECT_DEDUP,
+    SELECT_DISABLED,
+    SELECT_DUE,
+    SELECT_FOR_CLAIM,
+    SELECT_IN_FLIGHT,
+    SELECT_INTERRUPTED,
+    SELECT_KEY,
+    SELECT_KEYS,
+    SELECT_LAPSED,
+    SELECT_NEXT_DUE,
+    SELECT_NEXT_LAPSE,
+    SELECT_NOTIFICATION,
+    SELECT_QUIET,
+    SELECT_RECIPIENT,
+    SELECT_RESOLUTION,
+    SELECT_STEPS,
+    UPSERT_RECIPIENT,
+)
 from notifyd.views import current_state
 
 T = TypeVar("T")
 
-# --- SQL, every statement named -------------------------------------------------------------
-
-INSERT_KEY = """INSERT INTO api_keys (key_hash, name, tenant, kinds, created_at)
-VALUES (?, ?, ?, ?, ?)"""
-SELECT_KEY = "SELECT name, tenant, kinds, key_hash FROM api_keys WHERE key_hash = ? " \
-             "AND revoked_at IS NULL"
-SELECT_KEYS = "SELECT name, tenant, kinds, created_at, revoked_at FROM api_keys ORDER BY name"
-REVOKE_KEY = "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"
-
-UPSERT_RECIPIENT = """INSERT INTO recipients
-    (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (tenant, user_id) DO UPDATE SET timezone = excluded.timezone,
-    locale = excluded.locale, quiet_start = excluded.quiet_start,
-    quiet_end = excluded.quiet_end, contacts = excluded.contacts,
-    updated_at = excluded.updated_at"""
-SELECT_RECIPIENT = """SELECT tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts
-FROM recipients WHERE tenant = ? AND user_id = ?"""
-ENABLE_CHANNEL_CONTACTS = """DELETE FROM disabled_contacts
-WHERE tenant = ? AND user_id = ? AND address = ''"""
-SELECT_DISABLED = """SELECT contact, address, reason FROM disabled_contacts
-WHERE tenant = ? AND user_id = ?"""
-
-SELECT_DEDUP = """SELECT id, request_hash FROM notifications
-WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
-# Claims the dedup key and writes the row in one statement; no row changed means a retry.
-INSERT_NOTIFICATION = """INSERT INTO notifications
-    (id, tenant, user_id, kind, dedup_key, request_hash, params, key_name, created_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (tenant, user_id, dedup_key) DO NOTHING"""
-INSERT_STEP = """INSERT INTO steps
-    (notification_id, step_no, channel, lane, send_after, state, reason, note, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
-
-SELECT_NOTIFICATION = "SELECT * FROM notifications WHERE id = ?"
-SELECT_STEPS = "SELECT * FROM steps WHERE notification_id = ? ORDER BY step_no"
-SELECT_ATTEMPTS = """SELECT * FROM attempts WHERE notification_id = ?
-ORDER BY step_no, attempt_no"""
-
-RESOLVE = """UPDATE notifications SET resolved_at = ?, resolution = ?, resolved_by = ?
-WHERE id = ? AND resolved_at IS NULL"""
-SELECT_RESOLUTION = "SELECT resolved_at, resolution FROM notifications WHERE id = ?"
-# The sweep is an optimisation: the claim re-checks resolution whether or not this ran.
-CANCEL_PENDING = """UPDATE steps SET state = 'cancelled', reason = ?, updated_at = ?
-WHERE notification_id = ? AND state IN ('pending', 'unknown')"""
-
-
-# --- the delivery engine's statements ---
-SELECT_LAPSED = """SELECT notification_id, step_no FROM steps
-WHERE state = 'sending' AND lease_until < ?"""
-MARK_UNKNOWN = """UPDATE steps SET state = 'unknown', reason = ?, send_after = ?, claim_token = NULL,
-    lease_until = NULL, updated_at = ?
-WHERE notification_id = ? AND step_no = ? AND state = 'sending'"""
-CLOSE_OPEN_ATTEMPTS = """UPDATE attempts SET ended_at = ?, outcome = 'unknown', reason = ?
-WHERE notification_id = ? AND step_no = ? AND ended_at IS NULL"""
-SELECT_DUE = """SELECT notification_id, step_no, channel, lane, attempts, retry_base, destination,
-    payload FROM steps
-WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown') AND send_after <= ?
-ORDER BY send_after LIMIT ?"""
-SELECT_FOR_CLAIM = """SELECT id, tenant, user_id, kind, params, created_at, expires_at,
-    resolved_at, resolution FROM notifications WHERE id = ?"""
-SELECT_QUIET = """SELECT timezone, quiet_start, quiet_end FROM recipients
-WHERE tenant = ? AND user_id = ?"""
-SELECT_IN_FLIGHT = """SELECT step_no FROM steps
-WHERE notification_id = ? AND state = 'sending' LIMIT 1"""
-SELECT_CONTACT_DISABLED = """SELECT reason FROM disabled_contacts
-WHERE tenant = ? AND user_id = ? AND contact = ? LIMIT 1"""
-END_STEP = """UPDATE steps SET state = ?, reason = ?, updated_at = ?
-WHERE notification_id = ? AND step_no = ?"""
-POSTPONE_STEP = """UPDATE steps SET send_after = ?, reason = ?, updated_at = ?
-WHERE notification_id = ? AND step_no = ?"""
-CLAIM_STEP = """UPDATE steps SET state = 'sending', attempts = ?, claim_token = ?, lease_until = ?,
-    destination = ?, payload = ?, reason = NULL, updated_at = ?
-WHERE notification_id = ? AND step_no = ?"""
-INSERT_ATTEMPT = """INSERT INTO attempts
-    (notification_id, step_no, attempt_no, claim_token, started_at) VALUES (?, ?, ?, ?, ?)"""
-END_ATTEMPT = """UPDATE attempts SET ended_at = ?, outcome = ?, reason = ?, provider_ref = ?
-WHERE notification_id = ? AND step_no = ? AND attempt_no = ?"""
-# Completion only lands while the claim token is ours: a stale sender cannot overwrite evidence.
-COMPLETE_STEP = """UPDATE steps SET state = ?, reason = ?, provider_ref = COALESCE(?, provider_ref),
-    send_after = COALESCE(?, send_after), claim_token = NULL, lease_until = NULL, updated_at = ?
-WHERE notification_id = ? AND step_no = ? AND claim_token = ? AND state = 'sending'"""
-DISABLE_CONTACT = """INSERT INTO disabled_contacts
-    (tenant, user_id, contact, address, reason, disabled_at)
-SELECT tenant, user_id, ?, ?, ?, ? FROM notifications WHERE id = ?
-ON CONFLICT DO NOTHING"""
-PULL_NEXT = """UPDATE steps SET send_after = ?, note = ?, updated_at = ?
-WHERE notification_id = ? AND send_after > ? AND step_no = (
-    SELECT min(step_no) FROM steps WHERE notification_id = ? AND step_no > ? AND state = 'pending')"""
-SELECT_NEXT_DUE = """SELECT min(send_after) FROM steps
-WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown')"""
-SELECT_NEXT_LAPSE = "SELECT min(lease_until) FROM steps WHERE state = 'sending'"
-SELECT_INTERRUPTED = "SELECT notification_id, step_no FROM steps WHERE state = 'sending'"
-REPLAY_STEPS = """UPDATE steps SET state = 'pending', send_after = ?, retry_base = attempts,
-    reason = 'replayed by an operator', updated_at = ?
-WHERE notification_id = ? AND (? IS NULL OR step_no = ?) AND state IN ('dead', 'unknown')"""
-END_UNCONFIGURED = """UPDATE steps SET state = 'dead', updated_at = ?1,
-    reason = 'channel ' || channel || ' is not configured any more'
-WHERE state IN ('pending', 'unknown') AND channel NOT IN (SELECT value FROM json_each(?2))"""
-SELECT_DEAD = """SELECT notification_id, step_no, channel, attempts, reason, updated_at FROM steps
-WHERE state = 'dead' ORDER BY updated_at DESC LIMIT ?"""
 
 
 class StoreClosed(Exception):
@@ -582,52 +522,4 @@ def _address(contacts: dict[str, Any], contact: str) -> str:
     return str(value) if value is not None else ""
 
 
-# --- migrations ------------------------------------------------------------------------------
-
-
-def migrations() -> list[tuple[int, str]]:
-    folder = resources.files("notifyd.store") / "migrations"
-    found = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            found.append((int(entry.name.split("_", 1)[0]), entry.read_text()))
-    return sorted(found)
-
-
-def migrate(conn: sqlite3.Connection) -> int:
-    """Apply every migration newer than PRAGMA user_version, each in its own transaction."""
-    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
-    for number, sql in migrations():
-        if number <= version:
-            continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _statements(sql):
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {number}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        version = number
-    return version
-
-
-def _statements(sql: str) -> list[str]:
-    out, buf = [], ""
-    for line in sql.splitlines(keepends=True):
-        buf += line
-        if sqlite3.complete_statement(buf):
-            out.append(buf.strip())
-            buf = ""
-    return [s for s in out if s and not all(
-        ln.strip().startswith("--") or not ln.strip() for ln in s.splitlines())]
-
-
-def schema_sql(conn: sqlite3.Connection) -> str:
-    """The schema as SQLite holds it, for the committed snapshot test."""
-    rows = conn.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL "
-                        "ORDER BY type DESC, name").fetchall()
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    return f"-- user_version = {version}\n" + "".join(f"{r[0]};\n" for r in rows)
-
+__all__ = ["SqliteStore", "StoreClosed", "migrate", "migrations", "schema_sql"]

@@ -1,0 +1,53 @@
+"""Schema migrations: numbered SQL files applied in order, tracked by PRAGMA user_version."""
+
+from __future__ import annotations
+
+import sqlite3
+from importlib import resources
+
+
+def migrations() -> list[tuple[int, str]]:
+    folder = resources.files("notifyd.store") / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            found.append((int(entry.name.split("_", 1)[0]), entry.read_text()))
+    return sorted(found)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply every migration newer than PRAGMA user_version, each in its own transaction."""
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+    for number, sql in migrations():
+        if number <= version:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        version = number
+    return version
+
+
+def _statements(sql: str) -> list[str]:
+    out, buf = [], ""
+    for line in sql.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    return [s for s in out if s and not all(
+        ln.strip().startswith("--") or not ln.strip() for ln in s.splitlines())]
+
+
+def schema_sql(conn: sqlite3.Connection) -> str:
+    """The schema as SQLite holds it, for the committed snapshot test."""
+    rows = conn.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL "
+                        "ORDER BY type DESC, name").fetchall()
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    return f"-- user_version = {version}\n" + "".join(f"{r[0]};\n" for r in rows)
