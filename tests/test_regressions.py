@@ -1,0 +1,342 @@
+"""Regression tests for bugs a review found, each failing on the code before its fix.
+
+The scanner tests run the real `scanner.run` loop as a task over the real store, with a FakeClock
+for logic time and a large poll interval, so "sent without waiting for the poll interval" is a
+bounded wait (seconds) that the old code, sleeping a whole interval, could not meet. Nothing is
+mocked; the lost wake-up test wraps the real store's claim_due only to run a real accept at the
+one moment the race needs (just after a scan's claim commits), which loop timing alone rarely hits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from engine_support import (
+    Daemon,
+    Engine,
+    Provider,
+    Seen,
+    accepted,
+    answer,
+    clean_env,
+    engine,
+    hold,
+    notifyd_cmd,
+    provider,
+    reaped,
+    webhook,
+)
+from support import Api
+
+from notifyd.config import Config, KindConfig, LadderStep, ScannerConfig, validate
+from notifyd.errors import ConfigError
+from notifyd.models import Claim, Recipient
+from notifyd.sender import TokenBucket
+
+LONG_POLL = ScannerConfig(poll_interval_sec=60, claim_batch=1024)  # a lost wake-up costs a minute
+PROMPT_SEC = 5.0  # bounded wait for a send that should go out at once; far below LONG_POLL
+ONE_STEP = {"k": KindConfig(ladder=(LadderStep("hook"),))}
+TENANT = "default"  # the tenant of engine_support.KEY
+
+
+@pytest.fixture
+async def prov() -> AsyncIterator[Provider]:
+    async with provider() as p:
+        yield p
+
+
+async def wait_for_key(prov: Provider, key: str, timeout: float = PROMPT_SEC) -> Seen:
+    """Bounded: the first request the provider read under this Idempotency-Key."""
+    async with asyncio.timeout(timeout):
+        while True:
+            prov.arrived.clear()  # before looking, so a request read after the look sets it
+            for seen in prov.seen:
+                if seen.key == key:
+                    return seen
+            await prov.arrived.wait()
+
+
+def error_of(status: int, body: Any) -> tuple[int, Any, Any]:
+    """(status, error code, error field); None for the two parts of an answer that is no error."""
+    err = (body.get("error") or {}) if isinstance(body, dict) else {}
+    return status, err.get("code"), err.get("field")
+
+
+async def stopped(task: asyncio.Task[None], stop: asyncio.Event) -> None:
+    stop.set()
+    await asyncio.wait_for(task, 30)
+
+
+# --- 1. no busy loop while a breaker is half-open -----------------------------------------------
+
+
+async def test_scanner_sleeps_while_a_half_open_breaker_has_no_due_work(
+        tmp_path: Path, prov: Provider) -> None:
+    prov.reply = answer(503, "down")
+    hook = webhook(prov.url, breaker_min_calls=1, breaker_cooldown_sec=30, max_attempts=1)
+    async with engine(tmp_path, {"hook": hook}, ONE_STEP) as e:
+        nid = await e.accept()
+        await e.cycle()  # the one call fails: the step is dead, the breaker opens
+        assert (await e.step(nid, 0))["state"] == "dead"
+        breaker = e.pool.channels["hook"].breaker
+        assert breaker.state == "open"
+        e.clock.advance(31)  # past the cooldown: half-open, waiting for work to probe with
+        assert breaker.allowance(e.now) == 1
+        assert not e.rows("SELECT 1 FROM steps WHERE state IN ('pending', 'unknown')")
+
+        before = e.store.commits
+        stop = asyncio.Event()
+        task = asyncio.create_task(e.scanner.run(stop))
+        await asyncio.sleep(0.3)  # a short real interval, only to count what the loop writes
+        await stopped(task, stop)
+        # Start-up writes and one scan; the old loop claimed again at once, hundreds of times here.
+        assert e.store.commits - before < 10
+
+
+# --- 2. no lost wake-up --------------------------------------------------------------------------
+
+
+async def test_an_accept_landing_right_after_a_scan_is_sent_without_waiting_for_the_poll(
+        tmp_path: Path, prov: Provider) -> None:
+    """Accepts that commit just after a scan's claim, as a concurrent HTTP accept may, wake the
+    scanner mid-scan. N1 lands after one empty scan, N2 after the empty scan that follows N1's
+    claim. N1's send is held in flight throughout, so no finished send wakes the scanner for N2.
+    The old scanner, after the first such wake-up, kept a stale alarm that made it drop the
+    second, and it ignored work already due when it went to sleep: N2 waited a poll (60 s)."""
+    gate = prov.gate()
+    prov.reply = hold(gate, accepted())
+    async with engine(tmp_path, {"hook": webhook(prov.url)}, ONE_STEP, scanner=LONG_POLL) as e:
+        ids: list[str] = []
+        first_claimed = False
+        real_claim_due = e.store.claim_due
+
+        async def claim_then_accept(*args: Any, **kw: Any) -> list[Claim]:
+            nonlocal first_claimed
+            claims = await real_claim_due(*args, **kw)  # the real claim, committed
+            first_claimed |= any(c.notification_id in ids[:1] for c in claims)
+            if not claims and (not ids or (first_claimed and len(ids) == 1)):
+                ids.append(await e.accept())  # commits, and wakes the scanner, mid-scan
+            return claims
+
+        e.store.claim_due = claim_then_accept  # type: ignore[method-assign]
+        stop = asyncio.Event()
+        task = asyncio.create_task(e.scanner.run(stop))
+        try:
+            await wait_for_key(prov, f"{await _first(ids)}:0", timeout=10)
+            async with asyncio.timeout(10):
+                while len(ids) < 2:
+                    await asyncio.sleep(0.01)
+            assert prov.in_progress >= 1  # the first send is still held
+            await wait_for_key(prov, f"{ids[1]}:0")
+            assert prov.in_progress == 2
+        finally:
+            gate.set()
+            await stopped(task, stop)
+
+
+async def _first(ids: list[str]) -> str:
+    async with asyncio.timeout(10):
+        while not ids:
+            await asyncio.sleep(0.01)
+    return ids[0]
+
+
+# --- 3. a step pulled forward at claim time ------------------------------------------------------
+
+
+async def test_a_step_pulled_forward_by_a_claim_time_suppression_is_sent_at_once(
+        tmp_path: Path, prov: Provider) -> None:
+    """N2's step 0 (channel b) waits for b's one bulk slot, held by N1; N1's answer is a 404,
+    which disables b for the user. The scan that the freed slot starts suppresses N2's step 0
+    and pulls step 1 (channel a) to now. That step goes out at once, not a poll interval later.
+    Channel a is scanned before b, so the claim that pulls the step cannot also take it."""
+    gate = prov.gate()
+
+    async def reply(seen: Seen) -> web.StreamResponse | None:
+        if seen.path == "/b":
+            await gate.wait()
+            return await answer(404, "no such endpoint")(seen)
+        return await accepted()(seen)
+
+    prov.reply = reply
+    base = f"http://127.0.0.1:{prov.port}"
+    channels = {"a": webhook(f"{base}/a"), "b": webhook(f"{base}/b", bulk_concurrency=1)}
+    kinds = {"once": KindConfig(ladder=(LadderStep("b"),)),
+             "k": KindConfig(ladder=(LadderStep("b", timeout_sec=600), LadderStep("a")))}
+    async with engine(tmp_path, channels, kinds, scanner=LONG_POLL) as e:
+        stop = asyncio.Event()
+        task = asyncio.create_task(e.scanner.run(stop))
+        try:
+            n1 = await e.accept("once", user="u")
+            await wait_for_key(prov, f"{n1}:0")  # b's only bulk slot, held; the answer: 404
+            n2 = await e.accept("k", user="u")  # due now, planned while b is still enabled
+            assert (await e.step(n2, 0))["state"] == "pending"
+            gate.set()  # N1 rejected, b disabled for u; the freed slot wakes the scanner
+            seen = await wait_for_key(prov, f"{n2}:1")
+            assert seen.path == "/a"
+            s0, s1 = (await e.notification(n2))["steps"]
+            assert (s0["state"], s1["note"]) == ("suppressed", "pulled forward: step 0 suppressed")
+            assert [s.key for s in prov.seen] == [f"{n1}:0", f"{n2}:1"]
+        finally:
+            await stopped(task, stop)
+
+
+# --- 4. a key limited to some kinds sees only those ----------------------------------------------
+
+
+async def test_a_key_limited_to_a_kind_does_not_find_another_kinds_notification(api: Api) -> None:
+    _, body = await api.post({"user_id": "u1", "kind": "alert", "dedup_key": "d1"})
+    nid = body["notification_id"]
+    fixed_only = await api.new_key(kinds=("fixed",))  # same tenant, another kind
+    path = f"/v1/notifications/{nid}"
+
+    assert error_of(*await api.get(path, key=fixed_only)) == (404, "not_found", "id")
+    assert error_of(*await api.call("POST", f"{path}/resolve", {}, key=fixed_only)) == (
+        404, "not_found", "id")
+    assert error_of(*await api.call("POST", "/v1/resolutions",
+                                    {"user_id": "u1", "dedup_key": "d1"}, key=fixed_only)) == (
+        404, "not_found", "id")
+
+    status, _ = await api.get(path)  # the all-kinds key still sees it, unresolved
+    assert status == 200
+    n = await api.store.get_notification(nid)
+    assert n is not None and n["resolved_at"] is None
+    _, own = await api.post({"user_id": "u1", "kind": "fixed"}, key=fixed_only)
+    status, _ = await api.get(f"/v1/notifications/{own['notification_id']}", key=fixed_only)
+    assert status == 200  # the limited key works for its own kind
+
+
+# --- 5. steps on a channel the config dropped ----------------------------------------------------
+
+
+async def test_steps_on_a_channel_no_longer_configured_end_dead_when_the_scanner_starts(
+        tmp_path: Path, prov: Provider) -> None:
+    hook = webhook(prov.url)
+    before = {"k": KindConfig(ladder=(LadderStep("sms", timeout_sec=60), LadderStep("hook")))}
+    async with engine(tmp_path, {"hook": hook, "sms": webhook(prov.url)}, before) as e:
+        nid = await e.accept()
+        clock = e.clock
+    async with engine(tmp_path, {"hook": hook}, ONE_STEP, clock=clock) as e:  # sms renamed away
+        stop = asyncio.Event()
+        stop.set()  # run does its start-up work, then returns at once
+        await asyncio.wait_for(e.scanner.run(stop), 30)
+        s0, s1 = (await e.notification(nid))["steps"]
+        assert (s0["channel"], s0["state"], s0["reason"]) == (
+            "sms", "dead", "channel sms is not configured any more")
+        assert (s1["channel"], s1["state"]) == ("hook", "pending")  # configured: left alone
+        assert [(d["notification_id"], d["step_no"]) for d in await e.store.dead_letters(10)] == [
+            (nid, 0)]
+    assert prov.seen == []
+
+
+# --- 6. durations too large to store -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("timeout_sec", [1e17, 1e300, 30 * 86400 + 1])
+async def test_a_huge_fallback_timeout_is_invalid_and_writes_nothing(
+        api: Api, timeout_sec: float) -> None:
+    chain = [{"channel": "log", "timeout_sec": timeout_sec}, {"channel": "sms"}]
+    answer_ = await api.post({"user_id": "u1", "kind": "alert", "fallback_chain": chain})
+    assert error_of(*answer_) == (422, "invalid_field", "fallback_chain[0].timeout_sec")
+    assert (api.count("notifications"), api.count("steps")) == (0, 0)
+
+
+YEAR = 365 * 86400
+
+
+@pytest.mark.parametrize(("kind", "key"), [
+    (KindConfig(ttl_sec=YEAR + 1, ladder=(LadderStep("log"),)), "kinds.k.ttl_sec"),
+    (KindConfig(ladder=(LadderStep("log", after_sec=YEAR + 1),)), "kinds.k.ladder[0].after_sec"),
+    (KindConfig(ladder=(LadderStep("log", timeout_sec=1e17), LadderStep("log"))),
+     "kinds.k.ladder[0].timeout_sec"),
+])
+def test_a_config_duration_over_a_year_is_an_error_naming_the_key(kind: KindConfig,
+                                                                   key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        validate(Config(kinds={"k": kind}))
+    assert str(err.value).startswith(f"{key}:")
+    a_year = KindConfig(ttl_sec=YEAR, ladder=(LadderStep("log", after_sec=YEAR, timeout_sec=YEAR),
+                                              LadderStep("log")))
+    validate(Config(kinds={"k": a_year}))  # a year itself is allowed
+
+
+# --- 7. a token bucket under a clock stepping back -----------------------------------------------
+
+
+def test_a_token_bucket_neither_drains_nor_refills_while_the_clock_is_behind() -> None:
+    now = 1_000_000
+    bucket = TokenBucket(rate=10.0, burst=5, now_ms=now)
+    assert bucket.available(now) == 5
+    bucket.take(3)
+    for _ in range(5):  # the clock steps back 10 s and is read again and again
+        assert bucket.available(now - 10_000) == 2
+    bucket.take(2)
+    for _ in range(5):
+        assert bucket.available(now - 10_000) == 0
+    assert bucket.available(now) == 0  # back where it was: nothing refilled, nothing owed
+    assert bucket.available(now + 100) == 1  # refill resumes at 10/s
+    assert bucket.available(now + 10_000) == 5  # up to the burst
+
+
+# --- 8. one daemon per SQLite file ---------------------------------------------------------------
+
+
+def test_a_second_daemon_on_the_same_db_exits_and_the_first_stops_cleanly(tmp_path: Path) -> None:
+    db = tmp_path / "notifyd.db"
+    with reaped([]) as daemons:
+        daemons.append(first := Daemon(db))
+        second = subprocess.run(notifyd_cmd(db, "serve", "--port", "0"), capture_output=True,
+                                text=True, env=clean_env(), cwd=tmp_path, timeout=30,
+                                check=False)
+        assert second.returncode == 1, second.stderr
+        assert "another notifyd serve is running" in second.stderr
+        assert first.proc.poll() is None  # the first is untouched
+        assert first.stop() == 0, first.stderr()
+
+
+# --- 9. which rejections disable a contact, and what enables it again ----------------------------
+
+
+async def _first_attempt(e: Engine, user: str) -> str:
+    nid = await e.accept("k", user=user)
+    await e.cycle()
+    return nid
+
+
+def _disabled(e: Engine) -> list[tuple[Any, ...]]:
+    return e.rows("SELECT user_id, contact FROM disabled_contacts ORDER BY user_id")
+
+
+async def test_a_401_from_the_webhook_is_retried_and_disables_nothing(
+        tmp_path: Path, prov: Provider) -> None:
+    prov.reply = answer(401, "bad signature")
+    async with engine(tmp_path, {"hook": webhook(prov.url)}, ONE_STEP) as e:
+        nid = await _first_attempt(e, "alice")
+        step = await e.step(nid, 0)
+        assert step["state"] == "pending" and step["reason"].startswith("HTTP 401")
+        assert _disabled(e) == []
+        again = await e.accept("k", user="alice")
+        assert (await e.step(again, 0))["state"] == "pending"
+
+
+async def test_a_404_disables_the_channel_and_saving_the_profile_enables_it(
+        tmp_path: Path, prov: Provider) -> None:
+    prov.reply = answer(404, "no such hook")
+    async with engine(tmp_path, {"hook": webhook(prov.url)}, ONE_STEP) as e:
+        nid = await _first_attempt(e, "alice")
+        assert (await e.step(nid, 0))["state"] == "rejected"
+        assert _disabled(e) == [("alice", "channel:hook")]
+        suppressed = await e.accept("k", user="alice")
+        assert (await e.step(suppressed, 0))["state"] == "suppressed"
+
+        await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "a@x"}), e.now)
+        assert _disabled(e) == []
+        planned = await e.accept("k", user="alice")
+        assert (await e.step(planned, 0))["state"] == "pending"
+
