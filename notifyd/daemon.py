@@ -51,7 +51,8 @@ class AlreadyRunning(Exception):
 def hold_lock(db_path: str) -> IO[str]:
     """One daemon per SQLite file: a second would take the first's in-flight sends for
     interrupted ones and send them again. The kernel drops the lock when the process dies."""
-    handle = open(f"{db_path}.lock", "w")  # noqa: SIM115 - held for the daemon's lifetime
+    # Named after the real path, so a symlink to the same file finds the same lock.
+    handle = open(f"{os.path.realpath(db_path)}.lock", "w")  # noqa: SIM115 - held while running
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -70,7 +71,11 @@ class Daemon:
         """Run the HTTP server and the scanner as peers until `stop`, then shut down in order."""
         cfg = self.cfg
         lock = hold_lock(cfg.store.path)
-        store = await open_store(cfg)
+        try:
+            store = await open_store(cfg)
+        except BaseException:
+            lock.close()
+            raise
         adapters = {name: build_channel(name, ch) for name, ch in cfg.channels.items()}
         pool = SenderPool(cfg, store, self.clock, adapters)
         scanner = Scanner(cfg, store, pool, self.clock)

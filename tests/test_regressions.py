@@ -230,6 +230,7 @@ async def test_steps_on_a_channel_no_longer_configured_end_dead_when_the_scanner
         assert (s0["channel"], s0["state"], s0["reason"]) == (
             "sms", "dead", "channel sms is not configured any more")
         assert (s1["channel"], s1["state"]) == ("hook", "pending")  # configured: left alone
+        assert (s1["send_after"], s1["note"]) == (e.now, "pulled forward: step 0 dead")
         assert [(d["notification_id"], d["step_no"]) for d in await e.store.dead_letters(10)] == [
             (nid, 0)]
     assert prov.seen == []

@@ -49,7 +49,7 @@ WHERE notification_id = ? AND state IN ('pending', 'unknown')"""
 
 # --- the delivery engine's statements ---
 SELECT_LAPSED = """SELECT notification_id, step_no FROM steps
-WHERE state = 'sending' AND lease_until < ?"""
+WHERE state = 'sending' AND lease_until <= ?"""
 MARK_UNKNOWN = """UPDATE steps SET state = 'unknown', reason = ?, send_after = ?, claim_token = NULL,
     lease_until = NULL, updated_at = ?
 WHERE notification_id = ? AND step_no = ? AND state = 'sending'"""
@@ -96,8 +96,7 @@ SELECT_INTERRUPTED = "SELECT notification_id, step_no FROM steps WHERE state = '
 REPLAY_STEPS = """UPDATE steps SET state = 'pending', send_after = ?, retry_base = attempts,
     reason = 'replayed by an operator', updated_at = ?
 WHERE notification_id = ? AND (? IS NULL OR step_no = ?) AND state IN ('dead', 'unknown')"""
-END_UNCONFIGURED = """UPDATE steps SET state = 'dead', updated_at = ?1,
-    reason = 'channel ' || channel || ' is not configured any more'
-WHERE state IN ('pending', 'unknown') AND channel NOT IN (SELECT value FROM json_each(?2))"""
+SELECT_UNCONFIGURED = """SELECT notification_id, step_no, channel FROM steps
+WHERE state IN ('pending', 'unknown') AND channel NOT IN (SELECT value FROM json_each(?))"""
 SELECT_DEAD = """SELECT notification_id, step_no, channel, attempts, reason, updated_at FROM steps
 WHERE state = 'dead' ORDER BY updated_at DESC LIMIT ?"""

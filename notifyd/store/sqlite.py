@@ -45,7 +45,6 @@ from notifyd.store.sql import (
     ENABLE_CHANNEL_CONTACTS,
     END_ATTEMPT,
     END_STEP,
-    END_UNCONFIGURED,
     INSERT_ATTEMPT,
     INSERT_KEY,
     INSERT_NOTIFICATION,
@@ -75,6 +74,7 @@ from notifyd.store.sql import (
     SELECT_RECIPIENT,
     SELECT_RESOLUTION,
     SELECT_STEPS,
+    SELECT_UNCONFIGURED,
     UPSERT_RECIPIENT,
 )
 from notifyd.views import current_state
@@ -412,9 +412,19 @@ class SqliteStore:
             now, now, notification_id, step_no, step_no)).rowcount)
 
     async def end_unconfigured(self, channels: list[str], now: int) -> int:
-        """Open steps on channels the config no longer has end dead, with the reason."""
-        return await self.write(lambda c: c.execute(
-            END_UNCONFIGURED, (now, json.dumps(channels))).rowcount)
+        """Open steps on channels the config no longer has end dead, with the reason, and
+        the ladder moves on to its next step."""
+
+        def op(c: sqlite3.Connection) -> int:
+            rows = c.execute(SELECT_UNCONFIGURED, (json.dumps(channels),)).fetchall()
+            for nid, no, channel in rows:
+                c.execute(END_STEP, ("dead", f"channel {channel} is not configured any more", now,
+                                     nid, no))
+                c.execute(PULL_NEXT, (now, f"pulled forward: step {no} dead", now, nid, now,
+                                      nid, no))
+            return len(rows)
+
+        return await self.write(op)
 
     async def dead_letters(self, limit: int) -> list[dict[str, Any]]:
         return await self._fetchall(SELECT_DEAD, (limit,))
