@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from typing import IO
 
 from aiohttp import web
@@ -66,6 +67,7 @@ class Daemon:
         self.cfg = cfg
         self.clock = clock or SystemClock()
         self.port: int | None = None  # the bound port, once listening
+        self._stopping_at = time.monotonic()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run the HTTP server and the scanner as peers until `stop`, then shut down in order."""
@@ -87,7 +89,9 @@ class Daemon:
                 peers.create_task(self._serve_http(ctx, stop, stop_claiming), name="http")
                 peers.create_task(scanner.run(stop_claiming), name="scanner")
         finally:
-            await pool.drain(cfg.daemon.grace_sec)
+            # One grace period in all: what the HTTP drain used is not given again here.
+            left = cfg.daemon.grace_sec - (time.monotonic() - self._stopping_at)
+            await pool.drain(max(0.0, left))
             await pool.close()
             await store.close()
             lock.close()
@@ -112,6 +116,7 @@ class Daemon:
             log.info("stopping: no new requests or claims; finishing in-flight sends")
             sd_notify("STOPPING=1")
         finally:
+            self._stopping_at = time.monotonic()
             ctx.draining = True
             stop_claiming.set()  # what is accepted from here on waits, durable, for the next start
             await runner.cleanup()

@@ -82,7 +82,8 @@ class Scanner:
                 claimed = await self.run_once(now)
             except Exception:
                 log.exception("due scan failed; retrying after the poll interval")
-                claimed = 0
+                await self._wait(now + self.poll_ms, stop)  # a full disk must not become a spin
+                continue
             if claimed and self.pool.wants(self.clock.now_ms()):
                 continue  # more capacity and maybe more due work: scan again at once
             await self._sleep(now, stop)
@@ -92,19 +93,22 @@ class Scanner:
         poll interval, whichever comes first; return at once if due work can be claimed now
         (a step the last claim pulled forward, say)."""
         alarm = now + self.poll_ms
-        due = await self.store.next_due(self.pool.pairs())
+        # Due work on lanes that can take it now (and lease ends); lanes that cannot are woken
+        # by a freed slot, a token or a breaker's cooldown, below.
+        ready = [(ch, lane) for ch, lane, _ in self.pool.wants(now)]
+        due = await self.store.next_due(ready)
         if due is not None and due <= now:
-            ready = [(ch, lane) for ch, lane, _ in self.pool.wants(now)]
-            due_ready = await self.store.next_due(ready) if ready else None
-            if due_ready is not None and due_ready <= now:
-                return
-        elif due is not None:
+            return
+        if due is not None:
             alarm = min(alarm, due)
         if self._wake_at is not None:  # after the awaits above: wake-ups during them count
             alarm, self._wake_at = min(alarm, self._wake_at), None
         refill = self.pool.ms_until_capacity(now)
         if refill is not None:
             alarm = min(alarm, now + refill)
+        await self._wait(alarm, stop)
+
+    async def _wait(self, alarm: int, stop: asyncio.Event) -> None:
         delay = (alarm - self.clock.now_ms()) / 1000
         if delay <= 0:
             return

@@ -341,3 +341,61 @@ async def test_a_404_disables_the_channel_and_saving_the_profile_enables_it(
         planned = await e.accept("k", user="alice")
         assert (await e.step(planned, 0))["state"] == "pending"
 
+
+
+# --- second review ----------------------------------------------------------------------------
+
+
+async def test_a_removed_channel_step_gives_its_time_slot_to_the_next_step_not_now(
+        tmp_path: Path, prov: Provider) -> None:
+    hook = webhook(prov.url)
+    ladder = (LadderStep("hook", after_sec=0), LadderStep("old", after_sec=600),
+              LadderStep("hook", after_sec=1200))
+    async with engine(tmp_path, {"hook": hook, "old": webhook(prov.url)},
+                      {"k": KindConfig(ladder=ladder)}) as e:
+        nid = await e.accept()
+        accepted_at, clock = e.now, e.clock
+    clock.advance(10)
+    async with engine(tmp_path, {"hook": hook}, {"k": KindConfig(ladder=(LadderStep("hook"),))},
+                      clock=clock) as e:
+        await e.store.end_unconfigured(["hook"], e.now)
+        steps = (await e.notification(nid))["steps"]
+        assert [(s["state"], s["send_after"] - accepted_at) for s in steps] == [
+            ("pending", 0), ("dead", 600_000), ("pending", 600_000)]
+
+
+async def test_a_failing_claim_waits_the_poll_interval_instead_of_spinning(
+        tmp_path: Path, prov: Provider) -> None:
+    async with engine(tmp_path, {"hook": webhook(prov.url)}, {"k": KindConfig(
+            ladder=(LadderStep("hook"),))}, scanner=ScannerConfig(poll_interval_sec=60)) as e:
+        await e.accept()
+        calls = 0
+
+        async def full_disk(*_: Any, **__: Any) -> list[Claim]:
+            nonlocal calls
+            calls += 1
+            raise OSError("database or disk is full")
+
+        e.store.claim_due = full_disk  # type: ignore[method-assign]
+        stop = asyncio.Event()
+        task = asyncio.create_task(e.scanner.run(stop))
+        for _ in range(1000):  # bounded: until the first claim has failed
+            if calls:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # counting loop turns in this window, not timing anything
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        assert calls == 1  # the old loop retried at once, hundreds of times
+
+
+async def test_one_unreadable_quiet_hours_profile_does_not_stop_other_claims(
+        tmp_path: Path, prov: Provider) -> None:
+    async with engine(tmp_path, {"hook": webhook(prov.url)},
+                      {"k": KindConfig(ladder=(LadderStep("hook"),))}) as e:
+        await e.accept(user="good")
+        await e.accept(user="bad")
+        await e.store.write(lambda c: c.execute(
+            "INSERT INTO recipients VALUES ('default', 'bad', 'Europe/Nowhere', NULL, '22:00', "
+            "'07:00', '{}', 0)"))
+        assert await e.cycle() == 2  # the zone this host no longer knows is ignored

@@ -96,7 +96,9 @@ SELECT_INTERRUPTED = "SELECT notification_id, step_no FROM steps WHERE state = '
 REPLAY_STEPS = """UPDATE steps SET state = 'pending', send_after = ?, retry_base = attempts,
     reason = 'replayed by an operator', updated_at = ?
 WHERE notification_id = ? AND (? IS NULL OR step_no = ?) AND state IN ('dead', 'unknown')"""
-SELECT_UNCONFIGURED = """SELECT notification_id, step_no, channel FROM steps
-WHERE state IN ('pending', 'unknown') AND channel NOT IN (SELECT value FROM json_each(?))"""
+SELECT_UNCONFIGURED = """SELECT s.notification_id, s.step_no, s.channel, s.send_after,
+    n.resolved_at, n.resolution, n.expires_at
+FROM steps s JOIN notifications n ON n.id = s.notification_id
+WHERE s.state IN ('pending', 'unknown') AND s.channel NOT IN (SELECT value FROM json_each(?))"""
 SELECT_DEAD = """SELECT notification_id, step_no, channel, attempts, reason, updated_at FROM steps
 WHERE state = 'dead' ORDER BY updated_at DESC LIMIT ?"""

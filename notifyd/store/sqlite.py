@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 import sqlite3
 from collections.abc import Callable
@@ -80,6 +81,7 @@ from notifyd.store.sql import (
 from notifyd.views import current_state
 
 T = TypeVar("T")
+log = logging.getLogger("notifyd.store")
 
 
 
@@ -101,7 +103,6 @@ class SqliteStore:
         self._queue: asyncio.Queue[tuple[Callable[[sqlite3.Connection], Any],
                                          asyncio.Future[Any]]] = asyncio.Queue()
         self._writer_task: asyncio.Task[None] | None = None
-        self._snapshot = asyncio.Lock()  # one read transaction at a time on the reader
         self.commits = 0  # batches committed, for benchmarks and tests of group commit
         self.writes = 0  # operations committed or failed
 
@@ -242,13 +243,17 @@ class SqliteStore:
     # --- recipients --------------------------------------------------------------------------
 
     async def put_recipient(self, r: Recipient, now: int) -> None:
-        """Set the profile. Saving it re-enables the user's per-channel contacts that a
-        rejection disabled; a disabled address stays disabled until the address changes."""
+        """Set the profile. A change of contacts re-enables the user's per-channel contacts
+        that a rejection disabled (saving the same profile again does not); a disabled address
+        stays disabled until the address changes."""
+        contacts = json.dumps(r.contacts, sort_keys=True)
 
         def op(c: sqlite3.Connection) -> None:
+            old = c.execute(SELECT_RECIPIENT, (r.tenant, r.user_id)).fetchone()
             c.execute(UPSERT_RECIPIENT, (r.tenant, r.user_id, r.timezone, r.locale,
-                                         r.quiet_start, r.quiet_end, json.dumps(r.contacts), now))
-            c.execute(ENABLE_CHANNEL_CONTACTS, (r.tenant, r.user_id))
+                                         r.quiet_start, r.quiet_end, contacts, now))
+            if old is None or old["contacts"] != contacts:
+                c.execute(ENABLE_CHANNEL_CONTACTS, (r.tenant, r.user_id))
 
         await self.write(op)
 
@@ -314,21 +319,28 @@ class SqliteStore:
         return row["id"] if row else None
 
     async def get_notification(self, notification_id: str) -> dict[str, Any] | None:
-        """The notification row with its steps and attempts, as plain dicts, read from one
-        snapshot so that the three agree."""
-        assert self._reader is not None
-        async with self._snapshot:
-            await self._reader.execute("BEGIN")
-            try:
-                row = await self._fetchone(SELECT_NOTIFICATION, (notification_id,))
-                steps = await self._fetchall(SELECT_STEPS, (notification_id,))
-                attempts = await self._fetchall(SELECT_ATTEMPTS, (notification_id,))
-            finally:
-                await self._reader.execute("COMMIT")
-        if row is None:
-            return None
-        row["params"] = json.loads(row["params"])
-        row["steps"] = steps
+        """The notification row with its steps and attempts, as plain dicts, read in one
+        snapshot so that the three agree. It runs on a connection of its own: a transaction on
+        the shared reader would hold every other read back in time."""
+        row = await asyncio.to_thread(self._read_notification, notification_id)
+        if row is not None:
+            row["params"] = json.loads(row["params"])
+        return row
+
+    def _read_notification(self, notification_id: str) -> dict[str, Any] | None:
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+            conn.execute("BEGIN")
+            n = conn.execute(SELECT_NOTIFICATION, (notification_id,)).fetchone()
+            if n is None:
+                return None
+            row = dict(n)
+            row["steps"] = [dict(r) for r in conn.execute(SELECT_STEPS, (notification_id,))]
+            attempts = [dict(r) for r in conn.execute(SELECT_ATTEMPTS, (notification_id,))]
+        finally:
+            conn.close()
         for step in row["steps"]:
             step["attempt_log"] = [a for a in attempts if a["step_no"] == step["step_no"]]
         return row
@@ -412,16 +424,24 @@ class SqliteStore:
             now, now, notification_id, step_no, step_no)).rowcount)
 
     async def end_unconfigured(self, channels: list[str], now: int) -> int:
-        """Open steps on channels the config no longer has end dead, with the reason, and
-        the ladder moves on to its next step."""
+        """Open steps on channels the config no longer has end dead, with the reason, and the
+        next step takes their place in time (not sooner). Steps of resolved or expired
+        notifications end as the claim would have ended them."""
 
         def op(c: sqlite3.Connection) -> int:
             rows = c.execute(SELECT_UNCONFIGURED, (json.dumps(channels),)).fetchall()
-            for nid, no, channel in rows:
-                c.execute(END_STEP, ("dead", f"channel {channel} is not configured any more", now,
-                                     nid, no))
-                c.execute(PULL_NEXT, (now, f"pulled forward: step {no} dead", now, nid, now,
-                                      nid, no))
+            for nid, no, channel, send_after, resolved_at, resolution, expires_at in rows:
+                if resolved_at is not None:
+                    c.execute(END_STEP, ("cancelled", f"resolved: {resolution}", now, nid, no))
+                elif now >= expires_at:
+                    c.execute(END_STEP, ("expired", "time to live passed before it could be "
+                                         "sent", now, nid, no))
+                else:
+                    c.execute(END_STEP, ("dead", f"channel {channel} is not configured any more",
+                                         now, nid, no))
+                    at = max(now, send_after)
+                    c.execute(PULL_NEXT, (at, f"pulled forward: step {no} dead", now, nid, at,
+                                          nid, no))
             return len(rows)
 
         return await self.write(op)
@@ -471,7 +491,16 @@ def _claim_one(c: sqlite3.Connection, row: sqlite3.Row, now: int, lease_ms: int,
         if quiet is not None and quiet["quiet_start"]:
             who = Recipient(n["tenant"], n["user_id"], quiet["timezone"], None,
                             quiet["quiet_start"], quiet["quiet_end"])
-            until = quiet_until(now, who)
+            try:
+                until = quiet_until(now, who)
+            except (ValueError, KeyError) as e:  # one bad profile must not stop every claim
+                log.warning("quiet hours of %s/%s unreadable (%s): ignored", n["tenant"],
+                            n["user_id"], type(e).__name__)
+                until = None
+            if until is not None and until >= n["expires_at"]:
+                c.execute(END_STEP, ("expired", f"{quiet_label(who)} last past the time to live",
+                                     now, nid, no))
+                return None
             if until is not None:
                 c.execute(POSTPONE_STEP, (until, f"{quiet_label(who)}: waits for the end", now,
                                           nid, no))
