@@ -102,9 +102,12 @@ def timeline(n: dict[str, Any]) -> list[str]:
                 why = f": {a['reason']}" if a["reason"] else ""
                 events.append((a["ended_at"], 3, f"{tag}: attempt {a['attempt_no']} "
                                f"{a['outcome']}{why}{ref}"))
+        why = f": {s['reason']}" if s["reason"] else ""
         if s["state"] not in OPEN_STEP_STATES:
-            why = f": {s['reason']}" if s["reason"] else ""
             events.append((s["updated_at"], 4, f"{tag}: {s['state']}{why}"))
+        elif s["reason"]:  # still open, and something decided why it waits (a retry, quiet
+            events.append((s["updated_at"], 4, f"{tag}: {s['state']}{why}, due "  # hours, ...)
+                           f"{iso(s['send_after'])}"))
     if n["resolved_at"] is not None:
         events.append((n["resolved_at"], 3, f"resolved {n['resolution']!r} by {n['resolved_by']}"))
     events.sort(key=lambda e: (e[0], e[1]))

@@ -35,7 +35,7 @@ from notifyd.channels.base import Failed, Unknown
 from notifyd.cli import main
 from notifyd.clock import FakeClock
 from notifyd.config import ChannelConfig, KindConfig, LadderStep
-from notifyd.models import Claim, Recipient, StepState
+from notifyd.models import Claim, Recipient, StepState, iso
 from notifyd.sender import backoff_ms, decide
 
 HOUR = 3600
@@ -496,3 +496,16 @@ async def test_a_retry_that_falls_in_quiet_hours_waits_for_their_end(
         e.clock.ms = utc(2, 7, 0)
         assert await e.cycle() >= 1
         assert (await e.step(nid, 0))["state"] == "sent"
+
+
+async def test_inspect_says_why_an_open_step_waits(tmp_path: Path, prov: Provider) -> None:
+    from notifyd.views import timeline
+
+    prov.reply = answer(500, "down")
+    async with engine(tmp_path, {"hook": webhook(prov.url)}, {"k": ONE_STEP}) as e:
+        nid = await e.accept()
+        assert await e.cycle() == 1
+        text = "\n".join(timeline(await e.notification(nid)))
+        s0 = await e.step(nid, 0)
+        assert "step 0 hook: attempt 1 failed: HTTP 500; retry 2" in text
+        assert f"step 0 hook: pending: HTTP 500; retry 2, due {iso(s0['send_after'])}" in text
