@@ -83,6 +83,7 @@ def plan_steps(
     prev_at = now_ms
     prev_window: float | None = 0.0
     shift = 0  # how far quiet hours have pushed the ladder: after_sec steps keep their spacing
+    quiet = not urgent and recipient is not None and bool(recipient.quiet_start)
     for no, step in enumerate(ladder):
         if step.after_sec is not None:
             at = now_ms + int(step.after_sec * 1000) + shift
@@ -96,7 +97,7 @@ def plan_steps(
                                        reason=f"contact disabled: {dead}"))
             prev_at, prev_window = at, 0.0
             continue
-        if not urgent:
+        if quiet:
             moved = quiet_until(at, recipient)
             if moved is not None and recipient is not None:
                 note = f"{quiet_label(recipient)}: moved from {_hhmm(at, recipient)}"

@@ -10,13 +10,14 @@ from enum import StrEnum
 from typing import Any
 
 _B32 = "0123456789abcdefghjkmnpqrstvwxyz"
+_B32_PAIRS = [a + b for a in _B32 for b in _B32]  # two digits per lookup: half the work
 
 
 def new_id(prefix: str, now_ms: int) -> str:
     """A time-ordered id: 48 bits of milliseconds then 40 random bits, Crockford base32.
     Ids are not secrets (keys are), so the fast non-cryptographic generator is enough."""
     n = (now_ms << 40) | random.getrandbits(40)
-    return prefix + "".join([_B32[(n >> shift) & 31] for shift in range(85, -1, -5)])
+    return prefix + "".join([_B32_PAIRS[(n >> shift) & 1023] for shift in range(80, -1, -10)])
 
 
 def iso(ms: int | None) -> str | None:
@@ -57,8 +58,8 @@ class ApiKey:
         return not self.kinds or kind in self.kinds
 
 
-@dataclass(frozen=True)
-class PlannedStep:
+@dataclass(slots=True)  # not frozen: built for every step of every accept, and a frozen
+class PlannedStep:       # dataclass's __init__ costs four times as much
     step_no: int
     channel: str
     send_after: int

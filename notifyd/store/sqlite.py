@@ -560,8 +560,8 @@ def _planned(notification_id: str, plan: tuple[list[PlannedStep], str], now: int
              ) -> tuple[list[Row], AcceptResult]:
     """The step rows of a planned ladder, and the answer to give once they are committed."""
     steps, lane = plan
-    rows = [(notification_id, s.step_no, s.channel, lane, s.send_after, s.state.value, s.reason,
-             s.note, now) for s in steps]
+    rows = [(notification_id, s.step_no, s.channel, lane, s.send_after, s.state, s.reason,
+             s.note, now) for s in steps]  # a StepState is a str: SQLite stores its value
     due = [s.send_after for s in steps if s.state == StepState.PENDING]
     state = current_state({"steps": [{"channel": s.channel, "state": s.state} for s in steps]})
     return rows, AcceptResult(notification_id, True, state, first_due=min(due, default=None))
