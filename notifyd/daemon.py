@@ -141,9 +141,7 @@ def serve(cfg: Config) -> None:
         await Daemon(cfg).run(stop)
 
     # The writer thread drops the GIL on every SQLite step and must win it back from the event
-    # loop; with the default 5 ms switch interval it waits, and every accept in its batch with
-    # it. On benchmarks/accept.py's load, 1 ms gave about 20% more accepts/s than 5 ms, and
-    # 0.2 ms about 10% more than 1 ms and steadier (4 interleaved rounds: 4.7-4.9k against
-    # 3.4-4.8k); 0.05 ms gained nothing more.
-    sys.setswitchinterval(0.0002)
+    # loop; the default 5 ms switch interval leaves it waiting, and accepts with it. 1 ms
+    # measured about 20% more accepts/s (benchmarks/accept.py).
+    sys.setswitchinterval(0.001)
     asyncio.run(main())
