@@ -1,8 +1,6 @@
-"""Accepts for recipients the store already knows are planned on the event loop and written a
-batch at a time (one multi-row INSERT for the notifications, one for their steps). These tests
-hold that path to the same answers and rows as the one-at-a-time path, through its edge cases:
-a dedup key taken before the batch, a key used twice in one batch, different input on one key,
-a profile changed between two accepts, and a failing op in the same batch."""
+"""Accepts that share one group commit: each gets the answer and the rows it would get alone,
+through the edge cases of a shared transaction: a dedup key taken before the batch, a key used
+twice in one batch, different input on one key, and a failing op in the same batch."""
 
 from __future__ import annotations
 
@@ -12,7 +10,7 @@ import sqlite3
 from typing import Any
 
 import pytest
-from support import START_MS, make_config, query
+from support import START_MS, query
 
 from notifyd.clock import FakeClock
 from notifyd.config import Config
@@ -41,11 +39,10 @@ def steps(db_path: Any, nid: str) -> list[tuple[Any, ...]]:
                  "FROM steps WHERE notification_id = ? ORDER BY step_no", nid)
 
 
-async def known(ingest: Ingest, *users: str) -> None:
-    """Make the store know these users: their first accept goes by the writer, which loads them."""
+async def seen(ingest: Ingest, *users: str) -> None:
+    """Each user's first accept, alone, so that the batch under test holds only later ones."""
     for user in users:
         await post(ingest, user, f"first-{user}")
-    assert all(("acme", u) in ingest.store._recipients for u in users)  # type: ignore[attr-defined]
 
 
 async def in_one_batch(store: SqliteStore, *calls: Any) -> list[Any]:
@@ -55,10 +52,10 @@ async def in_one_batch(store: SqliteStore, *calls: Any) -> list[Any]:
     return results
 
 
-async def test_a_batch_writes_the_rows_the_one_by_one_path_writes(
+async def test_a_batch_writes_the_rows_an_accept_alone_writes(
         ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await known(ingest, "u1", "u2")
-    alone = await post(ingest, "u1", "alone")  # a batch of one: the op path
+    await seen(ingest, "u1", "u2")
+    alone = await post(ingest, "u1", "alone")  # a batch of one
     many = await in_one_batch(store, *(post(ingest, f"u{1 + i % 2}", f"k{i}", n=i)
                                        for i in range(40)))
     assert all(isinstance(r, AcceptResult) and r.created for r in many)
@@ -72,7 +69,7 @@ async def test_a_batch_writes_the_rows_the_one_by_one_path_writes(
 
 async def test_one_key_twice_in_a_batch_makes_one_notification(
         ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await known(ingest, "u1")
+    await seen(ingest, "u1")
     a, b, other = await in_one_batch(store, post(ingest, "u1", "twice"),
                                      post(ingest, "u1", "twice"), post(ingest, "u1", "other"))
     assert a.notification_id == b.notification_id
@@ -86,7 +83,7 @@ async def test_one_key_twice_in_a_batch_makes_one_notification(
 
 async def test_a_retry_in_a_batch_of_new_accepts_gets_the_first_id(
         ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await known(ingest, "u1")
+    await seen(ingest, "u1")
     first = await post(ingest, "u1", "retried")
     results = await in_one_batch(store, post(ingest, "u1", "new-1"), post(ingest, "u1", "retried"),
                                  post(ingest, "u1", "new-2"))
@@ -99,7 +96,7 @@ async def test_a_retry_in_a_batch_of_new_accepts_gets_the_first_id(
 
 async def test_different_input_on_a_taken_key_is_a_conflict_in_a_batch(
         ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await known(ingest, "u1")
+    await seen(ingest, "u1")
     first = await post(ingest, "u1", "key", amount=1)
     fine, clash = await in_one_batch(store, post(ingest, "u1", "fine"),
                                      post(ingest, "u1", "key", amount=2))
@@ -111,7 +108,7 @@ async def test_different_input_on_a_taken_key_is_a_conflict_in_a_batch(
 
 async def test_accepts_without_a_dedup_key_are_all_written(
         ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await known(ingest, "u1")
+    await seen(ingest, "u1")
     results = await in_one_batch(store, *(post(ingest, "u1", None) for _ in range(5)))
     assert all(r.created for r in results)
     assert query(db_path, "SELECT count(*) FROM notifications WHERE dedup_key IS NULL") == [(5,)]
@@ -119,7 +116,7 @@ async def test_accepts_without_a_dedup_key_are_all_written(
 
 async def test_a_failing_op_in_a_batch_of_accepts_fails_alone(
         ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await known(ingest, "u1")
+    await seen(ingest, "u1")
 
     def broken(c: sqlite3.Connection) -> None:
         raise ValueError("boom")
@@ -134,24 +131,9 @@ async def test_a_failing_op_in_a_batch_of_accepts_fails_alone(
 
 async def test_a_saved_profile_plans_the_next_accept(
         ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await known(ingest, "u1")  # known as having no profile
+    await seen(ingest, "u1")  # accepted once with no profile
     await store.put_recipient(Recipient("acme", "u1", "UTC", None, "14:00", "15:00"), START_MS)
     moved = await post(ingest, "u1", "in-quiet-hours")
     first = steps(db_path, moved.notification_id)[0]
     assert first[3] == START_MS - START_MS % 3_600_000 + 3_600_000  # 15:00 UTC, the window's end
     assert first[6].startswith("quiet hours 14:00-15:00 UTC")
-
-
-async def test_the_store_knows_a_bounded_number_of_recipients(
-        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("notifyd.store.sqlite.KNOWN_RECIPIENTS", 3)
-    cfg = make_config(tmp_path / "bounded.db")
-    store = SqliteStore(cfg.store.path)
-    await store.open()
-    try:
-        ingest = Ingest(cfg, store, FakeClock(START_MS))
-        for i in range(5):
-            await post(ingest, f"u{i}", None)
-        assert list(store._recipients) == [("acme", "u2"), ("acme", "u3"), ("acme", "u4")]
-    finally:
-        await store.close()

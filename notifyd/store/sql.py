@@ -1,7 +1,5 @@
 """Every SQL statement of the SQLite store, named. Times are epoch milliseconds."""
 
-import functools
-
 # --- keys, recipients, accept and resolution ----------------------------------------------
 
 INSERT_KEY = """INSERT INTO api_keys (key_hash, name, tenant, kinds, created_at)
@@ -27,27 +25,14 @@ WHERE tenant = ? AND user_id = ?"""
 
 SELECT_DEDUP = """SELECT id, request_hash FROM notifications
 WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
-# Claims the dedup key and writes the rows in one statement; a row not written is a retry.
-# {rows} is n groups of `?`s (see `rows_of`): a batch of accepts is one statement, not n.
-INSERT_NOTIFICATIONS = """INSERT INTO notifications
+# Claims the dedup key and writes the row in one statement; no row changed means a retry.
+INSERT_NOTIFICATION = """INSERT INTO notifications
     (id, tenant, user_id, kind, dedup_key, request_hash, params, key_name, created_at, expires_at)
-VALUES {rows}
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant, user_id, dedup_key) DO NOTHING"""
-INSERT_STEPS = """INSERT INTO steps
+INSERT_STEP = """INSERT INTO steps
     (notification_id, step_no, channel, lane, send_after, state, reason, note, updated_at)
-VALUES {rows}"""
-SELECT_WRITTEN = "SELECT id FROM notifications WHERE id IN ({rows})"
-
-
-@functools.lru_cache(maxsize=1024)
-def rows_of(sql: str, width: int, n: int) -> str:
-    """`sql` with {rows} as n placeholder groups of `width` (one `?` each when width is 0)."""
-    group = "?" if width == 0 else "(" + ", ".join("?" * width) + ")"
-    return sql.format(rows=", ".join([group] * n))
-
-
-INSERT_NOTIFICATION = rows_of(INSERT_NOTIFICATIONS, 10, 1)
-INSERT_STEP = rows_of(INSERT_STEPS, 9, 1)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
 SELECT_NOTIFICATION = "SELECT * FROM notifications WHERE id = ?"
 SELECT_STEPS = "SELECT * FROM steps WHERE notification_id = ? ORDER BY step_no"
@@ -100,7 +85,7 @@ WHERE notification_id = ? AND step_no = ? AND claim_token = ? AND state = 'sendi
 DISABLE_CONTACT = """INSERT INTO disabled_contacts
     (tenant, user_id, contact, address, reason, disabled_at)
 SELECT tenant, user_id, ?, ?, ?, ? FROM notifications WHERE id = ?
-ON CONFLICT DO NOTHING RETURNING tenant, user_id"""
+ON CONFLICT DO NOTHING"""
 PULL_NEXT = """UPDATE steps SET send_after = ?, note = ?, updated_at = ?
 WHERE notification_id = ? AND send_after > ? AND step_no = (
     SELECT min(step_no) FROM steps WHERE notification_id = ? AND step_no > ? AND state = 'pending')"""

@@ -5,14 +5,6 @@ queued while the last commit ran, wraps each in a SAVEPOINT inside one BEGIN IMM
 commits once (group commit). A failing operation rolls back to its savepoint and fails alone;
 every caller is answered only after the commit that holds its rows. Reads use their own
 connection (aiosqlite), so a slow reader never waits behind the writer in WAL mode.
-
-Accepts are the hot path, and the writer thread shares the GIL with the event loop: each time
-it hands the GIL back and forth both threads lose time. So an accept for a recipient the store
-already knows is planned on the event loop, and the writer inserts a whole batch of them with
-one INSERT for the notifications and one for the steps. The store knows a recipient (profile
-and dead contacts) once the writer has loaded it; the writer forgets it whenever a write changes
-either. A plan made from a profile that changes before the commit is no worse than one made a
-moment earlier: the claim checks quiet hours and dead contacts again.
 """
 
 from __future__ import annotations
@@ -40,7 +32,6 @@ from notifyd.models import (
     Completion,
     FreezeFn,
     PlanFn,
-    PlannedStep,
     Recipient,
     ResolveResult,
     StepState,
@@ -58,9 +49,7 @@ from notifyd.store.sql import (
     INSERT_ATTEMPT,
     INSERT_KEY,
     INSERT_NOTIFICATION,
-    INSERT_NOTIFICATIONS,
     INSERT_STEP,
-    INSERT_STEPS,
     MARK_UNKNOWN,
     POSTPONE_STEP,
     PULL_NEXT,
@@ -87,16 +76,12 @@ from notifyd.store.sql import (
     SELECT_RESOLUTION,
     SELECT_STEPS,
     SELECT_UNCONFIGURED,
-    SELECT_WRITTEN,
     UPSERT_RECIPIENT,
-    rows_of,
 )
 from notifyd.views import current_state
 
 T = TypeVar("T")
 log = logging.getLogger("notifyd.store")
-KNOWN_RECIPIENTS = 20_000  # profiles the store keeps for planning on the event loop
-_UNKNOWN = object()
 
 
 
@@ -118,9 +103,6 @@ class SqliteStore:
         self._queue: asyncio.Queue[tuple[Callable[[sqlite3.Connection], Any],
                                          asyncio.Future[Any]]] = asyncio.Queue()
         self._writer_task: asyncio.Task[None] | None = None
-        # (tenant, user_id) -> the Recipient (or None: no profile, no dead contact) as last read
-        # by the writer. Only the writer thread changes it; the event loop reads it.
-        self._recipients: dict[tuple[str, str], Recipient | None] = {}
         self.commits = 0  # batches committed, for benchmarks and tests of group commit
         self.writes = 0  # operations committed or failed
 
@@ -135,8 +117,7 @@ class SqliteStore:
         self._writer_task = asyncio.create_task(self._write_loop(), name="store-writer")
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                               cached_statements=512)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
         conn.execute("PRAGMA journal_mode = WAL")
@@ -178,8 +159,7 @@ class SqliteStore:
             batch = [await self._queue.get()]
             while not self._queue.empty() and len(batch) < 1024:
                 batch.append(self._queue.get_nowait())
-            ops = [op for op, _ in batch]
-            running = loop.run_in_executor(self._pool, self._run_batch, ops, _AcceptBatch.of(ops))
+            running = loop.run_in_executor(self._pool, self._run_batch, [op for op, _ in batch])
             try:
                 outcomes = await asyncio.shield(running)
             except asyncio.CancelledError:
@@ -190,19 +170,15 @@ class SqliteStore:
             self.commits += 1
             self.writes += len(batch)
 
-    def _run_batch(self, ops: list[Callable[[sqlite3.Connection], Any]],
-                   accepts: _AcceptBatch | None = None) -> list[tuple[bool, Any]]:
-        """Commit all of `ops` together. The fast path runs them bare, the planned accepts as
-        one insert; if anything raises, the batch is rolled back and replayed with a SAVEPOINT
-        around each op, one by one, so only that op fails."""
+    def _run_batch(self, ops: list[Callable[[sqlite3.Connection], Any]]) -> list[tuple[bool, Any]]:
+        """Commit all of `ops` together. The fast path runs them bare; if one raises, the batch
+        is rolled back and replayed with a SAVEPOINT around each op, so only that op fails."""
         conn = self._conn
         assert conn is not None
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                done = accepts.insert(conn) if accepts is not None else {}
-                outcomes: list[tuple[bool, Any]] = [
-                    (True, done[id(op)] if id(op) in done else op(conn)) for op in ops]
+                outcomes: list[tuple[bool, Any]] = [(True, op(conn)) for op in ops]
             except Exception:  # noqa: BLE001 - replayed one by one below
                 conn.execute("ROLLBACK")
                 conn.execute("BEGIN IMMEDIATE")
@@ -278,7 +254,6 @@ class SqliteStore:
                                          r.quiet_start, r.quiet_end, contacts, now))
             if old is None or old["contacts"] != contacts:
                 c.execute(ENABLE_CHANNEL_CONTACTS, (r.tenant, r.user_id))
-            self._recipients.pop((r.tenant, r.user_id), None)
 
         await self.write(op)
 
@@ -293,33 +268,31 @@ class SqliteStore:
 
     async def accept(self, inp: AcceptInput, notification_id: str, plan: PlanFn,
                      ttl_sec: int, now: int) -> AcceptResult:
-        """Claim the dedup key and write the notification with its whole ladder, atomically.
-        A recipient the store knows is planned here, on the event loop; one it does not know
-        is loaded and planned by the writer, which then knows it."""
+        """Claim the dedup key and write the notification with its whole ladder, atomically."""
+
         params = orjson.dumps(inp.params).decode()
-        notification = (notification_id, inp.tenant, inp.user_id, inp.kind, inp.dedup_key,
-                        inp.request_hash, params, inp.key_name, now, now + ttl_sec * 1000)
-        who = (inp.tenant, inp.user_id)
-        recipient = self._recipients.get(who, _UNKNOWN)
-        if recipient is not _UNKNOWN:
-            steps, result = _planned(notification_id, plan(recipient), now)  # type: ignore[arg-type]
-            return await self.write(_PlannedAccept(notification, steps, result, inp))
 
         def op(c: sqlite3.Connection) -> AcceptResult:
-            loaded = _load_recipient(c, *who)
-            steps, result = _planned(notification_id, plan(loaded), now)
-            outcome = _PlannedAccept(notification, steps, result, inp)(c)
-            self._know(who, loaded)
-            return outcome
+            expires_at = now + ttl_sec * 1000
+            inserted = c.execute(INSERT_NOTIFICATION, (
+                notification_id, inp.tenant, inp.user_id, inp.kind, inp.dedup_key,
+                inp.request_hash, params, inp.key_name, now, expires_at)).rowcount
+            if not inserted:
+                hit = c.execute(SELECT_DEDUP, (inp.tenant, inp.user_id, inp.dedup_key)).fetchone()
+                same = hit["request_hash"] == inp.request_hash
+                return AcceptResult(hit["id"], created=False, state=current_state(
+                    _notification(c, hit["id"])), conflict=not same)
+            recipient = _load_recipient(c, inp.tenant, inp.user_id)
+            steps, lane = plan(recipient)
+            c.executemany(INSERT_STEP, [
+                (notification_id, s.step_no, s.channel, lane, s.send_after, s.state,
+                 s.reason, s.note, now) for s in steps])
+            due = [s.send_after for s in steps if s.state == StepState.PENDING]
+            state = current_state({"steps": [{"channel": s.channel, "state": s.state}
+                                             for s in steps]})
+            return AcceptResult(notification_id, True, state, first_due=min(due, default=None))
 
         return await self.write(op)
-
-    def _know(self, who: tuple[str, str], recipient: Recipient | None) -> None:
-        """Writer thread only: remember a recipient as just read, within the bound."""
-        known = self._recipients
-        if who not in known and len(known) >= KNOWN_RECIPIENTS:
-            del known[next(iter(known))]  # the longest known goes first
-        known[who] = recipient
 
     # --- resolution --------------------------------------------------------------------------
 
@@ -418,9 +391,8 @@ class SqliteStore:
                 claim.claim_token)).rowcount > 0
             if applied and done.disable_contact:
                 address = "" if claim.contact.startswith("channel:") else claim.destination
-                for who in c.execute(DISABLE_CONTACT, (claim.contact, address,
-                                                       done.reason or "rejected", now, nid)):
-                    self._recipients.pop(tuple(who), None)
+                c.execute(DISABLE_CONTACT, (claim.contact, address, done.reason or "rejected",
+                                            now, nid))
             if applied and done.pull_next:
                 c.execute(PULL_NEXT, (now, f"pulled forward: step {no} {done.state.value}", now,
                                       nid, now, nid, no))
@@ -551,85 +523,6 @@ def _claim_one(c: sqlite3.Connection, row: sqlite3.Row, now: int, lease_ms: int,
     c.execute(INSERT_ATTEMPT, (nid, no, attempt, token, now))
     return Claim(nid, no, row["channel"], row["lane"], attempt, attempt - row["retry_base"],
                  token, destination, payload, n["expires_at"], contact)
-
-
-Row = tuple[Any, ...]
-
-
-def _planned(notification_id: str, plan: tuple[list[PlannedStep], str], now: int
-             ) -> tuple[list[Row], AcceptResult]:
-    """The step rows of a planned ladder, and the answer to give once they are committed."""
-    steps, lane = plan
-    rows = [(notification_id, s.step_no, s.channel, lane, s.send_after, s.state, s.reason,
-             s.note, now) for s in steps]  # a StepState is a str: SQLite stores its value
-    due = [s.send_after for s in steps if s.state == StepState.PENDING]
-    state = current_state({"steps": [{"channel": s.channel, "state": s.state} for s in steps]})
-    return rows, AcceptResult(notification_id, True, state, first_due=min(due, default=None))
-
-
-class _PlannedAccept:
-    """An accept whose rows are ready. Called, it writes them alone; in a batch with others,
-    `_AcceptBatch` writes them all at once."""
-
-    __slots__ = ("notification", "steps", "result", "inp")
-
-    def __init__(self, notification: Row, steps: list[Row], result: AcceptResult,
-                 inp: AcceptInput) -> None:
-        self.notification, self.steps, self.result, self.inp = notification, steps, result, inp
-
-    def __call__(self, c: sqlite3.Connection) -> AcceptResult:
-        if not c.execute(INSERT_NOTIFICATION, self.notification).rowcount:
-            return _existing(c, self.inp)
-        c.executemany(INSERT_STEP, self.steps)
-        return self.result
-
-
-def _existing(c: sqlite3.Connection, inp: AcceptInput) -> AcceptResult:
-    """The answer to a retry: the notification that holds the dedup key, and whether the
-    input differs from the one that made it."""
-    hit = c.execute(SELECT_DEDUP, (inp.tenant, inp.user_id, inp.dedup_key)).fetchone()
-    return AcceptResult(hit["id"], created=False, state=current_state(_notification(c, hit["id"])),
-                        conflict=hit["request_hash"] != inp.request_hash)
-
-
-class _AcceptBatch:
-    """The planned accepts of one batch as flat parameter lists, built on the event loop so that
-    the writer only runs statements: one multi-row INSERT for the notifications, one for their
-    steps (per `CHUNK` rows)."""
-
-    CHUNK = 256  # rows per statement: at most 2,560 parameters, under every SQLite's limit
-
-    def __init__(self, accepts: list[_PlannedAccept]) -> None:
-        self.accepts = accepts
-        self.notifications = _chunks(INSERT_NOTIFICATIONS, 10, [a.notification for a in accepts])
-        self.steps = _chunks(INSERT_STEPS, 9, [row for a in accepts for row in a.steps])
-
-    @classmethod
-    def of(cls, ops: list[Any]) -> _AcceptBatch | None:
-        accepts = [op for op in ops if type(op) is _PlannedAccept]
-        return cls(accepts) if len(accepts) > 1 else None
-
-    def insert(self, c: sqlite3.Connection) -> dict[int, AcceptResult]:
-        """Write every accept whose dedup key is free; answers by id() of the op. One whose key
-        is taken (a retry, or the same key twice in this batch) is not written here: its op
-        runs alone after this, and finds the notification that holds the key."""
-        written = sum(c.execute(sql, args).rowcount for sql, args in self.notifications)
-        accepts, steps = self.accepts, self.steps
-        if written < len(accepts):
-            ids = [a.notification[0] for a in accepts]
-            kept = {r[0] for r in c.execute(rows_of(SELECT_WRITTEN, 0, len(ids)), ids)}
-            accepts = [a for a in accepts if a.notification[0] in kept]
-            steps = _chunks(INSERT_STEPS, 9, [row for a in accepts for row in a.steps])
-        for sql, args in steps:
-            c.execute(sql, args)
-        return {id(a): a.result for a in accepts}
-
-
-def _chunks(sql: str, width: int, rows: list[Row]) -> list[tuple[str, list[Any]]]:
-    """`rows` as few statements as the parameter limit allows: (sql, flat parameters)."""
-    return [(rows_of(sql, width, len(chunk)), [v for row in chunk for v in row])
-            for chunk in (rows[at:at + _AcceptBatch.CHUNK]
-                          for at in range(0, len(rows), _AcceptBatch.CHUNK))]
 
 
 def _notification(c: sqlite3.Connection, notification_id: str) -> dict[str, Any]:
