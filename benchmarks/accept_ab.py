@@ -1,0 +1,104 @@
+"""Compare source trees on the accept load, interleaved, because this machine's speed drifts by
+±25% within minutes: one tree's run against another's an hour apart says nothing.
+
+Run: .venv/bin/python benchmarks/accept_ab.py --rounds 5 /tmp/before /tmp/after
+Each tree is a folder holding a `notifyd/` package (e.g. `git worktree add /tmp/before HEAD~1`,
+or a copy with a change). Every round runs the bare aiohttp handler, then each tree, each on a
+fresh database, with benchmarks/accept.py's load (64 clients, 3-step ladder, synchronous=FULL),
+and prints accepts/s, the ratio to that round's bare run, and how busy each of the daemon's
+threads was. The medians at the end are the figures to compare.
+
+Each daemon is started from a scratch folder: `python -m` puts the working directory ahead of
+PYTHONPATH, so started from a checkout every tree would run that checkout's code. The script
+checks which package each tree imports before it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from accept import BARE, CONFIG, body, free_port, start  # noqa: E402
+from httpload import closed_loop, post  # noqa: E402
+
+
+def thread_ticks(pid: int) -> dict[str, int]:
+    ticks = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "stat").read_text()
+        fields = text.rsplit(")", 1)[1].split()
+        ticks[task.name] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
+def run(cmd: list[str], env: dict[str, str], cwd: str, headers: dict[str, str],
+        total: int) -> tuple[float, list[int]]:
+    """Accepts/s, and each busy thread's share of the run in percent (main thread first)."""
+    port = free_port()
+    proc = start(cmd + [str(port)], port, env=env, cwd=cwd)
+    try:
+        def make(i: int) -> bytes:
+            return post("/v1/notifications", body(i), headers)
+
+        asyncio.run(closed_loop("127.0.0.1", port, 64, 2000, make))  # warm up
+        before, began = thread_ticks(proc.pid), time.perf_counter()
+        rps, results = asyncio.run(closed_loop("127.0.0.1", port, 64, total,
+                                               lambda i: make(i + 10_000_000)))
+        after, wall = thread_ticks(proc.pid), time.perf_counter() - began
+        if any(status not in (200, 202) for status, _ in results):
+            raise SystemExit(f"{cmd}: some requests failed")
+    finally:
+        proc.terminate()
+        proc.wait()
+    tick = os.sysconf("SC_CLK_TCK")
+    busy = [round((after[t] - before.get(t, 0)) / tick / wall * 100) for t in sorted(after, key=int)]
+    return rps, [b for b in busy if b > 1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trees", nargs="+", help="folders that each hold a notifyd/ package")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--total", type=int, default=20_000, help="requests per run")
+    args = ap.parse_args()
+    trees = [str(Path(t).resolve()) for t in args.trees]
+    scratch = tempfile.mkdtemp(prefix="notifyd-ab-")
+    py = sys.executable
+    ratios: dict[str, list[float]] = {t: [] for t in trees}
+    for r in range(args.rounds):
+        line = []
+        bare, _ = run([py, "-c", BARE], dict(os.environ), scratch,
+                      {"Authorization": "Bearer nfy_unused"}, args.total)
+        line.append(f"bare {bare:6.0f}")
+        for tree in trees:
+            db = Path(scratch) / f"r{r}-{len(line)}.db"
+            (Path(scratch) / "ab.toml").write_text(CONFIG)
+            env = {**os.environ, "PYTHONPATH": tree, "NOTIFYD_DB": str(db),
+                   "NOTIFYD_CONFIG": str(Path(scratch) / "ab.toml")}
+            where = subprocess.run([py, "-c", "import notifyd; print(notifyd.__file__)"],
+                                   env=env, cwd=scratch, capture_output=True, text=True,
+                                   check=True).stdout.strip()
+            if not where.startswith(tree):
+                raise SystemExit(f"{tree} imports {where}: not the tree under test")
+            key = subprocess.run([py, "-m", "notifyd", "keys", "create", "--name", "ab"],
+                                 env=env, cwd=scratch, capture_output=True, text=True,
+                                 check=True).stdout.strip()
+            rps, busy = run([py, "-m", "notifyd", "serve", "--port"], env, scratch,
+                            {"Authorization": f"Bearer {key}"}, args.total)
+            ratios[tree].append(rps / bare)
+            line.append(f"{Path(tree).name} {rps:6.0f} ({rps / bare:.2f}, threads {busy}%)")
+        print("  ".join(line), flush=True)
+    for tree in trees:
+        print(f"{tree}: median ratio to bare {statistics.median(ratios[tree]):.3f}")
+
+
+if __name__ == "__main__":
+    main()
