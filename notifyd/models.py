@@ -58,8 +58,10 @@ class ApiKey:
         return not self.kinds or kind in self.kinds
 
 
-@dataclass(slots=True)  # not frozen: built for every step of every accept, and a frozen
-class PlannedStep:       # dataclass's __init__ costs four times as much
+# Not frozen: one is built for every step of every accept, and a frozen dataclass's __init__
+# costs four times as much.
+@dataclass(slots=True)
+class PlannedStep:
     step_no: int
     channel: str
     send_after: int
