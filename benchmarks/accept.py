@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -85,22 +86,26 @@ def cpu_seconds(pid: int) -> float:
 
 async def measure(port: int, headers: dict[str, str], total: int, tag: str,
                   pid: int) -> dict[str, float]:
-    make = lambda i: post("/v1/notifications", body(i, f"{tag}-{i}"), headers)  # noqa: E731
+    def make(i: int) -> bytes:
+        return post("/v1/notifications", body(i, f"{tag}-{i}"), headers)
+
+    def later(offset: int) -> Callable[[int], bytes]:
+        return lambda i: make(i + offset)
+
     await closed_loop("127.0.0.1", port, 64, 2000, make)  # warm up
     cpu = cpu_seconds(pid)
-    rps, results = await closed_loop("127.0.0.1", port, 64, total,
-                                     lambda i: make(i + 10_000_000))
+    rps, results = await closed_loop("127.0.0.1", port, 64, total, later(10_000_000))
     cpu_us = (cpu_seconds(pid) - cpu) / total * 1e6
     bad = [s for s, _ in results if s not in (200, 202)]
     if bad:
         raise SystemExit(f"{tag}: {len(bad)} requests failed, e.g. {bad[0]}")
-    lat = await open_loop("127.0.0.1", port, 500, 6, lambda i: make(i + 20_000_000))
+    lat = await open_loop("127.0.0.1", port, 500, 6, later(20_000_000))
     return {"rps": rps, "p50": percentile(lat, 50), "p99": percentile(lat, 99), "cpu": cpu_us}
 
 
 async def retries(port: int, headers: dict[str, str]) -> tuple[int, int]:
     same = post("/v1/notifications", body(1, "one-key-for-all"), headers)
-    _, results = await closed_loop("127.0.0.1", port, 64, 64, lambda i: same)
+    _, results = await closed_loop("127.0.0.1", port, 64, 64, lambda _: same)
     ids = {json.loads(b)["notification_id"] for _, b in results}
     return len(results), len(ids)
 
