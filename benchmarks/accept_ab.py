@@ -72,6 +72,8 @@ def main() -> None:
     trees = [str(Path(t).resolve()) for t in args.trees]
     scratch = tempfile.mkdtemp(prefix="notifyd-ab-")
     py = sys.executable
+    config = Path(scratch) / "ab.toml"
+    config.write_text(CONFIG)
     ratios: dict[str, list[float]] = {t: [] for t in trees}
     for r in range(args.rounds):
         line = []
@@ -80,9 +82,8 @@ def main() -> None:
         line.append(f"bare {bare:6.0f}")
         for tree in trees:
             db = Path(scratch) / f"r{r}-{len(line)}.db"
-            (Path(scratch) / "ab.toml").write_text(CONFIG)
             env = {**os.environ, "PYTHONPATH": tree, "NOTIFYD_DB": str(db),
-                   "NOTIFYD_CONFIG": str(Path(scratch) / "ab.toml")}
+                   "NOTIFYD_CONFIG": str(config)}
             where = subprocess.run([py, "-c", "import notifyd; print(notifyd.__file__)"],
                                    env=env, cwd=scratch, capture_output=True, text=True,
                                    check=True).stdout.strip()

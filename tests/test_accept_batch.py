@@ -39,12 +39,6 @@ def steps(db_path: Any, nid: str) -> list[tuple[Any, ...]]:
                  "FROM steps WHERE notification_id = ? ORDER BY step_no", nid)
 
 
-async def seen(ingest: Ingest, *users: str) -> None:
-    """Each user's first accept, alone, so that the batch under test holds only later ones."""
-    for user in users:
-        await post(ingest, user, f"first-{user}")
-
-
 async def in_one_batch(store: SqliteStore, *calls: Any) -> list[Any]:
     before = store.commits
     results = await asyncio.gather(*calls, return_exceptions=True)
@@ -54,7 +48,6 @@ async def in_one_batch(store: SqliteStore, *calls: Any) -> list[Any]:
 
 async def test_a_batch_writes_the_rows_an_accept_alone_writes(
         ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await seen(ingest, "u1", "u2")
     alone = await post(ingest, "u1", "alone")  # a batch of one
     many = await in_one_batch(store, *(post(ingest, f"u{1 + i % 2}", f"k{i}", n=i)
                                        for i in range(40)))
@@ -69,7 +62,6 @@ async def test_a_batch_writes_the_rows_an_accept_alone_writes(
 
 async def test_one_key_twice_in_a_batch_makes_one_notification(
         ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await seen(ingest, "u1")
     a, b, other = await in_one_batch(store, post(ingest, "u1", "twice"),
                                      post(ingest, "u1", "twice"), post(ingest, "u1", "other"))
     assert a.notification_id == b.notification_id
@@ -83,7 +75,6 @@ async def test_one_key_twice_in_a_batch_makes_one_notification(
 
 async def test_a_retry_in_a_batch_of_new_accepts_gets_the_first_id(
         ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await seen(ingest, "u1")
     first = await post(ingest, "u1", "retried")
     results = await in_one_batch(store, post(ingest, "u1", "new-1"), post(ingest, "u1", "retried"),
                                  post(ingest, "u1", "new-2"))
@@ -96,7 +87,6 @@ async def test_a_retry_in_a_batch_of_new_accepts_gets_the_first_id(
 
 async def test_different_input_on_a_taken_key_is_a_conflict_in_a_batch(
         ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await seen(ingest, "u1")
     first = await post(ingest, "u1", "key", amount=1)
     fine, clash = await in_one_batch(store, post(ingest, "u1", "fine"),
                                      post(ingest, "u1", "key", amount=2))
@@ -108,7 +98,6 @@ async def test_different_input_on_a_taken_key_is_a_conflict_in_a_batch(
 
 async def test_accepts_without_a_dedup_key_are_all_written(
         ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await seen(ingest, "u1")
     results = await in_one_batch(store, *(post(ingest, "u1", None) for _ in range(5)))
     assert all(r.created for r in results)
     assert query(db_path, "SELECT count(*) FROM notifications WHERE dedup_key IS NULL") == [(5,)]
@@ -116,7 +105,6 @@ async def test_accepts_without_a_dedup_key_are_all_written(
 
 async def test_a_failing_op_in_a_batch_of_accepts_fails_alone(
         ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await seen(ingest, "u1")
 
     def broken(c: sqlite3.Connection) -> None:
         raise ValueError("boom")
@@ -131,7 +119,6 @@ async def test_a_failing_op_in_a_batch_of_accepts_fails_alone(
 
 async def test_a_saved_profile_plans_the_next_accept(
         ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await seen(ingest, "u1")  # accepted once with no profile
     await store.put_recipient(Recipient("acme", "u1", "UTC", None, "14:00", "15:00"), START_MS)
     moved = await post(ingest, "u1", "in-quiet-hours")
     first = steps(db_path, moved.notification_id)[0]
