@@ -27,7 +27,8 @@ what limits a figure. The kind has a one-step ladder due at accept.
 3. Scan: two databases with the same --pending due steps (and as many due in an hour), one
    also holding --history finished steps (sent, cancelled, dead, expired, with frozen
    payloads); the due query, the next-due and lapsed-lease queries and the whole
-   SqliteStore.claim_due path are timed on both, with EXPLAIN QUERY PLAN on the big one.
+   SqliteStore.claim_due path (the claim alone: rendering and freezing follow it in the sender) are
+   timed on both, with EXPLAIN QUERY PLAN on the big one.
 
 A summary against the issue's targets ends the output. Loopback only; temporary files (about
 2 GiB for the 5M-step database) are removed at the end unless --keep. Another busy process on
@@ -63,14 +64,13 @@ from httpload import open_loop, percentile, post  # noqa: E402
 from notifyd.clock import SystemClock  # noqa: E402
 from notifyd.config import Config, load_config  # noqa: E402
 from notifyd.ingest import Ingest  # noqa: E402
-from notifyd.models import ApiKey, new_id  # noqa: E402
-from notifyd.scanner import freeze_payload  # noqa: E402
+from notifyd.models import ApiKey, Lane, new_id  # noqa: E402
+from notifyd.policy import decide_claim  # noqa: E402
+from notifyd.recipients import contact_kinds  # noqa: E402
 from notifyd.store import SqliteStore  # noqa: E402
 from notifyd.store.migrate import migrate  # noqa: E402
 from notifyd.store.sql import (  # noqa: E402
     SELECT_DUE,
-    SELECT_FOR_CLAIM,
-    SELECT_IN_FLIGHT,
     SELECT_LAPSED,
     SELECT_NEXT_DUE,
 )
@@ -93,7 +93,7 @@ ttl_sec = 3600
 ladder = [ {{ channel = "hook" }} ]
 """
 HOST = "127.0.0.1"
-LANE = "bulk"  # the bench kind is urgency normal
+LANE = Lane.BULK  # the bench kind is urgency normal
 STARTED: list[subprocess.Popen[bytes]] = []  # every child, stopped at exit whatever happened
 
 
@@ -570,10 +570,7 @@ async def time_claims(db: Path, cfg: Config, now: int, batch: int, rounds: int,
     (us per call: the idle scan)."""
     store = SqliteStore(db, cfg.store.synchronous, cfg.store.busy_timeout_ms)
     await store.open()
-    contact_of = {name: f"channel:{name}" for name in cfg.channels}
-
-    def freeze(n: dict[str, Any], channel: str, no: int) -> tuple[str, dict[str, Any]]:
-        return freeze_payload(cfg, n, channel, no)
+    contacts = contact_kinds(cfg)
 
     per_step: list[float] = []
     per_call: list[float] = []
@@ -584,8 +581,8 @@ async def time_claims(db: Path, cfg: Config, now: int, batch: int, rounds: int,
                 DELETE_PENDING_ATTEMPTS)))
             for _ in range(10_000):  # bounded; ends when nothing due is left
                 t = time.perf_counter()
-                claims = await store.claim_due(now, [("hook", LANE, batch)], 60_000, contact_of,
-                                               freeze)
+                claims = await store.claim_due(now, [("hook", LANE, batch)], 60_000, contacts,
+                                               decide_claim)
                 dt = (time.perf_counter() - t) * 1e6
                 if not claims:
                     break
@@ -593,14 +590,14 @@ async def time_claims(db: Path, cfg: Config, now: int, batch: int, rounds: int,
                 per_step.append(dt / len(claims))
         for _ in range(reps):
             t = time.perf_counter()
-            claims = await store.claim_due(now, [("hook", LANE, batch)], 60_000, contact_of,
-                                           freeze)
+            claims = await store.claim_due(now, [("hook", LANE, batch)], 60_000, contacts,
+                                           decide_claim)
             idle.append((time.perf_counter() - t) * 1e6)
             assert not claims
         next_due = []
         for _ in range(reps):
             t = time.perf_counter()
-            await store.next_due([("hook", "urgent"), ("hook", LANE)])
+            await store.next_due([("hook", Lane.URGENT), ("hook", LANE)])
             next_due.append((time.perf_counter() - t) * 1e6)
     finally:
         await store.close()
@@ -635,9 +632,7 @@ def scan(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
                               .fetchall())
             if name == "big":
                 print(f"  big table: {states_line(counts)}")
-                for qname, sql, qargs in queries + [
-                        ("SELECT_FOR_CLAIM", SELECT_FOR_CLAIM, ("n_p0000000000000000",)),
-                        ("SELECT_IN_FLIGHT", SELECT_IN_FLIGHT, ("n_p0000000000000000",))]:
+                for qname, sql, qargs in queries:
                     print(f"  plan {qname:26s} {query_plan(conn, sql, qargs)}")
             results[name] = {q: timed(conn, sql, qargs, args.reps) for q, sql, qargs in queries}
         conn.close()

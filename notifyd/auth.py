@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import time
 
+from notifyd.clock import Clock
 from notifyd.models import ApiKey
 from notifyd.store import Store
 
 KEY_PREFIX = "nfy_"
-CACHE_SEC = 5.0  # a revoked key stops working within this long in a running daemon
+CACHE_MS = 5000  # a revoked key stops working within this long in a running daemon
 
 
 def new_key() -> str:
@@ -24,21 +24,22 @@ def hash_key(key: str) -> str:
 class KeyCache:
     """Known keys by hash, remembered briefly so the accept path skips a read per request."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, clock: Clock) -> None:
         self.store = store
-        self._hits: dict[str, tuple[float, ApiKey]] = {}
+        self.clock = clock
+        self._hits: dict[str, tuple[int, ApiKey]] = {}
 
     async def find(self, authorization: str | None) -> ApiKey | None:
         if not authorization or authorization[:7].lower() != "bearer ":  # scheme: any case
             return None
         digest = hash_key(authorization[7:].strip())
         hit = self._hits.get(digest)
-        now = time.monotonic()
-        if hit is not None and hit[0] > now:
+        now = self.clock.now_ms()
+        if hit is not None and hit[0] - CACHE_MS <= now < hit[0]:  # a clock stepped back: ask
             return hit[1]
         key = await self.store.find_key(digest)
         if key is None:
             self._hits.pop(digest, None)
             return None
-        self._hits[digest] = (now + CACHE_SEC, key)
+        self._hits[digest] = (now + CACHE_MS, key)
         return key

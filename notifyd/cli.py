@@ -13,12 +13,13 @@ from typing import Any, TypeVar
 
 import click
 
+from notifyd import resolution
 from notifyd.auth import hash_key, new_key
 from notifyd.clock import SystemClock
 from notifyd.config import NAME_RE, Config, load_config, render_example
 from notifyd.errors import ConfigError
 from notifyd.models import iso
-from notifyd.store import Store, open_store
+from notifyd.store import Notification, Store, open_store
 from notifyd.views import status_view, timeline
 
 T = TypeVar("T")
@@ -41,7 +42,8 @@ def _with_store(ctx: click.Context, fn: Callable[[Store], Awaitable[T]]) -> T:
     cfg = _config(ctx)
 
     async def run() -> T:
-        store = await open_store(cfg)
+        store = await open_store(cfg.store.path, cfg.store.synchronous,
+                                 cfg.store.busy_timeout_ms)
         try:
             return await fn(store)
         finally:
@@ -149,8 +151,8 @@ def keys_list(ctx: click.Context) -> None:
     Example: notifyd keys list
     """
     for k in _with_store(ctx, lambda s: s.list_keys()):
-        state = "revoked" if k["revoked_at"] else "active"
-        click.echo(f"{k['name']}\ttenant={k['tenant']}\tkinds={k['kinds'] or '*'}\t{state}")
+        state = "revoked" if k.revoked_at else "active"
+        click.echo(f"{k.name}\ttenant={k.tenant}\tkinds={','.join(k.kinds) or '*'}\t{state}")
 
 
 @keys.command("revoke")
@@ -166,12 +168,10 @@ def keys_revoke(ctx: click.Context, name: str) -> None:
     click.echo(f"revoked {name}")
 
 
-async def _find(store: Store, ref: str, tenant: str) -> dict[str, Any]:
-    nid: str | None = ref
-    if ":" in ref:  # ids never hold a colon, so this is user_id:dedup_key
-        user_id, _, dedup_key = ref.partition(":")
-        nid = await store.find_by_dedup(tenant, user_id, dedup_key)
-    n = await store.get_notification(nid) if nid else None
+async def _find(store: Store, ref: str, tenant: str) -> Notification:
+    parsed = resolution.parse_ref(ref)
+    # An id is found in any tenant (this is the operator); user_id:dedup_key within --tenant.
+    n = await resolution.find(store, parsed, None if parsed.notification_id else tenant)
     if n is None:
         raise click.ClickException(f"no notification {ref!r} (tenant {tenant!r})")
     return n
@@ -202,10 +202,10 @@ def inspect(ctx: click.Context, ref: str, tenant: str, as_json: bool) -> None:
 @main.command()
 @click.argument("ref")
 @click.option("--tenant", default="default", show_default=True, help="For user_id:dedup_key.")
-@click.option("--resolution", default="resolved", show_default=True,
+@click.option("--resolution", "what", default=resolution.DEFAULT_RESOLUTION, show_default=True,
               help="What happened, e.g. confirmed.")
 @click.pass_context
-def resolve(ctx: click.Context, ref: str, tenant: str, resolution: str) -> None:
+def resolve(ctx: click.Context, ref: str, tenant: str, what: str) -> None:
     """Resolve a notification so its ladder stops; the first resolution wins.
 
     REF is a notification id (n_...) or user_id:dedup_key.
@@ -215,8 +215,7 @@ def resolve(ctx: click.Context, ref: str, tenant: str, resolution: str) -> None:
 
     async def run(store: Store) -> str:
         n = await _find(store, ref, tenant)
-        r = await store.resolve(n["id"], resolution, "cli", SystemClock().now_ms())
-        assert r is not None
+        r = await resolution.resolve(store, n, what, "cli", SystemClock().now_ms())
         if not r.changed:
             return f"{r.notification_id} was already resolved: {r.resolution}"
         return f"{r.notification_id} resolved: {r.resolution}; cancelled {r.cancelled_steps} steps"
@@ -254,7 +253,7 @@ def dead_letters(ctx: click.Context, limit: int) -> None:
     """
     rows = _with_store(ctx, lambda s: s.dead_letters(limit))
     for r in rows:
-        click.echo(f"{iso(r['updated_at'])}  {r['notification_id']}:{r['step_no']}  "
-                   f"{r['channel']}  attempts={r['attempts']}  {r['reason']}")
+        click.echo(f"{iso(r.updated_at)}  {r.notification_id}:{r.step_no}  "
+                   f"{r.channel}  attempts={r.attempts}  {r.reason}")
     if not rows:
         click.echo("no dead letters")

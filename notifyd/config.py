@@ -16,28 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
-from yarl import URL
 
+from notifyd.channels import TYPES as CHANNEL_TYPES
 from notifyd.errors import ConfigError
+from notifyd.fields import MAX_SEC, doc, docf
 
 DEFAULT_PORT = 7726
 DEFAULT_DB = "notifyd.db"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
-CHANNEL_TYPES = ("log", "webhook")
 STOP_RULES = ("resolved",)  # "delivered" arrives with provider receipts
 URGENCIES = ("urgent", "normal")
 SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
-MAX_SEC = 365 * 86400  # bound on every duration: a year
 SEND_SLACK_SEC = 5.0  # a send gets this long beyond its channel timeout before it is unknown
-
-
-def doc(text: str, default: Any) -> Any:
-    """A field with a default and the one-line doc that `render_example` prints above it."""
-    return field(default=default, metadata={"doc": text})
-
-
-def docf(text: str, factory: Any) -> Any:
-    return field(default_factory=factory, metadata={"doc": text})
 
 
 @dataclass(frozen=True)
@@ -51,7 +41,8 @@ class ServerConfig:
 
 @dataclass(frozen=True)
 class StoreConfig:
-    path: str = doc("SQLite database file (WAL mode); created on first start.", DEFAULT_DB)
+    path: str = doc("The database: a SQLite file (WAL mode), created on first start; a path, or "
+                    "a URL such as sqlite:////var/lib/notifyd/notifyd.db.", DEFAULT_DB)
     synchronous: str = doc("FULL survives power loss; NORMAL only a process crash. FULL, NORMAL "
                            "or EXTRA.", "FULL")
     busy_timeout_ms: int = doc("How long a write waits for another process's write lock.", 5000)
@@ -72,8 +63,10 @@ class DaemonConfig:
 
 @dataclass(frozen=True)
 class ChannelConfig:
-    type: str = doc("Adapter: log (writes the message to the log) or webhook (POSTs JSON).", "log")
-    url: str = doc("webhook: the URL to POST to.", "")
+    """The keys every channel has; its type adds its own (channels/<type>.py), kept in settings."""
+
+    type: str = doc(f"Channel type: {', '.join(CHANNEL_TYPES)}. Each type's own keys are listed "
+                    "at the end of this file.", "log")
     timeout_sec: float = doc("Provider call timeout; a timeout is an unknown outcome.", 10.0)
     rate_per_sec: float = doc("Token bucket refill rate for this channel.", 100.0)
     burst: int = doc("Token bucket size.", 100)
@@ -89,6 +82,13 @@ class ChannelConfig:
     breaker_min_calls: int = doc("Calls in the window before the breaker may open.", 20)
     breaker_window_sec: float = doc("Window over which the error rate is measured.", 30.0)
     breaker_cooldown_sec: float = doc("How long the breaker stays open before one probe.", 30.0)
+    # The type's own settings dataclass; None means its defaults. Not a TOML key of its own:
+    # a type's keys sit flat in the channel's table.
+    settings: Any = field(default=None, metadata={"type_settings": True})
+
+    def __post_init__(self) -> None:
+        if self.settings is None and self.type in CHANNEL_TYPES:
+            object.__setattr__(self, "settings", CHANNEL_TYPES[self.type].settings())
 
 
 @dataclass(frozen=True)
@@ -166,8 +166,30 @@ def _build(cls: type[Any], data: Any, where: str) -> Any:
     return cls(**kwargs)
 
 
+def _build_channel(data: Any, where: str) -> ChannelConfig:
+    """A [channels.NAME] table: the shared keys, and the rest checked against its type's keys."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a table")
+    type_name = data.get("type", "log")
+    if type_name not in CHANNEL_TYPES:
+        raise ConfigError(f"{where}.type: must be one of {', '.join(CHANNEL_TYPES)}")
+    ctype = CHANNEL_TYPES[type_name]
+    shared = {f.name for f in dataclasses.fields(ChannelConfig) if f.name != "settings"}
+    own = {f.name for f in dataclasses.fields(ctype.settings)}
+    unknown = sorted(set(data) - shared - own)
+    if unknown:
+        raise ConfigError(f"{_join(where, unknown[0])}: unknown key for a {type_name} channel "
+                          f"(known: {', '.join(sorted(shared | own))})")
+    settings = _build(ctype.settings, {k: v for k, v in data.items() if k in own}, where)
+    common: ChannelConfig = _build(ChannelConfig, {k: v for k, v in data.items() if k in shared},
+                                   where)
+    return dataclasses.replace(common, settings=settings)
+
+
 def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch per TOML shape
     origin = typing.get_origin(tp)
+    if tp is ChannelConfig:
+        return _build_channel(value, where)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _build(tp, value, where)
     if origin is dict:
@@ -198,14 +220,6 @@ def _join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
 
 
-def _http_url(text: str) -> bool:
-    try:
-        url = URL(text)
-    except (ValueError, TypeError):
-        return False
-    return url.scheme in ("http", "https") and bool(url.host)
-
-
 def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads best
     def need(ok: bool, key: str, msg: str) -> None:
         if not ok:
@@ -225,8 +239,10 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         k = f"channels.{name}"
         need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")
         need(ch.type in CHANNEL_TYPES, f"{k}.type", f"must be one of {', '.join(CHANNEL_TYPES)}")
-        if ch.type == "webhook":
-            need(_http_url(ch.url), f"{k}.url", "a webhook channel needs an http(s) URL with a host")
+        need(isinstance(ch.settings, CHANNEL_TYPES[ch.type].settings), k,
+             f"settings must be {CHANNEL_TYPES[ch.type].settings.__name__}")
+        for key, problem in getattr(ch.settings, "problems", list)():
+            need(False, f"{k}.{key}", problem)
         for attr in ("timeout_sec", "rate_per_sec", "backoff_base_sec", "backoff_max_sec",
                      "breaker_window_sec", "breaker_cooldown_sec"):
             need(getattr(ch, attr) > 0, f"{k}.{attr}", "must be > 0")
@@ -276,6 +292,7 @@ def render_example() -> str:
                 out += [f"# {f.metadata['doc']}", f"[{f.name}.{item}]"]
                 out += _render_fields(sub)
         out.append("")
+    out += _render_channel_types()
     out += [
         "# More channels and kinds are more tables. For example, a webhook channel and a kind",
         "# that escalates from it to the log after ten minutes unless resolved first:",
@@ -296,9 +313,21 @@ def render_example() -> str:
     return "\n".join(out)
 
 
+def _render_channel_types() -> list[str]:
+    """Each channel type's own keys, which go in a [channels.NAME] table beside `type`."""
+    out = ["# Each channel type adds keys of its own to its [channels.NAME] table:"]
+    for name, ctype in CHANNEL_TYPES.items():
+        out.append(f"#   type = \"{name}\": {ctype.summary}")
+        for line in _render_fields(ctype.settings()):
+            out.append(f"#     {line.removeprefix('# ')}")
+    return [*out, ""]
+
+
 def _render_fields(obj: Any) -> list[str]:
     lines = []
     for f in dataclasses.fields(obj):
+        if "doc" not in f.metadata:
+            continue
         value = getattr(obj, f.name)
         if isinstance(value, tuple):
             value = [{k: v for k, v in dataclasses.asdict(s).items() if v is not None}

@@ -19,13 +19,12 @@ from typing import IO
 from aiohttp import web
 
 from notifyd.auth import KeyCache
-from notifyd.channels import build_channel
 from notifyd.clock import Clock, SystemClock
 from notifyd.config import Config
 from notifyd.ingest import Ingest
 from notifyd.scanner import Scanner
-from notifyd.sender import SenderPool
-from notifyd.store import open_store
+from notifyd.sender import SenderPool, build_adapters
+from notifyd.store import open_store, sqlite_path
 from notifyd.web import Context, make_app
 
 log = logging.getLogger("notifyd")
@@ -72,17 +71,19 @@ class Daemon:
     async def run(self, stop: asyncio.Event) -> None:
         """Run the HTTP server and the scanner as peers until `stop`, then shut down in order."""
         cfg = self.cfg
-        lock = hold_lock(cfg.store.path)
+        path = sqlite_path(cfg.store.path)
+        lock = hold_lock(path) if path is not None else None
         try:
-            store = await open_store(cfg)
+            store = await open_store(cfg.store.path, cfg.store.synchronous,
+                                     cfg.store.busy_timeout_ms)
         except BaseException:
-            lock.close()
+            if lock is not None:
+                lock.close()
             raise
-        adapters = {name: build_channel(name, ch) for name, ch in cfg.channels.items()}
-        pool = SenderPool(cfg, store, self.clock, adapters)
+        pool = SenderPool(cfg, store, self.clock, build_adapters(cfg))
         scanner = Scanner(cfg, store, pool, self.clock)
         ingest = Ingest(cfg, store, self.clock, wake=scanner.wake)
-        ctx = Context(cfg, ingest, KeyCache(store), self.clock)
+        ctx = Context(cfg, ingest, KeyCache(store, self.clock), self.clock)
         stop_claiming = asyncio.Event()
         try:
             async with asyncio.TaskGroup() as peers:
@@ -94,7 +95,8 @@ class Daemon:
             await pool.drain(max(0.0, left))
             await pool.close()
             await store.close()
-            lock.close()
+            if lock is not None:
+                lock.close()
         log.info("stopped cleanly")
 
     async def _serve_http(self, ctx: Context, stop: asyncio.Event,
@@ -110,7 +112,7 @@ class Daemon:
             await site.start()
             self.port = runner.addresses[0][1]
             log.info("listening on http://%s:%s (store %s)", cfg.server.host, self.port,
-                     cfg.store.path)
+                     ctx.store.url)
             sd_notify("READY=1")
             await stop.wait()
             log.info("stopping: no new requests or claims; finishing in-flight sends")

@@ -21,47 +21,19 @@ from notifyd.models import (
     AcceptResult,
     ApiKey,
     Lane,
+    PlanFn,
     PlannedStep,
     Recipient,
     StepState,
     new_id,
 )
+from notifyd.recipients import contact_kinds, dead_contacts
 from notifyd.store import Store
+from notifyd.validate import MAX_ID_LEN, check_fields, get_str, parse_object
 
-MAX_ID_LEN = 256
 MAX_TTL_SEC = 30 * 86400
 ACCEPT_FIELDS = frozenset({"user_id", "kind", "params", "dedup_key", "fallback_chain",
                            "max_ttl_sec"})
-
-
-def parse_object(body: bytes) -> dict[str, Any]:
-    try:
-        data = orjson.loads(body)  # also refuses NaN, absurd nesting and >64-bit integers
-    except orjson.JSONDecodeError:
-        raise ApiError("invalid_json") from None
-    if not isinstance(data, dict):
-        raise ApiError("body_not_object")
-    return data
-
-
-def check_fields(data: dict[str, Any], allowed: frozenset[str]) -> None:
-    for name in data:
-        if name not in allowed:
-            raise ApiError("unknown_field", f"unknown field {name!r}; known: "
-                           f"{', '.join(sorted(allowed))}", name)
-
-
-def get_str(data: dict[str, Any], name: str, required: bool = True,
-            max_len: int = MAX_ID_LEN) -> str | None:
-    value = data.get(name)
-    if value is None:
-        if required:
-            raise ApiError("missing_field", f"{name} is required", name)
-        return None
-    if not isinstance(value, str) or not value or len(value) > max_len:
-        raise ApiError("invalid_field", f"{name} must be a non-empty string of at most "
-                       f"{max_len} characters", name)
-    return value
 
 
 def _number(value: Any) -> bool:
@@ -77,7 +49,7 @@ class Ingest:
         self.store = store
         self.clock = clock
         self.wake = wake
-        self._contacts = {name: f"channel:{name}" for name in cfg.channels}
+        self._contacts = contact_kinds(cfg)
 
     def parse(self, body: bytes, key: ApiKey, idempotency_key: str | None) -> AcceptInput:
         data = parse_object(body)
@@ -148,8 +120,7 @@ class Ingest:
         kind_ttl = self.cfg.kinds[inp.kind].ttl_sec
         return kind_ttl if inp.max_ttl_sec is None else min(kind_ttl, inp.max_ttl_sec)
 
-    def planner(self, inp: AcceptInput, now: int
-                ) -> Callable[[Recipient | None], tuple[list[PlannedStep], str]]:
+    def planner(self, inp: AcceptInput, now: int) -> PlanFn:
         kind = self.cfg.kinds[inp.kind]
         ladder = kind.ladder
         if inp.fallback_chain is not None:
@@ -159,8 +130,9 @@ class Ingest:
 
         expires_at = now + self.ttl_sec(inp) * 1000
 
-        def plan(recipient: Recipient | None) -> tuple[list[PlannedStep], str]:
-            steps = plan_steps(ladder, self._contacts, now, recipient, urgent)
+        def plan(recipient: Recipient | None) -> tuple[list[PlannedStep], Lane]:
+            steps = plan_steps(ladder, self._contacts, now, recipient, urgent,
+                               dead_contacts(recipient))
             return [s if s.send_after < expires_at or s.state != StepState.PENDING else
                     dataclasses.replace(s, state=StepState.EXPIRED,
                                         reason="due after the time to live ends")

@@ -8,6 +8,7 @@ planned as suppressed, and its window collapses so the next step takes its place
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -72,13 +73,14 @@ def _instants(wall: datetime, tz: ZoneInfo) -> tuple[float, float]:
 
 def plan_steps(
     ladder: tuple[LadderStep, ...],
-    channel_contacts: dict[str, str],
+    channel_contacts: Mapping[str, str],
     now_ms: int,
     recipient: Recipient | None,
     urgent: bool,
+    disabled: Mapping[str, str],
 ) -> list[PlannedStep]:
-    """Date every step. `channel_contacts` maps a channel to the contact kind it sends to."""
-    disabled = recipient.disabled if recipient else {}
+    """Date every step. `channel_contacts` maps a channel to the contact kind it sends to;
+    `disabled` maps the recipient's dead contact kinds to why (recipients.dead_contacts)."""
     planned: list[PlannedStep] = []
     prev_at = now_ms
     prev_window: float | None = 0.0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -45,6 +45,41 @@ OPEN_STEP_STATES = frozenset({StepState.PENDING, StepState.SENDING, StepState.UN
 class Lane(StrEnum):
     URGENT = "urgent"  # urgent kinds: bypass quiet hours, never wait behind bulk work
     BULK = "bulk"
+
+
+class Outcome(StrEnum):
+    """What one provider call came to (an attempt's outcome)."""
+
+    SENT = "sent"
+    REJECTED = "rejected"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+class Verdict(StrEnum):
+    """What the claim policy decided about one due step."""
+
+    SEND = "send"
+    CANCEL = "cancel"  # the notification was resolved
+    EXPIRE = "expire"  # its time to live passed, or will before it could go
+    POSTPONE = "postpone"  # not now: a sibling in flight, quiet hours
+    SUPPRESS = "suppress"  # not to this contact: it is disabled; the next step moves up
+    DEAD = "dead"  # it can never go (its channel is gone); the next step takes its slot
+
+
+def current_state(resolved: bool, steps: Iterable[tuple[str, str]]) -> str:
+    """resolved, <channel>_<state> of the first open step, or how the ladder ended."""
+    if resolved:
+        return "resolved"
+    states = set()
+    for channel, state in steps:
+        if state in OPEN_STEP_STATES:
+            return f"{channel}_{state}"
+        states.add(state)
+    for final in ("delivered", "sent", "expired"):
+        if final in states:
+            return final
+    return "undeliverable"
 
 
 @dataclass(frozen=True)
@@ -89,9 +124,18 @@ class AcceptInput:
 class AcceptResult:
     notification_id: str
     created: bool
-    state: str
+    state: str  # current_state() of the new or the existing notification
     conflict: bool = False  # same dedup key, different input
     first_due: int | None = None  # earliest pending send_after, so the scanner can wake for it
+
+
+@dataclass(frozen=True, slots=True)
+class DisabledContact:
+    """A contact a permanent rejection disabled: `address` '' for a per-channel contact."""
+
+    contact: str  # the contact kind: email, phone, chat:NAME, channel:NAME
+    address: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -103,7 +147,8 @@ class Recipient:
     quiet_start: str | None = None  # "HH:MM" local
     quiet_end: str | None = None
     contacts: dict[str, Any] = field(default_factory=dict)
-    disabled: dict[str, str] = field(default_factory=dict)  # contact kind -> reason
+    # Every disabled row, old addresses included; recipients.dead_contacts() says which count.
+    disabled: tuple[DisabledContact, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,21 +160,35 @@ class ResolveResult:
     cancelled_steps: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """The notification as the claim transaction read it: what rendering a step may use."""
+
+    kind: str
+    tenant: str
+    user_id: str
+    params: dict[str, Any]
+    created_at: int
+    recipient: Recipient | None
+
+
+@dataclass(frozen=True, slots=True)
 class Claim:
-    """A step claimed for one provider call, with its frozen destination and payload."""
+    """A step leased for one provider call. `destination` and `payload` are None until the
+    sender has rendered and frozen them (the first attempt); a retry carries the frozen ones."""
 
     notification_id: str
     step_no: int
     channel: str
-    lane: str
+    lane: Lane
     attempt_no: int
     tries: int  # attempts since the last replay, for the retry budget
     claim_token: str
-    destination: str
-    payload: dict[str, Any]
     expires_at: int
     contact: str  # the contact kind a permanent rejection disables
+    destination: str | None
+    payload: dict[str, Any] | None
+    notice: Notice | None = None  # set when nothing is frozen yet
 
     @property
     def key(self) -> str:
@@ -137,11 +196,37 @@ class Claim:
         return f"{self.notification_id}:{self.step_no}"
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimContext:
+    """Everything the claim policy reads about one due step, fetched in the claim transaction."""
+
+    step_no: int
+    channel: str
+    lane: Lane
+    send_after: int
+    resolution: str | None  # set once the notification is resolved
+    expires_at: int
+    sibling_in_flight: int | None  # step_no of a sibling being sent right now
+    recipient: Recipient | None
+    contact: str  # the contact kind this channel sends to
+    configured: bool = True  # False: the channel is no longer in the config
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The claim policy's verdict on one due step, applied by the store in the same transaction."""
+
+    verdict: Verdict
+    reason: str | None = None
+    until: int | None = None  # POSTPONE: the new send_after
+    pull_next_at: int | None = None  # SUPPRESS, DEAD: the next step becomes due no later
+
+
 @dataclass(frozen=True)
 class Completion:
     """What the sender decided about one attempt; the store applies it under the claim token."""
 
-    outcome: str  # sent | rejected | failed | unknown
+    outcome: Outcome
     state: StepState
     reason: str | None = None
     provider_ref: str | None = None
@@ -167,6 +252,6 @@ class Budget:
 
 
 # Plans the ladder once the recipient is read, inside the accept transaction.
-PlanFn = Callable[[Recipient | None], tuple[list[PlannedStep], str]]
-# (notification row, channel, step_no) -> (destination, payload) to freeze on the step.
-FreezeFn = Callable[[dict[str, Any], str, int], tuple[str, dict[str, Any]]]
+PlanFn = Callable[[Recipient | None], tuple[list[PlannedStep], Lane]]
+# The claim policy (policy.decide_claim), handed to the store so that it stays free of policy.
+DecideFn = Callable[[ClaimContext, int], Decision]

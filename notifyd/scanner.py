@@ -7,31 +7,17 @@ next send_after arrives, and at least every poll interval so a lost wake-up cost
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 import logging
-from typing import Any
 
 from notifyd.clock import Clock
 from notifyd.config import Config
-from notifyd.models import FreezeFn, iso
+from notifyd.models import iso
+from notifyd.policy import decide_claim
+from notifyd.recipients import contact_kinds
 from notifyd.sender import SenderPool
 from notifyd.store import Store
 
 log = logging.getLogger("notifyd.scanner")
-
-
-def freeze_payload(cfg: Config, n: dict[str, Any], channel: str,
-                   step_no: int) -> tuple[str, dict[str, Any]]:
-    """The exact destination and body for a step, fixed before its first provider call."""
-    ch = cfg.channels[channel]
-    destination = ch.url if ch.type == "webhook" else channel
-    payload = {
-        "notification_id": n["id"], "step_no": step_no, "channel": channel, "kind": n["kind"],
-        "user_id": n["user_id"], "params": json.loads(n["params"]),
-        "created_at": iso(n["created_at"]), "expires_at": iso(n["expires_at"]),
-    }
-    return destination, payload
 
 
 class Scanner:
@@ -39,8 +25,8 @@ class Scanner:
         self.cfg, self.store, self.pool, self.clock = cfg, store, pool, clock
         self.lease_ms = int(cfg.scanner.lease_sec * 1000)
         self.poll_ms = int(cfg.scanner.poll_interval_sec * 1000)
-        self.contact_of = {name: f"channel:{name}" for name in cfg.channels}
-        self.freeze: FreezeFn = functools.partial(freeze_payload, cfg)
+        self.contacts = contact_kinds(cfg)
+        self.decide = decide_claim
         self._wake = asyncio.Event()
         self._sleep_until: int | None = None
         self._wake_at: int | None = None  # earliest due time reported while we were scanning
@@ -60,18 +46,23 @@ class Scanner:
         if not wants:
             return 0
         wants = [(ch, lane, min(n, self.cfg.scanner.claim_batch)) for ch, lane, n in wants]
-        claims = await self.store.claim_due(now, wants, self.lease_ms, self.contact_of,
-                                            self.freeze, self.pool.budget(now))
-        self.pool.dispatch(claims, now)
+        claims = await self.store.claim_due(now, wants, self.lease_ms, self.contacts,
+                                            self.decide, self.pool.budget(now))
+        self.pool.dispatch(await self.pool.prepare(claims, now), now)
         return len(claims)
 
     async def run(self, stop: asyncio.Event) -> None:
         now = self.clock.now_ms()
-        recovered = await self.store.recover_interrupted(now)
-        if recovered:
-            log.warning("%d steps were mid-send when notifyd last stopped; retrying them as "
-                        "unknown under their original keys", recovered)
-        orphans = await self.store.end_unconfigured(sorted(self.cfg.channels), now)
+        lapsed = await self.store.lapse_leases(now)
+        if lapsed:
+            log.warning("%d steps were mid-send when notifyd last stopped and their lease has "
+                        "ended; retrying them as unknown under their original keys", lapsed)
+        held, until = await self.store.leased()
+        if held:  # not taken over early: another process may be sending them
+            log.warning("%d steps were mid-send when notifyd last stopped, or are being sent "
+                        "by another process; each is retried as unknown under its original key "
+                        "once its lease ends (the last at %s)", held, iso(until))
+        orphans = await self.store.end_unconfigured(sorted(self.cfg.channels), self.decide, now)
         if orphans:
             log.warning("%d open steps were on channels no longer configured; they end dead "
                         "(notifyd dead-letters lists them)", orphans)

@@ -10,15 +10,30 @@ stays pending in the store rather than failing.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
 import random
 from collections import deque
 from collections.abc import Callable
 
-from notifyd.channels.base import Channel, Failed, Message, Outcome, Rejected, Sent, Unknown
+from notifyd.channels import build_channel
+from notifyd.channels.base import (
+    Channel,
+    Failed,
+    Limits,
+    Message,
+    Rejected,
+    RenderError,
+    RenderInput,
+    Sent,
+    Unknown,
+)
+from notifyd.channels.base import Outcome as Answer
 from notifyd.clock import Clock
 from notifyd.config import SEND_SLACK_SEC, ChannelConfig, Config
-from notifyd.models import Budget, Claim, Completion, Lane, StepState
+from notifyd.models import Budget, Claim, Completion, Lane, Outcome, StepState
+from notifyd.recipients import address_of
 from notifyd.store import Store
 
 log = logging.getLogger("notifyd.sender")
@@ -100,15 +115,22 @@ def backoff_ms(cfg: ChannelConfig, tries: int, rng: random.Random) -> int:
     return int(rng.uniform(0, ceiling) * 1000)
 
 
-def decide(cfg: ChannelConfig, claim: Claim, outcome: Outcome, now: int,
+def build_adapters(cfg: Config) -> dict[str, Channel]:
+    """One adapter per configured channel, built by its type from its own settings."""
+    return {name: build_channel(name, ch.type, ch.settings, Limits(
+        ch.timeout_sec, ch.urgent_concurrency + ch.bulk_concurrency))
+        for name, ch in cfg.channels.items()}
+
+
+def decide(cfg: ChannelConfig, claim: Claim, outcome: Answer, now: int,
            rng: random.Random) -> Completion:
     """Turn one provider outcome into the step's next state: the whole retry policy."""
     if isinstance(outcome, Sent):
-        return Completion("sent", StepState.SENT, provider_ref=outcome.provider_ref)
+        return Completion(Outcome.SENT, StepState.SENT, provider_ref=outcome.provider_ref)
     if isinstance(outcome, Rejected):
-        return Completion("rejected", StepState.REJECTED, reason=outcome.reason,
+        return Completion(Outcome.REJECTED, StepState.REJECTED, reason=outcome.reason,
                           disable_contact=True, pull_next=True)
-    label = "failed" if isinstance(outcome, Failed) else "unknown"
+    label = Outcome.FAILED if isinstance(outcome, Failed) else Outcome.UNKNOWN
     delay = backoff_ms(cfg, claim.tries, rng)
     if isinstance(outcome, Failed) and outcome.retry_after is not None:
         delay = max(delay, int(outcome.retry_after * 1000))
@@ -117,7 +139,7 @@ def decide(cfg: ChannelConfig, claim: Claim, outcome: Outcome, now: int,
         why = "retry budget spent" if claim.tries >= cfg.max_attempts else "time to live ends"
         return Completion(label, StepState.DEAD, pull_next=True, reason=(
             f"{why} after {claim.tries} attempt(s); last: {outcome.reason}"))
-    state = StepState.PENDING if label == "failed" else StepState.UNKNOWN
+    state = StepState.PENDING if label is Outcome.FAILED else StepState.UNKNOWN
     return Completion(label, state, reason=f"{outcome.reason}; retry {claim.tries + 1}",
                       retry_at=retry_at)
 
@@ -127,8 +149,8 @@ class ChannelSender:
                  now: int) -> None:
         self.name, self.cfg, self.adapter, self.breaker = name, cfg, adapter, breaker
         self.bucket = TokenBucket(cfg.rate_per_sec, cfg.burst, now)
-        self.ceiling = {"urgent": cfg.urgent_concurrency, "bulk": cfg.bulk_concurrency}
-        self.in_flight = {"urgent": 0, "bulk": 0}
+        self.ceiling = {Lane.URGENT: cfg.urgent_concurrency, Lane.BULK: cfg.bulk_concurrency}
+        self.in_flight = {Lane.URGENT: 0, Lane.BULK: 0}
 
 
 class SenderPool:
@@ -145,7 +167,7 @@ class SenderPool:
         self.tasks: set[asyncio.Task[None]] = set()
         self.on_free: Callable[[], None] = lambda: None  # the scanner's wake-up
 
-    def pairs(self) -> list[tuple[str, str]]:
+    def pairs(self) -> list[tuple[str, Lane]]:
         return [(name, lane) for lane in LANES for name in self.channels]
 
     def budget(self, now: int) -> Budget:
@@ -163,11 +185,11 @@ class SenderPool:
             budget.keys[name] = keys
         return budget
 
-    def wants(self, now: int) -> list[tuple[str, str, int]]:
+    def wants(self, now: int) -> list[tuple[str, Lane, int]]:
         """How many steps each (channel, lane) could start now, urgent lanes first. Lanes share
         the budget: the claim spends it in this order, so urgent work takes tokens first."""
         budget = self.budget(now)
-        out: list[tuple[str, str, int]] = []
+        out: list[tuple[str, Lane, int]] = []
         for lane in LANES:
             for name, ch in self.channels.items():
                 n = budget.allow(name, ch.ceiling[lane] - ch.in_flight[lane])
@@ -185,6 +207,40 @@ class SenderPool:
                 waits.append(b.opened_at + b.cooldown_ms - now)
         return min(waits, default=None)
 
+    async def prepare(self, claims: list[Claim], now: int) -> list[Claim]:
+        """Render what has never been frozen and freeze it, all in one write, before any of it
+        is sent; claims already frozen pass as they are. A render that raises ends that one
+        step dead (the ladder moves on); it never holds up the others."""
+        ready: list[Claim | None] = list(claims)
+        todo: list[tuple[int, Claim, str, str]] = []
+        failed: list[tuple[Claim, Completion]] = []
+        for i, claim in enumerate(claims):
+            if claim.payload is not None:
+                continue
+            ready[i] = None
+            try:
+                r = self.channels[claim.channel].adapter.render(render_input(claim))
+                text = json.dumps(r.payload, sort_keys=True)
+            except Exception as e:  # noqa: BLE001 - a bad template ends its own step only
+                failed.append((claim, _render_failed(claim, e)))
+                continue
+            # The first call sends what a retry will: the frozen text, read back.
+            todo.append((i, dataclasses.replace(claim, destination=r.destination,
+                                                payload=json.loads(text)), r.destination, text))
+        if not todo and not failed:
+            return claims
+        # Queued together, so the writer commits the freezes and the failures as one batch.
+        ended = [asyncio.ensure_future(self.store.complete(c, done, now)) for c, done in failed]
+        frozen = await self.store.freeze([(c, d, t) for _, c, d, t in todo], now) if todo else []
+        await asyncio.gather(*ended)
+        for (i, claim, _, _), ok in zip(todo, frozen, strict=True):
+            if ok:
+                ready[i] = claim
+            else:
+                log.warning("%s: lease was taken over before the first send; left alone",
+                            claim.key)
+        return [c for c in ready if c is not None]
+
     def dispatch(self, claims: list[Claim], now: int) -> None:
         for claim in claims:
             ch = self.channels[claim.channel]
@@ -197,12 +253,16 @@ class SenderPool:
 
     async def _send(self, ch: ChannelSender, claim: Claim, probe: bool) -> None:
         try:
+            assert claim.destination is not None and claim.payload is not None  # prepare()d
             message = Message(claim.key, claim.destination, claim.payload)
             try:
                 outcome = await asyncio.wait_for(ch.adapter.send(message),
                                                  ch.cfg.timeout_sec + SEND_SLACK_SEC)
             except TimeoutError:
                 outcome = Unknown("no answer within the send timeout")
+            except asyncio.CancelledError:  # stopping past the grace: give the lease back
+                await self._give_back(claim)
+                raise
             except Exception as e:  # noqa: BLE001 - an adapter bug must not lose the step
                 # No traceback: exception texts can carry the destination URL, often a secret.
                 log.error("adapter %s raised %s on %s", ch.name, type(e).__name__, claim.key)
@@ -217,17 +277,49 @@ class SenderPool:
             ch.in_flight[claim.lane] -= 1
             self.on_free()
 
+    async def _give_back(self, claim: Claim) -> None:
+        """This process stops mid-send: the step becomes unknown now, under its claim token,
+        and the next start retries it under the same key instead of waiting out the lease."""
+        now = self.clock.now_ms()
+        why = "interrupted: notifyd stopped during the send"
+        try:
+            await self.store.complete(claim, Completion(Outcome.UNKNOWN, StepState.UNKNOWN,
+                                                        reason=why, retry_at=now), now)
+        except Exception as e:  # noqa: BLE001 - the lease then lapses on its own
+            log.warning("%s: could not record the interrupted send (%s); its lease will lapse",
+                        claim.key, type(e).__name__)
+
     async def drain(self, grace_sec: float) -> None:
-        """Let in-flight sends finish within the grace period; the rest become unknown later."""
+        """Let in-flight sends finish within the grace period; the rest become unknown."""
         if self.tasks:
             _, pending = await asyncio.wait(set(self.tasks), timeout=grace_sec)
             for task in pending:
                 task.cancel()
             if pending:
-                log.warning("%d sends still in flight after the grace period; they will be "
-                            "retried as unknown on the next start", len(pending))
+                log.warning("%d sends still in flight after the grace period; they become "
+                            "unknown and are retried on the next start", len(pending))
                 await asyncio.gather(*pending, return_exceptions=True)
 
     async def close(self) -> None:
         for ch in self.channels.values():
             await ch.adapter.close()
+
+
+def render_input(claim: Claim) -> RenderInput:
+    """What the channel may read to render a claimed step that has never been frozen."""
+    notice = claim.notice
+    assert notice is not None
+    r = notice.recipient
+    address = address_of(r.contacts, claim.contact) if r is not None else ""
+    return RenderInput(claim.notification_id, claim.step_no, claim.channel, notice.kind,
+                       notice.user_id, notice.params, notice.created_at, claim.expires_at,
+                       address or None, r.locale if r is not None else None)
+
+
+def _render_failed(claim: Claim, e: Exception) -> Completion:
+    what = f"{e.template}: {type(e.error).__name__}" if isinstance(e, RenderError) \
+        else type(e).__name__
+    log.warning("%s: render failed (%s); the step ends dead and the ladder moves on",
+                claim.key, what)
+    return Completion(Outcome.FAILED, StepState.DEAD, reason=f"render failed: {what}",
+                      pull_next=True)

@@ -9,19 +9,22 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from notifyd import resolution
 from notifyd.auth import KeyCache
 from notifyd.clock import Clock
 from notifyd.config import Config
 from notifyd.errors import ApiError
-from notifyd.ingest import Ingest, check_fields, get_str, parse_object
-from notifyd.ladder import parse_hhmm, valid_timezone
-from notifyd.models import ApiKey, Recipient, ResolveResult, iso
+from notifyd.ingest import Ingest
+from notifyd.models import ApiKey, ResolveResult, iso
 from notifyd.openapi import spec
+from notifyd.recipients import parse_recipient, recipient_view
+from notifyd.resolution import Ref
+from notifyd.store import Notification
+from notifyd.validate import check_fields, get_str, parse_object
 from notifyd.views import status_view
 
 log = logging.getLogger("notifyd.web")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-USER_FIELDS = frozenset({"email", "phone", "chat", "timezone", "locale", "quiet_hours"})
 CTX: web.AppKey[Context] = web.AppKey("ctx")
 
 
@@ -82,23 +85,32 @@ async def post_notification(request: web.Request) -> web.Response:
                         content_type="application/json")
 
 
-async def _owned(request: web.Request, key: ApiKey, nid: str | None = None) -> dict[str, Any]:
+async def _owned(request: web.Request, key: ApiKey, ref: Ref) -> Notification:
     """The notification, if this key may see it: its tenant, and one of its kinds. Anything
     else is simply not found, so ids of others are not confirmed to exist."""
-    nid = nid or request.match_info["id"]
-    n = await request.app[CTX].store.get_notification(nid)
-    if n is None or n["tenant"] != key.tenant or not key.allows(n["kind"]):
-        raise ApiError("not_found", f"no notification {nid!r}", "id")
+    n = await resolution.find(request.app[CTX].store, ref, key.tenant)
+    if n is None or not key.allows(n.kind):
+        if ref.notification_id is not None:
+            raise ApiError("not_found", f"no notification {ref.notification_id!r}", "id")
+        raise ApiError("not_found", f"no notification for user {ref.user_id!r} with dedup key "
+                       f"{ref.dedup_key!r}", "dedup_key")
     return n
 
 
 async def get_notification(request: web.Request) -> web.Response:
     key = await authorise(request)
-    return web.json_response(status_view(await _owned(request, key)))
+    n = await _owned(request, key, Ref(notification_id=request.match_info["id"]))
+    return web.json_response(status_view(n))
 
 
-def _resolution_of(data: dict[str, Any]) -> str:
-    return get_str(data, "resolution", required=False, max_len=200) or "resolved"
+async def _resolve(request: web.Request, key: ApiKey, ref: Ref,
+                   data: dict[str, Any]) -> web.Response:
+    ctx = request.app[CTX]
+    n = await _owned(request, key, ref)
+    what = get_str(data, "resolution", required=False, max_len=200)
+    r = await resolution.resolve(ctx.store, n, what or resolution.DEFAULT_RESOLUTION,
+                                 f"key:{key.name}", ctx.clock.now_ms())
+    return _resolved(r)
 
 
 def _resolved(r: ResolveResult) -> web.Response:
@@ -108,71 +120,18 @@ def _resolved(r: ResolveResult) -> web.Response:
 
 
 async def resolve_notification(request: web.Request) -> web.Response:
-    ctx = request.app[CTX]
     key = await authorise(request)
     data = await read_object(request)
     check_fields(data, frozenset({"resolution"}))
-    n = await _owned(request, key)
-    r = await ctx.store.resolve(n["id"], _resolution_of(data), f"key:{key.name}",
-                                ctx.clock.now_ms())
-    assert r is not None
-    return _resolved(r)
+    return await _resolve(request, key, Ref(notification_id=request.match_info["id"]), data)
 
 
 async def post_resolution(request: web.Request) -> web.Response:
-    ctx = request.app[CTX]
     key = await authorise(request)
     data = await read_object(request)
     check_fields(data, frozenset({"user_id", "dedup_key", "resolution"}))
     user_id, dedup_key = get_str(data, "user_id"), get_str(data, "dedup_key")
-    assert user_id is not None and dedup_key is not None
-    nid = await ctx.store.find_by_dedup(key.tenant, user_id, dedup_key)
-    if nid is None:
-        raise ApiError("not_found", f"no notification for user {user_id!r} with dedup key "
-                       f"{dedup_key!r}", "dedup_key")
-    await _owned(request, key, nid)
-    r = await ctx.store.resolve(nid, _resolution_of(data), f"key:{key.name}", ctx.clock.now_ms())
-    assert r is not None
-    return _resolved(r)
-
-
-def parse_recipient(tenant: str, user_id: str, data: dict[str, Any]) -> Recipient:
-    check_fields(data, USER_FIELDS)
-    contacts: dict[str, Any] = {}
-    for name in ("email", "phone"):
-        value = get_str(data, name, required=False)
-        if value is not None:
-            contacts[name] = value
-    chat = data.get("chat")
-    if chat is not None:
-        if not isinstance(chat, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) and v for k, v in chat.items()):
-            raise ApiError("invalid_field", "chat must map a chat service to an id", "chat")
-        contacts["chat"] = chat
-    tz = get_str(data, "timezone", required=False, max_len=64)
-    if tz is not None and not valid_timezone(tz):
-        raise ApiError("invalid_field", f"unknown timezone {tz!r} (use an IANA name such as "
-                       "Europe/Paris)", "timezone")
-    quiet = data.get("quiet_hours")
-    start = end = None
-    if quiet is not None:
-        if not isinstance(quiet, dict) or set(quiet) != {"start", "end"}:
-            raise ApiError("invalid_field", "quiet_hours must be {start: 'HH:MM', end: 'HH:MM'} "
-                           "or null", "quiet_hours")
-        try:
-            parse_hhmm(quiet["start"])
-            parse_hhmm(quiet["end"])
-        except (ValueError, TypeError, AttributeError) as e:
-            raise ApiError("invalid_field", f"quiet_hours: {e}", "quiet_hours") from None
-        start, end = quiet["start"], quiet["end"]
-    locale = get_str(data, "locale", required=False, max_len=35)
-    return Recipient(tenant, user_id, tz, locale, start, end, contacts)
-
-
-def recipient_view(r: Recipient) -> dict[str, Any]:
-    quiet = {"start": r.quiet_start, "end": r.quiet_end} if r.quiet_start else None
-    return {"user_id": r.user_id, **r.contacts, "timezone": r.timezone, "locale": r.locale,
-            "quiet_hours": quiet, "disabled_contacts": r.disabled}
+    return await _resolve(request, key, Ref(user_id=user_id, dedup_key=dedup_key), data)
 
 
 async def put_user(request: web.Request) -> web.Response:

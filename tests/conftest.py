@@ -44,7 +44,7 @@ async def store(cfg: Config) -> AsyncIterator[SqliteStore]:
 async def api(cfg: Config, store: SqliteStore, clock: FakeClock,
               db_path: Path) -> AsyncIterator[Api]:
     """The real app over the real store, with a key for tenant 'acme' that may post every kind."""
-    ctx = Context(cfg, Ingest(cfg, store, clock), KeyCache(store), clock)
+    ctx = Context(cfg, Ingest(cfg, store, clock), KeyCache(store, clock), clock)
     async with TestClient(TestServer(make_app(ctx))) as client:
         a = Api(client, store, clock, db_path)
         a.key = await a.new_key()

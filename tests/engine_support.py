@@ -10,6 +10,7 @@ the real Scanner, SenderPool and SqliteStore over a file in tmp_path, driven by 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import queue
@@ -30,7 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
-from notifyd.channels import build_channel
+from notifyd.channels.webhook import WebhookSettings
 from notifyd.clock import FakeClock
 from notifyd.config import (
     ChannelConfig,
@@ -43,10 +44,10 @@ from notifyd.config import (
     validate,
 )
 from notifyd.ingest import Ingest
-from notifyd.models import ApiKey, Claim
+from notifyd.models import ApiKey, Claim, Lane
 from notifyd.scanner import Scanner
-from notifyd.sender import SenderPool
-from notifyd.store import SqliteStore
+from notifyd.sender import SenderPool, build_adapters
+from notifyd.store import Notification, SqliteStore
 
 START_MS = 1_790_000_000_000
 KEY = ApiKey("k", "default", (), "h")
@@ -256,7 +257,8 @@ class ThreadedProvider:
 
 def webhook(url: str, **kw: Any) -> ChannelConfig:
     """A webhook channel with limits out of the way unless a test sets them."""
-    base: dict[str, Any] = {"type": "webhook", "url": url, "timeout_sec": 10.0,
+    base: dict[str, Any] = {"type": "webhook", "settings": WebhookSettings(url),
+                            "timeout_sec": 10.0,
                             "rate_per_sec": 1_000_000.0, "burst": 1_000_000,
                             "urgent_concurrency": 64, "bulk_concurrency": 64,
                             "backoff_base_sec": 1.0, "backoff_max_sec": 60.0,
@@ -342,11 +344,18 @@ class Engine:
         raise AssertionError(f"still claiming after {rounds} rounds")
 
     async def claim(self, channel: str = "hook", lane: str = "bulk", n: int = 1) -> list[Claim]:
-        """Claim like the scanner does, without dispatching: a sender that never reports back."""
-        return await self.store.claim_due(self.now, [(channel, lane, n)], self.scanner.lease_ms,
-                                          self.scanner.contact_of, self.scanner.freeze)
+        """Claim like the scanner does, rendering and freezing, without dispatching: a sender
+        that never reports back."""
+        claims = await self.store.claim_due(self.now, [(channel, Lane(lane), n)],
+                                            self.scanner.lease_ms, self.scanner.contacts,
+                                            self.scanner.decide)
+        return await self.pool.prepare(claims, self.now)
 
     async def notification(self, nid: str) -> dict[str, Any]:
+        """The notification record as plain dicts (steps, and each step's attempt_log)."""
+        return plain(await self.record(nid))
+
+    async def record(self, nid: str) -> Notification:
         n = await self.store.get_notification(nid)
         assert n is not None
         return n
@@ -372,8 +381,7 @@ async def engine(tmp_path: Path, channels: dict[str, ChannelConfig],
     store = SqliteStore(cfg.store.path, cfg.store.synchronous)
     await store.open()
     clock = clock or FakeClock(START_MS)
-    adapters = {n: build_channel(n, ch) for n, ch in cfg.channels.items()}
-    pool = SenderPool(cfg, store, clock, adapters, rng=random.Random(seed))
+    pool = SenderPool(cfg, store, clock, build_adapters(cfg), rng=random.Random(seed))
     scan = Scanner(cfg, store, pool, clock)
     eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=scan.wake), db)
     try:
@@ -384,6 +392,15 @@ async def engine(tmp_path: Path, channels: dict[str, ChannelConfig],
         finally:
             await pool.close()
             await store.close()
+
+
+def plain(obj: Any) -> Any:
+    """A record as dicts and lists, the shape the tests read rows in."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, tuple | list):
+        return [plain(x) for x in obj]
+    return obj
 
 
 def query(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from notifyd import config as config_module
+from notifyd.channels import TYPES as CHANNEL_TYPES
 from notifyd.cli import main
 from notifyd.config import Config, KindConfig, LadderStep, load_config, render_example, validate
 from notifyd.errors import ConfigError
@@ -31,10 +32,38 @@ def _config_dataclasses() -> list[type]:
             if dataclasses.is_dataclass(obj) and obj.__module__ == config_module.__name__]
 
 
+def _keys(cls: type) -> list[dataclasses.Field[object]]:
+    """The TOML keys a config dataclass has (a channel's type settings are keys of their own)."""
+    return [f for f in dataclasses.fields(cls) if not f.metadata.get("type_settings")]
+
+
 def test_every_config_field_has_a_doc() -> None:
-    undocumented = [f"{cls.__name__}.{f.name}" for cls in _config_dataclasses()
-                    for f in dataclasses.fields(cls) if not f.metadata.get("doc")]
+    classes = _config_dataclasses() + [t.settings for t in CHANNEL_TYPES.values()]
+    undocumented = [f"{cls.__name__}.{f.name}" for cls in classes for f in _keys(cls)
+                    if not f.metadata.get("doc")]
     assert undocumented == []
+
+
+def test_example_documents_each_channel_types_own_keys() -> None:
+    text = render_example()
+    for name, ctype in CHANNEL_TYPES.items():
+        assert f'#   type = "{name}": ' in text
+        for f in _keys(ctype.settings):
+            assert f"\n#     {f.name} = " in text, f"{name}.{f.name} missing from the example"
+
+
+def test_a_channel_types_own_keys_are_checked_against_its_type(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[channels.log]\nurl = "http://x"\n')  # url is the webhook's key
+    with pytest.raises(ConfigError, match=r"channels.log.url: unknown key for a log channel"):
+        load_config(path)
+    path.write_text('[channels.h]\ntype = "webhook"\nurl = "ftp://x"\n')
+    with pytest.raises(ConfigError, match=r"channels.h.url: a webhook channel needs an http"):
+        load_config(path)
+    path.write_text('[channels.h]\ntype = "webhook"\nurl = "http://x/hook"\nrate_per_sec = 5\n'
+                    '[kinds.k]\nladder = [{ channel = "h" }]\n')
+    ch = load_config(path).channels["h"]
+    assert (ch.settings.url, ch.rate_per_sec) == ("http://x/hook", 5.0)
 
 
 def test_example_shows_every_key() -> None:
@@ -43,7 +72,7 @@ def test_example_shows_every_key() -> None:
     for cls in _config_dataclasses():
         if cls in (Config, LadderStep):
             continue
-        for f in dataclasses.fields(cls):
+        for f in _keys(cls):
             assert f"\n{f.name} = " in text, f"{cls.__name__}.{f.name} missing from the example"
 
 

@@ -1,5 +1,6 @@
 """Promise 7 with the real daemon: SIGKILL it while 1,000 ladders are mid-flight to a slow provider,
-restart it on the same file, and every accepted notification finishes; every key the provider saw
+restart it on the same file, and every accepted notification finishes (the steps in flight once
+their leases end); every key the provider saw
 carried one frozen payload, byte for byte; the number of keys it saw more than once is printed.
 
 The provider is a real HTTP server on its own thread; the daemon is `python -m notifyd serve`.
@@ -34,6 +35,7 @@ CONFIG = """
 [scanner]
 poll_interval_sec = 0.2
 claim_batch = 256
+lease_sec = 8.0
 
 [daemon]
 grace_sec = 2.0
@@ -41,7 +43,7 @@ grace_sec = 2.0
 [channels.hook]
 type = "webhook"
 url = "{url}"
-timeout_sec = 30.0
+timeout_sec = 2.0
 rate_per_sec = 100000.0
 burst = 100000
 bulk_concurrency = 200

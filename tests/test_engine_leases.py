@@ -1,5 +1,5 @@
-"""Leases and claim tokens: a stale sender never overwrites newer evidence, a lapsed lease and an
-interrupted start-up both become unknown and are resent under the same key and bytes, at most one
+"""Leases and claim tokens: a stale sender never overwrites newer evidence, a lapsed lease (also one
+left by a process that died) becomes unknown and is resent under the same key and bytes, at most one
 attempt per notification is active, and a step past its time to live ends expired.
 """
 
@@ -104,8 +104,10 @@ async def test_a_sender_outliving_its_lease_is_ignored_and_the_new_claim_wins(
         assert set(prov.bodies_by_key()[f"{nid}:0"]) == {body_of(s["payload"])}
 
 
-async def test_a_step_left_sending_at_start_up_becomes_unknown_and_is_resent(
+async def test_a_step_left_sending_at_start_up_waits_out_its_lease_then_is_resent(
         tmp_path: Path, prov: Provider) -> None:
+    """The process that claimed it died, or another process is still sending it: the store
+    cannot tell, so the step is taken over only when its lease has run out."""
     clock = FakeClock()
     channels, kinds = {"hook": webhook(prov.url)}, {"k": two_step()}
     async with engine(tmp_path, channels, kinds, clock=clock) as e:
@@ -113,11 +115,17 @@ async def test_a_step_left_sending_at_start_up_becomes_unknown_and_is_resent(
         [claim] = await e.claim()  # the process dies before the provider call returns
     clock.advance(5)
     async with engine(tmp_path, channels, kinds, clock=clock) as e:
-        assert await e.store.recover_interrupted(e.now) == 1
-        assert await e.store.recover_interrupted(e.now) == 0
+        assert await e.store.lapse_leases(e.now) == 0
+        assert await e.store.leased() == (1, (await e.step(nid, 0))["lease_until"])
+        assert await e.cycle() == 0  # still within its lease: left alone
+        assert (await e.step(nid, 0))["state"] == "sending"
+
+        e.clock.advance(LEASE_MS / 1000 - 5)
+        assert await e.store.lapse_leases(e.now) == 1
+        assert await e.store.lapse_leases(e.now) == 0
         s = await e.step(nid, 0)
         assert (s["state"], s["send_after"]) == ("unknown", e.now)
-        assert s["reason"] == "interrupted: notifyd stopped during the send"
+        assert s["reason"] == "lease expired: the send may have reached the provider"
         assert [(a["outcome"], a["ended_at"]) for a in s["attempt_log"]] == [("unknown", e.now)]
 
         assert await e.cycle() == 1
@@ -127,13 +135,14 @@ async def test_a_step_left_sending_at_start_up_becomes_unknown_and_is_resent(
         assert prov.seen[0].body == body_of(claim.payload)  # frozen before the first call
 
 
-async def test_the_scanner_loop_recovers_interrupted_steps_on_start(
+async def test_the_scanner_loop_retries_a_lapsed_step_on_start(
         tmp_path: Path, prov: Provider) -> None:
     clock = FakeClock()
     channels, kinds = {"hook": webhook(prov.url)}, {"k": two_step()}
     async with engine(tmp_path, channels, kinds, clock=clock) as e:
         nid = await e.accept()
         [claim] = await e.claim()
+    clock.advance(LEASE_MS / 1000)
     async with engine(tmp_path, channels, kinds, clock=clock) as e:
         stop = asyncio.Event()
         loop = asyncio.create_task(e.scanner.run(stop))

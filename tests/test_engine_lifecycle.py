@@ -117,7 +117,7 @@ def test_a_send_outliving_the_grace_is_resent_under_its_key_on_the_next_start(
         d.signal(signal.SIGTERM)
         assert d.wait(TIMEOUT) == 0, d.stderr()
         assert "still in flight after the grace period" in d.stderr()
-        assert step_state(db, nid) == "sending"
+        assert step_state(db, nid) == "unknown"  # given back: the next start needs no lease wait
 
         prov.gate.set()
         daemons.append(again := Daemon(db, config))
@@ -147,7 +147,7 @@ def test_a_second_signal_exits_at_once(tmp_path: Path) -> None:
         d.signal(signal.SIGTERM)
         assert d.wait(TIMEOUT) == 128 + signal.SIGTERM
         assert "second signal: exiting at once" in d.stderr()
-        assert step_state(db, nid) == "sending"  # the next start retries it as unknown
+        assert step_state(db, nid) == "sending"  # retried as unknown once its lease ends
 
 
 def test_the_systemd_unit_is_type_notify_restarts_on_failure_and_is_sandboxed() -> None:

@@ -26,6 +26,7 @@ from engine_support import (
     body_of,
     engine,
     hold,
+    plain,
     provider,
     two_step,
     webhook,
@@ -35,7 +36,7 @@ from notifyd.channels.base import Failed, Unknown
 from notifyd.cli import main
 from notifyd.clock import FakeClock
 from notifyd.config import ChannelConfig, KindConfig, LadderStep
-from notifyd.models import Claim, Recipient, StepState, iso
+from notifyd.models import Claim, Lane, Recipient, StepState, iso
 from notifyd.sender import backoff_ms, decide
 
 HOUR = 3600
@@ -80,8 +81,8 @@ def test_backoff_stays_within_full_jitter_bounds() -> None:
 
 
 def _claim(tries: int, expires_at: int) -> Claim:
-    return Claim("n_x", 0, "hook", "bulk", tries, tries, "tok", "http://x", {}, expires_at,
-                 "channel:hook")
+    return Claim("n_x", 0, "hook", Lane.BULK, tries, tries, "tok", expires_at, "channel:hook",
+                 "http://x", {})
 
 
 def test_decide_never_schedules_a_retry_at_or_past_the_ttl() -> None:
@@ -181,7 +182,7 @@ async def test_dead_letter_after_the_budget_then_listed_and_replayed_under_the_s
         assert s1["state"] == "pending" and s1["send_after"] == e.now
         assert s1["note"] == "pulled forward: step 0 dead"
 
-        dead = await e.store.dead_letters(10)
+        dead = plain(await e.store.dead_letters(10))
         assert [(d["notification_id"], d["step_no"], d["channel"], d["attempts"], d["reason"])
                 for d in dead] == [(nid, 0, "hook", 3, s0["reason"])]
         shown = await run_cli(e.db, "dead-letters")
@@ -505,7 +506,7 @@ async def test_inspect_says_why_an_open_step_waits(tmp_path: Path, prov: Provide
     async with engine(tmp_path, {"hook": webhook(prov.url)}, {"k": ONE_STEP}) as e:
         nid = await e.accept()
         assert await e.cycle() == 1
-        text = "\n".join(timeline(await e.notification(nid)))
+        text = "\n".join(timeline(await e.record(nid)))
         s0 = await e.step(nid, 0)
         assert "step 0 hook: attempt 1 failed: HTTP 500; retry 2" in text
         assert f"step 0 hook: pending: HTTP 500; retry 2, due {iso(s0['send_after'])}" in text

@@ -53,7 +53,8 @@ CASES: list[tuple[str, Reply, str, str, str | None]] = [
     ("502", answer(502, "bad gw"), "pending", "failed", "HTTP 502"),
     ("503", answer(503, "later"), "pending", "failed", "HTTP 503"),
     ("400", answer(400, "bad"), "rejected", "rejected", "HTTP 400"),
-    ("404", answer(404, "nope"), "rejected", "rejected", "HTTP 404"),
+    ("404", answer(404, "nope"), "pending", "failed", "HTTP 404"),  # our URL is wrong, not theirs
+    ("405", answer(405, "nope"), "pending", "failed", "HTTP 405"),
     ("410", answer(410, "gone"), "rejected", "rejected", "HTTP 410"),
     ("422", answer(422, "invalid"), "rejected", "rejected", "HTTP 422"),
     ("dropped", drop(), "unknown", "unknown", "connection lost after sending"),

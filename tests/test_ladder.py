@@ -9,7 +9,8 @@ from support import Api, query
 
 from notifyd.config import LadderStep
 from notifyd.ladder import plan_steps, quiet_until
-from notifyd.models import PlannedStep, Recipient, StepState
+from notifyd.models import DisabledContact, PlannedStep, Recipient, StepState
+from notifyd.recipients import dead_contacts
 
 CONTACTS = {"log": "channel:log", "sms": "channel:sms", "email": "channel:email"}
 NY, PARIS = "America/New_York", "Europe/Paris"
@@ -23,12 +24,13 @@ def ms(zone: str, y: int, mo: int, d: int, h: int, mi: int, fold: int = 0) -> in
 def who(zone: str | None = None, quiet: tuple[str, str] | None = None,
         disabled: dict[str, str] | None = None) -> Recipient:
     start, end = quiet or (None, None)
-    return Recipient("acme", "u1", zone, None, start, end, {}, disabled or {})
+    dead = tuple(DisabledContact(c, "", why) for c, why in (disabled or {}).items())
+    return Recipient("acme", "u1", zone, None, start, end, {}, dead)
 
 
 def plan(ladder: tuple[LadderStep, ...], now: int, r: Recipient | None = None,
          urgent: bool = False) -> list[PlannedStep]:
-    return plan_steps(ladder, CONTACTS, now, r, urgent)
+    return plan_steps(ladder, CONTACTS, now, r, urgent, dead_contacts(r))
 
 
 def times(steps: list[PlannedStep]) -> list[int]:
@@ -184,6 +186,6 @@ def test_after_sec_steps_keep_their_spacing_when_quiet_hours_move_the_first() ->
     r = who("UTC", ("22:00", "07:00"))
     ladder = (LadderStep("push"), LadderStep("sms", after_sec=300), LadderStep("email", after_sec=3600))
     at = ms("UTC", 2026, 10, 1, 23, 0)
-    steps = plan_steps(ladder, {}, at, r, urgent=False)
+    steps = plan_steps(ladder, {}, at, r, False, {})
     seven = ms("UTC", 2026, 10, 2, 7, 0)
     assert [s.send_after for s in steps] == [seven, seven + 300_000, seven + 3_600_000]

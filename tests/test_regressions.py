@@ -37,7 +37,9 @@ from support import Api
 from notifyd.config import Config, KindConfig, LadderStep, ScannerConfig, validate
 from notifyd.errors import ConfigError
 from notifyd.models import Claim, Recipient
+from notifyd.policy import decide_claim
 from notifyd.sender import TokenBucket
+from notifyd.views import timeline
 
 LONG_POLL = ScannerConfig(poll_interval_sec=60, claim_batch=1024)  # a lost wake-up costs a minute
 PROMPT_SEC = 5.0  # bounded wait for a send that should go out at once; far below LONG_POLL
@@ -152,7 +154,7 @@ async def _first(ids: list[str]) -> str:
 
 async def test_a_step_pulled_forward_by_a_claim_time_suppression_is_sent_at_once(
         tmp_path: Path, prov: Provider) -> None:
-    """N2's step 0 (channel b) waits for b's one bulk slot, held by N1; N1's answer is a 404,
+    """N2's step 0 (channel b) waits for b's one bulk slot, held by N1; N1's answer is a 410,
     which disables b for the user. The scan that the freed slot starts suppresses N2's step 0
     and pulls step 1 (channel a) to now. That step goes out at once, not a poll interval later.
     Channel a is scanned before b, so the claim that pulls the step cannot also take it."""
@@ -161,7 +163,7 @@ async def test_a_step_pulled_forward_by_a_claim_time_suppression_is_sent_at_once
     async def reply(seen: Seen) -> web.StreamResponse | None:
         if seen.path == "/b":
             await gate.wait()
-            return await answer(404, "no such endpoint")(seen)
+            return await answer(410, "gone")(seen)
         return await accepted()(seen)
 
     prov.reply = reply
@@ -201,12 +203,12 @@ async def test_a_key_limited_to_a_kind_does_not_find_another_kinds_notification(
         404, "not_found", "id")
     assert error_of(*await api.call("POST", "/v1/resolutions",
                                     {"user_id": "u1", "dedup_key": "d1"}, key=fixed_only)) == (
-        404, "not_found", "id")
+        404, "not_found", "dedup_key")
 
     status, _ = await api.get(path)  # the all-kinds key still sees it, unresolved
     assert status == 200
     n = await api.store.get_notification(nid)
-    assert n is not None and n["resolved_at"] is None
+    assert n is not None and n.resolved_at is None
     _, own = await api.post({"user_id": "u1", "kind": "fixed"}, key=fixed_only)
     status, _ = await api.get(f"/v1/notifications/{own['notification_id']}", key=fixed_only)
     assert status == 200  # the limited key works for its own kind
@@ -231,7 +233,7 @@ async def test_steps_on_a_channel_no_longer_configured_end_dead_when_the_scanner
             "sms", "dead", "channel sms is not configured any more")
         assert (s1["channel"], s1["state"]) == ("hook", "pending")  # configured: left alone
         assert (s1["send_after"], s1["note"]) == (e.now, "pulled forward: step 0 dead")
-        assert [(d["notification_id"], d["step_no"]) for d in await e.store.dead_letters(10)] == [
+        assert [(d.notification_id, d.step_no) for d in await e.store.dead_letters(10)] == [
             (nid, 0)]
     assert prov.seen == []
 
@@ -314,21 +316,29 @@ def _disabled(e: Engine) -> list[tuple[Any, ...]]:
     return e.rows("SELECT user_id, contact FROM disabled_contacts ORDER BY user_id")
 
 
-async def test_a_401_from_the_webhook_is_retried_and_disables_nothing(
-        tmp_path: Path, prov: Provider) -> None:
-    prov.reply = answer(401, "bad signature")
-    async with engine(tmp_path, {"hook": webhook(prov.url)}, ONE_STEP) as e:
+@pytest.mark.parametrize("status", [401, 404, 405])
+async def test_a_misconfigured_webhook_is_retried_counted_and_disables_nothing(
+        tmp_path: Path, prov: Provider, status: int) -> None:
+    """401 (our credentials) and 404/405 (our URL) are the config's fault, not the user's: the
+    step fails and retries, the breaker counts it, inspect shows why, nobody is disabled."""
+    prov.reply = answer(status, "no")
+    breaker = {"breaker_min_calls": 2, "breaker_error_rate": 0.5}
+    async with engine(tmp_path, {"hook": webhook(prov.url, **breaker)}, ONE_STEP) as e:
         nid = await _first_attempt(e, "alice")
         step = await e.step(nid, 0)
-        assert step["state"] == "pending" and step["reason"].startswith("HTTP 401")
+        assert step["state"] == "pending" and step["reason"].startswith(f"HTTP {status}")
         assert _disabled(e) == []
         again = await e.accept("k", user="alice")
         assert (await e.step(again, 0))["state"] == "pending"
+        await e.cycle()
+        assert e.pool.channels["hook"].breaker.state == "open"
+        text = "\n".join(timeline(await e.record(nid)))
+        assert f"attempt 1 failed: HTTP {status}" in text
 
 
-async def test_a_404_disables_the_channel_and_saving_the_profile_enables_it(
+async def test_a_410_disables_the_channel_and_saving_the_profile_enables_it(
         tmp_path: Path, prov: Provider) -> None:
-    prov.reply = answer(404, "no such hook")
+    prov.reply = answer(410, "gone")
     async with engine(tmp_path, {"hook": webhook(prov.url)}, ONE_STEP) as e:
         nid = await _first_attempt(e, "alice")
         assert (await e.step(nid, 0))["state"] == "rejected"
@@ -358,7 +368,7 @@ async def test_a_removed_channel_step_gives_its_time_slot_to_the_next_step_not_n
     clock.advance(10)
     async with engine(tmp_path, {"hook": hook}, {"k": KindConfig(ladder=(LadderStep("hook"),))},
                       clock=clock) as e:
-        await e.store.end_unconfigured(["hook"], e.now)
+        await e.store.end_unconfigured(["hook"], decide_claim, e.now)
         steps = (await e.notification(nid))["steps"]
         assert [(s["state"], s["send_after"] - accepted_at) for s in steps] == [
             ("pending", 0), ("dead", 600_000), ("pending", 600_000)]

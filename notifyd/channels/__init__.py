@@ -1,15 +1,18 @@
-"""Channel adapters, one small module per provider, all behind channels.base.Channel."""
+"""Channel types, one module each behind channels.base; this list is the registry.
+
+Adding a channel type: write its module (settings, contact, adapter, TYPE) and add it here.
+"""
 
 from __future__ import annotations
 
-from notifyd.channels.base import Channel
-from notifyd.channels.log import LogChannel
-from notifyd.channels.webhook import WebhookChannel
-from notifyd.config import ChannelConfig
+from notifyd.channels import log, webhook
+from notifyd.channels.base import Channel, ChannelType, Limits
+
+TYPES: dict[str, ChannelType] = {t.name: t for t in (log.TYPE, webhook.TYPE)}
 
 
-def build_channel(name: str, cfg: ChannelConfig) -> Channel:
-    if cfg.type == "webhook":
-        return WebhookChannel(name, cfg.url, cfg.timeout_sec,
-                              cfg.urgent_concurrency + cfg.bulk_concurrency)
-    return LogChannel(name)
+def build_channel(name: str, type_name: str, settings: object, limits: Limits) -> Channel:
+    return TYPES[type_name].build(name, settings, limits)
+
+
+__all__ = ["TYPES", "Channel", "ChannelType", "Limits", "build_channel"]

@@ -1,15 +1,40 @@
-"""The one contract every channel adapter keeps: send a frozen message, say what happened.
+"""The one contract every channel adapter keeps: render a step once, send it, say what happened.
 
-Sent: the provider took it. Rejected: a permanent refusal (bad address, revoked token) that no
-retry will fix. Failed: worth retrying, maybe after the provider's Retry-After. Unknown: the request
-may have reached the provider (timeout, connection lost after sending); retried under the same key.
-Adapters never touch the store and never decide retry policy; sender.py does.
+`render` builds the message from the notification (on the event loop, after the claim and before
+the first provider call); the sender freezes what it returns and every retry resends those exact
+bytes. `send` answers with one of four outcomes. Sent: the provider took it. Rejected: a permanent
+refusal (bad address, revoked token) that no retry will fix. Failed: worth retrying, maybe after
+the provider's Retry-After. Unknown: the request may have reached the provider (timeout,
+connection lost after sending); retried under the same key. Adapters never touch the store and
+never decide retry policy; sender.py does.
+
+A channel type is one module that declares a `ChannelType`: its settings, the recipient contact it
+sends to, and how its adapter is built. channels/__init__.py lists the types.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from notifyd.models import iso
+
+
+@dataclass(frozen=True, slots=True)
+class RenderInput:
+    """What a channel may read to build a step's message, as the claim transaction saw it."""
+
+    notification_id: str
+    step_no: int
+    channel: str
+    kind: str
+    user_id: str
+    params: dict[str, Any]
+    created_at: int
+    expires_at: int
+    address: str | None  # the recipient's current address for the channel's contact, if any
+    locale: str | None
 
 
 @dataclass(frozen=True)
@@ -17,6 +42,23 @@ class Message:
     idempotency_key: str  # "{notification_id}:{step_no}", never the attempt number
     destination: str
     payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What render decided, frozen on the step before the first provider call."""
+
+    destination: str
+    payload: dict[str, Any]
+
+
+class RenderError(Exception):
+    """A message could not be built; the step ends dead with the template and error class named."""
+
+    def __init__(self, template: str, error: BaseException) -> None:
+        self.template = template
+        self.error = error
+        super().__init__(f"{template}: {type(error).__name__}")
 
 
 @dataclass(frozen=True)
@@ -44,6 +86,41 @@ Outcome = Sent | Rejected | Failed | Unknown
 
 
 class Channel(Protocol):
+    def render(self, step: RenderInput) -> Rendered: ...
+
     async def send(self, message: Message) -> Outcome: ...
 
     async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What every adapter is given beside its own settings: the channel's shared knobs."""
+
+    timeout_sec: float
+    max_connections: int  # as many as both lanes may send at once
+
+
+@dataclass(frozen=True)
+class ChannelType:
+    """One kind of channel (`type = "..."` in a [channels.NAME] table)."""
+
+    name: str
+    summary: str  # one line, shown in the example config
+    # A frozen dataclass of this type's own keys, each declared with fields.doc(); it may define
+    # problems() -> list[(key, message)] for checks beyond the value's type.
+    settings: type[Any]
+    # The recipient contact this type sends to ("email", "phone", ...), or None when it does not
+    # send to a person's address (a producer's webhook, the log).
+    contact: str | None
+    build: Callable[[str, Any, Limits], Channel]
+
+
+def standard_payload(step: RenderInput) -> dict[str, Any]:
+    """The notification as JSON, for channels that hand it on whole (webhook, log)."""
+    return {
+        "notification_id": step.notification_id, "step_no": step.step_no,
+        "channel": step.channel, "kind": step.kind, "user_id": step.user_id,
+        "params": step.params, "created_at": iso(step.created_at),
+        "expires_at": iso(step.expires_at),
+    }

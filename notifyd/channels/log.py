@@ -6,15 +6,33 @@ It logs ids and parameter names, never parameter values: those may be one-time c
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
-from notifyd.channels.base import Message, Outcome, Sent
+from notifyd.channels.base import (
+    ChannelType,
+    Limits,
+    Message,
+    Outcome,
+    Rendered,
+    RenderInput,
+    Sent,
+    standard_payload,
+)
 
 log = logging.getLogger("notifyd.channel.log")
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """The log channel has no settings of its own."""
 
 
 class LogChannel:
     def __init__(self, name: str) -> None:
         self.name = name
+
+    def render(self, step: RenderInput) -> Rendered:
+        return Rendered(self.name, standard_payload(step))
 
     async def send(self, message: Message) -> Outcome:
         params = sorted(message.payload.get("params", {}))
@@ -24,3 +42,11 @@ class LogChannel:
 
     async def close(self) -> None:
         return None
+
+
+def _build(name: str, _settings: LogSettings, _limits: Limits) -> LogChannel:
+    return LogChannel(name)
+
+
+TYPE = ChannelType("log", "writes each message to the log (ids and parameter names only)",
+                   LogSettings, None, _build)

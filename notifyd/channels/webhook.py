@@ -1,39 +1,54 @@
-"""The webhook channel: POST the frozen payload as JSON with an Idempotency-Key header.
+"""The webhook channel: POST the notification as JSON to a producer's URL, with an Idempotency-Key.
 
 2xx Sent (provider_ref from the body's "id", else the X-Request-Id header); 408, 429 and 5xx
-Failed, honouring Retry-After; 401, 403 and redirects Failed too (our configuration is at fault,
-not the recipient); other 4xx Rejected. A refused connection never left us: Failed. A timeout or
-a connection lost after the request was written: Unknown. Reasons keep the status and a short
-provider error code, never the provider's free text.
+Failed, honouring Retry-After; 401, 403, 404, 405 and redirects Failed too: the URL or our
+credentials are wrong, which is our configuration's fault, not the recipient's; other 4xx (410,
+400, 422, ...) Rejected. A refused connection never left us: Failed. A timeout or a connection
+lost after the request was written: Unknown. Reasons keep the status and a short provider error
+code, never the provider's free text.
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
-import re
-import time
+from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
+from yarl import URL
 
-from notifyd.channels.base import Failed, Message, Outcome, Rejected, Sent, Unknown
+from notifyd.channels.base import (
+    ChannelType,
+    Failed,
+    Limits,
+    Message,
+    Outcome,
+    Rejected,
+    Rendered,
+    RenderInput,
+    Sent,
+    Unknown,
+    standard_payload,
+)
+from notifyd.channels.http import parse_json, parse_retry_after, provider_code, read_bounded
+from notifyd.fields import doc
 
 RETRYABLE = frozenset({408, 429})
-CODE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+MISCONFIGURED = frozenset({401, 403, 404, 405})  # our URL or credentials, not the recipient
 
 
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 section 10.2.3)."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+@dataclass(frozen=True)
+class WebhookSettings:
+    url: str = doc("The URL to POST to (http or https).", "")
+
+    def problems(self) -> list[tuple[str, str]]:
+        try:
+            url = URL(self.url)
+        except (ValueError, TypeError):
+            url = URL()
+        if url.scheme not in ("http", "https") or not url.host:
+            return [("url", "a webhook channel needs an http(s) URL with a host")]
+        return []
 
 
 class WebhookChannel:
@@ -52,6 +67,9 @@ class WebhookChannel:
                 timeout=self.timeout, connector=aiohttp.TCPConnector(limit=self.max_connections))
         return self._session
 
+    def render(self, step: RenderInput) -> Rendered:
+        return Rendered(self.url, standard_payload(step))
+
     async def send(self, message: Message) -> Outcome:
         body = json.dumps(message.payload, sort_keys=True).encode()
         headers = {"Content-Type": "application/json",
@@ -59,8 +77,7 @@ class WebhookChannel:
         try:
             async with self._client().post(message.destination, data=body, headers=headers,
                                            allow_redirects=False) as resp:
-                text = await resp.text()
-                return _classify(resp.status, resp.headers, text)
+                return classify(resp.status, resp.headers, await read_bounded(resp))
         except aiohttp.ClientConnectorError as e:
             return Failed(f"connect failed: {e.os_error or e}")
         except aiohttp.ConnectionTimeoutError:  # before TimeoutError: nothing was sent
@@ -77,35 +94,26 @@ class WebhookChannel:
             self._session = None
 
 
-def _classify(status: int, headers: aiohttp.typedefs.LooseHeaders, text: str) -> Outcome:
-    get = getattr(headers, "get", lambda _k: None)
-    data = _json(text)
+def classify(status: int, headers: Any, body: bytes) -> Outcome:
+    data = parse_json(body)
     if 200 <= status < 300:
         ref = data.get("id") if isinstance(data, dict) else None
-        return Sent(str(ref) if ref is not None else get("X-Request-Id"))
-    reason = f"HTTP {status}{_provider_code(data)}"
+        return Sent(str(ref) if ref is not None else headers.get("X-Request-Id"))
+    reason = f"HTTP {status}{provider_code(data)}"
     if 300 <= status < 400:
         return Failed(f"{reason}: the webhook URL redirects; configure where it leads")
-    if status in (401, 403):  # our credentials, not the recipient's contact, are at fault
+    if status in (401, 403):
         return Failed(f"{reason}: the endpoint refused our credentials")
+    if status in MISCONFIGURED:
+        return Failed(f"{reason}: the endpoint has no such resource; check the channel's url")
     if status in RETRYABLE or status >= 500:
-        return Failed(reason, parse_retry_after(get("Retry-After")))
+        return Failed(reason, parse_retry_after(headers.get("Retry-After")))
     return Rejected(reason)
 
 
-def _json(text: str) -> object:
-    try:
-        return json.loads(text) if text else None
-    except ValueError:
-        return None
+def _build(name: str, settings: WebhookSettings, limits: Limits) -> WebhookChannel:
+    return WebhookChannel(name, settings.url, limits.timeout_sec, limits.max_connections)
 
 
-def _provider_code(data: object) -> str:
-    """A provider's short error code, never its free text: that may echo what we sent (a
-    one-time code, say) and the reason is shown to tenants and in inspect."""
-    if isinstance(data, dict):
-        for key in ("code", "error_code", "errorCode", "error"):
-            value = data.get(key)
-            if isinstance(value, str | int) and CODE_RE.match(str(value)):
-                return f" {value}"
-    return ""
+TYPE = ChannelType("webhook", "POSTs the notification as JSON to a producer's URL",
+                   WebhookSettings, None, _build)

@@ -35,6 +35,7 @@ INSERT_STEP = """INSERT INTO steps
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
 SELECT_NOTIFICATION = "SELECT * FROM notifications WHERE id = ?"
+SELECT_STEP_STATES = "SELECT channel, state FROM steps WHERE notification_id = ? ORDER BY step_no"
 SELECT_STEPS = "SELECT * FROM steps WHERE notification_id = ? ORDER BY step_no"
 SELECT_ATTEMPTS = """SELECT * FROM attempts WHERE notification_id = ?
 ORDER BY step_no, attempt_no"""
@@ -55,25 +56,31 @@ MARK_UNKNOWN = """UPDATE steps SET state = 'unknown', reason = ?, send_after = ?
 WHERE notification_id = ? AND step_no = ? AND state = 'sending'"""
 CLOSE_OPEN_ATTEMPTS = """UPDATE attempts SET ended_at = ?, outcome = 'unknown', reason = ?
 WHERE notification_id = ? AND step_no = ? AND ended_at IS NULL"""
-SELECT_DUE = """SELECT notification_id, step_no, channel, lane, attempts, retry_base, destination,
-    payload FROM steps
-WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown') AND send_after <= ?
-ORDER BY send_after LIMIT ?"""
-SELECT_FOR_CLAIM = """SELECT id, tenant, user_id, kind, params, created_at, expires_at,
-    resolved_at, resolution FROM notifications WHERE id = ?"""
-SELECT_QUIET = """SELECT timezone, quiet_start, quiet_end FROM recipients
-WHERE tenant = ? AND user_id = ?"""
-SELECT_IN_FLIGHT = """SELECT step_no FROM steps
-WHERE notification_id = ? AND state = 'sending' LIMIT 1"""
-SELECT_CONTACT_DISABLED = """SELECT reason FROM disabled_contacts
-WHERE tenant = ? AND user_id = ? AND contact = ? LIMIT 1"""
+# A due step with everything the claim policy reads about it, in one statement: the notification,
+# the recipient's profile, whether the user has disabled contacts, and a sibling in flight.
+SELECT_DUE = """SELECT s.notification_id, s.step_no, s.channel, s.lane, s.send_after, s.attempts,
+    s.retry_base, s.destination, s.payload, n.tenant, n.user_id, n.kind, n.params, n.created_at,
+    n.expires_at, n.resolved_at, n.resolution, r.timezone, r.locale, r.quiet_start, r.quiet_end,
+    r.contacts,
+    (SELECT min(f.step_no) FROM steps f
+     WHERE f.notification_id = s.notification_id AND f.state = 'sending') AS in_flight,
+    EXISTS (SELECT 1 FROM disabled_contacts d
+            WHERE d.tenant = n.tenant AND d.user_id = n.user_id) AS has_disabled
+FROM steps s JOIN notifications n ON n.id = s.notification_id
+LEFT JOIN recipients r ON r.tenant = n.tenant AND r.user_id = n.user_id
+WHERE s.channel = ? AND s.lane = ? AND s.state IN ('pending', 'unknown') AND s.send_after <= ?
+ORDER BY s.send_after LIMIT ?"""
 END_STEP = """UPDATE steps SET state = ?, reason = ?, updated_at = ?
 WHERE notification_id = ? AND step_no = ?"""
 POSTPONE_STEP = """UPDATE steps SET send_after = ?, reason = ?, updated_at = ?
 WHERE notification_id = ? AND step_no = ?"""
 CLAIM_STEP = """UPDATE steps SET state = 'sending', attempts = ?, claim_token = ?, lease_until = ?,
-    destination = ?, payload = ?, reason = NULL, updated_at = ?
+    reason = NULL, updated_at = ?
 WHERE notification_id = ? AND step_no = ?"""
+# Rendered after the claim, frozen before the first provider call; never changed once set.
+FREEZE_STEP = """UPDATE steps SET destination = ?, payload = ?, updated_at = ?
+WHERE notification_id = ? AND step_no = ? AND claim_token = ? AND state = 'sending'
+    AND payload IS NULL"""
 INSERT_ATTEMPT = """INSERT INTO attempts
     (notification_id, step_no, attempt_no, claim_token, started_at) VALUES (?, ?, ?, ?, ?)"""
 END_ATTEMPT = """UPDATE attempts SET ended_at = ?, outcome = ?, reason = ?, provider_ref = ?
@@ -92,12 +99,12 @@ WHERE notification_id = ? AND send_after > ? AND step_no = (
 SELECT_NEXT_DUE = """SELECT min(send_after) FROM steps
 WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown')"""
 SELECT_NEXT_LAPSE = "SELECT min(lease_until) FROM steps WHERE state = 'sending'"
-SELECT_INTERRUPTED = "SELECT notification_id, step_no FROM steps WHERE state = 'sending'"
+SELECT_LEASED = "SELECT count(*), max(lease_until) FROM steps WHERE state = 'sending'"
 REPLAY_STEPS = """UPDATE steps SET state = 'pending', send_after = ?, retry_base = attempts,
     reason = 'replayed by an operator', updated_at = ?
 WHERE notification_id = ? AND (? IS NULL OR step_no = ?) AND state IN ('dead', 'unknown')"""
-SELECT_UNCONFIGURED = """SELECT s.notification_id, s.step_no, s.channel, s.send_after,
-    n.resolved_at, n.resolution, n.expires_at
+SELECT_UNCONFIGURED = """SELECT s.notification_id, s.step_no, s.channel, s.lane, s.send_after,
+    n.resolution, n.expires_at
 FROM steps s JOIN notifications n ON n.id = s.notification_id
 WHERE s.state IN ('pending', 'unknown') AND s.channel NOT IN (SELECT value FROM json_each(?))"""
 SELECT_DEAD = """SELECT notification_id, step_no, channel, attempts, reason, updated_at FROM steps

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import secrets
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,19 +21,33 @@ from typing import Any, TypeVar
 import aiosqlite
 import orjson
 
-from notifyd.ladder import quiet_label, quiet_until
 from notifyd.models import (
     AcceptInput,
     AcceptResult,
     ApiKey,
     Budget,
     Claim,
+    ClaimContext,
     Completion,
-    FreezeFn,
+    DecideFn,
+    Decision,
+    DisabledContact,
+    Lane,
+    Notice,
     PlanFn,
     Recipient,
     ResolveResult,
     StepState,
+    Verdict,
+    current_state,
+)
+from notifyd.store.base import (
+    Attempt,
+    DeadLetter,
+    KeyRecord,
+    Notification,
+    Step,
+    StoreClosed,
 )
 from notifyd.store.migrate import migrate, migrations, schema_sql
 from notifyd.store.sql import (
@@ -46,6 +59,7 @@ from notifyd.store.sql import (
     ENABLE_CHANNEL_CONTACTS,
     END_ATTEMPT,
     END_STEP,
+    FREEZE_STEP,
     INSERT_ATTEMPT,
     INSERT_KEY,
     INSERT_NOTIFICATION,
@@ -57,36 +71,30 @@ from notifyd.store.sql import (
     RESOLVE,
     REVOKE_KEY,
     SELECT_ATTEMPTS,
-    SELECT_CONTACT_DISABLED,
     SELECT_DEAD,
     SELECT_DEDUP,
     SELECT_DISABLED,
     SELECT_DUE,
-    SELECT_FOR_CLAIM,
-    SELECT_IN_FLIGHT,
-    SELECT_INTERRUPTED,
     SELECT_KEY,
     SELECT_KEYS,
     SELECT_LAPSED,
+    SELECT_LEASED,
     SELECT_NEXT_DUE,
     SELECT_NEXT_LAPSE,
     SELECT_NOTIFICATION,
-    SELECT_QUIET,
     SELECT_RECIPIENT,
     SELECT_RESOLUTION,
+    SELECT_STEP_STATES,
     SELECT_STEPS,
     SELECT_UNCONFIGURED,
     UPSERT_RECIPIENT,
 )
-from notifyd.views import current_state
 
 T = TypeVar("T")
-log = logging.getLogger("notifyd.store")
-
-
-
-class StoreClosed(Exception):
-    pass
+# What each ending verdict makes of the step.
+ENDED: dict[Verdict, StepState] = {
+    Verdict.CANCEL: StepState.CANCELLED, Verdict.EXPIRE: StepState.EXPIRED,
+    Verdict.SUPPRESS: StepState.SUPPRESSED, Verdict.DEAD: StepState.DEAD}
 
 
 class SqliteStore:
@@ -95,6 +103,7 @@ class SqliteStore:
     def __init__(self, path: str | Path, synchronous: str = "FULL",
                  busy_timeout_ms: int = 5000) -> None:
         self.path = str(path)
+        self.url = f"sqlite:///{Path(path).resolve()}"
         self.synchronous = synchronous
         self.busy_timeout_ms = busy_timeout_ms
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notifyd-writer")
@@ -205,10 +214,10 @@ class SqliteStore:
 
     # --- reads -------------------------------------------------------------------------------
 
-    async def _fetchall(self, sql: str, args: tuple[Any, ...]) -> list[dict[str, Any]]:
+    async def _fetchall(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
         assert self._reader is not None
         async with self._reader.execute(sql, args) as cur:
-            return [dict(r) for r in await cur.fetchall()]
+            return list(await cur.fetchall())
 
     async def _scalar(self, sql: str, args: tuple[Any, ...]) -> int | None:
         assert self._reader is not None
@@ -216,7 +225,7 @@ class SqliteStore:
             row = await cur.fetchone()
         return None if row is None else row[0]
 
-    async def _fetchone(self, sql: str, args: tuple[Any, ...]) -> dict[str, Any] | None:
+    async def _fetchone(self, sql: str, args: tuple[Any, ...]) -> Any:
         rows = await self._fetchall(sql, args)
         return rows[0] if rows else None
 
@@ -234,8 +243,10 @@ class SqliteStore:
         kinds = tuple(k for k in row["kinds"].split(",") if k)
         return ApiKey(row["name"], row["tenant"], kinds, row["key_hash"])
 
-    async def list_keys(self) -> list[dict[str, Any]]:
-        return await self._fetchall(SELECT_KEYS, ())
+    async def list_keys(self) -> list[KeyRecord]:
+        return [KeyRecord(r["name"], r["tenant"], tuple(k for k in r["kinds"].split(",") if k),
+                          r["created_at"], r["revoked_at"])
+                for r in await self._fetchall(SELECT_KEYS, ())]
 
     async def revoke_key(self, name: str, now: int) -> bool:
         return await self.write(lambda c: c.execute(REVOKE_KEY, (now, name)).rowcount > 0)
@@ -258,11 +269,11 @@ class SqliteStore:
         await self.write(op)
 
     async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None:
+        """The profile and every disabled contact; a user who never had a profile but has a
+        disabled contact is returned too, with no contacts."""
         row = await self._fetchone(SELECT_RECIPIENT, (tenant, user_id))
-        if row is None:
-            return None
         disabled = await self._fetchall(SELECT_DISABLED, (tenant, user_id))
-        return _recipient(row, disabled)
+        return _recipient(tenant, user_id, row, disabled)
 
     # --- accept ------------------------------------------------------------------------------
 
@@ -280,16 +291,17 @@ class SqliteStore:
             if not inserted:
                 hit = c.execute(SELECT_DEDUP, (inp.tenant, inp.user_id, inp.dedup_key)).fetchone()
                 same = hit["request_hash"] == inp.request_hash
-                return AcceptResult(hit["id"], created=False, state=current_state(
-                    _notification(c, hit["id"])), conflict=not same)
+                resolved = c.execute(SELECT_RESOLUTION, (hit["id"],)).fetchone()["resolved_at"]
+                state = current_state(resolved is not None,
+                                      c.execute(SELECT_STEP_STATES, (hit["id"],)).fetchall())
+                return AcceptResult(hit["id"], created=False, state=state, conflict=not same)
             recipient = _load_recipient(c, inp.tenant, inp.user_id)
             steps, lane = plan(recipient)
             c.executemany(INSERT_STEP, [
                 (notification_id, s.step_no, s.channel, lane, s.send_after, s.state,
                  s.reason, s.note, now) for s in steps])
             due = [s.send_after for s in steps if s.state == StepState.PENDING]
-            state = current_state({"steps": [{"channel": s.channel, "state": s.state}
-                                             for s in steps]})
+            state = current_state(False, ((s.channel, s.state) for s in steps))
             return AcceptResult(notification_id, True, state, first_due=min(due, default=None))
 
         return await self.write(op)
@@ -318,16 +330,13 @@ class SqliteStore:
         row = await self._fetchone(SELECT_DEDUP, (tenant, user_id, dedup_key))
         return row["id"] if row else None
 
-    async def get_notification(self, notification_id: str) -> dict[str, Any] | None:
-        """The notification row with its steps and attempts, as plain dicts, read in one
-        snapshot so that the three agree. It runs on a connection of its own: a transaction on
-        the shared reader would hold every other read back in time."""
-        row = await asyncio.to_thread(self._read_notification, notification_id)
-        if row is not None:
-            row["params"] = json.loads(row["params"])
-        return row
+    async def get_notification(self, notification_id: str) -> Notification | None:
+        """The notification with its steps and attempts, read in one snapshot so that the three
+        agree. It runs on a connection of its own: a transaction on the shared reader would
+        hold every other read back in time."""
+        return await asyncio.to_thread(self._read_notification, notification_id)
 
-    def _read_notification(self, notification_id: str) -> dict[str, Any] | None:
+    def _read_notification(self, notification_id: str) -> Notification | None:
         conn = sqlite3.connect(self.path, isolation_level=None)
         try:
             conn.row_factory = sqlite3.Row
@@ -336,30 +345,26 @@ class SqliteStore:
             n = conn.execute(SELECT_NOTIFICATION, (notification_id,)).fetchone()
             if n is None:
                 return None
-            row = dict(n)
-            row["steps"] = [dict(r) for r in conn.execute(SELECT_STEPS, (notification_id,))]
-            attempts = [dict(r) for r in conn.execute(SELECT_ATTEMPTS, (notification_id,))]
+            steps = conn.execute(SELECT_STEPS, (notification_id,)).fetchall()
+            attempts = [_attempt(a) for a in conn.execute(SELECT_ATTEMPTS, (notification_id,))]
         finally:
             conn.close()
-        for step in row["steps"]:
-            step["attempt_log"] = [a for a in attempts if a["step_no"] == step["step_no"]]
-        return row
-
+        return _notification_record(n, steps, attempts)
 
     # --- the delivery engine ----------------------------------------------------------------
 
-    async def claim_due(self, now: int, wants: list[tuple[str, str, int]], lease_ms: int,
-                        contact_of: dict[str, str], freeze: FreezeFn,
+    async def claim_due(self, now: int, wants: list[tuple[str, Lane, int]], lease_ms: int,
+                        contacts: Mapping[str, str], decide: DecideFn,
                         budget: Budget | None = None) -> list[Claim]:
-        """Claim up to n due steps per (channel, lane), within the shared budget, re-checking
-        in this same transaction that each notification is unresolved, unexpired, has no step
-        in flight and that the contact is alive. Steps that fail the check end cancelled,
-        expired or suppressed."""
+        """Claim up to n due steps per (channel, lane), within the shared budget. Each due step
+        is judged by `decide` on what this same transaction reads (promise 3: a resolution
+        committed before the claim always wins); what it decides is applied here and now."""
         budget = budget or Budget()
 
         def op(c: sqlite3.Connection) -> list[Claim]:
             _lapse_leases(c, now)
             claims: list[Claim] = []
+            sending: dict[str, int] = {}  # claimed in this transaction: a sibling in flight
             for channel, lane, n in wants:
                 n = budget.allow(channel, n)
                 taken = 0
@@ -368,14 +373,25 @@ class SqliteStore:
                     for row in rows:
                         if taken >= n:
                             break
-                        claim = _claim_one(c, row, now, lease_ms, contact_of, freeze)
+                        claim = _judge(c, row, contacts[channel], sending, decide, now, lease_ms)
                         if claim is not None:
                             claims.append(claim)
+                            sending[claim.notification_id] = claim.step_no
                             taken += 1
                     if len(rows) < n - taken + 16:
                         break
                 budget.spend(channel, taken)
             return claims
+
+        return await self.write(op)
+
+    async def freeze(self, frozen: list[tuple[Claim, str, str]], now: int) -> list[bool]:
+        """Fix each step's rendered destination and payload while its claim is still ours."""
+
+        def op(c: sqlite3.Connection) -> list[bool]:
+            return [c.execute(FREEZE_STEP, (destination, payload, now, claim.notification_id,
+                                            claim.step_no, claim.claim_token)).rowcount > 0
+                    for claim, destination, payload in frozen]
 
         return await self.write(op)
 
@@ -387,32 +403,30 @@ class SqliteStore:
             c.execute(END_ATTEMPT, (now, done.outcome, done.reason, done.provider_ref, nid, no,
                                     claim.attempt_no))
             applied = c.execute(COMPLETE_STEP, (
-                done.state.value, done.reason, done.provider_ref, done.retry_at, now, nid, no,
+                done.state, done.reason, done.provider_ref, done.retry_at, now, nid, no,
                 claim.claim_token)).rowcount > 0
             if applied and done.disable_contact:
                 address = "" if claim.contact.startswith("channel:") else claim.destination
                 c.execute(DISABLE_CONTACT, (claim.contact, address, done.reason or "rejected",
                                             now, nid))
             if applied and done.pull_next:
-                c.execute(PULL_NEXT, (now, f"pulled forward: step {no} {done.state.value}", now,
+                c.execute(PULL_NEXT, (now, f"pulled forward: step {no} {done.state}", now,
                                       nid, now, nid, no))
             return applied
 
         return await self.write(op)
 
-    async def recover_interrupted(self, now: int) -> int:
-        """At start-up: steps left sending by a dead process become unknown, retried at once
-        under the same key. (One process per SQLite file; several processes rely on leases.)"""
+    async def lapse_leases(self, now: int) -> int:
+        """Steps whose lease has run out become unknown, retried at once under the same key.
+        A step still within its lease is left alone: another process may be sending it."""
+        return await self.write(lambda c: _lapse_leases(c, now))
 
-        def op(c: sqlite3.Connection) -> int:
-            rows = c.execute(SELECT_INTERRUPTED).fetchall()
-            for nid, no in rows:
-                _mark_unknown(c, nid, no, now, "interrupted: notifyd stopped during the send")
-            return len(rows)
+    async def leased(self) -> tuple[int, int | None]:
+        """How many steps are in flight under a lease, and when the last lease ends."""
+        row = await self._fetchone(SELECT_LEASED, ())
+        return int(row[0]), row[1]
 
-        return await self.write(op)
-
-    async def next_due(self, pairs: list[tuple[str, str]]) -> int | None:
+    async def next_due(self, pairs: list[tuple[str, Lane]]) -> int | None:
         """The earliest send_after among open steps, or lease end among in-flight ones."""
         found = [await self._scalar(SELECT_NEXT_DUE, pair) for pair in pairs]
         found.append(await self._scalar(SELECT_NEXT_LAPSE, ()))
@@ -423,31 +437,22 @@ class SqliteStore:
         return await self.write(lambda c: c.execute(REPLAY_STEPS, (
             now, now, notification_id, step_no, step_no)).rowcount)
 
-    async def end_unconfigured(self, channels: list[str], now: int) -> int:
-        """Open steps on channels the config no longer has end dead, with the reason, and the
-        next step takes their place in time (not sooner). Steps of resolved or expired
-        notifications end as the claim would have ended them."""
+    async def end_unconfigured(self, channels: list[str], decide: DecideFn, now: int) -> int:
+        """Open steps on channels the config no longer has are judged by `decide` as such
+        (it ends them, naming why) in one transaction."""
 
         def op(c: sqlite3.Connection) -> int:
             rows = c.execute(SELECT_UNCONFIGURED, (json.dumps(channels),)).fetchall()
-            for nid, no, channel, send_after, resolved_at, resolution, expires_at in rows:
-                if resolved_at is not None:
-                    c.execute(END_STEP, ("cancelled", f"resolved: {resolution}", now, nid, no))
-                elif now >= expires_at:
-                    c.execute(END_STEP, ("expired", "time to live passed before it could be "
-                                         "sent", now, nid, no))
-                else:
-                    c.execute(END_STEP, ("dead", f"channel {channel} is not configured any more",
-                                         now, nid, no))
-                    at = max(now, send_after)
-                    c.execute(PULL_NEXT, (at, f"pulled forward: step {no} dead", now, nid, at,
-                                          nid, no))
+            for nid, no, channel, lane, send_after, resolution, expires_at in rows:
+                ctx = ClaimContext(no, channel, Lane(lane), send_after, resolution, expires_at,
+                                   None, None, "", configured=False)
+                _apply(c, nid, no, decide(ctx, now), now)
             return len(rows)
 
         return await self.write(op)
 
-    async def dead_letters(self, limit: int) -> list[dict[str, Any]]:
-        return await self._fetchall(SELECT_DEAD, (limit,))
+    async def dead_letters(self, limit: int) -> list[DeadLetter]:
+        return [DeadLetter(*r) for r in await self._fetchall(SELECT_DEAD, (limit,))]
 
 
 def _answer(batch: list[tuple[Any, asyncio.Future[Any]]], outcomes: list[tuple[bool, Any]]) -> None:
@@ -460,9 +465,11 @@ def _answer(batch: list[tuple[Any, asyncio.Future[Any]]], outcomes: list[tuple[b
             fut.set_exception(value)
 
 
-def _lapse_leases(c: sqlite3.Connection, now: int) -> None:
-    for nid, no in c.execute(SELECT_LAPSED, (now,)).fetchall():
+def _lapse_leases(c: sqlite3.Connection, now: int) -> int:
+    rows = c.execute(SELECT_LAPSED, (now,)).fetchall()
+    for nid, no in rows:
         _mark_unknown(c, nid, no, now, "lease expired: the send may have reached the provider")
+    return len(rows)
 
 
 def _mark_unknown(c: sqlite3.Connection, nid: str, no: int, now: int, why: str) -> None:
@@ -470,95 +477,84 @@ def _mark_unknown(c: sqlite3.Connection, nid: str, no: int, now: int, why: str) 
     c.execute(CLOSE_OPEN_ATTEMPTS, (now, why, nid, no))
 
 
-def _claim_one(c: sqlite3.Connection, row: sqlite3.Row, now: int, lease_ms: int,
-               contact_of: dict[str, str], freeze: FreezeFn) -> Claim | None:
+def _judge(c: sqlite3.Connection, row: sqlite3.Row, contact: str, sending: dict[str, int],
+           decide: DecideFn, now: int, lease_ms: int) -> Claim | None:
+    """Read one due row into the policy's context, apply its decision; a Claim if it sends."""
     nid, no = row["notification_id"], row["step_no"]
-    n = c.execute(SELECT_FOR_CLAIM, (nid,)).fetchone()
-    if n["resolved_at"] is not None:
-        c.execute(END_STEP, ("cancelled", f"resolved: {n['resolution']}", now, nid, no))
+    recipient = None
+    if row["contacts"] is not None or row["has_disabled"]:
+        disabled = c.execute(SELECT_DISABLED, (row["tenant"], row["user_id"])).fetchall() \
+            if row["has_disabled"] else []
+        recipient = _recipient(row["tenant"], row["user_id"],
+                               row if row["contacts"] is not None else None, disabled)
+    in_flight = row["in_flight"] if row["in_flight"] is not None else sending.get(nid)
+    ctx = ClaimContext(no, row["channel"], Lane(row["lane"]), row["send_after"],
+                       row["resolution"] if row["resolved_at"] is not None else None,
+                       row["expires_at"], in_flight, recipient, contact)
+    decision = decide(ctx, now)
+    if decision.verdict is not Verdict.SEND:
+        _apply(c, nid, no, decision, now)
         return None
-    if now >= n["expires_at"]:
-        c.execute(END_STEP, ("expired", "time to live passed before it could be sent", now,
-                             nid, no))
-        return None
-    busy = c.execute(SELECT_IN_FLIGHT, (nid,)).fetchone()
-    if busy is not None:  # at most one active attempt per notification
-        c.execute(POSTPONE_STEP, (now + 1000, f"waiting: step {busy[0]} is in flight", now,
-                                  nid, no))
-        return None
-    if row["lane"] != "urgent":  # quiet hours again: a retry or a pulled step may land in them
-        quiet = c.execute(SELECT_QUIET, (n["tenant"], n["user_id"])).fetchone()
-        if quiet is not None and quiet["quiet_start"]:
-            who = Recipient(n["tenant"], n["user_id"], quiet["timezone"], None,
-                            quiet["quiet_start"], quiet["quiet_end"])
-            try:
-                until = quiet_until(now, who)
-            except (ValueError, KeyError) as e:  # one bad profile must not stop every claim
-                log.warning("quiet hours of %s/%s unreadable (%s): ignored", n["tenant"],
-                            n["user_id"], type(e).__name__)
-                until = None
-            if until is not None and until >= n["expires_at"]:
-                c.execute(END_STEP, ("expired", f"{quiet_label(who)} last past the time to live",
-                                     now, nid, no))
-                return None
-            if until is not None:
-                c.execute(POSTPONE_STEP, (until, f"{quiet_label(who)}: waits for the end", now,
-                                          nid, no))
-                return None
-    contact = contact_of.get(row["channel"], f"channel:{row['channel']}")
-    dead = c.execute(SELECT_CONTACT_DISABLED, (n["tenant"], n["user_id"], contact)).fetchone()
-    if dead is not None:  # the ladder moves on now rather than sit out this step's window
-        c.execute(END_STEP, ("suppressed", f"contact disabled: {dead[0]}", now, nid, no))
-        c.execute(PULL_NEXT, (now, f"pulled forward: step {no} suppressed", now, nid, now, nid, no))
-        return None
-    if row["payload"] is None:  # frozen once, before the first provider call
-        destination, payload = freeze(dict(n), row["channel"], no)
-        frozen = json.dumps(payload, sort_keys=True)
-    else:
-        destination, frozen = row["destination"], row["payload"]
-        payload = json.loads(frozen)
     attempt = row["attempts"] + 1
     token = secrets.token_hex(8)
-    c.execute(CLAIM_STEP, (attempt, token, now + lease_ms, destination, frozen, now, nid, no))
+    c.execute(CLAIM_STEP, (attempt, token, now + lease_ms, now, nid, no))
     c.execute(INSERT_ATTEMPT, (nid, no, attempt, token, now))
-    return Claim(nid, no, row["channel"], row["lane"], attempt, attempt - row["retry_base"],
-                 token, destination, payload, n["expires_at"], contact)
+    frozen = row["payload"]
+    notice = None if frozen is not None else Notice(
+        row["kind"], row["tenant"], row["user_id"], orjson.loads(row["params"]),
+        row["created_at"], recipient)
+    return Claim(nid, no, row["channel"], ctx.lane, attempt, attempt - row["retry_base"], token,
+                 row["expires_at"], contact, row["destination"],
+                 None if frozen is None else json.loads(frozen), notice)
 
 
-def _notification(c: sqlite3.Connection, notification_id: str) -> dict[str, Any]:
-    row = dict(c.execute(SELECT_NOTIFICATION, (notification_id,)).fetchone())
-    row["steps"] = [dict(s) for s in c.execute(SELECT_STEPS, (notification_id,))]
-    return row
+def _apply(c: sqlite3.Connection, nid: str, no: int, d: Decision, now: int) -> None:
+    """Apply a verdict other than send: postpone the step, or end it (and pull the next)."""
+    if d.verdict is Verdict.POSTPONE:
+        c.execute(POSTPONE_STEP, (d.until, d.reason, now, nid, no))
+        return
+    state = ENDED[d.verdict]
+    c.execute(END_STEP, (state, d.reason, now, nid, no))
+    if d.pull_next_at is not None:  # the ladder moves on rather than sit out this step's window
+        at = d.pull_next_at
+        c.execute(PULL_NEXT, (at, f"pulled forward: step {no} {state}", now, nid, at, nid, no))
+
+
+def _attempt(r: sqlite3.Row) -> Attempt:
+    return Attempt(r["notification_id"], r["step_no"], r["attempt_no"], r["claim_token"],
+                   r["started_at"], r["ended_at"], r["outcome"], r["reason"], r["provider_ref"])
+
+
+def _notification_record(n: sqlite3.Row, steps: list[sqlite3.Row],
+                         attempts: list[Attempt]) -> Notification:
+    return Notification(
+        n["id"], n["tenant"], n["user_id"], n["kind"], n["dedup_key"], n["request_hash"],
+        json.loads(n["params"]), n["key_name"], n["created_at"], n["expires_at"],
+        n["resolved_at"], n["resolution"], n["resolved_by"], tuple(
+            Step(s["notification_id"], s["step_no"], s["channel"], Lane(s["lane"]),
+                 s["send_after"], StepState(s["state"]), s["attempts"], s["reason"], s["note"],
+                 s["provider_ref"], s["destination"], s["payload"], s["claim_token"],
+                 s["lease_until"], s["updated_at"], s["retry_base"],
+                 tuple(a for a in attempts if a.step_no == s["step_no"]))
+            for s in steps))
 
 
 def _load_recipient(c: sqlite3.Connection, tenant: str, user_id: str) -> Recipient | None:
-    """The profile and its dead contacts; a user with no profile may still have dead contacts."""
+    """The profile and its disabled contacts, inside a write transaction."""
     row = c.execute(SELECT_RECIPIENT, (tenant, user_id)).fetchone()
-    disabled = [dict(d) for d in c.execute(SELECT_DISABLED, (tenant, user_id))]
+    disabled = c.execute(SELECT_DISABLED, (tenant, user_id)).fetchall()
+    return _recipient(tenant, user_id, row, disabled)
+
+
+def _recipient(tenant: str, user_id: str, row: Any, disabled: list[Any]) -> Recipient | None:
+    """A Recipient from a profile row (or None) and its disabled-contact rows."""
     if row is None and not disabled:
         return None
+    dead = tuple(DisabledContact(d["contact"], d["address"], d["reason"]) for d in disabled)
     if row is None:
-        row = {"tenant": tenant, "user_id": user_id, "timezone": None, "locale": None,
-               "quiet_start": None, "quiet_end": None, "contacts": "{}"}
-    return _recipient(dict(row), disabled)
-
-
-def _recipient(row: dict[str, Any], disabled: list[dict[str, Any]]) -> Recipient:
-    contacts = json.loads(row["contacts"])
-    dead = {}
-    for d in disabled:  # a disabled address counts only while it is still the current one
-        if d["address"] in ("", _address(contacts, d["contact"])):
-            dead[d["contact"]] = d["reason"]
-    return Recipient(row["tenant"], row["user_id"], row["timezone"], row["locale"],
-                     row["quiet_start"], row["quiet_end"], contacts, dead)
-
-
-def _address(contacts: dict[str, Any], contact: str) -> str:
-    kind, _, sub = contact.partition(":")
-    value = contacts.get(kind)
-    if isinstance(value, dict):
-        value = value.get(sub)
-    return str(value) if value is not None else ""
+        return Recipient(tenant, user_id, disabled=dead)
+    return Recipient(tenant, user_id, row["timezone"], row["locale"], row["quiet_start"],
+                     row["quiet_end"], json.loads(row["contacts"]), dead)
 
 
 __all__ = ["SqliteStore", "StoreClosed", "migrate", "migrations", "schema_sql"]

@@ -1,0 +1,63 @@
+"""What every HTTP provider adapter shares: bounded reads, Retry-After, short provider codes.
+
+Provider bodies are bytes: an adapter parses what it needs and never fails on what it does not.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import time
+
+import aiohttp
+
+MAX_BODY_BYTES = 64 * 1024  # a provider answer is read up to this, never whole
+CODE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+async def read_bounded(resp: aiohttp.ClientResponse, limit: int = MAX_BODY_BYTES) -> bytes:
+    """At most `limit` bytes of the body; the rest is left unread (the connection is dropped)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = await resp.content.read(limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def parse_json(body: bytes) -> object:
+    """The body as JSON, or None when it is empty, truncated, not JSON or not UTF-8."""
+    try:
+        return json.loads(body) if body else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 section 10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def provider_code(data: object, keys: tuple[str, ...] = ("code", "error_code", "errorCode",
+                                                          "error")) -> str:
+    """A provider's short error code (" CODE"), never its free text: that may echo what we sent
+    (a one-time code, say), and the reason is shown to tenants and in inspect."""
+    if isinstance(data, dict):
+        for key in keys:
+            value = data.get(key)
+            if isinstance(value, str | int) and CODE_RE.match(str(value)):
+                return f" {value}"
+    return ""

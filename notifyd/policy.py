@@ -1,0 +1,57 @@
+"""The claim policy: whether a due step may go out now. Pure: plain records in, a verdict out.
+
+The store reads a `ClaimContext` for each due step inside the claim transaction and applies the
+`Decision` in that same transaction, so a resolution committed before the claim always wins
+(promise 3). Every rule that can stop or delay a send is an input here, in this order: resolved,
+expired, channel gone, a sibling in flight (promise 4), quiet hours, a dead contact.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from notifyd.ladder import quiet_label, quiet_until
+from notifyd.models import ClaimContext, Decision, Lane, Verdict
+from notifyd.recipients import dead_contacts
+
+log = logging.getLogger("notifyd.policy")
+SIBLING_WAIT_MS = 1000  # a step whose sibling is in flight looks again this much later
+SEND = Decision(Verdict.SEND)
+
+
+def decide_claim(ctx: ClaimContext, now: int) -> Decision:
+    if ctx.resolution is not None:
+        return Decision(Verdict.CANCEL, f"resolved: {ctx.resolution}")
+    if now >= ctx.expires_at:
+        return Decision(Verdict.EXPIRE, "time to live passed before it could be sent")
+    if not ctx.configured:  # the next step keeps its own time: it is not pulled sooner
+        return Decision(Verdict.DEAD, f"channel {ctx.channel} is not configured any more",
+                        pull_next_at=max(now, ctx.send_after))
+    if ctx.sibling_in_flight is not None:
+        return Decision(Verdict.POSTPONE, f"waiting: step {ctx.sibling_in_flight} is in flight",
+                        until=now + SIBLING_WAIT_MS)
+    if ctx.lane is not Lane.URGENT:  # again at claim: a retry or a pulled step may land in them
+        quiet = _quiet(ctx, now)
+        if quiet is not None:
+            return quiet
+    dead = dead_contacts(ctx.recipient).get(ctx.contact)
+    if dead is not None:  # the ladder moves on now rather than sit out this step's window
+        return Decision(Verdict.SUPPRESS, f"contact disabled: {dead}", pull_next_at=now)
+    return SEND
+
+
+def _quiet(ctx: ClaimContext, now: int) -> Decision | None:
+    who = ctx.recipient
+    if who is None or not who.quiet_start:
+        return None
+    try:
+        until = quiet_until(now, who)
+    except (ValueError, KeyError) as e:  # one bad profile must not stop every claim
+        log.warning("quiet hours of %s/%s unreadable (%s): ignored", who.tenant, who.user_id,
+                    type(e).__name__)
+        return None
+    if until is None:
+        return None
+    if until >= ctx.expires_at:
+        return Decision(Verdict.EXPIRE, f"{quiet_label(who)} last past the time to live")
+    return Decision(Verdict.POSTPONE, f"{quiet_label(who)}: waits for the end", until=until)

@@ -1,0 +1,165 @@
+"""The store interface and the typed records that cross it. Only store/ speaks SQL.
+
+Every backend implements `Store` and passes the one contract suite (tests/test_store_contract.py).
+The store holds no policy: the claim policy comes in as a function (`DecideFn`) and the ladder
+as a plan (`PlanFn`), so a backend only fetches, writes and keeps each in one transaction.
+Times are epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from notifyd.models import (
+    AcceptInput,
+    AcceptResult,
+    ApiKey,
+    Budget,
+    Claim,
+    Completion,
+    DecideFn,
+    Lane,
+    PlanFn,
+    Recipient,
+    ResolveResult,
+    StepState,
+    current_state,
+)
+
+
+class StoreClosed(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    notification_id: str
+    step_no: int
+    attempt_no: int
+    claim_token: str
+    started_at: int
+    ended_at: int | None
+    outcome: str | None  # an Outcome once ended
+    reason: str | None
+    provider_ref: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    notification_id: str
+    step_no: int
+    channel: str
+    lane: Lane
+    send_after: int
+    state: StepState
+    attempts: int
+    reason: str | None  # why it ended as it did, or why it waits
+    note: str | None  # how send_after was decided (quiet hours, pulled forward)
+    provider_ref: str | None
+    destination: str | None  # frozen before the first provider call
+    payload: str | None  # frozen before the first provider call (JSON text)
+    claim_token: str | None
+    lease_until: int | None
+    updated_at: int
+    retry_base: int
+    attempt_log: tuple[Attempt, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    id: str
+    tenant: str
+    user_id: str
+    kind: str
+    dedup_key: str | None
+    request_hash: str
+    params: dict[str, Any]
+    key_name: str
+    created_at: int
+    expires_at: int
+    resolved_at: int | None
+    resolution: str | None
+    resolved_by: str | None
+    steps: tuple[Step, ...] = ()
+
+    @property
+    def state(self) -> str:
+        return current_state(self.resolved_at is not None,
+                             ((s.channel, s.state) for s in self.steps))
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    name: str
+    tenant: str
+    kinds: tuple[str, ...]
+    created_at: int
+    revoked_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    notification_id: str
+    step_no: int
+    channel: str
+    attempts: int
+    reason: str | None
+    updated_at: int
+
+
+class Store(Protocol):
+    url: str  # where it keeps its data, for log lines (never holding a secret)
+
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+
+    # keys and recipients
+    async def create_key(self, key_hash: str, name: str, tenant: str, kinds: tuple[str, ...],
+                         now: int) -> None: ...
+    async def find_key(self, key_hash: str) -> ApiKey | None: ...
+    async def list_keys(self) -> list[KeyRecord]: ...
+    async def revoke_key(self, name: str, now: int) -> bool: ...
+    async def put_recipient(self, r: Recipient, now: int) -> None: ...
+    async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None: ...
+
+    # accept, resolve, read
+    async def accept(self, inp: AcceptInput, notification_id: str, plan: PlanFn,
+                     ttl_sec: int, now: int) -> AcceptResult:
+        """Claim the dedup key and write the notification with its whole ladder, atomically;
+        `plan` runs inside that transaction with the recipient as it is read there."""
+        ...
+
+    async def resolve(self, notification_id: str, resolution: str, by: str,
+                      now: int) -> ResolveResult | None: ...
+    async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None: ...
+    async def get_notification(self, notification_id: str) -> Notification | None: ...
+
+    # the delivery engine
+    async def claim_due(self, now: int, wants: list[tuple[str, Lane, int]], lease_ms: int,
+                        contacts: Mapping[str, str], decide: DecideFn,
+                        budget: Budget | None = None) -> list[Claim]:
+        """Up to n due steps per (channel, lane) within the shared budget: each judged by
+        `decide` on what this same transaction reads, and leased when it says send. Lapsed
+        leases become unknown first."""
+        ...
+
+    async def freeze(self, frozen: list[tuple[Claim, str, str]], now: int) -> list[bool]:
+        """Fix (claim, destination, payload) on each step while its claim token is still ours;
+        True for each that was fixed. Nothing frozen is ever changed."""
+        ...
+
+    async def complete(self, claim: Claim, done: Completion, now: int) -> bool: ...
+    async def lapse_leases(self, now: int) -> int:
+        """Steps whose lease has run out become unknown (retried under the same key)."""
+        ...
+
+    async def leased(self) -> tuple[int, int | None]:
+        """How many steps are in flight under a lease, and when the last lease ends."""
+        ...
+
+    async def next_due(self, pairs: list[tuple[str, Lane]]) -> int | None: ...
+    async def replay(self, notification_id: str, step_no: int | None, now: int) -> int: ...
+    async def end_unconfigured(self, channels: list[str], decide: DecideFn, now: int) -> int: ...
+    async def dead_letters(self, limit: int) -> list[DeadLetter]: ...
