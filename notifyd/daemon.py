@@ -22,6 +22,7 @@ from notifyd.auth import KeyCache
 from notifyd.clock import Clock, SystemClock
 from notifyd.config import Config
 from notifyd.ingest import Ingest
+from notifyd.logs import ServerLog
 from notifyd.scanner import Scanner
 from notifyd.sender import SenderPool, build_adapters
 from notifyd.store import open_store, sqlite_path
@@ -105,7 +106,8 @@ class Daemon:
         requests already running finish."""
         cfg = self.cfg
         runner = web.AppRunner(make_app(ctx), access_log=None, handle_signals=False,
-                               shutdown_timeout=cfg.daemon.grace_sec)
+                               shutdown_timeout=cfg.daemon.grace_sec,
+                               logger=ServerLog(self.clock))
         await runner.setup()
         try:
             site = web.TCPSite(runner, cfg.server.host, cfg.server.port)

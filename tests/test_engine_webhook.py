@@ -16,9 +16,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 from engine_support import (
     Provider,
     Reply,
+    Seen,
     accepted,
     answer,
     body_of,
@@ -41,12 +43,21 @@ async def prov() -> AsyncIterator[Provider]:
         yield p
 
 
+def raw(status: int, body: bytes) -> Reply:
+    async def reply(_: Seen) -> web.StreamResponse:
+        return web.Response(status=status, body=body, content_type="application/json")
+
+    return reply
+
+
 CASES: list[tuple[str, Reply, str, str, str | None]] = [
     # (case, reply, step state, attempt outcome, provider_ref or reason prefix)
     ("200 with id", answer(200, {"id": "msg-1"}), "sent", "sent", "msg-1"),
     ("202 with id", answer(202, {"id": 42}), "sent", "sent", "42"),
     ("201 X-Request-Id", answer(201, "", {"X-Request-Id": "req-9"}), "sent", "sent", "req-9"),
     ("204 bare", answer(204), "sent", "sent", None),
+    ("200 not UTF-8", raw(200, b"\xff\xfe{"), "sent", "sent", None),  # bytes, never decoded
+    ("500 not UTF-8", raw(500, b"\xff\xfe"), "pending", "failed", "HTTP 500"),
     ("408", answer(408, "timeout"), "pending", "failed", "HTTP 408"),
     ("429", answer(429, "slow"), "pending", "failed", "HTTP 429"),
     ("500", answer(500, "oops"), "pending", "failed", "HTTP 500"),

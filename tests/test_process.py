@@ -130,3 +130,35 @@ async def test_sigkill_under_load_loses_no_accepted_notification(
     status, body = post(again.url, key, {"user_id": "u0", "kind": "demo", "dedup_key": "0-1"})
     assert (status, body["created"]) == (200, False)  # the restarted daemon knows it
     assert again.stop() == 0, again.stderr()
+
+
+def _raw(url: str, request: bytes) -> bytes:
+    """Send `request` as is on a fresh connection; the first bytes of the answer."""
+    import socket
+
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(request)
+        return sock.recv(4096)
+
+
+MALFORMED = [
+    b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Long: " + b"a" * 20_000 + b"\r\n\r\n",
+    b"POST /v1/notifications HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not HTTP at all\r\n\r\n",
+]
+
+
+def test_malformed_http_is_a_400_and_one_warning_line_without_a_traceback(
+        tmp_path: Path, daemons: list[Daemon]) -> None:
+    daemons.append(d := Daemon(tmp_path / "notifyd.db"))
+    for request in MALFORMED * 20:  # 60 bad requests in a burst
+        assert _raw(d.url, request)[:13] in (b"HTTP/1.1 400 ", b"HTTP/1.0 400 ")
+    with urllib.request.urlopen(f"{d.url}/healthz", timeout=30) as resp:  # still serving
+        assert resp.status == 200
+    assert d.stop() == 0
+    lines = [ln for ln in d.lines if "malformed HTTP request" in ln]
+    assert len(lines) == 1, d.stderr()  # rate-limited: one line for the whole burst
+    assert " WARNING " in lines[0] and "answered 400" in lines[0]
+    assert "Traceback" not in d.stderr()

@@ -1,0 +1,66 @@
+"""Log lines a person can act on, and that input cannot flood or forge.
+
+`RateLimit` lets one line through per interval and counts what it held back. `ServerLog` stands in
+for aiohttp's server logger: a malformed request from a client (a header over the limit,
+Content-Length with Transfer-Encoding, garbage on the port) is one WARNING line without a
+traceback, rate-limited, and every other error keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from typing import Any
+
+from aiohttp.http_exceptions import HttpProcessingError
+
+from notifyd.clock import Clock
+
+MALFORMED_EVERY_MS = 10_000
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
+
+
+def printable(text: object, limit: int = 160) -> str:
+    """`text` with control and non-ASCII characters escaped, cut to `limit`: safe in one line."""
+    out = _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), str(text))
+    return out if len(out) <= limit else out[:limit] + "..."
+
+
+class RateLimit:
+    """At most one event per `every_ms` on the clock; `allow()` says how many it held back."""
+
+    def __init__(self, clock: Clock, every_ms: int) -> None:
+        self.clock, self.every_ms = clock, every_ms
+        self.last: int | None = None
+        self.held = 0
+
+    def allow(self) -> int | None:
+        """None: hold this one back. Else the number held back since the last one let through."""
+        now = self.clock.now_ms()
+        if self.last is not None and self.last <= now < self.last + self.every_ms:
+            self.held += 1
+            return None
+        self.last, held, self.held = now, self.held, 0
+        return held
+
+
+class ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server logger, with clients' malformed HTTP as a rate-limited WARNING."""
+
+    def __init__(self, clock: Clock, name: str = "notifyd.http") -> None:
+        super().__init__(logging.getLogger(name), {})
+        self.malformed = RateLimit(clock, MALFORMED_EVERY_MS)
+
+    def exception(self, msg: object, *args: Any, exc_info: Any = True, **kw: Any) -> None:
+        exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1]
+        if not isinstance(exc, HttpProcessingError):
+            self.logger.exception(msg, *args, exc_info=exc_info, **kw)
+            return
+        held = self.malformed.allow()
+        if held is None:
+            return
+        remote = printable(args[0]) if args else "?"
+        more = f" ({held} more since the last such line)" if held else ""
+        self.logger.warning("malformed HTTP request from %s answered %s: %s%s", remote,
+                            exc.code, printable(exc.message or type(exc).__name__), more)

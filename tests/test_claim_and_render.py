@@ -1,0 +1,192 @@
+"""Issue 7's seams: the claim policy judges each due step on what the claim transaction read;
+rendering happens between claim and send, so one bad message ends its own step and nothing else.
+
+Test channel types are registered the way a new channel type would be (channels.TYPES), with a
+recorder adapter that keeps what it was asked to send.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engine_support import engine, execute, webhook
+
+from notifyd.auth import KeyCache, hash_key, new_key
+from notifyd.channels import TYPES
+from notifyd.channels.base import (
+    ChannelType,
+    Limits,
+    Message,
+    Outcome,
+    Rendered,
+    RenderError,
+    RenderInput,
+    Sent,
+    standard_payload,
+)
+from notifyd.clock import FakeClock
+from notifyd.config import ChannelConfig, KindConfig, LadderStep
+from notifyd.models import ClaimContext, Lane, Recipient, Verdict
+from notifyd.policy import decide_claim
+from notifyd.store import open_store
+
+
+@dataclass(frozen=True)
+class RecorderSettings:
+    pass
+
+
+class Recorder:
+    """Sends to the recipient's address of the channel's contact; refuses to render a message
+    whose params say poison, as a template with an undefined variable would."""
+
+    sent: list[tuple[str, str]] = []  # (idempotency key, destination), over every instance
+
+    def render(self, step: RenderInput) -> Rendered:
+        if step.params.get("poison"):
+            raise RenderError("alert/email/en.txt", NameError("undefined variable 'amount'"))
+        return Rendered(step.address or "", standard_payload(step))
+
+    async def send(self, message: Message) -> Outcome:
+        Recorder.sent.append((message.idempotency_key, message.destination))
+        return Sent(f"rec:{message.idempotency_key}")
+
+    async def close(self) -> None:
+        return None
+
+
+def _build(name: str, settings: Any, limits: Limits) -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def mail() -> Iterator[None]:
+    """A channel type `mail` that sends to the recipient's email address."""
+    TYPES["mail"] = ChannelType("mail", "test recorder", RecorderSettings, "email", _build)
+    Recorder.sent = []
+    try:
+        yield
+    finally:
+        del TYPES["mail"]
+
+
+def mail_channel(**kw: Any) -> ChannelConfig:
+    base: dict[str, Any] = {"type": "mail", "rate_per_sec": 1e6, "burst": 1_000_000,
+                            "urgent_concurrency": 512, "bulk_concurrency": 512}
+    return ChannelConfig(**{**base, **kw})
+
+
+ESCALATE = KindConfig(ladder=(LadderStep("mail", timeout_sec=60), LadderStep("mail")))
+
+
+async def test_one_poisoned_render_among_a_thousand_ends_alone_and_the_rest_go_out_on_time(
+        tmp_path: Path, mail: None) -> None:
+    async with engine(tmp_path, {"mail": mail_channel()}, {"k": ESCALATE}) as e:
+        good = [await e.accept(user=f"u{i}") for i in range(500)]
+        bad = await e.accept(user="poisoned", params={"poison": True})
+        good += [await e.accept(user=f"v{i}") for i in range(500)]
+        accepted_at = e.now
+        await e.run_dry()  # every scan at the accept instant: nothing waits for a later one
+        assert e.now == accepted_at
+        assert {k for k, _ in Recorder.sent} >= {f"{nid}:0" for nid in good}
+        s0, s1 = (await e.notification(bad))["steps"]
+        assert (s0["state"], s0["reason"]) == (
+            "dead", "render failed: alert/email/en.txt: NameError")
+        assert [a["outcome"] for a in s0["attempt_log"]] == ["failed"]
+        assert s0["payload"] is None  # nothing was frozen, nothing was sent
+        assert f"{bad}:0" not in {k for k, _ in Recorder.sent}
+        # the ladder moved on: step 1 was pulled to now, and it failed to render the same way
+        assert s1["note"] == "pulled forward: step 0 dead"
+        assert s1["state"] == "dead"
+        states = e.state_counts()
+        assert states.get("sent") == 1000 and states.get("dead") == 2
+
+
+async def test_a_claim_checks_the_contacts_current_address_not_an_old_ones_bounce(
+        tmp_path: Path, mail: None) -> None:
+    async with engine(tmp_path, {"mail": mail_channel()}, {"k": ESCALATE}) as e:
+        await e.store.put_recipient(Recipient("default", "ada", contacts={"email": "new@x"}),
+                                    e.now)
+        execute(e.db, "INSERT INTO disabled_contacts VALUES ('default', 'ada', 'email', 'old@x', "
+                "'550 no such user', 0)")
+        moved = await e.accept(user="ada")
+        await e.run_dry()
+        assert (await e.step(moved, 0))["state"] == "sent"  # the old address's bounce is not hers
+        assert Recorder.sent == [(f"{moved}:0", "new@x")]
+
+        execute(e.db, "INSERT INTO disabled_contacts VALUES ('default', 'ada', 'email', 'new@x', "
+                "'550 mailbox full for good', 0)")
+        dead_now = await e.accept(user="ada")  # planned suppressed at accept ...
+        assert (await e.step(dead_now, 0))["state"] == "suppressed"
+        e.clock.advance(61)  # ... and the earlier notification's step 1 suppressed at claim
+        await e.run_dry()
+        s1 = await e.step(moved, 1)
+        assert (s1["state"], s1["reason"]) == ("suppressed", "contact disabled: 550 mailbox full "
+                                               "for good")
+
+
+def test_the_policy_reads_plain_records_and_answers_in_its_order() -> None:
+    r = Recipient("t", "u", "UTC", None, "00:00", "23:59", {"email": "a@x"})
+    ctx = ClaimContext(0, "mail", Lane.BULK, 0, None, 10_000_000_000_000, None, r, "email")
+    assert decide_claim(ctx, 1_000).verdict is Verdict.POSTPONE  # quiet hours
+    assert decide_claim(dataclasses.replace(ctx, lane=Lane.URGENT), 1_000).verdict is Verdict.SEND
+    assert decide_claim(dataclasses.replace(ctx, sibling_in_flight=1), 1_000).until == 2_000
+    assert decide_claim(dataclasses.replace(ctx, resolution="paid"), 1_000).reason == (
+        "resolved: paid")
+    gone = decide_claim(dataclasses.replace(ctx, configured=False, send_after=5_000), 1_000)
+    assert (gone.verdict, gone.pull_next_at) == (Verdict.DEAD, 5_000)
+    expired = decide_claim(dataclasses.replace(ctx, expires_at=1_000, resolution=None), 1_000)
+    assert expired.verdict is Verdict.EXPIRE
+
+
+async def test_the_key_cache_runs_on_the_injected_clock(tmp_path: Path) -> None:
+    store = await open_store(str(tmp_path / "k.db"))
+    try:
+        clock = FakeClock()
+        key = new_key()
+        await store.create_key(hash_key(key), "k", "acme", (), clock.now_ms())
+        cache = KeyCache(store, clock)
+        assert await cache.find(f"Bearer {key}") is not None
+        assert await store.revoke_key("k", clock.now_ms())
+        clock.advance(4)
+        assert await cache.find(f"Bearer {key}") is not None  # cached for 5 s
+        clock.advance(2)
+        assert await cache.find(f"Bearer {key}") is None  # gone on the clock the daemon keeps
+    finally:
+        await store.close()
+
+
+async def test_a_webhook_answer_is_read_up_to_a_bound_never_whole(tmp_path: Path) -> None:
+    """A provider that answers 200 and then streams without end: the send is Sent at once."""
+    from aiohttp import web
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(status=200, headers={"X-Request-Id": "r-1"})
+        await resp.prepare(request)
+        chunk = b"x" * 65536
+        for _ in range(100_000):  # 6.5 GB if read whole; bounded so the handler ends
+            await resp.write(chunk)
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/hook", endless)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        kinds = {"k": KindConfig(ladder=(LadderStep("hook"),))}
+        async with engine(tmp_path, {"hook": webhook(f"http://127.0.0.1:{port}/hook",
+                                                     timeout_sec=10.0)}, kinds) as e:
+            nid = await e.accept()
+            await e.cycle()
+            s = await e.step(nid, 0)
+            assert (s["state"], s["provider_ref"]) == ("sent", "r-1")
+    finally:
+        await runner.cleanup()
