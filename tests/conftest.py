@@ -13,7 +13,7 @@ from notifyd.auth import KeyCache
 from notifyd.clock import FakeClock
 from notifyd.config import Config
 from notifyd.ingest import Ingest
-from notifyd.store import SqliteStore
+from notifyd.store import SqliteStore, open_store
 from notifyd.web import Context, make_app
 
 
@@ -34,8 +34,8 @@ def cfg(db_path: Path) -> Config:
 
 @pytest.fixture
 async def store(cfg: Config) -> AsyncIterator[SqliteStore]:
-    s = SqliteStore(cfg.store.path, cfg.store.synchronous, cfg.store.busy_timeout_ms)
-    await s.open()
+    s = await open_store(cfg.store.path, cfg.store.synchronous, cfg.store.busy_timeout_ms)
+    assert isinstance(s, SqliteStore)  # the API tests also read the file's rows directly
     yield s
     await s.close()
 

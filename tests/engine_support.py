@@ -47,7 +47,7 @@ from notifyd.ingest import Ingest
 from notifyd.models import ApiKey, Claim, Lane
 from notifyd.scanner import Scanner
 from notifyd.sender import SenderPool, build_adapters
-from notifyd.store import Notification, SqliteStore
+from notifyd.store import Notification, SqliteStore, open_store
 
 START_MS = 1_790_000_000_000
 KEY = ApiKey("k", "default", (), "h")
@@ -378,8 +378,8 @@ async def engine(tmp_path: Path, channels: dict[str, ChannelConfig],
                  clock: FakeClock | None = None) -> AsyncIterator[Engine]:
     db = tmp_path / name
     cfg = engine_config(db, channels, kinds, scanner)
-    store = SqliteStore(cfg.store.path, cfg.store.synchronous)
-    await store.open()
+    store = await open_store(cfg.store.path, cfg.store.synchronous)
+    assert isinstance(store, SqliteStore)  # engine tests also write rows as another process would
     clock = clock or FakeClock(START_MS)
     pool = SenderPool(cfg, store, clock, build_adapters(cfg), rng=random.Random(seed))
     scan = Scanner(cfg, store, pool, clock)

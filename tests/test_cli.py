@@ -19,7 +19,7 @@ from notifyd.clock import FakeClock
 from notifyd.config import Config, StoreConfig
 from notifyd.ingest import Ingest
 from notifyd.models import ApiKey
-from notifyd.store import SqliteStore
+from notifyd.store import open_store
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -99,8 +99,7 @@ def test_keys_revoke(tmp_path: Path) -> None:
 async def _seed(db: Path, user_id: str = "u1") -> str:
     """A 'demo' notification for user_id/inv-1 in tenant default, through the real ingest."""
     cfg = Config(store=StoreConfig(path=str(db)))
-    store = SqliteStore(db)
-    await store.open()
+    store = await open_store(str(db))
     try:
         ingest = Ingest(cfg, store, FakeClock(START_MS))
         body = json.dumps({"user_id": user_id, "kind": "demo", "dedup_key": "inv-1"}).encode()
