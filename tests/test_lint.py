@@ -1,4 +1,5 @@
-"""The house rules that tools can check: ruff (style, complexity) and mypy --strict on notifyd/."""
+"""The house rules that tools can check: ruff (style, complexity), mypy --strict on notifyd/, and
+the layering of ARCHITECTURE.md (import-linter's contracts in pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -20,4 +21,10 @@ def test_ruff_is_clean() -> None:
 
 def test_mypy_strict_is_clean() -> None:
     result = run("mypy")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_imports_keep_to_the_layers() -> None:
+    result = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
+                            cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
