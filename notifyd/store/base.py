@@ -21,6 +21,7 @@ from notifyd.models import (
     Completion,
     DecideFn,
     Lane,
+    Outcome,
     PlanFn,
     Recipient,
     ResolveResult,
@@ -41,7 +42,7 @@ class Attempt:
     claim_token: str
     started_at: int
     ended_at: int | None
-    outcome: str | None  # an Outcome once ended
+    outcome: Outcome | None  # once ended
     reason: str | None
     provider_ref: str | None
 

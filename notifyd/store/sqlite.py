@@ -34,6 +34,7 @@ from notifyd.models import (
     DisabledContact,
     Lane,
     Notice,
+    Outcome,
     PlanFn,
     Recipient,
     ResolveResult,
@@ -521,8 +522,9 @@ def _apply(c: sqlite3.Connection, nid: str, no: int, d: Decision, now: int) -> N
 
 
 def _attempt(r: sqlite3.Row) -> Attempt:
+    outcome = Outcome(r["outcome"]) if r["outcome"] is not None else None
     return Attempt(r["notification_id"], r["step_no"], r["attempt_no"], r["claim_token"],
-                   r["started_at"], r["ended_at"], r["outcome"], r["reason"], r["provider_ref"])
+                   r["started_at"], r["ended_at"], outcome, r["reason"], r["provider_ref"])
 
 
 def _notification_record(n: sqlite3.Row, steps: list[sqlite3.Row],
