@@ -19,8 +19,10 @@ from collections.abc import Callable
 
 from notifyd.channels import build_channel
 from notifyd.channels.base import (
+    Answer,
     Channel,
     Failed,
+    Fanout,
     Limits,
     Message,
     Rejected,
@@ -29,7 +31,6 @@ from notifyd.channels.base import (
     Sent,
     Unknown,
 )
-from notifyd.channels.base import Outcome as Answer
 from notifyd.clock import Clock
 from notifyd.config import SEND_SLACK_SEC, ChannelConfig, Config
 from notifyd.models import Budget, Claim, Completion, Lane, Outcome, StepState
@@ -122,11 +123,37 @@ def build_adapters(cfg: Config) -> dict[str, Channel]:
         for name, ch in cfg.channels.items()}
 
 
+def aggregate(fanout: Fanout) -> Answer:
+    """One answer for a step sent to several devices: Sent if any took it, Rejected only if
+    every one refused, else Unknown if any may have it, else Failed (after the longest
+    Retry-After). The reason names each device's answer, for inspect."""
+    answers = [a for _, a in fanout.results]
+    each = "; ".join(f"{device}: {_said(a)}" for device, a in fanout.results)
+    if any(isinstance(a, Sent) for a in answers):
+        refs = [a.provider_ref for a in answers if isinstance(a, Sent) and a.provider_ref]
+        return Sent(",".join(refs) or None, each)
+    if answers and all(isinstance(a, Rejected) for a in answers):
+        return Rejected(each)
+    if not answers:
+        return Rejected("no live device to send to")
+    if any(isinstance(a, Unknown) for a in answers):
+        return Unknown(each)
+    waits = [a.retry_after for a in answers if isinstance(a, Failed) and a.retry_after]
+    return Failed(each, max(waits, default=None))
+
+
+def _said(a: Answer) -> str:
+    if isinstance(a, Sent):
+        return "sent"
+    return f"{type(a).__name__.lower()} {a.reason}"
+
+
 def decide(cfg: ChannelConfig, claim: Claim, outcome: Answer, now: int,
            rng: random.Random) -> Completion:
     """Turn one provider outcome into the step's next state: the whole retry policy."""
     if isinstance(outcome, Sent):
-        return Completion(Outcome.SENT, StepState.SENT, provider_ref=outcome.provider_ref)
+        return Completion(Outcome.SENT, StepState.SENT, provider_ref=outcome.provider_ref,
+                          reason=outcome.detail)
     if isinstance(outcome, Rejected):
         return Completion(Outcome.REJECTED, StepState.REJECTED, reason=outcome.reason,
                           disable_contact=True, pull_next=True)
@@ -267,6 +294,8 @@ class SenderPool:
                 # No traceback: exception texts can carry the destination URL, often a secret.
                 log.error("adapter %s raised %s on %s", ch.name, type(e).__name__, claim.key)
                 outcome = Unknown(f"adapter error: {type(e).__name__}")
+            if isinstance(outcome, Fanout):
+                outcome = aggregate(outcome)
             now = self.clock.now_ms()
             ch.breaker.record(isinstance(outcome, Sent | Rejected), now, probe)
             done = decide(ch.cfg, claim, outcome, now, self.rng)

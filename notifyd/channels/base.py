@@ -14,11 +14,22 @@ sends to, and how its adapter is built. channels/__init__.py lists the types.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from notifyd.models import iso
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One push target of a user: a web push subscription or an FCM registration token."""
+
+    device_id: str
+    kind: str  # "webpush" or "fcm"
+    endpoint: str  # the web push endpoint URL, or the FCM registration token
+    p256dh: str | None = None  # web push: the subscription's public key (base64url)
+    auth: str | None = None  # web push: the subscription's auth secret (base64url)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +46,15 @@ class RenderInput:
     expires_at: int
     address: str | None  # the recipient's current address for the channel's contact, if any
     locale: str | None
+    now: int = 0  # when it is rendered: a push TTL is expires_at - now
+    # The kind's templates for this channel's medium, rendered for the recipient's locale:
+    # email {subject, text, html?}, sms {text}, push {title, body}, chat {text}.
+    content: Mapping[str, str] = field(default_factory=dict)
+    devices: tuple[Device, ...] = ()  # push: the user's live devices of this channel's kind
+    urgent: bool = False  # the kind's urgency (push Urgency: high)
+    transactional: bool = True  # False: email carries List-Unsubscribe
+    collapse_key: str | None = None  # push: replaces a pending undelivered message (Topic)
+    unsubscribe_url: str | None = None  # one-click unsubscribe for this recipient and category
 
 
 @dataclass(frozen=True)
@@ -64,6 +84,7 @@ class RenderError(Exception):
 @dataclass(frozen=True)
 class Sent:
     provider_ref: str | None = None
+    detail: str | None = None  # what to record beside it (the segment count, each device's answer)
 
 
 @dataclass(frozen=True)
@@ -82,7 +103,20 @@ class Unknown:
     reason: str
 
 
-Outcome = Sent | Rejected | Failed | Unknown
+Answer = Sent | Rejected | Failed | Unknown
+
+
+@dataclass(frozen=True)
+class Fanout:
+    """One step sent to several targets (a user's devices), each under the key
+    "{idempotency_key}:{device_id}": one answer per device id. The sender makes the step Sent
+    when any device took it, Rejected only when every device rejected it, and disables each
+    device that rejected it."""
+
+    results: tuple[tuple[str, Answer], ...]
+
+
+Outcome = Answer | Fanout
 
 
 class Channel(Protocol):
@@ -99,6 +133,7 @@ class Limits:
 
     timeout_sec: float
     max_connections: int  # as many as both lanes may send at once
+    public_url: str = ""  # server.public_url: where providers reach notifyd (status callbacks)
 
 
 @dataclass(frozen=True)
@@ -114,6 +149,9 @@ class ChannelType:
     # send to a person's address (a producer's webhook, the log).
     contact: str | None
     build: Callable[[str, Any, Limits], Channel]
+    # Which templates it renders (RenderInput.content): "email", "sms", "push" or "chat"; None
+    # for a type that sends the notification as data (webhook, log).
+    medium: str | None = None
 
 
 def standard_payload(step: RenderInput) -> dict[str, Any]:
