@@ -1,12 +1,16 @@
-"""Thin click commands over the same store the daemon uses; each works beside a running daemon."""
+"""Thin click commands over the same store the daemon uses; each works beside a running daemon.
+
+Commands that only read refuse a database that does not exist (naming the path) instead of leaving
+a fresh one behind; commands that write say which database they wrote to. Ordinary mistakes are
+one line naming the problem and the fix, never a traceback.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import json
-import logging
-import sys
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,15 +22,31 @@ from notifyd.auth import hash_key, new_key
 from notifyd.clock import SystemClock
 from notifyd.config import NAME_RE, Config, load_config, render_example
 from notifyd.errors import ConfigError
-from notifyd.models import iso
-from notifyd.store import Notification, Store, open_store
+from notifyd.logs import LOG_FORMATS, LOG_LEVELS
+from notifyd.models import iso, plural
+from notifyd.store import Notification, Store, StoreUnavailable, open_store, sqlite_path
 from notifyd.views import status_view, timeline
 
 T = TypeVar("T")
+READ, WRITE, CREATE = "read", "write", "create"  # what a command does to the database
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    """--config and --db work before the subcommand or after it, as people type them."""
+    if value is not None:
+        ctx.find_root().ensure_object(dict)[param.name or ""] = value
+
+
+def global_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--config", "-c", "config_path", envvar="NOTIFYD_CONFIG",
+                     type=click.Path(dir_okay=False), expose_value=False, callback=_remember,
+                     help="TOML config file (default: built-in).")(f)
+    return click.option("--db", envvar="NOTIFYD_DB", expose_value=False, callback=_remember,
+                        help="The database (a path or sqlite:///path); overrides store.path.")(f)
 
 
 def _config(ctx: click.Context) -> Config:
-    obj: dict[str, Any] = ctx.ensure_object(dict)
+    obj: dict[str, Any] = ctx.find_root().ensure_object(dict)
     if "config" not in obj:
         try:
             cfg = load_config(obj.get("config_path"))
@@ -38,66 +58,93 @@ def _config(ctx: click.Context) -> Config:
     return obj["config"]  # type: ignore[no-any-return]
 
 
-def _with_store(ctx: click.Context, fn: Callable[[Store], Awaitable[T]]) -> T:
+def database(cfg: Config) -> str:
+    """The database as people should read it: an absolute path for SQLite."""
+    path = sqlite_path(cfg.store.path)
+    return str(Path(path).resolve()) if path is not None else cfg.store.path
+
+
+def _with_store(ctx: click.Context, fn: Callable[[Store], Awaitable[T]], mode: str = READ) -> T:
     cfg = _config(ctx)
 
     async def run() -> T:
         store = await open_store(cfg.store.path, cfg.store.synchronous,
-                                 cfg.store.busy_timeout_ms)
+                                 cfg.store.busy_timeout_ms, create=mode == CREATE)
         try:
             return await fn(store)
         finally:
             await store.close()
 
-    return asyncio.run(run())
+    try:
+        result = asyncio.run(run())
+    except StoreUnavailable as e:
+        raise click.ClickException(str(e)) from None
+    if mode != READ:
+        click.echo(f"(database {database(cfg)})", err=True)
+    return result
 
 
-@click.group()
-@click.option("--config", "-c", "config_path", envvar="NOTIFYD_CONFIG",
-              type=click.Path(dir_okay=False), help="TOML config file (default: built-in).")
-@click.option("--db", envvar="NOTIFYD_DB", help="SQLite file; overrides store.path.")
+@click.group(invoke_without_command=True)
+@global_options
 @click.version_option(package_name="notifyd")
 @click.pass_context
-def main(ctx: click.Context, config_path: str | None, db: str | None) -> None:
+def main(ctx: click.Context) -> None:
     """notifyd: notifications that escalate across channels and know when to stop.
 
     Example: notifyd serve
     """
-    ctx.ensure_object(dict).update(config_path=config_path, db=db)
+    ctx.ensure_object(dict)
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
 @main.command()
+@global_options
 @click.option("--host", help="Override server.host.")
-@click.option("--port", type=int, help="Override server.port.")
+@click.option("--port", type=click.IntRange(0, 65535), help="Override server.port (0: any free).")
+@click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="info",
+              show_default=True, help="Least severe log lines written.")
+@click.option("--log-format", type=click.Choice(LOG_FORMATS), default="text", show_default=True,
+              help="text lines, or one JSON object per line for a log shipper.")
+@click.option("--access-log", is_flag=True, help="Also log one line per HTTP request.")
 @click.pass_context
-def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
+def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str,
+          log_format: str, access_log: bool) -> None:
     """Run the daemon: HTTP API, scanner and senders, until SIGTERM.
 
-    Example: notifyd serve --port 7726
+    Example: notifyd --config /etc/notifyd/notifyd.toml serve --port 7726
     """
-    from notifyd.daemon import AlreadyRunning
+    from notifyd.daemon import StartError
     from notifyd.daemon import serve as run_serve
+    from notifyd.logs import setup_logging
 
     cfg = _config(ctx)
     server = dataclasses.replace(cfg.server, host=host or cfg.server.host,
                                  port=cfg.server.port if port is None else port)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(log_level, log_format)
+    config_path = ctx.find_root().obj.get("config_path")
     try:
-        run_serve(dataclasses.replace(cfg, server=server))
-    except AlreadyRunning as e:
+        run_serve(dataclasses.replace(cfg, server=server), config_path=config_path,
+                  access_log=access_log)
+    except StartError as e:
         raise click.ClickException(str(e)) from None
 
 
 @main.command()
-@click.argument("path", default="notifyd.toml", type=click.Path(dir_okay=False))
+@click.argument("path", default="notifyd.toml", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 def init(path: str, force: bool) -> None:
-    """Write a commented starter config with every key and its default.
+    """Write a commented starter config with every key and its default (- for standard output).
 
     Example: notifyd init /etc/notifyd/notifyd.toml
     """
+    if path == "-":
+        click.echo(render_example(), nl=False)
+        return
     target = Path(path)
+    if not target.parent.is_dir():
+        raise click.ClickException(f"the folder {target.parent.resolve()} does not exist; "
+                                   f"create it first (mkdir -p {target.parent})")
     if target.exists() and not force:
         raise click.ClickException(f"{path} exists; pass --force to overwrite it")
     target.write_text(render_example())
@@ -113,13 +160,15 @@ def keys() -> None:
 
 
 @keys.command("create")
+@global_options
 @click.option("--name", required=True, help="A name for the key, shown in inspect.")
 @click.option("--tenant", default="default", show_default=True,
               help="The tenant whose recipients this key may post to.")
 @click.option("--kinds", default="", help="Comma-separated kinds this key may post (default all).")
 @click.pass_context
 def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str) -> None:
-    """Create an API key and print it once; only its hash is stored.
+    """Create an API key and print it once; only its hash is stored. Creates the database if
+    there is none yet.
 
     Example: notifyd keys create --name billing --tenant acme --kinds invoice_due,payment_failed
     """
@@ -133,17 +182,21 @@ def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str) -> None:
         raise click.ClickException("--name and --tenant: lower-case letters, digits, _ . -")
     key = new_key()
     now = SystemClock().now_ms()
-    try:
-        _with_store(ctx, lambda s: s.create_key(hash_key(key), name, tenant, allowed, now))
-    except Exception as e:  # the unique name is the likely one
-        if "UNIQUE" in str(e):
-            raise click.ClickException(f"a key named {name!r} exists") from None
-        raise
+
+    async def create(s: Store) -> bool:
+        if any(k.name == name for k in await s.list_keys()):
+            return False
+        await s.create_key(hash_key(key), name, tenant, allowed, now)
+        return True
+
+    if not _with_store(ctx, create, CREATE):
+        raise click.ClickException(f"a key named {name!r} exists")
     click.echo(key)
     click.echo(f"key {name!r} for tenant {tenant!r}: shown once, store it now", err=True)
 
 
 @keys.command("list")
+@global_options
 @click.pass_context
 def keys_list(ctx: click.Context) -> None:
     """List keys by name (never the keys themselves).
@@ -156,6 +209,7 @@ def keys_list(ctx: click.Context) -> None:
 
 
 @keys.command("revoke")
+@global_options
 @click.argument("name")
 @click.pass_context
 def keys_revoke(ctx: click.Context, name: str) -> None:
@@ -163,24 +217,27 @@ def keys_revoke(ctx: click.Context, name: str) -> None:
 
     Example: notifyd keys revoke billing
     """
-    if not _with_store(ctx, lambda s: s.revoke_key(name, SystemClock().now_ms())):
+    if not _with_store(ctx, lambda s: s.revoke_key(name, SystemClock().now_ms()), WRITE):
         raise click.ClickException(f"no active key named {name!r}")
     click.echo(f"revoked {name}")
 
 
 async def _find(store: Store, ref: str, tenant: str) -> Notification:
-    parsed = resolution.parse_ref(ref)
+    try:
+        parsed = resolution.parse_ref(ref)
+    except resolution.BadRef as e:
+        raise click.ClickException(str(e)) from None
     # An id is found in any tenant (this is the operator); user_id:dedup_key within --tenant.
     n = await resolution.find(store, parsed, None if parsed.notification_id else tenant)
     if n is None:
-        raise click.ClickException(f"no notification {ref!r} (tenant {tenant!r})")
+        where = "" if parsed.notification_id else f" in tenant {tenant!r} (--tenant)"
+        raise click.ClickException(f"no notification {ref!r}{where}; REF is "
+                                   f"{resolution.FORMS}")
     return n
 
 
-_REF_HELP = "A notification id (n_...) or user_id:dedup_key."
-
-
 @main.command()
+@global_options
 @click.argument("ref")
 @click.option("--tenant", default="default", show_default=True, help="For user_id:dedup_key.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status document instead.")
@@ -188,7 +245,7 @@ _REF_HELP = "A notification id (n_...) or user_id:dedup_key."
 def inspect(ctx: click.Context, ref: str, tenant: str, as_json: bool) -> None:
     """Print a notification's whole ladder as a timeline: what was decided, when and why.
 
-    REF is a notification id (n_...) or user_id:dedup_key.
+    REF is a notification id (n_...) or user_id:dedup_key (split on the last colon).
 
     Example: notifyd inspect u_42:invoice-1009
     """
@@ -200,6 +257,7 @@ def inspect(ctx: click.Context, ref: str, tenant: str, as_json: bool) -> None:
 
 
 @main.command()
+@global_options
 @click.argument("ref")
 @click.option("--tenant", default="default", show_default=True, help="For user_id:dedup_key.")
 @click.option("--resolution", "what", default=resolution.DEFAULT_RESOLUTION, show_default=True,
@@ -208,7 +266,7 @@ def inspect(ctx: click.Context, ref: str, tenant: str, as_json: bool) -> None:
 def resolve(ctx: click.Context, ref: str, tenant: str, what: str) -> None:
     """Resolve a notification so its ladder stops; the first resolution wins.
 
-    REF is a notification id (n_...) or user_id:dedup_key.
+    REF is a notification id (n_...) or user_id:dedup_key (split on the last colon).
 
     Example: notifyd resolve n_01j8... --resolution confirmed
     """
@@ -218,32 +276,46 @@ def resolve(ctx: click.Context, ref: str, tenant: str, what: str) -> None:
         r = await resolution.resolve(store, n, what, "cli", SystemClock().now_ms())
         if not r.changed:
             return f"{r.notification_id} was already resolved: {r.resolution}"
-        return f"{r.notification_id} resolved: {r.resolution}; cancelled {r.cancelled_steps} steps"
+        return (f"{r.notification_id} resolved: {r.resolution}; cancelled "
+                f"{plural(r.cancelled_steps, 'step')}")
 
-    click.echo(_with_store(ctx, run))
+    click.echo(_with_store(ctx, run, WRITE))
+
+
+STEP_REF = re.compile(rf"({resolution.ID_RE.pattern}):(\d+)")
 
 
 @main.command()
+@global_options
 @click.argument("ref")
+@click.option("--tenant", default="default", show_default=True, help="For user_id:dedup_key.")
 @click.pass_context
-def replay(ctx: click.Context, ref: str) -> None:
+def replay(ctx: click.Context, ref: str, tenant: str) -> None:
     """Put dead or unknown steps back to pending, under their original key and frozen payload.
 
-    REF is a step (n_...:STEP_NO) or a notification id (all its dead and unknown steps).
+    REF is a step (n_...:STEP_NO), or a notification (n_... or user_id:dedup_key) for all its
+    dead and unknown steps.
 
     Example: notifyd replay n_01m8n828e4dmgf5p4k:1
     """
-    nid, _, no = ref.partition(":")
-    if no and not no.isdigit():
-        raise click.ClickException(f"{ref!r}: expected n_...:STEP_NO")
-    step = int(no) if no else None
-    count = _with_store(ctx, lambda s: s.replay(nid, step, SystemClock().now_ms()))
+    step_ref = STEP_REF.fullmatch(ref)
+
+    async def run(store: Store) -> tuple[str, int]:
+        if step_ref is not None:
+            nid, step = step_ref.group(1), int(step_ref.group(2))
+            return nid, await store.replay(nid, step, SystemClock().now_ms())
+        n = await _find(store, ref, tenant)
+        return n.id, await store.replay(n.id, None, SystemClock().now_ms())
+
+    nid, count = _with_store(ctx, run, WRITE)
     if not count:
         raise click.ClickException(f"no dead or unknown step at {ref!r}")
-    click.echo(f"replayed {count} step(s); a running daemon sends them within its poll interval")
+    click.echo(f"replayed {plural(count, 'step')} of {nid}; a running daemon sends them within "
+               "its poll interval (notifyd inspect shows what happens)")
 
 
 @main.command("dead-letters")
+@global_options
 @click.option("--limit", default=50, show_default=True, help="Most rows shown, newest first.")
 @click.pass_context
 def dead_letters(ctx: click.Context, limit: int) -> None:
@@ -257,3 +329,4 @@ def dead_letters(ctx: click.Context, limit: int) -> None:
                    f"{r.channel}  attempts={r.attempts}  {r.reason}")
     if not rows:
         click.echo("no dead letters")
+

@@ -23,6 +23,7 @@ from notifyd.fields import MAX_SEC, doc, docf
 
 DEFAULT_PORT = 7726
 DEFAULT_DB = "notifyd.db"
+SQLITE_URL = "sqlite:///"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 STOP_RULES = ("resolved",)  # "delivered" arrives with provider receipts
 URGENCIES = ("urgent", "normal")
@@ -115,8 +116,11 @@ class KindConfig:
                                False)
 
 
+BUILTIN_LOG = ChannelConfig(type="log", timeout_sec=1.0)
+
+
 def _default_channels() -> dict[str, ChannelConfig]:
-    return {"log": ChannelConfig(type="log")}
+    return {"log": BUILTIN_LOG}
 
 
 def _default_kinds() -> dict[str, KindConfig]:
@@ -142,16 +146,32 @@ class Config:
 
 
 def load_config(path: str | Path | None) -> Config:
-    """The config at `path`, or the built-in defaults when `path` is None."""
+    """The config at `path`, or the built-in defaults when `path` is None. A relative store path
+    in a file is relative to that file's folder, so every command finds the same database."""
     if path is None:
         return validate(Config())
     try:
         data = tomllib.loads(Path(path).read_text())
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a folder, not a config file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    return validate(_build(Config, data, ""))
+    cfg = validate(_build(Config, data, ""))
+    return dataclasses.replace(cfg, store=dataclasses.replace(
+        cfg.store, path=beside(cfg.store.path, Path(path).resolve().parent)))
+
+
+def beside(store: str, folder: Path) -> str:
+    """A relative SQLite path (bare or sqlite:///rel) made absolute from `folder`."""
+    prefix = SQLITE_URL if store.startswith(SQLITE_URL) else ""
+    rest = store[len(prefix):]
+    if "://" in store and not prefix or Path(rest).is_absolute():
+        return store
+    return prefix + str(folder / rest)
 
 
 def _build(cls: type[Any], data: Any, where: str) -> Any:
@@ -221,9 +241,14 @@ def _join(where: str, key: str) -> str:
 
 
 def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads best
+    """`cfg` checked, with the built-in `log` channel added unless a channel has that name."""
+
     def need(ok: bool, key: str, msg: str) -> None:
         if not ok:
             raise ConfigError(f"{key}: {msg}")
+
+    if "log" not in cfg.channels:  # it writes a line: a second is ample, whatever the lease
+        cfg = dataclasses.replace(cfg, channels={**cfg.channels, "log": BUILTIN_LOG})
 
     need(0 <= cfg.server.port <= 65535, "server.port", "must be 0..65535")
     need(cfg.server.max_body_bytes >= 1024, "server.max_body_bytes", "must be at least 1024")
@@ -234,7 +259,6 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(cfg.scanner.claim_batch > 0, "scanner.claim_batch", "must be > 0")
     need(cfg.scanner.lease_sec > 0, "scanner.lease_sec", "must be > 0")
     need(cfg.daemon.grace_sec >= 0, "daemon.grace_sec", "must be >= 0")
-    need(bool(cfg.channels), "channels", "at least one channel is needed")
     for name, ch in cfg.channels.items():
         k = f"channels.{name}"
         need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")
@@ -278,24 +302,33 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
 
 
 def render_example() -> str:
-    """The commented config for `notifyd init` and notifyd.example.toml: every key, documented."""
+    """The commented config for `notifyd init` and notifyd.example.toml: every key, documented,
+    each with its default; channels and kinds, which have no defaults to show, in comments."""
     cfg = Config()
-    out = ["# notifyd configuration. Every key is optional; the value shown is the default.",
-           "# Durations are in seconds. Start with: notifyd serve --config notifyd.toml", ""]
+    out = ["# notifyd configuration. Every key is optional; each shows its default. Durations are",
+           "# in seconds; a relative store.path is relative to this file's folder.",
+           "# Start with: notifyd --config notifyd.toml serve", ""]
     for f in dataclasses.fields(Config):
         value = getattr(cfg, f.name)
         if dataclasses.is_dataclass(value):
-            out += [f"# {f.metadata['doc']}", f"[{f.name}]"]
-            out += _render_fields(value)
-        else:
-            for item, sub in value.items():
-                out += [f"# {f.metadata['doc']}", f"[{f.name}.{item}]"]
-                out += _render_fields(sub)
-        out.append("")
-    out += _render_channel_types()
+            out += [f"# {f.metadata['doc']}", f"[{f.name}]", *_render_fields(value), ""]
     out += [
-        "# More channels and kinds are more tables. For example, a webhook channel and a kind",
-        "# that escalates from it to the log after ten minutes unless resolved first:",
+        "# Channels by name; ladders refer to these names. A channel named \"log\" (type log)",
+        "# always exists unless you define one of that name. A channel table takes these keys:",
+        "#",
+        "# [channels.NAME]",
+        *_commented(_render_fields(ChannelConfig())),
+        "",
+        *_render_channel_types(),
+        "# Notification kinds by name: each its ladder and policy. With no [kinds] table a",
+        "# built-in kind \"demo\" sends on the log channel at once and again 30 seconds later,",
+        "# unless resolved first. A kind table takes these keys:",
+        "#",
+        "# [kinds.NAME]",
+        *_commented(_render_fields(KindConfig(ladder=(LadderStep("log"),)))),
+        "",
+        "# For example, a webhook channel and a kind that escalates from it to the log after ten",
+        "# minutes unless resolved first:",
         "#",
         "# [channels.ops-hook]",
         "# type = \"webhook\"",
@@ -311,6 +344,11 @@ def render_example() -> str:
         "",
     ]
     return "\n".join(out)
+
+
+def _commented(lines: list[str]) -> list[str]:
+    """Doc lines (already '# ...') as '# # ...', keys as '# key = ...'."""
+    return [f"# {part}" for line in lines for part in line.split("\n")]
 
 
 def _render_channel_types() -> list[str]:

@@ -7,6 +7,7 @@ period, close the store. A second SIGTERM or SIGINT exits at once.
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import logging
 import os
@@ -14,10 +15,12 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import IO
 
 from aiohttp import web
 
+from notifyd import __version__
 from notifyd.auth import KeyCache
 from notifyd.clock import Clock, SystemClock
 from notifyd.config import Config
@@ -25,7 +28,7 @@ from notifyd.ingest import Ingest
 from notifyd.logs import ServerLog
 from notifyd.scanner import Scanner
 from notifyd.sender import SenderPool, build_adapters
-from notifyd.store import open_store, sqlite_path
+from notifyd.store import Store, StoreUnavailable, open_store, sqlite_path
 from notifyd.web import Context, make_app
 
 log = logging.getLogger("notifyd")
@@ -45,42 +48,97 @@ def sd_notify(state: str) -> None:
             log.warning("sd_notify %s failed: %s", state, e)
 
 
-class AlreadyRunning(Exception):
+class StartError(Exception):
+    """The daemon cannot start; the message names the problem and the fix."""
+
+
+class AlreadyRunning(StartError):
     pass
 
 
-def hold_lock(db_path: str) -> IO[str]:
-    """One daemon per SQLite file: a second would take the first's in-flight sends for
-    interrupted ones and send them again. The kernel drops the lock when the process dies."""
+def hold_lock(db_path: str) -> tuple[IO[str], bool]:
+    """One daemon per SQLite file: a second would share its in-flight sends' leases and time
+    them out. The kernel drops the lock when the process dies. Returns the held file and whether
+    this call created it (a failed start removes what it created)."""
     # Named after the real path, so a symlink to the same file finds the same lock.
-    handle = open(f"{os.path.realpath(db_path)}.lock", "w")  # noqa: SIM115 - held while running
+    lock_path = f"{os.path.realpath(db_path)}.lock"
+    created = not os.path.exists(lock_path)
+    handle = open(lock_path, "w")  # noqa: SIM115 - held while running
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.close()
         raise AlreadyRunning(f"another notifyd serve is running on {db_path}") from None
-    return handle
+    return handle, created
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before any file is touched, so that a port in use or a host
+    that does not resolve leaves nothing behind."""
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as e:
+        raise StartError(f"cannot listen on host {host!r}: {e.strerror}; set server.host or "
+                         "--host to an address of this machine") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(1024)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise StartError(f"port {port} on {host} is in use (another notifyd, or another "
+                             "program); choose another with --port or server.port") from None
+        raise StartError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    sock.setblocking(False)
+    return sock
 
 
 class Daemon:
-    def __init__(self, cfg: Config, clock: Clock | None = None) -> None:
+    def __init__(self, cfg: Config, clock: Clock | None = None, config_path: str | None = None,
+                 access_log: bool = False) -> None:
         self.cfg = cfg
         self.clock = clock or SystemClock()
+        self.config_path = config_path
+        self.access_log = access_log
         self.port: int | None = None  # the bound port, once listening
         self._stopping_at = time.monotonic()
+
+    async def _start(self) -> tuple[Store, socket.socket, IO[str] | None]:
+        """Take the lock, the port and the store, in that order; on failure undo what this
+        start created (a lock file, the socket) and raise StartError."""
+        cfg = self.cfg
+        path = sqlite_path(cfg.store.path)
+        lock, created = (None, False)
+        if path is not None:
+            folder = Path(path).resolve().parent
+            if not folder.is_dir():
+                raise StartError(f"the database folder {folder} does not exist; create it, or "
+                                 "point store.path (or --db) elsewhere")
+            lock, created = hold_lock(path)
+        sock = None
+        try:
+            sock = bind(cfg.server.host, cfg.server.port)
+            store = await open_store(cfg.store.path, cfg.store.synchronous,
+                                     cfg.store.busy_timeout_ms)
+        except BaseException as e:
+            if sock is not None:
+                sock.close()
+            if lock is not None:
+                lock.close()
+                if created and path is not None:
+                    os.unlink(f"{os.path.realpath(path)}.lock")
+            if isinstance(e, StoreUnavailable):
+                raise StartError(str(e)) from None
+            raise
+        return store, sock, lock
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run the HTTP server and the scanner as peers until `stop`, then shut down in order."""
         cfg = self.cfg
-        path = sqlite_path(cfg.store.path)
-        lock = hold_lock(path) if path is not None else None
-        try:
-            store = await open_store(cfg.store.path, cfg.store.synchronous,
-                                     cfg.store.busy_timeout_ms)
-        except BaseException:
-            if lock is not None:
-                lock.close()
-            raise
+        store, sock, lock = await self._start()
         pool = SenderPool(cfg, store, self.clock, build_adapters(cfg))
         scanner = Scanner(cfg, store, pool, self.clock)
         ingest = Ingest(cfg, store, self.clock, wake=scanner.wake)
@@ -88,7 +146,7 @@ class Daemon:
         stop_claiming = asyncio.Event()
         try:
             async with asyncio.TaskGroup() as peers:
-                peers.create_task(self._serve_http(ctx, stop, stop_claiming), name="http")
+                peers.create_task(self._serve_http(ctx, sock, stop, stop_claiming), name="http")
                 peers.create_task(scanner.run(stop_claiming), name="scanner")
         finally:
             # One grace period in all: what the HTTP drain used is not given again here.
@@ -100,21 +158,20 @@ class Daemon:
                 lock.close()
         log.info("stopped cleanly")
 
-    async def _serve_http(self, ctx: Context, stop: asyncio.Event,
+    async def _serve_http(self, ctx: Context, sock: socket.socket, stop: asyncio.Event,
                           stop_claiming: asyncio.Event) -> None:
         """Serve until `stop`; then refuse new requests, stop the scanner claiming, and let the
         requests already running finish."""
         cfg = self.cfg
-        runner = web.AppRunner(make_app(ctx), access_log=None, handle_signals=False,
+        access = logging.getLogger("notifyd.access") if self.access_log else None
+        runner = web.AppRunner(make_app(ctx), access_log=access, handle_signals=False,
                                shutdown_timeout=cfg.daemon.grace_sec,
                                logger=ServerLog(self.clock))
         await runner.setup()
         try:
-            site = web.TCPSite(runner, cfg.server.host, cfg.server.port)
-            await site.start()
-            self.port = runner.addresses[0][1]
-            log.info("listening on http://%s:%s (store %s)", cfg.server.host, self.port,
-                     ctx.store.url)
+            await web.SockSite(runner, sock).start()
+            self.port = sock.getsockname()[1]
+            self._started(ctx)
             sd_notify("READY=1")
             await stop.wait()
             log.info("stopping: no new requests or claims; finishing in-flight sends")
@@ -125,8 +182,16 @@ class Daemon:
             stop_claiming.set()  # what is accepted from here on waits, durable, for the next start
             await runner.cleanup()
 
+    def _started(self, ctx: Context) -> None:
+        cfg = self.cfg
+        config = str(Path(self.config_path).resolve()) if self.config_path else "built-in"
+        log.info("notifyd %s listening on http://%s:%s; database %s; config %s; channels %s; "
+                 "kinds %s", __version__, cfg.server.host, self.port, ctx.store.url, config,
+                 ", ".join(f"{n} ({c.type})" for n, c in sorted(cfg.channels.items())),
+                 ", ".join(sorted(cfg.kinds)))
 
-def serve(cfg: Config) -> None:
+
+def serve(cfg: Config, config_path: str | None = None, access_log: bool = False) -> None:
     """Run the daemon until SIGTERM or SIGINT; a second signal exits at once."""
 
     async def main() -> None:
@@ -142,7 +207,7 @@ def serve(cfg: Config) -> None:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
-        await Daemon(cfg).run(stop)
+        await Daemon(cfg, config_path=config_path, access_log=access_log).run(stop)
 
     # The writer thread drops the GIL on every SQLite step and must win it back from the event
     # loop; the default 5 ms switch interval leaves it waiting, and accepts with it. 1 ms

@@ -1,5 +1,7 @@
 """Log lines a person can act on, and that input cannot flood or forge.
 
+Every line is one line: control characters from input (a user id with a newline) are escaped.
+
 `RateLimit` lets one line through per interval and counts what it held back. `ServerLog` stands in
 for aiohttp's server logger: a malformed request from a client (a header over the limit,
 Content-Length with Transfer-Encoding, garbage on the port) is one WARNING line without a
@@ -8,6 +10,7 @@ traceback, rate-limited, and every other error keeps its traceback.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
@@ -64,3 +67,46 @@ class ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
         more = f" ({held} more since the last such line)" if held else ""
         self.logger.warning("malformed HTTP request from %s answered %s: %s%s", remote,
                             exc.code, printable(exc.message or type(exc).__name__), more)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def one_line(text: str) -> str:
+    """Control characters escaped (a user id with a newline cannot forge a second log line)."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        record.message = one_line(record.message)
+        return super().formatMessage(record)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, and the ids a line carries
+    (`extra={"ids": {...}}`), for journald or a log shipper."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": self.formatTime(record), "level": record.levelname, "logger": record.name,
+            "message": record.getMessage()}
+        ids = getattr(record, "ids", None)
+        if isinstance(ids, dict):
+            out.update(ids)
+        if record.exc_info:
+            out["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)  # json escapes control characters itself
+
+
+def setup_logging(level: str = "info", fmt: str = "text") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())

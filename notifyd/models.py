@@ -20,6 +20,11 @@ def new_id(prefix: str, now_ms: int) -> str:
     return prefix + "".join([_B32_PAIRS[(n >> shift) & 1023] for shift in range(80, -1, -10)])
 
 
+def plural(n: int, word: str) -> str:
+    """'1 step', '2 steps'."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def iso(ms: int | None) -> str | None:
     if ms is None:
         return None

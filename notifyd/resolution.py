@@ -6,6 +6,7 @@ resolution wins; the claim re-checks it, so a step claimed after it commits is n
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from notifyd.models import ResolveResult
@@ -26,11 +27,22 @@ class Ref:
         return self.notification_id or f"{self.user_id}:{self.dedup_key}"
 
 
+FORMS = "a notification id (n_ and 18 letters or digits) or user_id:dedup_key"
+ID_RE = re.compile(r"n_[0-9a-z]{18}")
+
+
+class BadRef(ValueError):
+    pass
+
+
 def parse_ref(text: str) -> Ref:
-    """`n_...` is an id (ids hold no colon); anything else is `user_id:dedup_key`."""
-    if ":" not in text:
+    """A notification id, or `user_id:dedup_key` split on the last colon (user ids may hold
+    colons: `tenant:42:invoice-7` is user `tenant:42`, key `invoice-7`)."""
+    if ID_RE.fullmatch(text):
         return Ref(notification_id=text)
-    user_id, _, dedup_key = text.partition(":")
+    user_id, sep, dedup_key = text.rpartition(":")
+    if not sep or not user_id or not dedup_key:
+        raise BadRef(f"{text!r} is not {FORMS}")
     return Ref(user_id=user_id, dedup_key=dedup_key)
 
 

@@ -137,11 +137,96 @@ def test_inspect_json_is_the_status_document(seeded: tuple[Path, str]) -> None:
     assert [s["status"] for s in doc["steps"]] == ["pending", "pending"]
 
 
-def test_inspect_an_unknown_ref_fails(seeded: tuple[Path, str]) -> None:
+def test_inspect_an_unknown_ref_fails_and_says_what_forms_it_takes(
+        seeded: tuple[Path, str]) -> None:
     db, _ = seeded
-    for ref in ("n_missing", "u1:never", "u1:inv-1 --tenant other"):
+    for ref in ("n_0000000000000000zz", "u1:never", "u1:inv-1 --tenant other"):
         result = run(db, "inspect", *ref.split())
         assert result.exit_code == 1 and "no notification" in result.output
+        assert "user_id:dedup_key" in result.output
+    bad = run(db, "inspect", "n_missing")
+    assert bad.exit_code == 1 and "is not a notification id" in bad.output
+
+
+def test_a_user_id_with_colons_is_split_on_the_last_one(tmp_path: Path) -> None:
+    db = tmp_path / "cli.db"
+    nid = asyncio.run(_seed(db, user_id="acme:42"))
+    result = run(db, "inspect", "acme:42:inv-1")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(nid)
+    replayed = run(db, "replay", "acme:42:inv-1")  # the user:dedup form works for replay too
+    assert replayed.exit_code == 1 and "no dead or unknown step" in replayed.output
+
+
+def test_reading_commands_refuse_a_missing_database_and_leave_none_behind(
+        tmp_path: Path) -> None:
+    db = tmp_path / "nowhere.db"
+    for args in (["inspect", "u1:x"], ["dead-letters"], ["keys", "list"],
+                 ["keys", "revoke", "k"], ["resolve", "u1:x"], ["replay", "u1:x"]):
+        result = run(db, *args)
+        assert result.exit_code == 1, args
+        assert f"no database at {db}" in result.output, result.output
+        assert "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writing_commands_say_which_database_they_wrote(tmp_path: Path) -> None:
+    db = tmp_path / "made.db"
+    made = run(db, "keys", "create", "--name", "k")
+    assert made.exit_code == 0 and f"(database {db})" in made.stderr
+    assert f"(database {db})" in run(db, "keys", "revoke", "k").stderr
+
+
+def test_a_relative_store_path_follows_the_config_not_the_current_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    config = tmp_path / "srv" / "notifyd.toml"
+    config.write_text('[store]\npath = "notifyd.db"\n')
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    made = CliRunner().invoke(main, ["--config", str(config), "keys", "create", "--name", "k"],
+                              env={"NOTIFYD_DB": None, "NOTIFYD_CONFIG": None})
+    assert made.exit_code == 0, made.output
+    assert (tmp_path / "srv" / "notifyd.db").exists()
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_global_options_work_after_the_subcommand_too(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    env = {"NOTIFYD_DB": None, "NOTIFYD_CONFIG": None}
+    assert CliRunner().invoke(main, ["keys", "create", "--db", str(db), "--name", "k"],
+                              env=env).exit_code == 0
+    listed = CliRunner().invoke(main, ["keys", "list", "--db", str(db)], env=env)
+    assert "k\ttenant=default" in listed.output
+    config = tmp_path / "n.toml"
+    config.write_text("[server]\nport = 1\n")
+    shown = CliRunner().invoke(main, ["dead-letters", "--config", str(config), "--db", str(db)],
+                               env=env)
+    assert shown.exit_code == 0 and "no dead letters" in shown.output
+
+
+def test_notifyd_alone_prints_help_and_exits_0() -> None:
+    result = CliRunner().invoke(main, [])
+    assert result.exit_code == 0 and "Commands:" in result.output
+
+
+def test_init_dash_writes_to_standard_output_and_a_missing_folder_is_one_line(
+        tmp_path: Path) -> None:
+    out = CliRunner().invoke(main, ["init", "-"])
+    assert out.exit_code == 0 and out.output.startswith("# notifyd configuration.")
+    missing = CliRunner().invoke(main, ["init", str(tmp_path / "etc" / "notifyd.toml")])
+    assert missing.exit_code == 1
+    assert missing.output == (f"Error: the folder {tmp_path / 'etc'} does not exist; create it "
+                              f"first (mkdir -p {tmp_path / 'etc'})\n")
+
+
+def test_a_file_that_is_not_a_database_is_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "notes.txt"
+    db.write_text("not a database at all, just text " * 100)
+    result = run(db, "keys", "list")
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: {db} is not a notifyd database")
+    assert "Traceback" not in result.output
 
 
 def test_resolve_by_id_then_by_dedup_key(seeded: tuple[Path, str]) -> None:
@@ -149,6 +234,7 @@ def test_resolve_by_id_then_by_dedup_key(seeded: tuple[Path, str]) -> None:
     first = run(db, "resolve", nid, "--resolution", "confirmed")
     assert first.exit_code == 0, first.output
     assert first.stdout.strip() == f"{nid} resolved: confirmed; cancelled 2 steps"
+    assert f"(database {db})" in first.stderr
     again = run(db, "resolve", "u1:inv-1", "--resolution", "other")
     assert again.exit_code == 0, again.output
     assert again.stdout.strip() == f"{nid} was already resolved: confirmed"

@@ -11,7 +11,15 @@ from click.testing import CliRunner
 from notifyd import config as config_module
 from notifyd.channels import TYPES as CHANNEL_TYPES
 from notifyd.cli import main
-from notifyd.config import Config, KindConfig, LadderStep, load_config, render_example, validate
+from notifyd.config import (
+    ChannelConfig,
+    Config,
+    KindConfig,
+    LadderStep,
+    load_config,
+    render_example,
+    validate,
+)
 from notifyd.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "notifyd.example.toml"
@@ -24,12 +32,40 @@ def test_example_file_is_the_rendered_example() -> None:
 
 
 def test_example_file_loads_to_the_defaults() -> None:
-    assert load_config(EXAMPLE) == Config()
+    # ... with the store path relative to the file's folder, as any relative path in a file is
+    defaults = Config()
+    beside_it = dataclasses.replace(defaults.store, path=str(EXAMPLE.parent / "notifyd.db"))
+    assert load_config(EXAMPLE) == dataclasses.replace(defaults, store=beside_it)
+
+
+def test_a_relative_store_path_is_relative_to_the_config_files_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "srv").mkdir()
+    config = tmp_path / "srv" / "n.toml"
+    config.write_text('[store]\npath = "data/n.db"\n')
+    monkeypatch.chdir(tmp_path)  # a command run from elsewhere finds the same database
+    assert load_config("srv/n.toml").store.path == str(tmp_path / "srv" / "data" / "n.db")
+    config.write_text('[store]\npath = "sqlite:///n.db"\n')
+    assert load_config(config).store.path == f"sqlite:///{tmp_path / 'srv' / 'n.db'}"
+    config.write_text('[store]\npath = "/var/lib/notifyd/n.db"\n')
+    assert load_config(config).store.path == "/var/lib/notifyd/n.db"
+
+
+def test_the_log_channel_is_always_there_and_demo_only_without_kinds(tmp_path: Path) -> None:
+    config = tmp_path / "n.toml"
+    config.write_text('[channels.hook]\ntype = "webhook"\nurl = "https://x/h"\n')
+    cfg = load_config(config)  # no kinds: the demo kind, on the built-in log channel
+    assert set(cfg.channels) == {"hook", "log"} and set(cfg.kinds) == {"demo"}
+    config.write_text('[channels.hook]\ntype = "webhook"\nurl = "https://x/h"\n'
+                      '[kinds.k]\nladder = [{ channel = "hook", timeout_sec = 60 }, { channel = "log" }]\n')
+    cfg = load_config(config)
+    assert set(cfg.channels) == {"hook", "log"} and set(cfg.kinds) == {"k"}
 
 
 def _config_dataclasses() -> list[type]:
     return [obj for obj in vars(config_module).values()
-            if dataclasses.is_dataclass(obj) and obj.__module__ == config_module.__name__]
+            if isinstance(obj, type) and dataclasses.is_dataclass(obj)
+            and obj.__module__ == config_module.__name__]
 
 
 def _keys(cls: type) -> list[dataclasses.Field[object]]:
@@ -67,13 +103,15 @@ def test_a_channel_types_own_keys_are_checked_against_its_type(tmp_path: Path) -
 
 
 def test_example_shows_every_key() -> None:
-    # Each documented field shows up as a key line in the example, so the example documents it.
+    # Each documented field shows up as a key line in the example, so the example documents it;
+    # a channel's and a kind's keys in comments, as those tables have no defaults to show.
     text = render_example()
     for cls in _config_dataclasses():
         if cls in (Config, LadderStep):
             continue
+        lead = "# " if cls in (ChannelConfig, KindConfig) else ""
         for f in _keys(cls):
-            assert f"\n{f.name} = " in text, f"{cls.__name__}.{f.name} missing from the example"
+            assert f"\n{lead}{f.name} = " in text, f"{cls.__name__}.{f.name} missing"
 
 
 def test_init_writes_the_example_and_refuses_to_overwrite(tmp_path: Path) -> None:

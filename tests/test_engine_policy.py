@@ -196,7 +196,7 @@ async def test_dead_letter_after_the_budget_then_listed_and_replayed_under_the_s
         wrong = await run_cli(e.db, "replay", f"{nid}:1")
         assert wrong.exit_code != 0 and "no dead or unknown step" in wrong.output
         replayed = await run_cli(e.db, "replay", f"{nid}:0")
-        assert replayed.exit_code == 0 and "replayed 1 step(s)" in replayed.output, replayed.output
+        assert replayed.exit_code == 0 and "replayed 1 step of" in replayed.output, replayed.output
         s0 = await e.step(nid, 0)
         assert (s0["state"], s0["reason"]) == ("pending", "replayed by an operator")
         assert await e.store.dead_letters(10) == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import subprocess
 import urllib.request
@@ -162,3 +163,42 @@ def test_malformed_http_is_a_400_and_one_warning_line_without_a_traceback(
     assert len(lines) == 1, d.stderr()  # rate-limited: one line for the whole burst
     assert " WARNING " in lines[0] and "answered 400" in lines[0]
     assert "Traceback" not in d.stderr()
+
+
+def _serve_fails(tmp_path: Path, db: Path, *args: str) -> str:
+    """`notifyd --db DB serve ARGS` must exit non-zero at once with one line, no traceback."""
+    done = subprocess.run(notifyd_cmd(db, "serve", *args), capture_output=True, text=True,
+                          env=clean_env(), cwd=tmp_path, timeout=60, check=False)
+    assert done.returncode in (1, 2), done.stderr  # 2: click's usage errors
+    assert "Traceback" not in done.stderr
+    [line] = [ln for ln in done.stderr.splitlines() if ln.startswith("Error: ")]
+    return line
+
+
+def test_ordinary_start_mistakes_are_one_line_and_leave_nothing_behind(
+        tmp_path: Path, daemons: list[Daemon]) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    db = work / "n.db"
+    daemons.append(d := Daemon(tmp_path / "running.db"))
+    port = d.url.rsplit(":", 1)[1]
+    assert f"port {port} on 127.0.0.1 is in use" in _serve_fails(work, db, "--port", port)
+    assert "cannot listen on host 'no-such-host.invalid'" in _serve_fails(
+        work, db, "--host", "no-such-host.invalid", "--port", "0")
+    assert "does not exist" in _serve_fails(work, work / "missing" / "n.db", "--port", "0")
+    bad = _serve_fails(work, db, "--port", "99999")
+    assert "99999 is not in the range 0<=x<=65535" in bad
+    assert list(work.iterdir()) == []  # no stray database or lock file
+    (work / "notes.txt").write_text("just some text, not a database " * 64)
+    assert "is not a notifyd database" in _serve_fails(work, work / "notes.txt", "--port", "0")
+    assert sorted(p.name for p in work.iterdir()) == ["notes.txt"]
+
+
+def test_the_start_line_names_version_database_config_channels_and_kinds(
+        tmp_path: Path, daemons: list[Daemon]) -> None:
+    daemons.append(d := Daemon(tmp_path / "n.db"))
+    [line] = [ln for ln in d.lines if "listening on" in ln]
+    assert f"database sqlite:///{tmp_path / 'n.db'}" in line
+    assert "config built-in; channels log (log); kinds demo" in line
+    assert re.search(r"notifyd \d+\.\d+\.\d+ listening", line)
+    assert d.stop() == 0

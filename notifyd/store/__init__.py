@@ -13,6 +13,8 @@ from notifyd.store.base import (
     Step,
     Store,
     StoreClosed,
+    StoreMissing,
+    StoreUnavailable,
 )
 from notifyd.store.sqlite import SqliteStore
 
@@ -29,16 +31,18 @@ def sqlite_path(url: str) -> str | None:
     return url
 
 
-async def open_store(url: str, synchronous: str = "FULL", busy_timeout_ms: int = 5000) -> Store:
-    """Open the store that `url` names, creating and migrating it if need be."""
+async def open_store(url: str, synchronous: str = "FULL", busy_timeout_ms: int = 5000,
+                     create: bool = True) -> Store:
+    """Open the store that `url` names, migrating it, and creating it unless create=False."""
     path = sqlite_path(url)
     if path is None:
         scheme = url.split("://", 1)[0]
-        raise ValueError(f"store URL scheme {scheme!r} is not supported (sqlite:///path or a path)")
+        raise StoreUnavailable(f"store URL scheme {scheme!r} is not supported (a path, or "
+                               "sqlite:///path)")
     store = SqliteStore(path, synchronous, busy_timeout_ms)
-    await store.open()
+    await store.open(create)
     return store
 
 
 __all__ = ["Attempt", "DeadLetter", "KeyRecord", "Notification", "SqliteStore", "Step", "Store",
-           "StoreClosed", "open_store", "sqlite_path"]
+           "StoreClosed", "StoreMissing", "StoreUnavailable", "open_store", "sqlite_path"]

@@ -34,6 +34,14 @@ class StoreClosed(Exception):
     pass
 
 
+class StoreUnavailable(Exception):
+    """The store cannot be opened; the message names the file or URL and what to do."""
+
+
+class StoreMissing(StoreUnavailable):
+    """Opened without create, and there is no database there."""
+
+
 @dataclass(frozen=True, slots=True)
 class Attempt:
     notification_id: str
@@ -113,7 +121,7 @@ class DeadLetter:
 class Store(Protocol):
     url: str  # where it keeps its data, for log lines (never holding a secret)
 
-    async def open(self) -> None: ...
+    async def open(self, create: bool = True) -> None: ...
     async def close(self) -> None: ...
 
     # keys and recipients

@@ -49,6 +49,8 @@ from notifyd.store.base import (
     Notification,
     Step,
     StoreClosed,
+    StoreMissing,
+    StoreUnavailable,
 )
 from notifyd.store.migrate import migrate, migrations, schema_sql
 from notifyd.store.sql import (
@@ -118,9 +120,22 @@ class SqliteStore:
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    async def open(self) -> None:
+    async def open(self, create: bool = True) -> None:
+        """Open (and migrate) the file; with create=False a missing file is an error, so that a
+        command that only reads never leaves a fresh database behind."""
+        where = Path(self.path).resolve()
+        if not where.parent.is_dir():
+            raise StoreUnavailable(f"the database folder {where.parent} does not exist; create "
+                                   "it, or point store.path (or --db) elsewhere")
+        if not create and not where.exists():
+            raise StoreMissing(f"no database at {where}; check --config / --db (notifyd serve "
+                               "or notifyd keys create makes one)")
         loop = asyncio.get_running_loop()
-        self._conn = await loop.run_in_executor(self._pool, self._connect)
+        try:
+            self._conn = await loop.run_in_executor(self._pool, self._connect)
+        except sqlite3.DatabaseError as e:
+            self._pool.shutdown(wait=False)
+            raise StoreUnavailable(f"{where} is not a notifyd database: {e}") from None
         self._reader = await aiosqlite.connect(self.path)
         self._reader.row_factory = aiosqlite.Row
         await self._reader.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
@@ -128,6 +143,13 @@ class SqliteStore:
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            return self._setup(conn)
+        except BaseException:
+            conn.close()
+            raise
+
+    def _setup(self, conn: sqlite3.Connection) -> sqlite3.Connection:
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
         conn.execute("PRAGMA journal_mode = WAL")
