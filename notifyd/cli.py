@@ -23,7 +23,8 @@ from notifyd.clock import SystemClock
 from notifyd.config import NAME_RE, Config, load_config, render_example
 from notifyd.errors import ConfigError
 from notifyd.logs import LOG_FORMATS, LOG_LEVELS
-from notifyd.models import iso, plural
+from notifyd.models import REPLAYED, iso, plural
+from notifyd.recipients import address_of, contact_kinds, dead_contacts
 from notifyd.store import Notification, Store, StoreUnavailable, open_store, sqlite_path
 from notifyd.views import status_view, timeline
 
@@ -299,19 +300,46 @@ def replay(ctx: click.Context, ref: str, tenant: str) -> None:
     Example: notifyd replay n_01m8n828e4dmgf5p4k:1
     """
     step_ref = STEP_REF.fullmatch(ref)
+    contacts = contact_kinds(_config(ctx))
 
-    async def run(store: Store) -> tuple[str, int]:
+    async def run(store: Store) -> tuple[str, int, list[str]]:
         if step_ref is not None:
             nid, step = step_ref.group(1), int(step_ref.group(2))
-            return nid, await store.replay(nid, step, SystemClock().now_ms())
-        n = await _find(store, ref, tenant)
-        return n.id, await store.replay(n.id, None, SystemClock().now_ms())
+            count = await store.replay(nid, step, SystemClock().now_ms())
+        else:
+            nid = (await _find(store, ref, tenant)).id
+            count = await store.replay(nid, None, SystemClock().now_ms())
+        return nid, count, await _blocked(store, nid, contacts)
 
-    nid, count = _with_store(ctx, run, WRITE)
+    nid, count, blocked = _with_store(ctx, run, WRITE)
     if not count:
         raise click.ClickException(f"no dead or unknown step at {ref!r}")
     click.echo(f"replayed {plural(count, 'step')} of {nid}; a running daemon sends them within "
                "its poll interval (notifyd inspect shows what happens)")
+    for line in blocked:
+        click.echo(f"warning: {line}", err=True)
+
+
+async def _blocked(store: Store, nid: str, contacts: dict[str, str | None]) -> list[str]:
+    """Replayed steps that the claim will suppress as things stand, and why: replaying does not
+    bring a dead address back, and saying nothing would look like a send."""
+    n = await store.get_notification(nid)
+    if n is None:
+        return []
+    r = await store.get_recipient(n.tenant, n.user_id)
+    dead = dead_contacts(r)
+    out = []
+    for s in n.steps:
+        contact = contacts.get(s.channel)
+        if s.reason != REPLAYED or contact is None:
+            continue
+        if not address_of(r.contacts if r else {}, contact):
+            out.append(f"step {s.step_no} ({s.channel}) will be suppressed: the user has no "
+                       f"{contact}")
+        elif contact in dead:
+            out.append(f"step {s.step_no} ({s.channel}) will be suppressed: its {contact} is "
+                       f"disabled ({dead[contact]}); a new address for the user makes it live")
+    return out
 
 
 @main.command("dead-letters")

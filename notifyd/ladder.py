@@ -73,7 +73,7 @@ def _instants(wall: datetime, tz: ZoneInfo) -> tuple[float, float]:
 
 def plan_steps(
     ladder: tuple[LadderStep, ...],
-    channel_contacts: Mapping[str, str],
+    channel_contacts: Mapping[str, str | None],
     now_ms: int,
     recipient: Recipient | None,
     urgent: bool,
@@ -93,7 +93,8 @@ def plan_steps(
             at = prev_at + int((prev_window or 0.0) * 1000)
         at = max(at, prev_at)  # never before the step ahead of it
         note = None
-        dead = disabled.get(channel_contacts.get(step.channel, ""))
+        contact = channel_contacts.get(step.channel)
+        dead = disabled.get(contact) if contact is not None else None
         if dead is not None:
             planned.append(PlannedStep(no, step.channel, at, StepState.SUPPRESSED,
                                        reason=f"contact disabled: {dead}"))

@@ -44,6 +44,7 @@ class StepState(StrEnum):
     DEAD = "dead"
 
 
+REPLAYED = "replayed by an operator"  # the reason a replayed step carries until it is claimed
 OPEN_STEP_STATES = frozenset({StepState.PENDING, StepState.SENDING, StepState.UNKNOWN})
 
 
@@ -190,7 +191,7 @@ class Claim:
     tries: int  # attempts since the last replay, for the retry budget
     claim_token: str
     expires_at: int
-    contact: str  # the contact kind a permanent rejection disables
+    contact: str | None  # the contact kind a permanent rejection disables (None: none)
     destination: str | None
     payload: dict[str, Any] | None
     notice: Notice | None = None  # set when nothing is frozen yet
@@ -213,7 +214,7 @@ class ClaimContext:
     expires_at: int
     sibling_in_flight: int | None  # step_no of a sibling being sent right now
     recipient: Recipient | None
-    contact: str  # the contact kind this channel sends to
+    contact: str | None  # the contact kind this channel sends to (None: no person's address)
     configured: bool = True  # False: the channel is no longer in the config
 
 

@@ -3,7 +3,8 @@
 The store reads a `ClaimContext` for each due step inside the claim transaction and applies the
 `Decision` in that same transaction, so a resolution committed before the claim always wins
 (promise 3). Every rule that can stop or delay a send is an input here, in this order: resolved,
-expired, channel gone, a sibling in flight (promise 4), quiet hours, a dead contact.
+expired, channel gone, a sibling in flight (promise 4), quiet hours, no address for the channel's
+contact, a dead contact.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 
 from notifyd.ladder import quiet_label, quiet_until
 from notifyd.models import ClaimContext, Decision, Lane, Verdict
-from notifyd.recipients import dead_contacts
+from notifyd.recipients import address_of, dead_contacts
 
 log = logging.getLogger("notifyd.policy")
 SIBLING_WAIT_MS = 1000  # a step whose sibling is in flight looks again this much later
@@ -34,9 +35,13 @@ def decide_claim(ctx: ClaimContext, now: int) -> Decision:
         quiet = _quiet(ctx, now)
         if quiet is not None:
             return quiet
-    dead = dead_contacts(ctx.recipient).get(ctx.contact)
-    if dead is not None:  # the ladder moves on now rather than sit out this step's window
-        return Decision(Verdict.SUPPRESS, f"contact disabled: {dead}", pull_next_at=now)
+    if ctx.contact is not None:  # the ladder moves on now rather than sit out this step's window
+        if not address_of(ctx.recipient.contacts if ctx.recipient else {}, ctx.contact):
+            return Decision(Verdict.SUPPRESS, f"no contact: the user has no {ctx.contact}",
+                            pull_next_at=now)
+        dead = dead_contacts(ctx.recipient).get(ctx.contact)
+        if dead is not None:
+            return Decision(Verdict.SUPPRESS, f"contact disabled: {dead}", pull_next_at=now)
     return SEND
 
 

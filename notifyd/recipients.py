@@ -1,10 +1,10 @@
 """Recipients: one home for what a user is to notifyd — the profile's shape and checks, the
 contact each channel sends to, and which contacts are dead.
 
-A contact is named by its kind: `email`, `phone`, `chat:NAME`, or `channel:NAME` for a channel that
-sends to no address of the person's (a producer webhook, the log), which is then disabled per user
-and per channel. A disabled address counts only while it is still the user's current one, so a new
-address is never blocked by an old one's bounce.
+A contact is named by its kind: `email`, `phone`, `chat:NAME`, ... A channel that sends to no
+address of the person's (a producer webhook, the log) has no contact, and nothing it hears back
+disables anything for a user. A disabled address counts only while it is still the user's current
+one, so a new address is never blocked by an old one's bounce.
 """
 
 from __future__ import annotations
@@ -22,14 +22,13 @@ from notifyd.validate import check_fields, get_str
 USER_FIELDS = frozenset({"email", "phone", "chat", "timezone", "locale", "quiet_hours"})
 
 
-def contact_kinds(cfg: Config) -> dict[str, str]:
-    """Channel name -> the contact kind it sends to."""
-    return {name: TYPES[ch.type].contact or f"channel:{name}"
-            for name, ch in cfg.channels.items()}
+def contact_kinds(cfg: Config) -> dict[str, str | None]:
+    """Channel name -> the contact kind it sends to (None: no address of the person's)."""
+    return {name: TYPES[ch.type].contact for name, ch in cfg.channels.items()}
 
 
 def address_of(contacts: Mapping[str, Any], contact: str) -> str:
-    """The user's current address for a contact kind ('' for a per-channel contact or none)."""
+    """The user's current address for a contact kind ('' when the user has none)."""
     kind, _, sub = contact.partition(":")
     value = contacts.get(kind)
     if isinstance(value, dict):
@@ -42,7 +41,7 @@ def dead_contacts(r: Recipient | None) -> dict[str, str]:
     if r is None or not r.disabled:
         return {}
     return {d.contact: d.reason for d in r.disabled
-            if d.address in ("", address_of(r.contacts, d.contact))}
+            if d.address == address_of(r.contacts, d.contact)}
 
 
 def parse_recipient(tenant: str, user_id: str, data: dict[str, Any]) -> Recipient:

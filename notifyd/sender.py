@@ -339,7 +339,7 @@ def render_input(claim: Claim) -> RenderInput:
     notice = claim.notice
     assert notice is not None
     r = notice.recipient
-    address = address_of(r.contacts, claim.contact) if r is not None else ""
+    address = address_of(r.contacts, claim.contact) if r is not None and claim.contact else ""
     return RenderInput(claim.notification_id, claim.step_no, claim.channel, notice.kind,
                        notice.user_id, notice.params, notice.created_at, claim.expires_at,
                        address or None, r.locale if r is not None else None)

@@ -31,7 +31,19 @@ from typing import Any
 
 from aiohttp import web
 
-from notifyd.channels.webhook import WebhookSettings
+from notifyd.channels import TYPES
+from notifyd.channels.base import (
+    ChannelType,
+    Failed,
+    Message,
+    Outcome,
+    Rejected,
+    Rendered,
+    RenderError,
+    RenderInput,
+    standard_payload,
+)
+from notifyd.channels.webhook import WebhookChannel, WebhookSettings
 from notifyd.clock import FakeClock
 from notifyd.config import (
     ChannelConfig,
@@ -252,6 +264,58 @@ class ThreadedProvider:
             time.sleep(0.02)
 
 
+# --- a channel to a person's address ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MailerSettings:
+    url: str = ""
+
+
+class Mailer:
+    """A test channel type to a person's email address, over HTTP to a Provider: it POSTs
+    {to, payload} with the key, like the webhook, but its 4xx (other than 401, 403 and 429) is
+    Rejected: the address is dead. It stands in for a real email provider in engine tests."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.hook = WebhookChannel("mailer", url, 10.0)
+
+    def render(self, step: RenderInput) -> Rendered:
+        if not step.address:
+            raise RenderError("mailer", ValueError("no address"))
+        return Rendered(step.address, standard_payload(step))
+
+    async def send(self, message: Message) -> Outcome:
+        body = {"to": message.destination, **message.payload}
+        answer = await self.hook.send(Message(message.idempotency_key, self.url, body))
+        if isinstance(answer, Failed) and re.match(r"HTTP 4(?!01|03|29)", answer.reason):
+            return Rejected(answer.reason.split(":")[0])
+        return answer
+
+    async def close(self) -> None:
+        await self.hook.close()
+
+
+MAILER = ChannelType("mailer", "test: email over HTTP to a Provider", MailerSettings, "email",
+                     lambda name, settings, limits: Mailer(settings.url), medium=None)
+
+
+@contextmanager
+def registered(ctype: ChannelType) -> Iterator[None]:
+    """A test channel type in the registry, as a real one is listed there, for a while."""
+    TYPES[ctype.name] = ctype
+    try:
+        yield
+    finally:
+        del TYPES[ctype.name]
+
+
+def mailer(url: str, **kw: Any) -> ChannelConfig:
+    """A channel to the user's email address through a Provider, limits out of the way."""
+    return dataclasses.replace(webhook(url, **kw), type="mailer", settings=MailerSettings(url))
+
+
 # --- configs ---------------------------------------------------------------------------------
 
 
@@ -376,22 +440,23 @@ async def engine(tmp_path: Path, channels: dict[str, ChannelConfig],
                  kinds: dict[str, KindConfig], *, seed: int = 1,
                  scanner: ScannerConfig | None = None, name: str = "n.db",
                  clock: FakeClock | None = None) -> AsyncIterator[Engine]:
-    db = tmp_path / name
-    cfg = engine_config(db, channels, kinds, scanner)
-    store = await open_store(cfg.store.path, cfg.store.synchronous)
-    assert isinstance(store, SqliteStore)  # engine tests also write rows as another process would
-    clock = clock or FakeClock(START_MS)
-    pool = SenderPool(cfg, store, clock, build_adapters(cfg), rng=random.Random(seed))
-    scan = Scanner(cfg, store, pool, clock)
-    eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=scan.wake), db)
-    try:
-        yield eng
-    finally:
+    with registered(MAILER):  # engine tests may use it, as a configured type
+        cfg = engine_config(tmp_path / name, channels, kinds, scanner)
+        store = await open_store(cfg.store.path, cfg.store.synchronous)
+        assert isinstance(store, SqliteStore)  # tests also write rows as another process would
+        clock = clock or FakeClock(START_MS)
+        pool = SenderPool(cfg, store, clock, build_adapters(cfg), rng=random.Random(seed))
+        scan = Scanner(cfg, store, pool, clock)
+        eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=scan.wake),
+                     tmp_path / name)
         try:
-            await asyncio.wait_for(eng.settle(), 30)
+            yield eng
         finally:
-            await pool.close()
-            await store.close()
+            try:
+                await asyncio.wait_for(eng.settle(), 30)
+            finally:
+                await pool.close()
+                await store.close()
 
 
 def plain(obj: Any) -> Any:

@@ -66,17 +66,18 @@ def _build(name: str, settings: Any, limits: Limits) -> Recorder:
 
 @pytest.fixture
 def mail() -> Iterator[None]:
-    """A channel type `mail` that sends to the recipient's email address."""
+    """Channel types `mail`, to the recipient's email address, and `rec`, to no address."""
     TYPES["mail"] = ChannelType("mail", "test recorder", RecorderSettings, "email", _build)
+    TYPES["rec"] = ChannelType("rec", "test recorder", RecorderSettings, None, _build)
     Recorder.sent = []
     try:
         yield
     finally:
-        del TYPES["mail"]
+        del TYPES["mail"], TYPES["rec"]
 
 
-def mail_channel(**kw: Any) -> ChannelConfig:
-    base: dict[str, Any] = {"type": "mail", "rate_per_sec": 1e6, "burst": 1_000_000,
+def mail_channel(type_name: str = "mail", **kw: Any) -> ChannelConfig:
+    base: dict[str, Any] = {"type": type_name, "rate_per_sec": 1e6, "burst": 1_000_000,
                             "urgent_concurrency": 512, "bulk_concurrency": 512}
     return ChannelConfig(**{**base, **kw})
 
@@ -86,7 +87,7 @@ ESCALATE = KindConfig(ladder=(LadderStep("mail", timeout_sec=60), LadderStep("ma
 
 async def test_one_poisoned_render_among_a_thousand_ends_alone_and_the_rest_go_out_on_time(
         tmp_path: Path, mail: None) -> None:
-    async with engine(tmp_path, {"mail": mail_channel()}, {"k": ESCALATE}) as e:
+    async with engine(tmp_path, {"mail": mail_channel("rec")}, {"k": ESCALATE}) as e:
         good = [await e.accept(user=f"u{i}") for i in range(500)]
         bad = await e.accept(user="poisoned", params={"poison": True})
         good += [await e.accept(user=f"v{i}") for i in range(500)]

@@ -18,6 +18,7 @@ import pytest
 from aiohttp import web
 from click.testing import CliRunner, Result
 from engine_support import (
+    MAILER,
     Engine,
     Provider,
     Seen,
@@ -25,9 +26,12 @@ from engine_support import (
     answer,
     body_of,
     engine,
+    execute,
     hold,
+    mailer,
     plain,
     provider,
+    registered,
     two_step,
     webhook,
 )
@@ -63,6 +67,29 @@ def cli(db: Path, *args: str) -> Result:
 async def run_cli(db: Path, *args: str) -> Result:
     """The CLI runs its own asyncio.run, so it runs on a thread beside the test's loop."""
     return await asyncio.to_thread(cli, db, *args)
+
+
+async def test_replay_says_when_the_claim_will_suppress_the_replayed_step(
+        tmp_path: Path, prov: Provider) -> None:
+    prov.reply = answer(503, "down")
+    kinds = {"k": KindConfig(ladder=(LadderStep("mail"),))}
+    async with engine(tmp_path, {"mail": mailer(prov.url, max_attempts=1)}, kinds) as e:
+        await e.store.put_recipient(Recipient("default", "ada", contacts={"email": "a@x"}), e.now)
+        nid = await e.accept(user="ada")
+        await e.cycle()
+        assert (await e.step(nid, 0))["state"] == "dead"
+        execute(e.db, "INSERT INTO disabled_contacts VALUES ('default', 'ada', 'email', 'a@x', "
+                "'bounced', 0)")  # the address died in the meantime
+    config = tmp_path / "n.toml"
+    config.write_text(f'[channels.mail]\ntype = "mailer"\nurl = "{prov.url}"\n'
+                      '[kinds.k]\nladder = [{ channel = "mail" }]\n')
+    with registered(MAILER):
+        result = await asyncio.to_thread(CliRunner().invoke, main, [
+            "--config", str(config), "--db", str(e.db), "replay", nid], env={
+            "NOTIFYD_DB": None, "NOTIFYD_CONFIG": None})
+    assert result.exit_code == 0, result.output
+    assert "warning: step 0 (mail) will be suppressed: its email is disabled (bounced)" in (
+        result.stderr)
 
 
 # --- backoff and the TTL cap, pure ------------------------------------------------------------
@@ -235,12 +262,12 @@ async def test_store_replay_gives_a_fresh_budget_and_resends_the_frozen_body(
 # --- Rejected ---------------------------------------------------------------------------------
 
 
-async def test_rejected_disables_the_contact_and_pulls_the_next_step_forward(
+async def test_rejected_disables_the_address_and_pulls_the_next_step_forward(
         tmp_path: Path, prov: Provider, prov2: Provider) -> None:
-    prov.reply = answer(400, "no such endpoint")
-    channels = {"hook": webhook(prov.url), "hook2": webhook(prov2.url)}
-    async with engine(tmp_path, channels, {"k": two_step(window_sec=HOUR, second="hook2")}) as e:
-        await e.store.put_recipient(Recipient("default", "u-1", contacts={}), e.now)
+    prov.reply = answer(400, "no such mailbox")
+    channels = {"mail": mailer(prov.url), "hook2": webhook(prov2.url)}
+    async with engine(tmp_path, channels, {"k": two_step("mail", HOUR, second="hook2")}) as e:
+        await e.store.put_recipient(Recipient("default", "u-1", contacts={"email": "a@x"}), e.now)
         nid = await e.accept(user="u-1")
         assert await e.cycle() == 1
         s0, s1 = (await e.notification(nid))["steps"]
@@ -249,7 +276,7 @@ async def test_rejected_disables_the_contact_and_pulls_the_next_step_forward(
         assert (s1["state"], s1["send_after"]) == ("pending", e.now)
         assert s1["note"] == "pulled forward: step 0 rejected"
         assert e.rows("SELECT tenant, user_id, contact, address, reason FROM disabled_contacts") == [
-            ("default", "u-1", "channel:hook", "", "HTTP 400")]
+            ("default", "u-1", "email", "a@x", "HTTP 400")]
 
         assert await e.cycle() == 1
         assert (await e.step(nid, 1))["state"] == "sent"
@@ -262,44 +289,44 @@ async def test_rejected_disables_the_contact_and_pulls_the_next_step_forward(
         assert (s0["state"], s0["reason"]) == ("suppressed",
                                                "contact disabled: HTTP 400")
         assert (s1["state"], s1["send_after"]) == ("pending", e.now)  # its window collapsed
+        await e.store.put_recipient(Recipient("default", "u-2", contacts={"email": "b@x"}), e.now)
         other = await e.accept(user="u-2")
         assert (await e.step(other, 0))["state"] == "pending"  # another user is untouched
 
 
-async def test_a_rejected_contact_is_planned_suppressed_for_a_user_without_a_profile(
+async def test_a_user_without_the_channels_address_is_suppressed_and_the_ladder_moves_on(
         tmp_path: Path, prov: Provider, prov2: Provider) -> None:
-    prov.reply = answer(400, "no such endpoint")
-    channels = {"hook": webhook(prov.url), "hook2": webhook(prov2.url)}
-    async with engine(tmp_path, channels, {"k": two_step(window_sec=HOUR, second="hook2")}) as e:
-        await e.accept(user="u-1")
+    channels = {"mail": mailer(prov.url), "hook2": webhook(prov2.url)}
+    async with engine(tmp_path, channels, {"k": two_step("mail", HOUR, second="hook2")}) as e:
+        nid = await e.accept(user="no-profile")
         await e.run_dry()
-        again = await e.accept(user="u-1")
-        s0, s1 = (await e.notification(again))["steps"]
-        assert (s0["state"], s0["reason"]) == ("suppressed",
-                                               "contact disabled: HTTP 400")
-        assert s1["send_after"] == e.now
+        s0, s1 = (await e.notification(nid))["steps"]
+        assert (s0["state"], s0["reason"]) == ("suppressed", "no contact: the user has no email")
+        assert (s1["state"], s1["send_after"]) == ("sent", e.now)
+        assert prov.seen == []
 
 
-LATE_FIRST = KindConfig(ladder=(LadderStep("hook", after_sec=10, timeout_sec=HOUR),
+LATE_FIRST = KindConfig(ladder=(LadderStep("mail", after_sec=10, timeout_sec=HOUR),
                                 LadderStep("hook2")))
 
 
 async def _reject_after_accept(e: Engine, prov: Provider) -> str:
     """Accept `later` (first step due in 10 s), then have another ladder's step rejected."""
+    await e.store.put_recipient(Recipient("default", "u-1", contacts={"email": "a@x"}), e.now)
     later = await e.accept("late", user="u-1")
     prov.reply = answer(400, "gone")
     await e.accept(user="u-1")
     assert await e.cycle() == 1
-    assert e.rows("SELECT contact, reason FROM disabled_contacts") == [("channel:hook",
-                                                                       "HTTP 400")]
+    assert e.rows("SELECT contact, address, reason FROM disabled_contacts") == [
+        ("email", "a@x", "HTTP 400")]
     e.clock.advance(10)
     return later
 
 
 async def test_a_contact_disabled_after_accept_is_suppressed_at_claim_time(
         tmp_path: Path, prov: Provider, prov2: Provider) -> None:
-    channels = {"hook": webhook(prov.url), "hook2": webhook(prov2.url)}
-    kinds = {"k": two_step(window_sec=HOUR, second="hook2"), "late": LATE_FIRST}
+    channels = {"mail": mailer(prov.url), "hook2": webhook(prov2.url)}
+    kinds = {"k": two_step("mail", HOUR, second="hook2"), "late": LATE_FIRST}
     async with engine(tmp_path, channels, kinds) as e:
         later = await _reject_after_accept(e, prov)
         await e.run_dry()
@@ -311,8 +338,8 @@ async def test_a_contact_disabled_after_accept_is_suppressed_at_claim_time(
 
 async def test_a_step_suppressed_at_claim_time_pulls_the_next_step_forward(
         tmp_path: Path, prov: Provider, prov2: Provider) -> None:
-    channels = {"hook": webhook(prov.url), "hook2": webhook(prov2.url)}
-    kinds = {"k": two_step(window_sec=HOUR, second="hook2"), "late": LATE_FIRST}
+    channels = {"mail": mailer(prov.url), "hook2": webhook(prov2.url)}
+    kinds = {"k": two_step("mail", HOUR, second="hook2"), "late": LATE_FIRST}
     async with engine(tmp_path, channels, kinds) as e:
         later = await _reject_after_accept(e, prov)
         await e.cycle()

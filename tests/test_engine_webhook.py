@@ -32,7 +32,7 @@ from engine_support import (
     webhook,
 )
 
-from notifyd.channels.base import Failed, Message, Rejected, Sent, Unknown
+from notifyd.channels.base import Failed, Message, Sent, Unknown
 from notifyd.channels.webhook import WebhookChannel
 from notifyd.config import KindConfig, LadderStep
 
@@ -63,11 +63,12 @@ CASES: list[tuple[str, Reply, str, str, str | None]] = [
     ("500", answer(500, "oops"), "pending", "failed", "HTTP 500"),
     ("502", answer(502, "bad gw"), "pending", "failed", "HTTP 502"),
     ("503", answer(503, "later"), "pending", "failed", "HTTP 503"),
-    ("400", answer(400, "bad"), "rejected", "rejected", "HTTP 400"),
+    # A producer's webhook is no person's contact: nothing it says is a rejection of one.
+    ("400", answer(400, "bad"), "pending", "failed", "HTTP 400"),
     ("404", answer(404, "nope"), "pending", "failed", "HTTP 404"),  # our URL is wrong, not theirs
     ("405", answer(405, "nope"), "pending", "failed", "HTTP 405"),
-    ("410", answer(410, "gone"), "rejected", "rejected", "HTTP 410"),
-    ("422", answer(422, "invalid"), "rejected", "rejected", "HTTP 422"),
+    ("410", answer(410, "gone"), "pending", "failed", "HTTP 410"),
+    ("422", answer(422, "invalid"), "pending", "failed", "HTTP 422"),
     ("dropped", drop(), "unknown", "unknown", "connection lost after sending"),
 ]
 
@@ -211,7 +212,7 @@ async def test_the_adapter_alone(prov: Provider) -> None:
             "HTTP 302: the webhook URL redirects; configure where it leads")
         assert prov.seen[-1].key == "n_abc:3"  # the redirect was not followed as a GET
         prov.reply = answer(400, {"code": "invalid_recipient", "message": "code 482913 is bad"})
-        assert await ch.send(msg) == Rejected("HTTP 400 invalid_recipient")  # no free text
+        assert await ch.send(msg) == Failed("HTTP 400 invalid_recipient")  # no free text
         prov.reply = drop()
         assert isinstance(await ch.send(msg), Unknown)
         prov.reply = hold(prov.gate(), accepted())

@@ -27,6 +27,7 @@ from engine_support import (
     clean_env,
     engine,
     hold,
+    mailer,
     notifyd_cmd,
     provider,
     reaped,
@@ -155,7 +156,7 @@ async def _first(ids: list[str]) -> str:
 async def test_a_step_pulled_forward_by_a_claim_time_suppression_is_sent_at_once(
         tmp_path: Path, prov: Provider) -> None:
     """N2's step 0 (channel b) waits for b's one bulk slot, held by N1; N1's answer is a 410,
-    which disables b for the user. The scan that the freed slot starts suppresses N2's step 0
+    which disables the user's address. The scan that the freed slot starts suppresses N2's step 0
     and pulls step 1 (channel a) to now. That step goes out at once, not a poll interval later.
     Channel a is scanned before b, so the claim that pulls the step cannot also take it."""
     gate = prov.gate()
@@ -168,10 +169,11 @@ async def test_a_step_pulled_forward_by_a_claim_time_suppression_is_sent_at_once
 
     prov.reply = reply
     base = f"http://127.0.0.1:{prov.port}"
-    channels = {"a": webhook(f"{base}/a"), "b": webhook(f"{base}/b", bulk_concurrency=1)}
+    channels = {"a": webhook(f"{base}/a"), "b": mailer(f"{base}/b", bulk_concurrency=1)}
     kinds = {"once": KindConfig(ladder=(LadderStep("b"),)),
              "k": KindConfig(ladder=(LadderStep("b", timeout_sec=600), LadderStep("a")))}
     async with engine(tmp_path, channels, kinds, scanner=LONG_POLL) as e:
+        await e.store.put_recipient(Recipient(TENANT, "u", contacts={"email": "u@x"}), e.now)
         stop = asyncio.Event()
         task = asyncio.create_task(e.scanner.run(stop))
         try:
@@ -336,21 +338,43 @@ async def test_a_misconfigured_webhook_is_retried_counted_and_disables_nothing(
         assert f"attempt 1 failed: HTTP {status}" in text
 
 
-async def test_a_410_disables_the_channel_and_saving_the_profile_enables_it(
-        tmp_path: Path, prov: Provider) -> None:
-    prov.reply = answer(410, "gone")
-    async with engine(tmp_path, {"hook": webhook(prov.url)}, ONE_STEP) as e:
+@pytest.mark.parametrize("status", [400, 410, 422])
+async def test_a_producer_webhooks_4xx_fails_and_dead_letters_and_disables_nobody(
+        tmp_path: Path, prov: Provider, status: int) -> None:
+    """A producer's webhook is not a person's contact: a 4xx is retried, then dead (and so in
+    dead-letters, replayable), counted by the breaker; no user's channel is disabled."""
+    prov.reply = answer(status, "no")
+    async with engine(tmp_path, {"hook": webhook(prov.url, max_attempts=2)}, ONE_STEP) as e:
         nid = await _first_attempt(e, "alice")
-        assert (await e.step(nid, 0))["state"] == "rejected"
-        assert _disabled(e) == [("alice", "channel:hook")]
-        suppressed = await e.accept("k", user="alice")
-        assert (await e.step(suppressed, 0))["state"] == "suppressed"
-
-        await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "a@x"}), e.now)
+        assert (await e.step(nid, 0))["state"] == "pending"
+        e.clock.advance(60)
+        await e.cycle()
+        s0 = await e.step(nid, 0)
+        assert (s0["state"], s0["reason"]) == (
+            "dead", f"retry budget spent after 2 attempt(s); last: HTTP {status}")
         assert _disabled(e) == []
+        assert [d.notification_id for d in await e.store.dead_letters(10)] == [nid]
         planned = await e.accept("k", user="alice")
         assert (await e.step(planned, 0))["state"] == "pending"
 
+
+async def test_a_rejected_address_stays_dead_and_a_new_address_is_live(
+        tmp_path: Path, prov: Provider) -> None:
+    prov.reply = answer(410, "gone")
+    async with engine(tmp_path, {"mail": mailer(prov.url)},
+                      {"k": KindConfig(ladder=(LadderStep("mail"),))}) as e:
+        await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "a@x"}), e.now)
+        nid = await _first_attempt(e, "alice")
+        assert (await e.step(nid, 0))["state"] == "rejected"
+        assert e.rows("SELECT user_id, contact, address FROM disabled_contacts") == [
+            ("alice", "email", "a@x")]
+        await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "a@x"}), e.now)
+        suppressed = await e.accept("k", user="alice")  # saving the same address changes nothing
+        assert (await e.step(suppressed, 0))["state"] == "suppressed"
+
+        await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "b@x"}), e.now)
+        planned = await e.accept("k", user="alice")
+        assert (await e.step(planned, 0))["state"] == "pending"
 
 
 # --- second review ----------------------------------------------------------------------------

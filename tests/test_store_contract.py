@@ -32,7 +32,7 @@ BACKENDS: dict[str, Callable[[Path], str]] = {
     "sqlite": lambda tmp: f"sqlite:///{tmp / 'contract.db'}",
 }
 NOW = 1_790_000_000_000
-CONTACTS = {"a": "channel:a", "b": "email"}
+CONTACTS: dict[str, str | None] = {"a": None, "b": "email"}  # a: no person's address
 LEASE = 60_000
 
 
@@ -122,7 +122,7 @@ class TestStoreContract:
 
         [claim] = await _claim(store, decide=decide)
         assert [(c.resolution, c.contact, c.sibling_in_flight) for c in contexts] == [
-            (None, "channel:a", None)]  # n_2's step was cancelled by the resolution's sweep
+            (None, None, None)]  # n_2's step was cancelled by the resolution's sweep
         assert (claim.notification_id, claim.attempt_no, claim.tries) == ("n_1", 1, 1)
         assert claim.payload is None and claim.notice is not None  # never frozen: to render
         assert claim.notice.params == {"n": 1}

@@ -65,14 +65,20 @@ async def test_unknown_user_fields_are_refused(api: Api) -> None:
                                                                        "pager")
 
 
-async def test_saving_a_profile_re_enables_a_channel_a_rejection_disabled(api: Api) -> None:
-    store = api.store
-    await store.write(lambda c: c.execute(
-        "INSERT INTO disabled_contacts VALUES ('acme', 'u1', 'channel:sms', '', 'HTTP 404', 1)"))
-    await store.write(lambda c: c.execute(
+async def test_a_disabled_address_counts_while_it_is_the_users_address(api: Api) -> None:
+    await api.store.write(lambda c: c.execute(
         "INSERT INTO disabled_contacts VALUES ('acme', 'u1', 'email', 'a@x.io', 'bounced', 1)"))
     status, body = await api.call("PUT", "/v1/users/u1", {"email": "a@x.io"})
     assert status == 200
     assert body["disabled_contacts"] == {"email": "bounced"}  # the same address: still dead
     status, body = await api.call("PUT", "/v1/users/u1", {"email": "b@x.io"})
     assert body["disabled_contacts"] == {}  # a new address starts alive
+
+
+async def test_contact_state_is_visible_for_a_user_without_a_profile(api: Api) -> None:
+    await api.store.write(lambda c: c.execute(
+        "INSERT INTO disabled_contacts VALUES ('acme', 'u9', 'email', '', 'complained', 1)"))
+    status, body = await api.get("/v1/users/u9")
+    assert status == 200 and body["user_id"] == "u9"
+    assert await api.get("/v1/users/nobody") == (404, {"error": {
+        "code": "not_found", "message": "no user 'nobody'", "field": "user_id"}})

@@ -1,11 +1,11 @@
 """The webhook channel: POST the notification as JSON to a producer's URL, with an Idempotency-Key.
 
-2xx Sent (provider_ref from the body's "id", else the X-Request-Id header); 408, 429 and 5xx
-Failed, honouring Retry-After; 401, 403, 404, 405 and redirects Failed too: the URL or our
-credentials are wrong, which is our configuration's fault, not the recipient's; other 4xx (410,
-400, 422, ...) Rejected. A refused connection never left us: Failed. A timeout or a connection
-lost after the request was written: Unknown. Reasons keep the status and a short provider error
-code, never the provider's free text.
+A producer's webhook is not a person's contact: whatever it answers, nothing is disabled for a
+user. 2xx is Sent (provider_ref from the body's "id", else the X-Request-Id header). Every other
+answer is Failed: retried with backoff (honouring Retry-After), counted by the breaker, and dead
+with the reason once the retry budget is spent (notifyd dead-letters, notifyd replay). A refused
+connection never left us: Failed. A timeout or a connection lost after the request was written:
+Unknown. Reasons keep the status and a short provider error code, never the provider's free text.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from notifyd.channels.base import (
     Limits,
     Message,
     Outcome,
-    Rejected,
     Rendered,
     RenderInput,
     Sent,
@@ -32,9 +31,6 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.http import parse_json, parse_retry_after, provider_code, read_bounded
 from notifyd.fields import doc
-
-RETRYABLE = frozenset({408, 429})
-MISCONFIGURED = frozenset({401, 403, 404, 405})  # our URL or credentials, not the recipient
 
 
 @dataclass(frozen=True)
@@ -104,11 +100,9 @@ def classify(status: int, headers: Any, body: bytes) -> Outcome:
         return Failed(f"{reason}: the webhook URL redirects; configure where it leads")
     if status in (401, 403):
         return Failed(f"{reason}: the endpoint refused our credentials")
-    if status in MISCONFIGURED:
+    if status in (404, 405):
         return Failed(f"{reason}: the endpoint has no such resource; check the channel's url")
-    if status in RETRYABLE or status >= 500:
-        return Failed(reason, parse_retry_after(headers.get("Retry-After")))
-    return Rejected(reason)
+    return Failed(reason, parse_retry_after(headers.get("Retry-After")))
 
 
 def _build(name: str, settings: WebhookSettings, limits: Limits) -> WebhookChannel:

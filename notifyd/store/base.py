@@ -147,7 +147,7 @@ class Store(Protocol):
 
     # the delivery engine
     async def claim_due(self, now: int, wants: list[tuple[str, Lane, int]], lease_ms: int,
-                        contacts: Mapping[str, str], decide: DecideFn,
+                        contacts: Mapping[str, str | None], decide: DecideFn,
                         budget: Budget | None = None) -> list[Claim]:
         """Up to n due steps per (channel, lane) within the shared budget: each judged by
         `decide` on what this same transaction reads, and leased when it says send. Lapsed

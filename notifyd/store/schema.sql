@@ -1,4 +1,4 @@
--- user_version = 2
+-- user_version = 3
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -28,6 +28,12 @@ CREATE TABLE disabled_contacts (
     disabled_at INTEGER NOT NULL,
     PRIMARY KEY (tenant, user_id, contact, address)
 ) WITHOUT ROWID;
+CREATE TABLE events (
+    notification_id TEXT NOT NULL,
+    step_no      INTEGER NOT NULL,
+    at           INTEGER NOT NULL,
+    what         TEXT NOT NULL
+);
 CREATE TABLE notifications (
     id           TEXT PRIMARY KEY,
     tenant       TEXT NOT NULL,
@@ -69,9 +75,10 @@ CREATE TABLE steps (
     payload      TEXT,                     -- frozen before the first provider call
     claim_token  TEXT,                     -- guards completion against a stale sender
     lease_until  INTEGER,
-    updated_at   INTEGER NOT NULL, retry_base INTEGER NOT NULL DEFAULT 0,
+    updated_at   INTEGER NOT NULL, retry_base INTEGER NOT NULL DEFAULT 0, planned_at INTEGER, cause TEXT,
     PRIMARY KEY (notification_id, step_no)
 ) WITHOUT ROWID;
+CREATE INDEX events_notification ON events (notification_id, at);
 CREATE UNIQUE INDEX notifications_dedup ON notifications (tenant, user_id, dedup_key);
 CREATE INDEX steps_dead ON steps (updated_at) WHERE state = 'dead';
 CREATE INDEX steps_due ON steps (channel, lane, send_after) WHERE state IN ('pending', 'unknown');

@@ -18,8 +18,6 @@ ON CONFLICT (tenant, user_id) DO UPDATE SET timezone = excluded.timezone,
     updated_at = excluded.updated_at"""
 SELECT_RECIPIENT = """SELECT tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts
 FROM recipients WHERE tenant = ? AND user_id = ?"""
-ENABLE_CHANNEL_CONTACTS = """DELETE FROM disabled_contacts
-WHERE tenant = ? AND user_id = ? AND address = ''"""
 SELECT_DISABLED = """SELECT contact, address, reason FROM disabled_contacts
 WHERE tenant = ? AND user_id = ?"""
 
@@ -101,7 +99,7 @@ WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown')"""
 SELECT_NEXT_LAPSE = "SELECT min(lease_until) FROM steps WHERE state = 'sending'"
 SELECT_LEASED = "SELECT count(*), max(lease_until) FROM steps WHERE state = 'sending'"
 REPLAY_STEPS = """UPDATE steps SET state = 'pending', send_after = ?, retry_base = attempts,
-    reason = 'replayed by an operator', updated_at = ?
+    reason = ?, updated_at = ?
 WHERE notification_id = ? AND (? IS NULL OR step_no = ?) AND state IN ('dead', 'unknown')"""
 SELECT_UNCONFIGURED = """SELECT s.notification_id, s.step_no, s.channel, s.lane, s.send_after,
     n.resolution, n.expires_at

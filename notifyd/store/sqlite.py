@@ -22,6 +22,7 @@ import aiosqlite
 import orjson
 
 from notifyd.models import (
+    REPLAYED,
     AcceptInput,
     AcceptResult,
     ApiKey,
@@ -59,7 +60,6 @@ from notifyd.store.sql import (
     CLOSE_OPEN_ATTEMPTS,
     COMPLETE_STEP,
     DISABLE_CONTACT,
-    ENABLE_CHANNEL_CONTACTS,
     END_ATTEMPT,
     END_STEP,
     FREEZE_STEP,
@@ -277,19 +277,11 @@ class SqliteStore:
     # --- recipients --------------------------------------------------------------------------
 
     async def put_recipient(self, r: Recipient, now: int) -> None:
-        """Set the profile. A change of contacts re-enables the user's per-channel contacts
-        that a rejection disabled (saving the same profile again does not); a disabled address
-        stays disabled until the address changes."""
+        """Set the profile. A disabled address stays disabled, and counts again only if the
+        user's address goes back to it; a new address is live."""
         contacts = json.dumps(r.contacts, sort_keys=True)
-
-        def op(c: sqlite3.Connection) -> None:
-            old = c.execute(SELECT_RECIPIENT, (r.tenant, r.user_id)).fetchone()
-            c.execute(UPSERT_RECIPIENT, (r.tenant, r.user_id, r.timezone, r.locale,
-                                         r.quiet_start, r.quiet_end, contacts, now))
-            if old is None or old["contacts"] != contacts:
-                c.execute(ENABLE_CHANNEL_CONTACTS, (r.tenant, r.user_id))
-
-        await self.write(op)
+        await self.write(lambda c: c.execute(UPSERT_RECIPIENT, (
+            r.tenant, r.user_id, r.timezone, r.locale, r.quiet_start, r.quiet_end, contacts, now)))
 
     async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None:
         """The profile and every disabled contact; a user who never had a profile but has a
@@ -377,7 +369,7 @@ class SqliteStore:
     # --- the delivery engine ----------------------------------------------------------------
 
     async def claim_due(self, now: int, wants: list[tuple[str, Lane, int]], lease_ms: int,
-                        contacts: Mapping[str, str], decide: DecideFn,
+                        contacts: Mapping[str, str | None], decide: DecideFn,
                         budget: Budget | None = None) -> list[Claim]:
         """Claim up to n due steps per (channel, lane), within the shared budget. Each due step
         is judged by `decide` on what this same transaction reads (promise 3: a resolution
@@ -428,10 +420,9 @@ class SqliteStore:
             applied = c.execute(COMPLETE_STEP, (
                 done.state, done.reason, done.provider_ref, done.retry_at, now, nid, no,
                 claim.claim_token)).rowcount > 0
-            if applied and done.disable_contact:
-                address = "" if claim.contact.startswith("channel:") else claim.destination
-                c.execute(DISABLE_CONTACT, (claim.contact, address, done.reason or "rejected",
-                                            now, nid))
+            if applied and done.disable_contact and claim.contact is not None:
+                c.execute(DISABLE_CONTACT, (claim.contact, claim.destination or "",
+                                            done.reason or "rejected", now, nid))
             if applied and done.pull_next:
                 c.execute(PULL_NEXT, (now, f"pulled forward: step {no} {done.state}", now,
                                       nid, now, nid, no))
@@ -458,7 +449,7 @@ class SqliteStore:
     async def replay(self, notification_id: str, step_no: int | None, now: int) -> int:
         """Put dead or unknown steps back to pending under their original key and payload."""
         return await self.write(lambda c: c.execute(REPLAY_STEPS, (
-            now, now, notification_id, step_no, step_no)).rowcount)
+            now, REPLAYED, now, notification_id, step_no, step_no)).rowcount)
 
     async def end_unconfigured(self, channels: list[str], decide: DecideFn, now: int) -> int:
         """Open steps on channels the config no longer has are judged by `decide` as such
@@ -468,7 +459,7 @@ class SqliteStore:
             rows = c.execute(SELECT_UNCONFIGURED, (json.dumps(channels),)).fetchall()
             for nid, no, channel, lane, send_after, resolution, expires_at in rows:
                 ctx = ClaimContext(no, channel, Lane(lane), send_after, resolution, expires_at,
-                                   None, None, "", configured=False)
+                                   None, None, None, configured=False)
                 _apply(c, nid, no, decide(ctx, now), now)
             return len(rows)
 
@@ -500,7 +491,7 @@ def _mark_unknown(c: sqlite3.Connection, nid: str, no: int, now: int, why: str) 
     c.execute(CLOSE_OPEN_ATTEMPTS, (now, why, nid, no))
 
 
-def _judge(c: sqlite3.Connection, row: sqlite3.Row, contact: str, sending: dict[str, int],
+def _judge(c: sqlite3.Connection, row: sqlite3.Row, contact: str | None, sending: dict[str, int],
            decide: DecideFn, now: int, lease_ms: int) -> Claim | None:
     """Read one due row into the policy's context, apply its decision; a Claim if it sends."""
     nid, no = row["notification_id"], row["step_no"]
