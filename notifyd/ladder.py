@@ -92,12 +92,13 @@ def plan_steps(
         else:
             at = prev_at + int((prev_window or 0.0) * 1000)
         at = max(at, prev_at)  # never before the step ahead of it
+        cause = _cause(no, step, prev_window)
         note = None
         contact = channel_contacts.get(step.channel)
         dead = disabled.get(contact) if contact is not None else None
         if dead is not None:
             planned.append(PlannedStep(no, step.channel, at, StepState.SUPPRESSED,
-                                       reason=f"contact disabled: {dead}"))
+                                       reason=f"contact disabled: {dead}", cause=cause))
             prev_at, prev_window = at, 0.0
             continue
         if quiet:
@@ -106,9 +107,19 @@ def plan_steps(
                 note = f"{quiet_label(recipient)}: moved from {_hhmm(at, recipient)}"
                 shift += moved - at
                 at = moved
-        planned.append(PlannedStep(no, step.channel, at, note=note))
+        planned.append(PlannedStep(no, step.channel, at, note=note, cause=cause))
         prev_at, prev_window = at, step.timeout_sec
     return planned
+
+
+def _cause(no: int, step: LadderStep, prev_window: float | None) -> str | None:
+    """Why a step is due when it is, kept on the step for the timeline: 'after SEC' (from
+    accept), 'window STEP SEC' (when that step's window ends), or None (at accept)."""
+    if step.after_sec is not None:
+        return f"after {step.after_sec:g}"
+    if no == 0:
+        return None
+    return f"window {no - 1} {prev_window or 0:g}"
 
 
 def quiet_label(r: Recipient) -> str:

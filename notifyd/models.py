@@ -109,6 +109,7 @@ class PlannedStep:
     state: StepState = StepState.PENDING
     reason: str | None = None
     note: str | None = None  # why send_after is what it is (quiet hours, pulled forward)
+    cause: str | None = None  # why it is due then: 'after SEC', 'window STEP SEC', None
 
 
 @dataclass(frozen=True)

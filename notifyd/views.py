@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from notifyd.models import OPEN_STEP_STATES, StepState, iso
-from notifyd.store import Notification, Step
+from notifyd.models import OPEN_STEP_STATES, StepState, iso, plural
+from notifyd.store import Event, Notification, Step
 
 
 def delivered_via(n: Notification) -> str | None:
@@ -69,30 +69,56 @@ def _step_view(s: Step) -> dict[str, Any]:
 
 
 def timeline(n: Notification) -> list[str]:
-    """Every decision on the notification, in time order, with its reason."""
-    events: list[tuple[int, int, str]] = [(n.created_at, 0, (
-        f"accepted from key {n.key_name!r}: kind {n.kind}, {len(n.steps)} steps, "
+    """Every decision on the notification, in the order it happened, each dated by the row
+    written at the time: the plan at accept, each move of a step as it happened (events), each
+    attempt, each step's end; every escalation names its cause."""
+    # (when, step or -1, order within the step, text): what shares a millisecond reads in the
+    # order it happened, a step's end before the pull it causes in the step after it.
+    events: list[tuple[int, int, int, str]] = [(n.created_at, -1, 0, (
+        f"accepted from key {n.key_name!r}: kind {n.kind}, {plural(len(n.steps), 'step')}, "
         f"expires {iso(n.expires_at)}"))]
     for s in n.steps:
-        events += _step_events(n, s)
+        moves = [e for e in n.events if e.step_no == s.step_no]
+        events += [(at, s.step_no, order, text) for at, order, text in _step_events(n, s, moves)]
     if n.resolved_at is not None:
-        events.append((n.resolved_at, 3, f"resolved {n.resolution!r} by {n.resolved_by}"))
-    events.sort(key=lambda e: (e[0], e[1]))
+        events.append((n.resolved_at, -1, 1, f"resolved {n.resolution!r} by {n.resolved_by}"))
+    events.sort(key=lambda e: e[:3])
     head = (f"{n.id}  tenant={n.tenant} user={n.user_id} kind={n.kind} "
             f"dedup_key={n.dedup_key}")
-    lines = [head] + [f"  {iso(at)}  {text}" for at, _, text in events]
+    lines = [head] + [f"  {iso(at)}  {text}" for at, _, _, text in events]
     lines.append(f"  state now: {n.state}")
     return lines
 
 
-def _step_events(n: Notification, s: Step) -> list[tuple[int, int, str]]:
+def due_because(cause: str | None, happened: bool) -> str:
+    """A step's planned cause in words: 'when step 0's 30 s window ends' (planned) or
+    'step 0's 30 s window ended unresolved' (when it went)."""
+    parts = (cause or "").split()
+    if len(parts) == 2 and parts[0] == "after":
+        return f"{parts[1]} s after accept" + (", unresolved" if happened else "")
+    if len(parts) == 3 and parts[0] == "window":
+        step, sec = parts[1], parts[2]
+        if sec == "0":
+            return f"step {step} ended unresolved" if happened else f"when step {step} ends"
+        return (f"step {step}'s {sec} s window ended unresolved" if happened
+                else f"when step {step}'s {sec} s window ends")
+    return "at accept"
+
+
+def _step_events(n: Notification, s: Step, moves: list[Event]) -> list[tuple[int, int, str]]:
     tag = f"step {s.step_no} {s.channel}"
-    planned = f"{tag}: due {iso(s.send_after)}"
-    if s.note:
-        planned += f" ({s.note})"
+    planned = f"{tag}: planned for {iso(s.send_after if s.planned_at is None else s.planned_at)}"
+    planned += f" ({due_because(s.cause, False)})"
+    if s.note and not s.note.startswith("pulled forward"):  # a note made at planning
+        planned += f"; {s.note}"
     events = [(n.created_at, 1, planned)]
+    events += [(e.at, 1, f"{tag}: {e.what}") for e in moves]
     for a in s.attempt_log:
-        events.append((a.started_at, 2, f"{tag}: attempt {a.attempt_no} started"))
+        started = f"{tag}: attempt {a.attempt_no} started"
+        if a.attempt_no == 1 and s.step_no > 0:  # an escalation: say what brought it on
+            before = [e.what for e in moves if e.at <= a.started_at]
+            started += f" ({before[-1] if before else due_because(s.cause, True)})"
+        events.append((a.started_at, 2, started))
         if a.ended_at is not None:
             ref = f" ref={a.provider_ref}" if a.provider_ref else ""
             why = f": {a.reason}" if a.reason else ""
@@ -100,6 +126,6 @@ def _step_events(n: Notification, s: Step) -> list[tuple[int, int, str]]:
     why = f": {s.reason}" if s.reason else ""
     if s.state not in OPEN_STEP_STATES:
         events.append((s.updated_at, 4, f"{tag}: {s.state}{why}"))
-    elif s.reason:  # still open, and something decided why it waits (a retry, quiet hours, ...)
+    elif s.reason and (not moves or s.updated_at > moves[-1].at):  # open: why it waits now
         events.append((s.updated_at, 4, f"{tag}: {s.state}{why}, due {iso(s.send_after)}"))
     return events

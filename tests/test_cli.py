@@ -124,8 +124,9 @@ def test_inspect_prints_the_timeline(seeded: tuple[Path, str], by: str) -> None:
     assert lines[0].startswith(f"{nid}  tenant=default user=u1 kind=demo dedup_key=inv-1")
     text = result.stdout
     assert "accepted from key 'billing': kind demo, 2 steps" in text
-    assert "step 0 log: due 2026-09-21T14:13:20.000+00:00" in text
-    assert "step 1 log: due 2026-09-21T14:13:50.000+00:00" in text
+    assert "step 0 log: planned for 2026-09-21T14:13:20.000+00:00 (at accept)" in text
+    assert ("step 1 log: planned for 2026-09-21T14:13:50.000+00:00 (when step 0's 30 s "
+            "window ends)") in text
     assert lines[-1] == "  state now: log_pending"
 
 

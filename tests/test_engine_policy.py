@@ -42,6 +42,7 @@ from notifyd.clock import FakeClock
 from notifyd.config import ChannelConfig, KindConfig, LadderStep
 from notifyd.models import Claim, Lane, Recipient, StepState, iso
 from notifyd.sender import backoff_ms, decide
+from notifyd.views import timeline
 
 HOUR = 3600
 YEAR = 365 * 86400  # long enough to survive moving the fake clock up to the CLI's real clock
@@ -527,7 +528,6 @@ async def test_a_retry_that_falls_in_quiet_hours_waits_for_their_end(
 
 
 async def test_inspect_says_why_an_open_step_waits(tmp_path: Path, prov: Provider) -> None:
-    from notifyd.views import timeline
 
     prov.reply = answer(500, "down")
     async with engine(tmp_path, {"hook": webhook(prov.url)}, {"k": ONE_STEP}) as e:
@@ -537,3 +537,36 @@ async def test_inspect_says_why_an_open_step_waits(tmp_path: Path, prov: Provide
         s0 = await e.step(nid, 0)
         assert "step 0 hook: attempt 1 failed: HTTP 500; retry 2" in text
         assert f"step 0 hook: pending: HTTP 500; retry 2, due {iso(s0['send_after'])}" in text
+
+
+async def test_the_timeline_is_what_happened_when_and_each_escalation_names_its_cause(
+        tmp_path: Path, prov: Provider, prov2: Provider) -> None:
+    channels = {"hook": webhook(prov.url, max_attempts=2), "hook2": webhook(prov2.url)}
+    kinds = {"k": two_step(window_sec=20, second="hook2"),
+             "three": KindConfig(ladder=(LadderStep("hook", timeout_sec=600),
+                                         LadderStep("hook2", timeout_sec=600),
+                                         LadderStep("hook2", after_sec=3600)))}
+    async with engine(tmp_path, channels, kinds) as e:
+        escalated = await e.accept()
+        await e.cycle()
+        e.clock.advance(20)
+        await e.cycle()
+        text = "\n".join(timeline(await e.record(escalated)))
+        assert "step 1 hook2: planned for" in text and "(when step 0's 20 s window ends)" in text
+        assert "step 1 hook2: attempt 1 started (step 0's 20 s window ended unresolved)" in text
+
+        prov.reply = answer(500, "down")
+        failing = await e.accept("three")
+        accepted_at = e.now
+        await e.cycle()
+        e.clock.advance(60)
+        await e.run_dry()  # step 0 dies on its second attempt and pulls step 1 to now
+        lines = timeline(await e.record(failing))
+        planned = next(ln for ln in lines if "step 1 hook2: planned for" in ln)
+        assert iso(accepted_at + 600_000) in planned  # the plan as made, not the step's due now
+        died = next(i for i, ln in enumerate(lines) if "step 0 hook: attempt 2 failed" in ln)
+        pulled = next(i for i, ln in enumerate(lines) if "step 1 hook2: pulled forward" in ln)
+        assert died < pulled  # in the order it happened
+        assert "(pulled forward: step 0 dead; due" in "\n".join(lines)  # the cause of step 1
+        assert "step 2 hook2: planned for" in "\n".join(lines) and "(3600 s after accept)" in (
+            "\n".join(lines))

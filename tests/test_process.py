@@ -59,7 +59,7 @@ def test_serve_post_inspect_and_stop_cleanly(tmp_path: Path, daemons: list[Daemo
     shown = cli(db, "inspect", nid)  # a second process on the same file, beside the daemon
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith(nid)
-    assert "step 1 log: due" in shown.stdout
+    assert "step 1 log: planned for" in shown.stdout
     assert shown.stdout.splitlines()[-1] == "  state now: log_pending"
 
     resolved = cli(db, "resolve", "u1:inv-1", "--resolution", "done")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from notifyd.store.base import (
     Attempt,
     DeadLetter,
+    Event,
     KeyRecord,
     Notification,
     Step,
@@ -44,5 +45,5 @@ async def open_store(url: str, synchronous: str = "FULL", busy_timeout_ms: int =
     return store
 
 
-__all__ = ["Attempt", "DeadLetter", "KeyRecord", "Notification", "SqliteStore", "Step", "Store",
+__all__ = ["Attempt", "DeadLetter", "Event", "KeyRecord", "Notification", "SqliteStore", "Step", "Store",
            "StoreClosed", "StoreMissing", "StoreUnavailable", "open_store", "sqlite_path"]

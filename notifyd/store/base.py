@@ -74,6 +74,18 @@ class Step:
     updated_at: int
     retry_base: int
     attempt_log: tuple[Attempt, ...] = ()
+    planned_at: int | None = None  # send_after as planned at accept (None: before migration 3)
+    cause: str | None = None  # why due then: 'after SEC', 'window STEP SEC', None: at accept
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A move of a step after it was planned (postponed, pulled forward, replayed), as it
+    happened."""
+
+    step_no: int
+    at: int
+    what: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +104,7 @@ class Notification:
     resolution: str | None
     resolved_by: str | None
     steps: tuple[Step, ...] = ()
+    events: tuple[Event, ...] = ()
 
     @property
     def state(self) -> str:

@@ -28,15 +28,19 @@ INSERT_NOTIFICATION = """INSERT INTO notifications
     (id, tenant, user_id, kind, dedup_key, request_hash, params, key_name, created_at, expires_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant, user_id, dedup_key) DO NOTHING"""
-INSERT_STEP = """INSERT INTO steps
-    (notification_id, step_no, channel, lane, send_after, state, reason, note, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT_STEP = """INSERT INTO steps (notification_id, step_no, channel, lane, send_after, state,
+    reason, note, updated_at, planned_at, cause)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
 SELECT_NOTIFICATION = "SELECT * FROM notifications WHERE id = ?"
 SELECT_STEP_STATES = "SELECT channel, state FROM steps WHERE notification_id = ? ORDER BY step_no"
 SELECT_STEPS = "SELECT * FROM steps WHERE notification_id = ? ORDER BY step_no"
 SELECT_ATTEMPTS = """SELECT * FROM attempts WHERE notification_id = ?
 ORDER BY step_no, attempt_no"""
+SELECT_EVENTS = """SELECT step_no, at, what FROM events WHERE notification_id = ?
+ORDER BY at, rowid"""
+# Every move of a step after it was planned, written when it happens: the timeline's record.
+INSERT_EVENT = "INSERT INTO events (notification_id, step_no, at, what) VALUES (?, ?, ?, ?)"
 
 RESOLVE = """UPDATE notifications SET resolved_at = ?, resolution = ?, resolved_by = ?
 WHERE id = ? AND resolved_at IS NULL"""
@@ -57,7 +61,7 @@ WHERE notification_id = ? AND step_no = ? AND ended_at IS NULL"""
 # A due step with everything the claim policy reads about it, in one statement: the notification,
 # the recipient's profile, whether the user has disabled contacts, and a sibling in flight.
 SELECT_DUE = """SELECT s.notification_id, s.step_no, s.channel, s.lane, s.send_after, s.attempts,
-    s.retry_base, s.destination, s.payload, n.tenant, n.user_id, n.kind, n.params, n.created_at,
+    s.retry_base, s.destination, s.payload, s.reason, n.tenant, n.user_id, n.kind, n.params, n.created_at,
     n.expires_at, n.resolved_at, n.resolution, r.timezone, r.locale, r.quiet_start, r.quiet_end,
     r.contacts,
     (SELECT min(f.step_no) FROM steps f
@@ -93,14 +97,16 @@ SELECT tenant, user_id, ?, ?, ?, ? FROM notifications WHERE id = ?
 ON CONFLICT DO NOTHING"""
 PULL_NEXT = """UPDATE steps SET send_after = ?, note = ?, updated_at = ?
 WHERE notification_id = ? AND send_after > ? AND step_no = (
-    SELECT min(step_no) FROM steps WHERE notification_id = ? AND step_no > ? AND state = 'pending')"""
+    SELECT min(step_no) FROM steps WHERE notification_id = ? AND step_no > ? AND state = 'pending')
+RETURNING step_no"""
 SELECT_NEXT_DUE = """SELECT min(send_after) FROM steps
 WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown')"""
 SELECT_NEXT_LAPSE = "SELECT min(lease_until) FROM steps WHERE state = 'sending'"
 SELECT_LEASED = "SELECT count(*), max(lease_until) FROM steps WHERE state = 'sending'"
 REPLAY_STEPS = """UPDATE steps SET state = 'pending', send_after = ?, retry_base = attempts,
     reason = ?, updated_at = ?
-WHERE notification_id = ? AND (? IS NULL OR step_no = ?) AND state IN ('dead', 'unknown')"""
+WHERE notification_id = ? AND (? IS NULL OR step_no = ?) AND state IN ('dead', 'unknown')
+RETURNING step_no"""
 SELECT_UNCONFIGURED = """SELECT s.notification_id, s.step_no, s.channel, s.lane, s.send_after,
     n.resolution, n.expires_at
 FROM steps s JOIN notifications n ON n.id = s.notification_id

@@ -42,10 +42,12 @@ from notifyd.models import (
     StepState,
     Verdict,
     current_state,
+    iso,
 )
 from notifyd.store.base import (
     Attempt,
     DeadLetter,
+    Event,
     KeyRecord,
     Notification,
     Step,
@@ -64,6 +66,7 @@ from notifyd.store.sql import (
     END_STEP,
     FREEZE_STEP,
     INSERT_ATTEMPT,
+    INSERT_EVENT,
     INSERT_KEY,
     INSERT_NOTIFICATION,
     INSERT_STEP,
@@ -78,6 +81,7 @@ from notifyd.store.sql import (
     SELECT_DEDUP,
     SELECT_DISABLED,
     SELECT_DUE,
+    SELECT_EVENTS,
     SELECT_KEY,
     SELECT_KEYS,
     SELECT_LAPSED,
@@ -314,7 +318,7 @@ class SqliteStore:
             steps, lane = plan(recipient)
             c.executemany(INSERT_STEP, [
                 (notification_id, s.step_no, s.channel, lane, s.send_after, s.state,
-                 s.reason, s.note, now) for s in steps])
+                 s.reason, s.note, now, s.send_after, s.cause) for s in steps])
             due = [s.send_after for s in steps if s.state == StepState.PENDING]
             state = current_state(False, ((s.channel, s.state) for s in steps))
             return AcceptResult(notification_id, True, state, first_due=min(due, default=None))
@@ -362,9 +366,10 @@ class SqliteStore:
                 return None
             steps = conn.execute(SELECT_STEPS, (notification_id,)).fetchall()
             attempts = [_attempt(a) for a in conn.execute(SELECT_ATTEMPTS, (notification_id,))]
+            events = tuple(Event(*e) for e in conn.execute(SELECT_EVENTS, (notification_id,)))
         finally:
             conn.close()
-        return _notification_record(n, steps, attempts)
+        return _notification_record(n, steps, attempts, events)
 
     # --- the delivery engine ----------------------------------------------------------------
 
@@ -424,8 +429,7 @@ class SqliteStore:
                 c.execute(DISABLE_CONTACT, (claim.contact, claim.destination or "",
                                             done.reason or "rejected", now, nid))
             if applied and done.pull_next:
-                c.execute(PULL_NEXT, (now, f"pulled forward: step {no} {done.state}", now,
-                                      nid, now, nid, no))
+                _pull_next(c, nid, no, done.state, now, now)
             return applied
 
         return await self.write(op)
@@ -448,8 +452,15 @@ class SqliteStore:
 
     async def replay(self, notification_id: str, step_no: int | None, now: int) -> int:
         """Put dead or unknown steps back to pending under their original key and payload."""
-        return await self.write(lambda c: c.execute(REPLAY_STEPS, (
-            now, REPLAYED, now, notification_id, step_no, step_no)).rowcount)
+
+        def op(c: sqlite3.Connection) -> int:
+            replayed = c.execute(REPLAY_STEPS, (now, REPLAYED, now, notification_id, step_no,
+                                                step_no)).fetchall()
+            c.executemany(INSERT_EVENT, [(notification_id, no, now, REPLAYED)
+                                         for (no,) in replayed])
+            return len(replayed)
+
+        return await self.write(op)
 
     async def end_unconfigured(self, channels: list[str], decide: DecideFn, now: int) -> int:
         """Open steps on channels the config no longer has are judged by `decide` as such
@@ -460,7 +471,7 @@ class SqliteStore:
             for nid, no, channel, lane, send_after, resolution, expires_at in rows:
                 ctx = ClaimContext(no, channel, Lane(lane), send_after, resolution, expires_at,
                                    None, None, None, configured=False)
-                _apply(c, nid, no, decide(ctx, now), now)
+                _apply(c, nid, no, None, decide(ctx, now), now)
             return len(rows)
 
         return await self.write(op)
@@ -507,7 +518,7 @@ def _judge(c: sqlite3.Connection, row: sqlite3.Row, contact: str | None, sending
                        row["expires_at"], in_flight, recipient, contact)
     decision = decide(ctx, now)
     if decision.verdict is not Verdict.SEND:
-        _apply(c, nid, no, decision, now)
+        _apply(c, nid, no, row["reason"], decision, now)
         return None
     attempt = row["attempts"] + 1
     token = secrets.token_hex(8)
@@ -522,16 +533,27 @@ def _judge(c: sqlite3.Connection, row: sqlite3.Row, contact: str | None, sending
                  None if frozen is None else json.loads(frozen), notice)
 
 
-def _apply(c: sqlite3.Connection, nid: str, no: int, d: Decision, now: int) -> None:
-    """Apply a verdict other than send: postpone the step, or end it (and pull the next)."""
+def _apply(c: sqlite3.Connection, nid: str, no: int, reason: str | None, d: Decision,
+           now: int) -> None:
+    """Apply a verdict other than send: postpone the step, or end it (and pull the next). A
+    postponement is an event when its reason is new (not each second a sibling stays out)."""
     if d.verdict is Verdict.POSTPONE:
         c.execute(POSTPONE_STEP, (d.until, d.reason, now, nid, no))
+        if d.reason != reason:
+            c.execute(INSERT_EVENT, (nid, no, now, f"postponed to {iso(d.until)}: {d.reason}"))
         return
     state = ENDED[d.verdict]
     c.execute(END_STEP, (state, d.reason, now, nid, no))
     if d.pull_next_at is not None:  # the ladder moves on rather than sit out this step's window
-        at = d.pull_next_at
-        c.execute(PULL_NEXT, (at, f"pulled forward: step {no} {state}", now, nid, at, nid, no))
+        _pull_next(c, nid, no, state, d.pull_next_at, now)
+
+
+def _pull_next(c: sqlite3.Connection, nid: str, no: int, state: StepState, at: int,
+               now: int) -> None:
+    """The next pending step becomes due at `at` if it was due later; an event says why."""
+    why = f"pulled forward: step {no} {state}"
+    for (pulled,) in c.execute(PULL_NEXT, (at, why, now, nid, at, nid, no)).fetchall():
+        c.execute(INSERT_EVENT, (nid, pulled, now, f"{why}; due {iso(at)}"))
 
 
 def _attempt(r: sqlite3.Row) -> Attempt:
@@ -540,8 +562,8 @@ def _attempt(r: sqlite3.Row) -> Attempt:
                    r["started_at"], r["ended_at"], outcome, r["reason"], r["provider_ref"])
 
 
-def _notification_record(n: sqlite3.Row, steps: list[sqlite3.Row],
-                         attempts: list[Attempt]) -> Notification:
+def _notification_record(n: sqlite3.Row, steps: list[sqlite3.Row], attempts: list[Attempt],
+                         events: tuple[Event, ...]) -> Notification:
     return Notification(
         n["id"], n["tenant"], n["user_id"], n["kind"], n["dedup_key"], n["request_hash"],
         json.loads(n["params"]), n["key_name"], n["created_at"], n["expires_at"],
@@ -550,8 +572,9 @@ def _notification_record(n: sqlite3.Row, steps: list[sqlite3.Row],
                  s["send_after"], StepState(s["state"]), s["attempts"], s["reason"], s["note"],
                  s["provider_ref"], s["destination"], s["payload"], s["claim_token"],
                  s["lease_until"], s["updated_at"], s["retry_base"],
-                 tuple(a for a in attempts if a.step_no == s["step_no"]))
-            for s in steps))
+                 tuple(a for a in attempts if a.step_no == s["step_no"]), s["planned_at"],
+                 s["cause"])
+            for s in steps), events)
 
 
 def _load_recipient(c: sqlite3.Connection, tenant: str, user_id: str) -> Recipient | None:
