@@ -104,6 +104,16 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)  # json escapes control characters itself
 
 
+def step_line(logger: logging.Logger, level: int, what: str, notification_id: str, step_no: int,
+              channel: str, reason: str | None = None) -> None:
+    """One line about a step's fate, with the ids to follow it (never an address: reasons hold
+    none); in JSON the ids are fields of their own."""
+    logger.log(level, "step %s: %s:%d channel=%s%s", what, notification_id, step_no, channel,
+               f" reason={reason}" if reason else "", extra={"ids": {
+                   "notification_id": notification_id, "step_no": step_no, "channel": channel,
+                   "decision": what}})
+
+
 def setup_logging(level: str = "info", fmt: str = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())

@@ -207,6 +207,7 @@ class Claim:
 class ClaimContext:
     """Everything the claim policy reads about one due step, fetched in the claim transaction."""
 
+    notification_id: str
     step_no: int
     channel: str
     lane: Lane

@@ -11,13 +11,20 @@ import logging
 
 from notifyd.clock import Clock
 from notifyd.config import Config
-from notifyd.models import iso
+from notifyd.logs import step_line
+from notifyd.models import ClaimContext, Decision, Verdict, iso
 from notifyd.policy import decide_claim
 from notifyd.recipients import contact_kinds
 from notifyd.sender import SenderPool
 from notifyd.store import Store
 
 log = logging.getLogger("notifyd.scanner")
+# How loud each claim decision is: failures warn; normal progress is info; routine is debug.
+VERDICT_LOG = {Verdict.CANCEL: (logging.DEBUG, "cancelled"),
+               Verdict.POSTPONE: (logging.DEBUG, "postponed"),
+               Verdict.EXPIRE: (logging.INFO, "expired"),
+               Verdict.SUPPRESS: (logging.INFO, "suppressed"),
+               Verdict.DEAD: (logging.WARNING, "dead")}
 
 
 class Scanner:
@@ -26,7 +33,7 @@ class Scanner:
         self.lease_ms = int(cfg.scanner.lease_sec * 1000)
         self.poll_ms = int(cfg.scanner.poll_interval_sec * 1000)
         self.contacts = contact_kinds(cfg)
-        self.decide = decide_claim
+        self._decided: dict[tuple[str, int], tuple[str, Decision]] = {}
         self._wake = asyncio.Event()
         self._sleep_until: int | None = None
         self._wake_at: int | None = None  # earliest due time reported while we were scanning
@@ -48,8 +55,23 @@ class Scanner:
         wants = [(ch, lane, min(n, self.cfg.scanner.claim_batch)) for ch, lane, n in wants]
         claims = await self.store.claim_due(now, wants, self.lease_ms, self.contacts,
                                             self.decide, self.pool.budget(now))
+        self._log_decided()
         self.pool.dispatch(await self.pool.prepare(claims, now), now)
         return len(claims)
+
+    def decide(self, ctx: ClaimContext, now: int) -> Decision:
+        """The claim policy, noting what it decided other than send, for the log once the claim
+        has committed (keyed by step: a batch replayed after a failure decides twice)."""
+        d = decide_claim(ctx, now)
+        if d.verdict is not Verdict.SEND:
+            self._decided[(ctx.notification_id, ctx.step_no)] = (ctx.channel, d)
+        return d
+
+    def _log_decided(self) -> None:
+        decided, self._decided = self._decided, {}
+        for (nid, no), (channel, d) in decided.items():
+            level, what = VERDICT_LOG[d.verdict]
+            step_line(log, level, what, nid, no, channel, d.reason)
 
     async def run(self, stop: asyncio.Event) -> None:
         now = self.clock.now_ms()
@@ -63,6 +85,7 @@ class Scanner:
                         "by another process; each is retried as unknown under its original key "
                         "once its lease ends (the last at %s)", held, iso(until))
         orphans = await self.store.end_unconfigured(sorted(self.cfg.channels), self.decide, now)
+        self._log_decided()
         if orphans:
             log.warning("%d open steps were on channels no longer configured; they end dead "
                         "(notifyd dead-letters lists them)", orphans)

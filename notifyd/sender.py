@@ -33,7 +33,8 @@ from notifyd.channels.base import (
 )
 from notifyd.clock import Clock
 from notifyd.config import SEND_SLACK_SEC, ChannelConfig, Config
-from notifyd.models import Budget, Claim, Completion, Lane, Outcome, StepState
+from notifyd.logs import step_line
+from notifyd.models import Budget, Claim, Completion, Lane, Outcome, StepState, iso
 from notifyd.recipients import address_of
 from notifyd.store import Store
 
@@ -302,6 +303,8 @@ class SenderPool:
             if not await self.store.complete(claim, done, now):
                 log.warning("%s: lease was taken over; attempt %d recorded, step left alone",
                             claim.key, claim.attempt_no)
+            else:
+                _log_completion(claim, done)
         finally:
             ch.in_flight[claim.lane] -= 1
             self.on_free()
@@ -334,6 +337,20 @@ class SenderPool:
             await ch.adapter.close()
 
 
+def _log_completion(claim: Claim, done: Completion) -> None:
+    """One line per step outcome a person would want to know of: failures at WARNING, a retry
+    at INFO, a send at DEBUG (the status API and inspect have every one)."""
+    if done.state is StepState.SENT:
+        level, what = logging.DEBUG, "sent"
+    elif done.state in (StepState.PENDING, StepState.UNKNOWN):
+        level = logging.INFO if done.state is StepState.PENDING else logging.WARNING
+        what = f"{done.outcome}, retry at {iso(done.retry_at)}"
+    else:
+        level, what = logging.WARNING, str(done.state)
+    step_line(log, level, what, claim.notification_id, claim.step_no, claim.channel,
+              done.reason)
+
+
 def render_input(claim: Claim) -> RenderInput:
     """What the channel may read to render a claimed step that has never been frozen."""
     notice = claim.notice
@@ -348,7 +365,7 @@ def render_input(claim: Claim) -> RenderInput:
 def _render_failed(claim: Claim, e: Exception) -> Completion:
     what = f"{e.template}: {type(e.error).__name__}" if isinstance(e, RenderError) \
         else type(e).__name__
-    log.warning("%s: render failed (%s); the step ends dead and the ladder moves on",
-                claim.key, what)
+    step_line(log, logging.WARNING, "dead, render failed", claim.notification_id,
+              claim.step_no, claim.channel, what)
     return Completion(Outcome.FAILED, StepState.DEAD, reason=f"render failed: {what}",
                       pull_next=True)

@@ -133,7 +133,8 @@ async def test_a_claim_checks_the_contacts_current_address_not_an_old_ones_bounc
 
 def test_the_policy_reads_plain_records_and_answers_in_its_order() -> None:
     r = Recipient("t", "u", "UTC", None, "00:00", "23:59", {"email": "a@x"})
-    ctx = ClaimContext(0, "mail", Lane.BULK, 0, None, 10_000_000_000_000, None, r, "email")
+    ctx = ClaimContext("n_1", 0, "mail", Lane.BULK, 0, None, 10_000_000_000_000, None, r,
+                       "email")
     assert decide_claim(ctx, 1_000).verdict is Verdict.POSTPONE  # quiet hours
     assert decide_claim(dataclasses.replace(ctx, lane=Lane.URGENT), 1_000).verdict is Verdict.SEND
     assert decide_claim(dataclasses.replace(ctx, sibling_in_flight=1), 1_000).until == 2_000

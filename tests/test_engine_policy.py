@@ -9,6 +9,7 @@ the engine moves only when a test calls `tick()` / `settle()`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -570,3 +571,27 @@ async def test_the_timeline_is_what_happened_when_and_each_escalation_names_its_
         assert "(pulled forward: step 0 dead; due" in "\n".join(lines)  # the cause of step 1
         assert "step 2 hook2: planned for" in "\n".join(lines) and "(3600 s after accept)" in (
             "\n".join(lines))
+
+
+async def test_each_decision_a_person_wants_to_know_of_is_one_log_line_with_its_ids(
+        tmp_path: Path, prov: Provider, prov2: Provider, caplog: pytest.LogCaptureFixture) -> None:
+    prov.reply = answer(503, "down")
+    channels = {"hook": webhook(prov.url, max_attempts=2), "mail": mailer(prov2.url)}
+    kinds = {"k": two_step(window_sec=HOUR, second="mail")}
+    caplog.set_level(logging.DEBUG, logger="notifyd")
+    async with engine(tmp_path, channels, kinds) as e:
+        nid = await e.accept(user="nobody\nFORGED")
+        await e.cycle()
+        e.clock.advance(60)
+        await e.run_dry()
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name != "notifyd.policy"]
+    assert any(level == "INFO" and m.startswith("step failed, retry at ") and m.endswith(
+        f": {nid}:0 channel=hook reason=HTTP 503; retry 2") for level, m in lines)
+    assert ("WARNING", f"step dead: {nid}:0 channel=hook reason=retry budget spent after 2 "
+            "attempt(s); last: HTTP 503") in lines
+    assert ("INFO", f"step suppressed: {nid}:1 channel=mail reason=no contact: the user has no "
+            "email") in lines
+    record = next(r for r in caplog.records if "step dead" in r.getMessage())
+    assert record.ids == {"notification_id": nid, "step_no": 0, "channel": "hook",  # type: ignore[attr-defined]
+                          "decision": "dead"}
+    assert not any("\n" in m for _, m in lines)

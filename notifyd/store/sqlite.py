@@ -469,8 +469,8 @@ class SqliteStore:
         def op(c: sqlite3.Connection) -> int:
             rows = c.execute(SELECT_UNCONFIGURED, (json.dumps(channels),)).fetchall()
             for nid, no, channel, lane, send_after, resolution, expires_at in rows:
-                ctx = ClaimContext(no, channel, Lane(lane), send_after, resolution, expires_at,
-                                   None, None, None, configured=False)
+                ctx = ClaimContext(nid, no, channel, Lane(lane), send_after, resolution,
+                                   expires_at, None, None, None, configured=False)
                 _apply(c, nid, no, None, decide(ctx, now), now)
             return len(rows)
 
@@ -513,7 +513,7 @@ def _judge(c: sqlite3.Connection, row: sqlite3.Row, contact: str | None, sending
         recipient = _recipient(row["tenant"], row["user_id"],
                                row if row["contacts"] is not None else None, disabled)
     in_flight = row["in_flight"] if row["in_flight"] is not None else sending.get(nid)
-    ctx = ClaimContext(no, row["channel"], Lane(row["lane"]), row["send_after"],
+    ctx = ClaimContext(nid, no, row["channel"], Lane(row["lane"]), row["send_after"],
                        row["resolution"] if row["resolved_at"] is not None else None,
                        row["expires_at"], in_flight, recipient, contact)
     decision = decide(ctx, now)

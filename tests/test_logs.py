@@ -1,0 +1,51 @@
+"""Log lines: one line each whatever the input, JSON with the ids as fields, rate limits on the
+injected clock."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from notifyd.clock import FakeClock
+from notifyd.logs import JsonFormatter, RateLimit, TextFormatter, step_line
+
+
+def _record(msg: str, *args: object, **extra: object) -> logging.LogRecord:
+    r = logging.LogRecord("notifyd.x", logging.WARNING, __file__, 1, msg, args, None)
+    r.__dict__.update(extra)
+    return r
+
+
+def test_a_newline_from_input_cannot_forge_a_second_line() -> None:
+    line = TextFormatter().format(_record("quiet hours of %s unreadable", "acme/u1\n2026 INFO "
+                                          "notifyd: forged\r\x1b[31m"))
+    assert "\n" not in line and "\r" not in line and "\x1b" not in line
+    assert line.endswith("quiet hours of acme/u1\\n2026 INFO notifyd: forged\\r\\x1b[31m unreadable")
+
+
+def test_json_lines_carry_the_ids_as_fields() -> None:
+    records: list[logging.LogRecord] = []
+    logger = logging.getLogger("notifyd.test-json")
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    try:
+        step_line(logger, logging.WARNING, "dead", "n_1", 2, "sms", "HTTP 500")
+    finally:
+        logger.removeHandler(handler)
+    out = json.loads(JsonFormatter().format(records[0]))
+    assert out["level"] == "WARNING" and out["message"] == (
+        "step dead: n_1:2 channel=sms reason=HTTP 500")
+    assert (out["notification_id"], out["step_no"], out["channel"], out["decision"]) == (
+        "n_1", 2, "sms", "dead")
+
+
+def test_a_rate_limit_lets_one_through_per_interval_and_counts_the_rest() -> None:
+    clock = FakeClock()
+    limit = RateLimit(clock, 10_000)
+    assert limit.allow() == 0
+    assert [limit.allow() for _ in range(5)] == [None] * 5
+    clock.advance(10)
+    assert limit.allow() == 5
+    clock.advance(-3600)  # a clock stepped back lets one through rather than go silent
+    assert limit.allow() == 0
