@@ -358,3 +358,29 @@ def dead_letters(ctx: click.Context, limit: int) -> None:
     if not rows:
         click.echo("no dead letters")
 
+
+
+@main.command()
+@global_options
+@click.option("--url", help="The daemon's address (default: http://server.host:server.port).")
+@click.pass_context
+def stats(ctx: click.Context, url: str | None) -> None:
+    """Print the running daemon's figures (its GET /metrics) for a terminal.
+
+    Example: notifyd --config /etc/notifyd/notifyd.toml stats
+    """
+    import urllib.error
+    import urllib.request
+
+    from notifyd.metrics import summary
+
+    cfg = _config(ctx)
+    base = url or f"http://{cfg.server.host}:{cfg.server.port}"
+    try:
+        with urllib.request.urlopen(f"{base}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise click.ClickException(f"cannot reach the daemon at {base} ({reason}); is it "
+                                   "running? (--url, or the config's server.host/port)") from None
+    click.echo("\n".join(summary(text)))

@@ -60,6 +60,8 @@ class ScannerConfig:
 @dataclass(frozen=True)
 class DaemonConfig:
     grace_sec: float = doc("On SIGTERM, how long in-flight sends may finish before exit.", 10.0)
+    ready_max_due_lag_sec: float = doc("GET /readyz fails while the oldest due step has waited "
+                                       "longer than this.", 60.0)
 
 
 @dataclass(frozen=True)
@@ -259,6 +261,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(cfg.scanner.claim_batch > 0, "scanner.claim_batch", "must be > 0")
     need(cfg.scanner.lease_sec > 0, "scanner.lease_sec", "must be > 0")
     need(cfg.daemon.grace_sec >= 0, "daemon.grace_sec", "must be >= 0")
+    need(cfg.daemon.ready_max_due_lag_sec > 0, "daemon.ready_max_due_lag_sec", "must be > 0")
     for name, ch in cfg.channels.items():
         k = f"channels.{name}"
         need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")

@@ -24,6 +24,7 @@ from notifyd import __version__
 from notifyd.auth import KeyCache
 from notifyd.clock import Clock, SystemClock
 from notifyd.config import Config
+from notifyd.health import Health
 from notifyd.ingest import Ingest
 from notifyd.logs import ServerLog
 from notifyd.scanner import Scanner
@@ -142,7 +143,8 @@ class Daemon:
         pool = SenderPool(cfg, store, self.clock, build_adapters(cfg))
         scanner = Scanner(cfg, store, pool, self.clock)
         ingest = Ingest(cfg, store, self.clock, wake=scanner.wake)
-        ctx = Context(cfg, ingest, KeyCache(store, self.clock), self.clock)
+        health = Health(cfg, store, pool, scanner, self.clock)
+        ctx = Context(cfg, ingest, KeyCache(store, self.clock), self.clock, health)
         stop_claiming = asyncio.Event()
         try:
             async with asyncio.TaskGroup() as peers:

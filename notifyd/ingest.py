@@ -58,7 +58,8 @@ class Ingest:
         kind = get_str(data, "kind")
         assert user_id is not None and kind is not None
         if kind not in self.cfg.kinds:
-            raise ApiError("unknown_kind", f"unknown kind {kind!r}", "kind")
+            raise ApiError("unknown_kind", f"unknown kind {kind!r}; known: "
+                           f"{', '.join(sorted(self.cfg.kinds))}", "kind")
         if not key.allows(kind):
             raise ApiError("kind_not_allowed", f"this API key may not post kind {kind!r}", "kind")
         params = data.get("params", {})

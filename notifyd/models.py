@@ -73,6 +73,30 @@ class Verdict(StrEnum):
     DEAD = "dead"  # it can never go (its channel is gone); the next step takes its slot
 
 
+class Why(StrEnum):
+    """The class of reason a step ended or waits, for metrics; the reason text says more."""
+
+    OK = "ok"
+    RESOLVED = "resolved"
+    TTL = "ttl"
+    QUIET_HOURS = "quiet_hours"
+    SIBLING = "sibling_in_flight"
+    NO_CONTACT = "no_contact"
+    CONTACT_DISABLED = "contact_disabled"
+    CHANNEL_REMOVED = "channel_removed"
+    REJECTED = "provider_rejected"
+    RETRIES = "retries_exhausted"
+    RENDER = "render_failed"
+    RETRY = "retry"
+    INTERRUPTED = "interrupted"
+
+
+# What each ending verdict makes of the step.
+ENDED: dict[Verdict, StepState] = {
+    Verdict.CANCEL: StepState.CANCELLED, Verdict.EXPIRE: StepState.EXPIRED,
+    Verdict.SUPPRESS: StepState.SUPPRESSED, Verdict.DEAD: StepState.DEAD}
+
+
 def current_state(resolved: bool, steps: Iterable[tuple[str, str]]) -> str:
     """resolved, <channel>_<state> of the first open step, or how the ladder ended."""
     if resolved:
@@ -228,6 +252,7 @@ class Decision:
     reason: str | None = None
     until: int | None = None  # POSTPONE: the new send_after
     pull_next_at: int | None = None  # SUPPRESS, DEAD: the next step becomes due no later
+    why: Why = Why.OK
 
 
 @dataclass(frozen=True)
@@ -241,6 +266,7 @@ class Completion:
     retry_at: int | None = None  # for pending/unknown: when to try again
     disable_contact: bool = False
     pull_next: bool = False
+    why: Why = Why.OK
 
 
 @dataclass

@@ -1,15 +1,30 @@
-"""The OpenAPI description of the HTTP API; tests check it against the routes and real responses."""
+"""The OpenAPI description of the HTTP API; tests check it against the routes and real responses,
+and schemathesis checks the running daemon against it."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from notifyd import __version__
 from notifyd.errors import CATALOG
+from notifyd.models import StepState
+from notifyd.validate import MAX_ID_LEN
 
 _STR = {"type": "string"}
 _NSTR = {"type": ["string", "null"]}
 _TIME = {"type": ["string", "null"], "format": "date-time"}
+_ID = {"type": "string", "minLength": 1, "maxLength": MAX_ID_LEN}
+
+
+def _text(max_len: int) -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "maxLength": max_len}
+
+
+def _opt(schema: dict[str, Any]) -> dict[str, Any]:
+    """An optional field: null is taken as absent."""
+    kind = schema["type"]
+    return {**schema, "type": [*(kind if isinstance(kind, list) else [kind]), "null"]}
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -25,6 +40,11 @@ def _errors(*statuses: int) -> dict[str, Any]:
         c for c, e in CATALOG.items() if e.status == s)) for s in statuses}
 
 
+STATE_DOC = ("resolved; <channel>_pending, <channel>_sending or <channel>_unknown for the first "
+             "open step; or how the ladder ended: delivered, sent, expired, undeliverable")
+_STATE = {"type": "string", "description": STATE_DOC,
+          "pattern": r"^(resolved|delivered|sent|expired|undeliverable|.+_(pending|sending|unknown))$"}
+
 SCHEMAS: dict[str, Any] = {
     "Error": {"type": "object", "required": ["error"], "properties": {"error": {
         "type": "object", "required": ["code", "message", "field"],
@@ -32,46 +52,57 @@ SCHEMAS: dict[str, Any] = {
                        "field": _NSTR}}}},
     "AcceptRequest": {"type": "object", "required": ["user_id", "kind"],
                       "additionalProperties": False, "properties": {
-        "user_id": _STR, "kind": _STR, "params": {"type": "object"},
-        "dedup_key": {"type": "string", "maxLength": 256},
-        "fallback_chain": {"type": "array", "items": {
+        "user_id": _ID, "kind": _ID, "params": {"type": "object"},
+        "dedup_key": _opt(_ID),
+        "fallback_chain": {"type": ["array", "null"], "minItems": 1, "maxItems": 16, "items": {
             "type": "object", "required": ["channel"], "additionalProperties": False,
-            "properties": {"channel": _STR, "timeout_sec": {"type": ["number", "null"]}}}},
-        "max_ttl_sec": {"type": "integer", "minimum": 1}}},
+            "properties": {"channel": _STR, "timeout_sec": {"type": ["number", "null"],
+                                                            "minimum": 0}}}},
+        "max_ttl_sec": {"type": ["integer", "null"], "minimum": 1, "maximum": 30 * 86400}}},
     "Accepted": {"type": "object", "required": ["notification_id", "state", "created"],
-                 "properties": {"notification_id": _STR, "state": _STR,
+                 "properties": {"notification_id": _STR, "state": _STATE,
                                 "created": {"type": "boolean"}}},
     "Step": {"type": "object", "required": ["step_no", "channel", "status", "send_after",
                                             "attempts", "reason", "attempt_log"],
              "properties": {
-        "step_no": {"type": "integer"}, "channel": _STR, "status": _STR, "send_after": _TIME,
-        "attempts": {"type": "integer"}, "reason": _NSTR, "note": _NSTR, "provider_ref": _NSTR,
-        "updated_at": _TIME, "attempt_log": {"type": "array", "items": {"type": "object"}}}},
+        "step_no": {"type": "integer"}, "channel": _STR,
+        "status": {"type": "string", "enum": [s.value for s in StepState]},
+        "send_after": _TIME, "attempts": {"type": "integer"}, "reason": _NSTR, "note": _NSTR,
+        "provider_ref": _NSTR, "updated_at": _TIME,
+        "attempt_log": {"type": "array", "items": {"type": "object"}}}},
     "Status": {"type": "object", "required": [
         "notification_id", "current_state", "delivered_via", "resolution", "steps",
         "total_time_ms"], "properties": {
         "notification_id": _STR, "user_id": _STR, "kind": _STR, "dedup_key": _NSTR,
-        "created_at": _TIME, "expires_at": _TIME, "current_state": _STR,
+        "created_at": _TIME, "expires_at": _TIME, "current_state": _STATE,
         "delivered_via": _NSTR, "resolution": {"type": ["object", "null"]},
         "steps": {"type": "array", "items": _ref("Step")},
         "total_time_ms": {"type": ["integer", "null"]}}},
     "ResolveRequest": {"type": "object", "additionalProperties": False,
-                       "properties": {"resolution": _STR}},
+                       "properties": {"resolution": _opt(_text(200))}},
     "ResolutionRequest": {"type": "object", "required": ["user_id", "dedup_key"],
                           "additionalProperties": False, "properties": {
-        "user_id": _STR, "dedup_key": _STR, "resolution": _STR}},
+        "user_id": _ID, "dedup_key": _ID, "resolution": _opt(_text(200))}},
     "Resolved": {"type": "object", "required": ["notification_id", "resolution", "resolved_at",
                                                 "changed", "cancelled_steps"], "properties": {
         "notification_id": _STR, "resolution": _STR, "resolved_at": _TIME,
         "changed": {"type": "boolean"}, "cancelled_steps": {"type": "integer"}}},
     "User": {"type": "object", "additionalProperties": False, "properties": {
-        "email": _STR, "phone": _STR, "chat": {"type": "object",
-                                               "additionalProperties": _STR},
-        "timezone": _STR, "locale": _STR, "quiet_hours": {
-            "type": ["object", "null"], "properties": {"start": _STR, "end": _STR}}}},
+        "email": _opt(_ID), "phone": _opt(_ID),
+        "chat": {"type": ["object", "null"],
+                 "additionalProperties": {"type": "string", "minLength": 1}},
+        "timezone": {**_opt(_text(64)), "description": "an IANA zone, e.g. Europe/Paris"},
+        "locale": _opt(_text(35)), "quiet_hours": {
+            "type": ["object", "null"], "required": ["start", "end"],
+            "additionalProperties": False, "properties": {
+                "start": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"},
+                "end": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}}}}},
     "UserView": {"type": "object", "required": ["user_id", "timezone", "locale", "quiet_hours",
                                                 "disabled_contacts"],
                  "properties": {"user_id": _STR, "disabled_contacts": {"type": "object"}}},
+    "Ready": {"type": "object", "required": ["status", "checks"], "properties": {
+        "status": {"type": "string", "enum": ["ready", "not_ready"]},
+        "checks": {"type": "object", "additionalProperties": _STR}}},
 }
 
 
@@ -85,18 +116,32 @@ def _op(summary: str, ok: str, schema: str, errors: tuple[int, ...],
     return op
 
 
-def spec() -> dict[str, Any]:
+def _public(summary: str, responses: dict[str, Any]) -> dict[str, Any]:
+    return {"get": {"summary": summary, "security": [], "responses": responses}}
+
+
+def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> dict[str, Any]:
+    """The document; given the configured kinds and channels, their names are enums in it."""
+    schemas = SCHEMAS
+    if kinds is not None or channels is not None:
+        schemas = json.loads(json.dumps(SCHEMAS))  # a copy to narrow
+        props = schemas["AcceptRequest"]["properties"]
+        if kinds is not None:
+            props["kind"] = {"type": "string", "enum": sorted(kinds)}
+        if channels is not None:
+            props["fallback_chain"]["items"]["properties"]["channel"] = {
+                "type": "string", "enum": sorted(channels)}
     accept = _op("Accept a notification; 202 only once it and its whole ladder are committed",
                  "202", "Accepted", (400, 401, 403, 409, 413, 422, 503), "AcceptRequest")
     accept["responses"]["200"] = _json(_ref("Accepted"), "a retry of an accepted dedup key")
     accept["parameters"] = [{"name": "Idempotency-Key", "in": "header", "required": False,
-                             "schema": _STR, "description": "stands in for dedup_key"}]
+                             "schema": _ID, "description": "stands in for dedup_key"}]
     idp = [{"name": "id", "in": "path", "required": True, "schema": _STR}]
-    uidp = [{"name": "user_id", "in": "path", "required": True, "schema": _STR}]
+    uidp = [{"name": "user_id", "in": "path", "required": True, "schema": _ID}]
     return {
         "openapi": "3.1.0",
         "info": {"title": "notifyd", "version": __version__},
-        "components": {"schemas": SCHEMAS, "securitySchemes": {
+        "components": {"schemas": schemas, "securitySchemes": {
             "bearer": {"type": "http", "scheme": "bearer"}}},
         "security": [{"bearer": []}],
         "paths": {
@@ -114,11 +159,16 @@ def spec() -> dict[str, Any]:
                 "put": {**_op("Set a user's contacts, timezone, locale and quiet hours",
                               "200", "UserView", (400, 401, 422), "User"),
                         "parameters": uidp},
-                "get": {**_op("A user's profile", "200", "UserView", (401, 404)),
-                        "parameters": uidp}},
-            "/v1/openapi.json": {"get": {"summary": "This document", "security": [],
-                                         "responses": {"200": {"description": "ok"}}}},
-            "/healthz": {"get": {"summary": "Liveness", "security": [],
-                                 "responses": {"200": {"description": "ok"}}}},
+                "get": {**_op("A user's profile and contact state", "200", "UserView",
+                              (401, 404, 422)), "parameters": uidp}},
+            "/v1/openapi.json": _public("This document", {"200": {"description": "ok"}}),
+            "/healthz": _public("Liveness: the process answers; nothing is touched",
+                                {"200": {"description": "ok"}}),
+            "/readyz": _public(
+                "Readiness: the store takes writes, the scanner loops, due lag is in bounds",
+                {"200": _json(_ref("Ready"), "ready"),
+                 "503": _json(_ref("Ready"), "not ready: each check says why")}),
+            "/metrics": _public("Prometheus metrics (text exposition format)", {"200": {
+                "description": "ok", "content": {"text/plain": {"schema": _STR}}}}),
         },
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from notifyd.ladder import quiet_label, quiet_until
-from notifyd.models import ClaimContext, Decision, Lane, Verdict
+from notifyd.models import ClaimContext, Decision, Lane, Verdict, Why
 from notifyd.recipients import address_of, dead_contacts
 
 log = logging.getLogger("notifyd.policy")
@@ -22,15 +22,16 @@ SEND = Decision(Verdict.SEND)
 
 def decide_claim(ctx: ClaimContext, now: int) -> Decision:
     if ctx.resolution is not None:
-        return Decision(Verdict.CANCEL, f"resolved: {ctx.resolution}")
+        return Decision(Verdict.CANCEL, f"resolved: {ctx.resolution}", why=Why.RESOLVED)
     if now >= ctx.expires_at:
-        return Decision(Verdict.EXPIRE, "time to live passed before it could be sent")
+        return Decision(Verdict.EXPIRE, "time to live passed before it could be sent",
+                        why=Why.TTL)
     if not ctx.configured:  # the next step keeps its own time: it is not pulled sooner
         return Decision(Verdict.DEAD, f"channel {ctx.channel} is not configured any more",
-                        pull_next_at=max(now, ctx.send_after))
+                        pull_next_at=max(now, ctx.send_after), why=Why.CHANNEL_REMOVED)
     if ctx.sibling_in_flight is not None:
         return Decision(Verdict.POSTPONE, f"waiting: step {ctx.sibling_in_flight} is in flight",
-                        until=now + SIBLING_WAIT_MS)
+                        until=now + SIBLING_WAIT_MS, why=Why.SIBLING)
     if ctx.lane is not Lane.URGENT:  # again at claim: a retry or a pulled step may land in them
         quiet = _quiet(ctx, now)
         if quiet is not None:
@@ -38,10 +39,11 @@ def decide_claim(ctx: ClaimContext, now: int) -> Decision:
     if ctx.contact is not None:  # the ladder moves on now rather than sit out this step's window
         if not address_of(ctx.recipient.contacts if ctx.recipient else {}, ctx.contact):
             return Decision(Verdict.SUPPRESS, f"no contact: the user has no {ctx.contact}",
-                            pull_next_at=now)
+                            pull_next_at=now, why=Why.NO_CONTACT)
         dead = dead_contacts(ctx.recipient).get(ctx.contact)
         if dead is not None:
-            return Decision(Verdict.SUPPRESS, f"contact disabled: {dead}", pull_next_at=now)
+            return Decision(Verdict.SUPPRESS, f"contact disabled: {dead}", pull_next_at=now,
+                            why=Why.CONTACT_DISABLED)
     return SEND
 
 
@@ -58,5 +60,7 @@ def _quiet(ctx: ClaimContext, now: int) -> Decision | None:
     if until is None:
         return None
     if until >= ctx.expires_at:
-        return Decision(Verdict.EXPIRE, f"{quiet_label(who)} last past the time to live")
-    return Decision(Verdict.POSTPONE, f"{quiet_label(who)}: waits for the end", until=until)
+        return Decision(Verdict.EXPIRE, f"{quiet_label(who)} last past the time to live",
+                        why=Why.TTL)
+    return Decision(Verdict.POSTPONE, f"{quiet_label(who)}: waits for the end", until=until,
+                    why=Why.QUIET_HOURS)

@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from notifyd.models import ResolveResult
+from notifyd.models import ResolveResult, StepState
 from notifyd.store import Notification, Store
 
 DEFAULT_RESOLUTION = "resolved"
+GONE_OUT = frozenset({StepState.SENT, StepState.DELIVERED, StepState.SENDING,
+                      StepState.UNKNOWN})
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,11 @@ async def find(store: Store, ref: Ref, tenant: str | None) -> Notification | Non
     if n is None or (tenant is not None and n.tenant != tenant):
         return None
     return n
+
+
+def depth(n: Notification) -> int:
+    """How many steps had gone out when it was resolved: the step at which it stopped."""
+    return max((s.step_no + 1 for s in n.steps if s.state in GONE_OUT), default=0)
 
 
 async def resolve(store: Store, n: Notification, resolution: str, by: str,

@@ -12,7 +12,7 @@ import logging
 from notifyd.clock import Clock
 from notifyd.config import Config
 from notifyd.logs import step_line
-from notifyd.models import ClaimContext, Decision, Verdict, iso
+from notifyd.models import ENDED, ClaimContext, Decision, Verdict, iso
 from notifyd.policy import decide_claim
 from notifyd.recipients import contact_kinds
 from notifyd.sender import SenderPool
@@ -34,6 +34,7 @@ class Scanner:
         self.poll_ms = int(cfg.scanner.poll_interval_sec * 1000)
         self.contacts = contact_kinds(cfg)
         self._decided: dict[tuple[str, int], tuple[str, Decision]] = {}
+        self.alive_at = clock.now_ms()  # when the loop last made progress, for /readyz
         self._wake = asyncio.Event()
         self._sleep_until: int | None = None
         self._wake_at: int | None = None  # earliest due time reported while we were scanning
@@ -72,6 +73,8 @@ class Scanner:
         for (nid, no), (channel, d) in decided.items():
             level, what = VERDICT_LOG[d.verdict]
             step_line(log, level, what, nid, no, channel, d.reason)
+            if d.verdict in ENDED:
+                self.pool.metrics.step_ended(ENDED[d.verdict], d.why)
 
     async def run(self, stop: asyncio.Event) -> None:
         now = self.clock.now_ms()
@@ -91,7 +94,7 @@ class Scanner:
                         "(notifyd dead-letters lists them)", orphans)
         while not stop.is_set():
             self._wake.clear()
-            now = self.clock.now_ms()
+            now = self.alive_at = self.clock.now_ms()
             try:
                 claimed = await self.run_once(now)
             except Exception:

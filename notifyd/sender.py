@@ -34,7 +34,8 @@ from notifyd.channels.base import (
 from notifyd.clock import Clock
 from notifyd.config import SEND_SLACK_SEC, ChannelConfig, Config
 from notifyd.logs import step_line
-from notifyd.models import Budget, Claim, Completion, Lane, Outcome, StepState, iso
+from notifyd.metrics import Metrics
+from notifyd.models import Budget, Claim, Completion, Lane, Outcome, StepState, Why, iso
 from notifyd.recipients import address_of
 from notifyd.store import Store
 
@@ -157,7 +158,7 @@ def decide(cfg: ChannelConfig, claim: Claim, outcome: Answer, now: int,
                           reason=outcome.detail)
     if isinstance(outcome, Rejected):
         return Completion(Outcome.REJECTED, StepState.REJECTED, reason=outcome.reason,
-                          disable_contact=True, pull_next=True)
+                          disable_contact=True, pull_next=True, why=Why.REJECTED)
     label = Outcome.FAILED if isinstance(outcome, Failed) else Outcome.UNKNOWN
     delay = backoff_ms(cfg, claim.tries, rng)
     if isinstance(outcome, Failed) and outcome.retry_after is not None:
@@ -166,9 +167,11 @@ def decide(cfg: ChannelConfig, claim: Claim, outcome: Answer, now: int,
     if claim.tries >= cfg.max_attempts or retry_at >= claim.expires_at:
         why = "retry budget spent" if claim.tries >= cfg.max_attempts else "time to live ends"
         return Completion(label, StepState.DEAD, pull_next=True, reason=(
-            f"{why} after {claim.tries} attempt(s); last: {outcome.reason}"))
+            f"{why} after {claim.tries} attempt(s); last: {outcome.reason}"),
+            why=Why.RETRIES if claim.tries >= cfg.max_attempts else Why.TTL)
     state = StepState.PENDING if label is Outcome.FAILED else StepState.UNKNOWN
-    return Completion(label, state, reason=f"{outcome.reason}; retry {claim.tries + 1}",
+    return Completion(label, state, why=Why.RETRY,
+                      reason=f"{outcome.reason}; retry {claim.tries + 1}",
                       retry_at=retry_at)
 
 
@@ -183,8 +186,9 @@ class ChannelSender:
 
 class SenderPool:
     def __init__(self, cfg: Config, store: Store, clock: Clock, adapters: dict[str, Channel],
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, metrics: Metrics | None = None) -> None:
         self.store, self.clock = store, clock
+        self.metrics = metrics or Metrics()
         self.rng = rng or random.Random()
         now = clock.now_ms()
         breakers: dict[str, Breaker] = {}
@@ -259,6 +263,8 @@ class SenderPool:
             return claims
         # Queued together, so the writer commits the freezes and the failures as one batch.
         ended = [asyncio.ensure_future(self.store.complete(c, done, now)) for c, done in failed]
+        for _, done in failed:
+            self.metrics.step_ended(done.state, done.why)
         frozen = await self.store.freeze([(c, d, t) for _, c, d, t in todo], now) if todo else []
         await asyncio.gather(*ended)
         for (i, claim, _, _), ok in zip(todo, frozen, strict=True):
@@ -300,11 +306,13 @@ class SenderPool:
             now = self.clock.now_ms()
             ch.breaker.record(isinstance(outcome, Sent | Rejected), now, probe)
             done = decide(ch.cfg, claim, outcome, now, self.rng)
+            self.metrics.sends.labels(ch.name, done.outcome).inc()
             if not await self.store.complete(claim, done, now):
                 log.warning("%s: lease was taken over; attempt %d recorded, step left alone",
                             claim.key, claim.attempt_no)
             else:
                 _log_completion(claim, done)
+                self.metrics.step_ended(done.state, done.why)
         finally:
             ch.in_flight[claim.lane] -= 1
             self.on_free()
@@ -315,8 +323,9 @@ class SenderPool:
         now = self.clock.now_ms()
         why = "interrupted: notifyd stopped during the send"
         try:
-            await self.store.complete(claim, Completion(Outcome.UNKNOWN, StepState.UNKNOWN,
-                                                        reason=why, retry_at=now), now)
+            await self.store.complete(claim, Completion(
+                Outcome.UNKNOWN, StepState.UNKNOWN, reason=why, retry_at=now,
+                why=Why.INTERRUPTED), now)
         except Exception as e:  # noqa: BLE001 - the lease then lapses on its own
             log.warning("%s: could not record the interrupted send (%s); its lease will lapse",
                         claim.key, type(e).__name__)
@@ -368,4 +377,4 @@ def _render_failed(claim: Claim, e: Exception) -> Completion:
     step_line(log, logging.WARNING, "dead, render failed", claim.notification_id,
               claim.step_no, claim.channel, what)
     return Completion(Outcome.FAILED, StepState.DEAD, reason=f"render failed: {what}",
-                      pull_next=True)
+                      pull_next=True, why=Why.RENDER)

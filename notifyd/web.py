@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -14,7 +15,9 @@ from notifyd.auth import KeyCache
 from notifyd.clock import Clock
 from notifyd.config import Config
 from notifyd.errors import ApiError
+from notifyd.health import Health
 from notifyd.ingest import Ingest
+from notifyd.metrics import CONTENT_TYPE, Metrics
 from notifyd.models import ApiKey, ResolveResult, iso
 from notifyd.openapi import spec
 from notifyd.recipients import parse_recipient, recipient_view
@@ -29,12 +32,15 @@ CTX: web.AppKey[Context] = web.AppKey("ctx")
 
 
 class Context:
-    def __init__(self, cfg: Config, ingest: Ingest, keys: KeyCache, clock: Clock) -> None:
+    def __init__(self, cfg: Config, ingest: Ingest, keys: KeyCache, clock: Clock,
+                 health: Health | None = None, metrics: Metrics | None = None) -> None:
         self.cfg = cfg
         self.ingest = ingest
         self.store = ingest.store
         self.keys = keys
         self.clock = clock
+        self.health = health  # None: an app without the delivery engine (API tests)
+        self.metrics = health.metrics if health else metrics or Metrics()
         self.draining = False  # set at shutdown: answer 503 instead of accepting
 
 
@@ -52,9 +58,12 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return error_response(ApiError("body_too_large"))
     except web.HTTPNotFound:
         return error_response(ApiError("not_found", f"no route for {request.path}"))
-    except web.HTTPMethodNotAllowed:
-        return error_response(ApiError("method_not_allowed", f"{request.method} is not allowed "
-                                       f"on {request.path}"))
+    except web.HTTPMethodNotAllowed as e:
+        allowed = ", ".join(sorted(e.allowed_methods))
+        response = error_response(ApiError("method_not_allowed", f"{request.method} is not "
+                                           f"allowed on {request.path} (allowed: {allowed})"))
+        response.headers["Allow"] = allowed
+        return response
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(ApiError("internal"))
@@ -74,11 +83,20 @@ async def read_object(request: web.Request) -> dict[str, Any]:
 
 async def post_notification(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    if ctx.draining:
-        raise ApiError("shutting_down")
-    key = await authorise(request)
-    inp = ctx.ingest.parse(await request.read(), key, request.headers.get("Idempotency-Key"))
-    result = await ctx.ingest.accept(inp)
+    started, outcome = time.perf_counter(), "refused"
+    try:
+        if ctx.draining:
+            raise ApiError("shutting_down")
+        key = await authorise(request)
+        inp = ctx.ingest.parse(await request.read(), key, request.headers.get("Idempotency-Key"))
+        result = await ctx.ingest.accept(inp)
+        outcome = "created" if result.created else "retry"
+    except ApiError as e:
+        outcome = {409: "conflict", 503: "unavailable"}.get(e.status, "refused")
+        raise
+    finally:
+        ctx.metrics.accepts.labels(outcome).inc()
+        ctx.metrics.accept_seconds.observe(time.perf_counter() - started)
     body = orjson.dumps({"notification_id": result.notification_id, "state": result.state,
                          "created": result.created})
     return web.Response(body=body, status=202 if result.created else 200,
@@ -110,6 +128,8 @@ async def _resolve(request: web.Request, key: ApiKey, ref: Ref,
     what = get_str(data, "resolution", required=False, max_len=200)
     r = await resolution.resolve(ctx.store, n, what or resolution.DEFAULT_RESOLUTION,
                                  f"key:{key.name}", ctx.clock.now_ms())
+    if r.changed:
+        ctx.metrics.resolved(n.kind, resolution.depth(n), r.cancelled_steps)
     return _resolved(r)
 
 
@@ -134,11 +154,21 @@ async def post_resolution(request: web.Request) -> web.Response:
     return await _resolve(request, key, Ref(user_id=user_id, dedup_key=dedup_key), data)
 
 
+def user_id_of(request: web.Request) -> str:
+    """The path's user id, held to the same limits as a body's."""
+    user_id = get_str({"user_id": request.match_info["user_id"]}, "user_id")
+    assert user_id is not None
+    return user_id
+
+
 async def put_user(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     key = await authorise(request)
-    user_id = request.match_info["user_id"]
-    recipient = parse_recipient(key.tenant, user_id, await read_object(request))
+    user_id = user_id_of(request)
+    body = await request.read()
+    if not body:
+        raise ApiError("body_not_object", "send the profile as a JSON object ({} clears it)")
+    recipient = parse_recipient(key.tenant, user_id, parse_object(body))
     await ctx.store.put_recipient(recipient, ctx.clock.now_ms())
     stored = await ctx.store.get_recipient(key.tenant, user_id)
     assert stored is not None
@@ -148,18 +178,42 @@ async def put_user(request: web.Request) -> web.Response:
 async def get_user(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     key = await authorise(request)
-    r = await ctx.store.get_recipient(key.tenant, request.match_info["user_id"])
+    user_id = user_id_of(request)
+    r = await ctx.store.get_recipient(key.tenant, user_id)
     if r is None:
-        raise ApiError("not_found", f"no user {request.match_info['user_id']!r}", "user_id")
+        raise ApiError("not_found", f"no user {user_id!r}", "user_id")
     return web.json_response(recipient_view(r))
 
 
 async def get_openapi(request: web.Request) -> web.Response:
-    return web.json_response(spec())
+    cfg = request.app[CTX].cfg
+    return web.json_response(spec(sorted(cfg.kinds), sorted(cfg.channels)))
 
 
 async def get_health(request: web.Request) -> web.Response:
+    """Liveness: the process answers. It touches nothing."""
     return web.json_response({"status": "draining" if request.app[CTX].draining else "ok"})
+
+
+async def get_ready(request: web.Request) -> web.Response:
+    """Readiness: the store takes writes, the scanner loops, due work is not falling behind."""
+    ctx = request.app[CTX]
+    if ctx.health is not None:
+        checks = await ctx.health.ready()
+    else:
+        await ctx.store.ping()
+        checks = {"store": "ok"}
+    if ctx.draining:
+        checks["draining"] = "shutting down"
+    ok = all(v == "ok" for v in checks.values())
+    return web.json_response({"status": "ready" if ok else "not_ready", "checks": checks},
+                             status=200 if ok else 503)
+
+
+async def get_metrics(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    text = await ctx.health.scrape() if ctx.health else ctx.metrics.text()
+    return web.Response(body=text, headers={"Content-Type": CONTENT_TYPE})
 
 
 ROUTES: list[tuple[str, str, Handler]] = [
@@ -171,6 +225,8 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/v1/users/{user_id}", get_user),
     ("GET", "/v1/openapi.json", get_openapi),
     ("GET", "/healthz", get_health),
+    ("GET", "/readyz", get_ready),
+    ("GET", "/metrics", get_metrics),
 ]
 
 

@@ -45,9 +45,11 @@ def test_the_document_is_valid_json_schema() -> None:
             {"components": spec()["components"], "$ref": f"#/components/schemas/{name}"})
 
 
-async def test_served_document_is_the_spec(api: Api) -> None:
+async def test_served_document_is_the_spec_with_the_configured_names(api: Api) -> None:
     status, doc = await api.get("/v1/openapi.json", key="")
-    assert (status, doc) == (200, spec())
+    assert (status, doc) == (200, spec(["alert", "fixed", "page"], ["email", "log", "sms"]))
+    assert doc["components"]["schemas"]["AcceptRequest"]["properties"]["kind"]["enum"] == [
+        "alert", "fixed", "page"]
 
 
 async def test_real_responses_match_their_schemas(api: Api) -> None:

@@ -22,6 +22,7 @@ import aiosqlite
 import orjson
 
 from notifyd.models import (
+    ENDED,
     REPLAYED,
     AcceptInput,
     AcceptResult,
@@ -78,6 +79,7 @@ from notifyd.store.sql import (
     REVOKE_KEY,
     SELECT_ATTEMPTS,
     SELECT_DEAD,
+    SELECT_DEAD_COUNT,
     SELECT_DEDUP,
     SELECT_DISABLED,
     SELECT_DUE,
@@ -98,10 +100,6 @@ from notifyd.store.sql import (
 )
 
 T = TypeVar("T")
-# What each ending verdict makes of the step.
-ENDED: dict[Verdict, StepState] = {
-    Verdict.CANCEL: StepState.CANCELLED, Verdict.EXPIRE: StepState.EXPIRED,
-    Verdict.SUPPRESS: StepState.SUPPRESSED, Verdict.DEAD: StepState.DEAD}
 
 
 class SqliteStore:
@@ -475,6 +473,18 @@ class SqliteStore:
             return len(rows)
 
         return await self.write(op)
+
+    async def oldest_due(self, pairs: list[tuple[str, Lane]]) -> dict[tuple[str, Lane], int]:
+        """The earliest send_after among open steps, per (channel, lane) that has any."""
+        found = {pair: await self._scalar(SELECT_NEXT_DUE, pair) for pair in pairs}
+        return {pair: at for pair, at in found.items() if at is not None}
+
+    async def dead_count(self) -> int:
+        return await self._scalar(SELECT_DEAD_COUNT, ()) or 0
+
+    async def ping(self) -> None:
+        """A write transaction that changes nothing: the store can take writes now."""
+        await self.write(lambda c: None)
 
     async def dead_letters(self, limit: int) -> list[DeadLetter]:
         return [DeadLetter(*r) for r in await self._fetchall(SELECT_DEAD, (limit,))]

@@ -1,0 +1,102 @@
+"""What the daemon counts, for GET /metrics (Prometheus text) and `notifyd stats`.
+
+Counters move where things happen (accepts in web, claim decisions in the scanner, outcomes in the
+sender, resolutions in web); gauges that the rows answer better (due lag, dead letters) are read
+from the store at scrape time. One registry per daemon, so tests can run several.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from notifyd.models import OPEN_STEP_STATES, StepState, Why
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+BREAKER_STATE = {"closed": 0, "open": 1, "half-open": 2}
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.accept_seconds = Histogram(
+            "notifyd_accept_seconds", "Time to answer POST /v1/notifications.",
+            buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5), registry=r)
+        self.accepts = Counter("notifyd_accepts", "Answers to POST /v1/notifications, by result "
+                               "(created, retry, conflict, refused, unavailable).", ["result"],
+                               registry=r)
+        self.sends = Counter("notifyd_sends", "Provider calls by channel and outcome.",
+                             ["channel", "outcome"], registry=r)
+        self.steps_ended = Counter("notifyd_steps_ended", "Steps that reached a final state, by "
+                                   "state and reason class.", ["state", "why"], registry=r)
+        self.escalation_depth = Histogram(
+            "notifyd_escalation_depth", "Steps sent before a notification was resolved, by kind "
+            "(0: resolved before anything went out).", ["kind"],
+            buckets=(0, 1, 2, 3, 4, 5, 6, 8, 10), registry=r)
+        self.due_lag = Gauge("notifyd_due_lag_seconds", "Age of the oldest due open step, by "
+                             "channel and lane (0: none due).", ["channel", "lane"], registry=r)
+        self.breaker = Gauge("notifyd_breaker_state", "Circuit breaker per channel: 0 closed, "
+                             "1 open, 2 half-open.", ["channel"], registry=r)
+        self.dead_letters = Gauge("notifyd_dead_letters", "Steps that are dead now (notifyd "
+                                  "dead-letters lists them).", registry=r)
+        self.cancellation_ratio = Gauge(
+            "notifyd_cancellation_ratio", "Share of ended steps that were cancelled by a "
+            "resolution, since start: it should be substantial.", registry=r)
+        self._ended: Tally[str] = Tally()
+
+    def step_ended(self, state: StepState, why: Why, n: int = 1) -> None:
+        if state in OPEN_STEP_STATES or n <= 0:
+            return
+        self.steps_ended.labels(state, why).inc(n)
+        self._ended[state] += n
+        total = sum(self._ended.values())
+        self.cancellation_ratio.set(self._ended[StepState.CANCELLED] / total)
+
+    def resolved(self, kind: str, depth: int, cancelled: int) -> None:
+        self.escalation_depth.labels(kind).observe(depth)
+        self.step_ended(StepState.CANCELLED, Why.RESOLVED, cancelled)
+
+    def text(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def summary(text: str) -> list[str]:
+    """The exposition text as lines for a terminal (notifyd stats)."""
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples.setdefault(s.name, []).append((s.labels, s.value))
+
+    def rows(name: str, *keys: str) -> list[str]:
+        return [f"    {' '.join(labels[k] for k in keys):<32} {value:g}"
+                for labels, value in samples.get(name, []) if value]
+
+    count = sum(v for _, v in samples.get("notifyd_accept_seconds_count", []))
+    total = sum(v for _, v in samples.get("notifyd_accept_seconds_sum", []))
+    mean = f"{total / count * 1000:.2f} ms" if count else "-"
+    ratio = samples.get("notifyd_cancellation_ratio", [({}, 0.0)])[0][1]
+    dead = samples.get("notifyd_dead_letters", [({}, 0.0)])[0][1]
+    depth = [f"    {labels['kind']:<32} {v:g} resolved, mean depth "
+             f"{_sum(samples, 'notifyd_escalation_depth_sum', labels) / v:.2f}"
+             for labels, v in samples.get("notifyd_escalation_depth_count", []) if v]
+    return [
+        f"accepts ({count:g}, mean {mean}):", *rows("notifyd_accepts_total", "result"),
+        "sends by channel and outcome:", *rows("notifyd_sends_total", "channel", "outcome"),
+        "steps ended by state and reason:", *rows("notifyd_steps_ended_total", "state", "why"),
+        f"cancellation ratio: {ratio:.2f}",
+        "due lag (s) by channel and lane:",
+        *[f"    {labels['channel']} {labels['lane']:<24} {value:g}"
+          for labels, value in samples.get("notifyd_due_lag_seconds", [])],
+        "breakers (0 closed, 1 open, 2 half-open):",
+        *[f"    {labels['channel']:<32} {value:g}"
+          for labels, value in samples.get("notifyd_breaker_state", [])],
+        f"dead letters: {dead:g}",
+        "escalation depth by kind:", *depth,
+    ]
+
+
+def _sum(samples: dict[str, list[tuple[dict[str, str], float]]], name: str,
+         labels: dict[str, str]) -> float:
+    return sum(v for lab, v in samples.get(name, []) if lab == labels)
