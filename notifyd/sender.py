@@ -35,7 +35,7 @@ from notifyd.clock import Clock
 from notifyd.config import SEND_SLACK_SEC, ChannelConfig, Config
 from notifyd.logs import step_line
 from notifyd.metrics import Metrics
-from notifyd.models import Budget, Claim, Completion, Lane, Outcome, StepState, Why, iso
+from notifyd.models import Budget, Claim, Completion, Lane, Outcome, StepState, Why, iso, plural
 from notifyd.recipients import address_of
 from notifyd.store import Store
 
@@ -167,7 +167,7 @@ def decide(cfg: ChannelConfig, claim: Claim, outcome: Answer, now: int,
     if claim.tries >= cfg.max_attempts or retry_at >= claim.expires_at:
         why = "retry budget spent" if claim.tries >= cfg.max_attempts else "time to live ends"
         return Completion(label, StepState.DEAD, pull_next=True, reason=(
-            f"{why} after {claim.tries} attempt(s); last: {outcome.reason}"),
+            f"{why} after {plural(claim.tries, 'attempt')}; last: {outcome.reason}"),
             why=Why.RETRIES if claim.tries >= cfg.max_attempts else Why.TTL)
     state = StepState.PENDING if label is Outcome.FAILED else StepState.UNKNOWN
     return Completion(label, state, why=Why.RETRY,

@@ -177,7 +177,7 @@ async def test_a_retry_that_would_pass_the_ttl_ends_dead_with_the_failure(
         n = await e.notification(nid)
         s0, s1 = n["steps"]
         assert s0["state"] == "dead"
-        assert s0["reason"] == "time to live ends after 1 attempt(s); last: HTTP 503"
+        assert s0["reason"] == "time to live ends after 1 attempt; last: HTTP 503"
         assert s0["send_after"] < n["expires_at"]  # no retry was scheduled past the TTL
         assert s1["send_after"] == e.now and s1["note"] == "pulled forward: step 0 dead"
 
@@ -206,7 +206,7 @@ async def test_dead_letter_after_the_budget_then_listed_and_replayed_under_the_s
         nid = await e.accept()
         await _fail_until_dead(e, nid, 3)
         s0, s1 = (await e.notification(nid))["steps"]
-        assert s0["reason"] == "retry budget spent after 3 attempt(s); last: HTTP 500"
+        assert s0["reason"] == "retry budget spent after 3 attempts; last: HTTP 500"
         assert [a["outcome"] for a in s0["attempt_log"]] == ["failed"] * 3
         assert s1["state"] == "pending" and s1["send_after"] == e.now
         assert s1["note"] == "pulled forward: step 0 dead"
@@ -588,7 +588,7 @@ async def test_each_decision_a_person_wants_to_know_of_is_one_log_line_with_its_
     assert any(level == "INFO" and m.startswith("step failed, retry at ") and m.endswith(
         f": {nid}:0 channel=hook reason=HTTP 503; retry 2") for level, m in lines)
     assert ("WARNING", f"step dead: {nid}:0 channel=hook reason=retry budget spent after 2 "
-            "attempt(s); last: HTTP 503") in lines
+            "attempts; last: HTTP 503") in lines
     assert ("INFO", f"step suppressed: {nid}:1 channel=mail reason=no contact: the user has no "
             "email") in lines
     record = next(r for r in caplog.records if "step dead" in r.getMessage())

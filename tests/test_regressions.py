@@ -351,7 +351,7 @@ async def test_a_producer_webhooks_4xx_fails_and_dead_letters_and_disables_nobod
         await e.cycle()
         s0 = await e.step(nid, 0)
         assert (s0["state"], s0["reason"]) == (
-            "dead", f"retry budget spent after 2 attempt(s); last: HTTP {status}")
+            "dead", f"retry budget spent after 2 attempts; last: HTTP {status}")
         assert _disabled(e) == []
         assert [d.notification_id for d in await e.store.dead_letters(10)] == [nid]
         planned = await e.accept("k", user="alice")
