@@ -47,6 +47,10 @@ class StoreConfig:
     synchronous: str = doc("FULL survives power loss; NORMAL only a process crash. FULL, NORMAL "
                            "or EXTRA.", "FULL")
     busy_timeout_ms: int = doc("How long a write waits for another process's write lock.", 5000)
+    max_pending_writes: int = doc("Accepts waiting for the writer beyond which new ones get 503 "
+                                  "overloaded with Retry-After (producers retry with the same "
+                                  "dedup key, so nothing is lost); bounds accept latency and "
+                                  "memory under a flood.", 1000)
 
 
 @dataclass(frozen=True)
@@ -257,6 +261,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(cfg.store.synchronous in SYNCHRONOUS, "store.synchronous",
          f"must be one of {', '.join(SYNCHRONOUS)}")
     need(cfg.store.path != "", "store.path", "must not be empty")
+    need(cfg.store.max_pending_writes >= 1, "store.max_pending_writes", "must be >= 1")
     need(cfg.scanner.poll_interval_sec > 0, "scanner.poll_interval_sec", "must be > 0")
     need(cfg.scanner.claim_batch > 0, "scanner.claim_batch", "must be > 0")
     need(cfg.scanner.lease_sec > 0, "scanner.lease_sec", "must be > 0")

@@ -64,7 +64,11 @@ def hold_lock(db_path: str) -> tuple[IO[str], bool]:
     # Named after the real path, so a symlink to the same file finds the same lock.
     lock_path = f"{os.path.realpath(db_path)}.lock"
     created = not os.path.exists(lock_path)
-    handle = open(lock_path, "w")  # noqa: SIM115 - held while running
+    try:  # never through a symlink planted there, never truncating what is there
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise StartError(f"cannot open the lock file {lock_path}: {e.strerror}") from None
+    handle = os.fdopen(fd, "r+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -123,7 +127,8 @@ class Daemon:
         try:
             sock = bind(cfg.server.host, cfg.server.port)
             store = await open_store(cfg.store.path, cfg.store.synchronous,
-                                     cfg.store.busy_timeout_ms)
+                                     cfg.store.busy_timeout_ms,
+                                     max_pending_writes=cfg.store.max_pending_writes)
         except BaseException as e:
             if sock is not None:
                 sock.close()

@@ -29,6 +29,10 @@ CATALOG: dict[str, ErrorSpec] = {
     "unknown_channel": ErrorSpec(422, "no channel of this name is configured"),
     "override_not_allowed": ErrorSpec(422, "this kind does not allow fallback_chain overrides"),
     "shutting_down": ErrorSpec(503, "notifyd is shutting down; retry against another instance"),
+    "overloaded": ErrorSpec(503, "too many requests are waiting; retry after Retry-After with "
+                                 "the same dedup key (nothing was accepted)"),
+    "storage_unavailable": ErrorSpec(503, "the database cannot take writes now; retry after "
+                                          "Retry-After (nothing was accepted)"),
     "internal": ErrorSpec(500, "internal error; nothing was accepted"),
 }
 

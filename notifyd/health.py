@@ -15,7 +15,7 @@ from notifyd.config import Config
 from notifyd.metrics import BREAKER_STATE, Metrics
 from notifyd.scanner import Scanner
 from notifyd.sender import SenderPool
-from notifyd.store import Store
+from notifyd.store import StorageError, Store
 
 PING_TIMEOUT_SEC = 2.0
 
@@ -37,7 +37,10 @@ class Health:
         checks = {}
         try:
             await asyncio.wait_for(self.store.ping(), PING_TIMEOUT_SEC)
-            checks["store"] = "ok"
+            fault = self.store.fault
+            checks["store"] = f"cannot write: {fault}" if fault else "ok"
+        except StorageError as e:
+            checks["store"] = f"cannot write: {e}"
         except Exception as e:  # noqa: BLE001 - any failure to write is the answer
             checks["store"] = f"cannot write: {type(e).__name__}"
         idle_ms = self.clock.now_ms() - self.scanner.alive_at

@@ -16,7 +16,7 @@ from notifyd.models import ENDED, ClaimContext, Decision, Verdict, iso
 from notifyd.policy import decide_claim
 from notifyd.recipients import contact_kinds
 from notifyd.sender import SenderPool
-from notifyd.store import Store
+from notifyd.store import StorageError, Store
 
 log = logging.getLogger("notifyd.scanner")
 # How loud each claim decision is: failures warn; normal progress is info; routine is debug.
@@ -97,6 +97,9 @@ class Scanner:
             now = self.alive_at = self.clock.now_ms()
             try:
                 claimed = await self.run_once(now)
+            except StorageError:  # the store logs it, once per 10 s; it recovers on its own
+                await self._wait(now + self.poll_ms, stop)
+                continue
             except Exception:
                 log.exception("due scan failed; retrying after the poll interval")
                 await self._wait(now + self.poll_ms, stop)  # a full disk must not become a spin

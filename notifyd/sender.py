@@ -37,7 +37,7 @@ from notifyd.logs import step_line
 from notifyd.metrics import Metrics
 from notifyd.models import Budget, Claim, Completion, Lane, Outcome, StepState, Why, iso, plural
 from notifyd.recipients import address_of
-from notifyd.store import Store
+from notifyd.store import StorageError, Store
 
 log = logging.getLogger("notifyd.sender")
 LANES = (Lane.URGENT, Lane.BULK)  # urgent asked first
@@ -307,7 +307,11 @@ class SenderPool:
             ch.breaker.record(isinstance(outcome, Sent | Rejected), now, probe)
             done = decide(ch.cfg, claim, outcome, now, self.rng)
             self.metrics.sends.labels(ch.name, done.outcome).inc()
-            if not await self.store.complete(claim, done, now):
+            try:
+                applied = await self.store.complete(claim, done, now)
+            except StorageError:  # logged by the store; the lease lapses and it is retried
+                return
+            if not applied:
                 log.warning("%s: lease was taken over; attempt %d recorded, step left alone",
                             claim.key, claim.attempt_no)
             else:

@@ -22,7 +22,7 @@ from notifyd.models import ApiKey, ResolveResult, iso
 from notifyd.openapi import spec
 from notifyd.recipients import parse_recipient, recipient_view
 from notifyd.resolution import Ref
-from notifyd.store import Notification
+from notifyd.store import Notification, Overloaded, StorageError
 from notifyd.validate import check_fields, get_str, parse_object
 from notifyd.views import status_view
 
@@ -45,7 +45,13 @@ class Context:
 
 
 def error_response(err: ApiError) -> web.Response:
-    return web.json_response(err.body(), status=err.status)
+    response = web.json_response(err.body(), status=err.status)
+    if err.code in RETRY_AFTER:
+        response.headers["Retry-After"] = RETRY_AFTER[err.code]
+    return response
+
+
+RETRY_AFTER = {"overloaded": "1", "storage_unavailable": "5", "shutting_down": "5"}
 
 
 @web.middleware
@@ -54,6 +60,11 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return await handler(request)
     except ApiError as e:
         return error_response(e)
+    except Overloaded:
+        return error_response(ApiError("overloaded"))
+    except StorageError as e:
+        return error_response(ApiError("storage_unavailable", f"the database cannot take "
+                                       f"writes now: {e}"))
     except web.HTTPRequestEntityTooLarge:
         return error_response(ApiError("body_too_large"))
     except web.HTTPNotFound:
@@ -93,6 +104,9 @@ async def post_notification(request: web.Request) -> web.Response:
         outcome = "created" if result.created else "retry"
     except ApiError as e:
         outcome = {409: "conflict", 503: "unavailable"}.get(e.status, "refused")
+        raise
+    except (Overloaded, StorageError):
+        outcome = "unavailable"
         raise
     finally:
         ctx.metrics.accepts.labels(outcome).inc()

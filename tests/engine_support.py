@@ -516,10 +516,11 @@ class Daemon:
     """`notifyd serve --port 0`, its stderr read line by line on a thread."""
 
     def __init__(self, db: Path, config: Path | None = None, env: dict[str, str] | None = None,
-                 start_timeout: float = 30.0) -> None:
+                 start_timeout: float = 30.0, preexec: Callable[[], None] | None = None) -> None:
         self.proc = subprocess.Popen(notifyd_cmd(db, "serve", "--port", "0", config=config),
                                      env=env or clean_env(), cwd=db.parent,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=preexec)
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -11,7 +11,9 @@ from notifyd.store.base import (
     Event,
     KeyRecord,
     Notification,
+    Overloaded,
     Step,
+    StorageError,
     Store,
     StoreClosed,
     StoreMissing,
@@ -33,17 +35,18 @@ def sqlite_path(url: str) -> str | None:
 
 
 async def open_store(url: str, synchronous: str = "FULL", busy_timeout_ms: int = 5000,
-                     create: bool = True) -> Store:
+                     create: bool = True, max_pending_writes: int = 0) -> Store:
     """Open the store that `url` names, migrating it, and creating it unless create=False."""
     path = sqlite_path(url)
     if path is None:
         scheme = url.split("://", 1)[0]
         raise StoreUnavailable(f"store URL scheme {scheme!r} is not supported (a path, or "
                                "sqlite:///path)")
-    store = SqliteStore(path, synchronous, busy_timeout_ms)
+    store = SqliteStore(path, synchronous, busy_timeout_ms, max_pending_writes)
     await store.open(create)
     return store
 
 
-__all__ = ["Attempt", "DeadLetter", "Event", "KeyRecord", "Notification", "SqliteStore", "Step", "Store",
-           "StoreClosed", "StoreMissing", "StoreUnavailable", "open_store", "sqlite_path"]
+__all__ = ["Attempt", "DeadLetter", "Event", "KeyRecord", "Notification", "Overloaded",
+           "SqliteStore", "Step", "StorageError", "Store", "StoreClosed", "StoreMissing",
+           "StoreUnavailable", "open_store", "sqlite_path"]

@@ -42,6 +42,15 @@ class StoreMissing(StoreUnavailable):
     """Opened without create, and there is no database there."""
 
 
+class StorageError(Exception):
+    """The storage cannot take writes now (disk full, I/O error, read-only, the file gone); the
+    message says which. Nothing was written; the caller may retry later."""
+
+
+class Overloaded(Exception):
+    """Too many writes are waiting; this one was refused rather than queued. Retry shortly."""
+
+
 @dataclass(frozen=True, slots=True)
 class Attempt:
     notification_id: str
@@ -192,6 +201,11 @@ class Store(Protocol):
         ...
 
     async def dead_count(self) -> int: ...
+
+    @property
+    def fault(self) -> str | None:
+        """What recently went wrong with the storage (disk full, file gone), if anything."""
+        ...
     async def ping(self) -> None:
         """Return once the store has committed a write transaction: it can take writes now."""
         ...

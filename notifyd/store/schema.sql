@@ -1,4 +1,4 @@
--- user_version = 3
+-- user_version = 4
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -49,6 +49,7 @@ CREATE TABLE notifications (
     resolution   TEXT,
     resolved_by  TEXT
 ) WITHOUT ROWID;
+CREATE TABLE probe (id INTEGER PRIMARY KEY CHECK (id = 1), at INTEGER NOT NULL);
 CREATE TABLE recipients (
     tenant      TEXT NOT NULL,
     user_id     TEXT NOT NULL,

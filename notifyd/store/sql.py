@@ -111,6 +111,7 @@ SELECT_UNCONFIGURED = """SELECT s.notification_id, s.step_no, s.channel, s.lane,
     n.resolution, n.expires_at
 FROM steps s JOIN notifications n ON n.id = s.notification_id
 WHERE s.state IN ('pending', 'unknown') AND s.channel NOT IN (SELECT value FROM json_each(?))"""
+WRITE_PROBE = "INSERT OR REPLACE INTO probe (id, at) VALUES (1, ?)"
 SELECT_DEAD_COUNT = "SELECT count(*) FROM steps WHERE state = 'dead'"
 SELECT_DEAD = """SELECT notification_id, step_no, channel, attempts, reason, updated_at FROM steps
 WHERE state = 'dead' ORDER BY updated_at DESC LIMIT ?"""

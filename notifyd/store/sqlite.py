@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import secrets
 import sqlite3
+import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -97,51 +99,64 @@ from notifyd.store.sql import (
     SELECT_STEPS,
     SELECT_UNCONFIGURED,
     UPSERT_RECIPIENT,
+    WRITE_PROBE,
 )
+from notifyd.store.writer import Writer
 
 T = TypeVar("T")
+log = logging.getLogger("notifyd.store")
 
 
 class SqliteStore:
     """One WAL-mode SQLite file behind the store interface."""
 
     def __init__(self, path: str | Path, synchronous: str = "FULL",
-                 busy_timeout_ms: int = 5000) -> None:
+                 busy_timeout_ms: int = 5000, max_queue: int = 0) -> None:
         self.path = str(path)
         self.url = f"sqlite:///{Path(path).resolve()}"
         self.synchronous = synchronous
         self.busy_timeout_ms = busy_timeout_ms
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notifyd-writer")
-        self._conn: sqlite3.Connection | None = None
+        self._writer = Writer(self.path, self._connect, max_queue)
         self._reader: aiosqlite.Connection | None = None
-        self._queue: asyncio.Queue[tuple[Callable[[sqlite3.Connection], Any],
-                                         asyncio.Future[Any]]] = asyncio.Queue()
-        self._writer_task: asyncio.Task[None] | None = None
-        self.commits = 0  # batches committed, for benchmarks and tests of group commit
-        self.writes = 0  # operations committed or failed
+
+    @property
+    def commits(self) -> int:
+        """Batches committed, for benchmarks and tests of group commit."""
+        return self._writer.commits
+
+    @property
+    def fault(self) -> str | None:
+        """What is wrong with the storage right now, if anything (for /readyz)."""
+        return self._writer.fault
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def open(self, create: bool = True) -> None:
         """Open (and migrate) the file; with create=False a missing file is an error, so that a
-        command that only reads never leaves a fresh database behind."""
+        command that only reads never leaves a fresh database behind. A new file is made
+        readable by its owner alone, whatever the umask: it holds contacts and params."""
         where = Path(self.path).resolve()
         if not where.parent.is_dir():
             raise StoreUnavailable(f"the database folder {where.parent} does not exist; create "
                                    "it, or point store.path (or --db) elsewhere")
-        if not create and not where.exists():
-            raise StoreMissing(f"no database at {where}; check --config / --db (notifyd serve "
-                               "or notifyd keys create makes one)")
-        loop = asyncio.get_running_loop()
+        if not where.exists():
+            if not create:
+                raise StoreMissing(f"no database at {where}; check --config / --db (notifyd "
+                                   "serve or notifyd keys create makes one)")
+            os.close(os.open(where, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        elif where.stat().st_mode & 0o077:
+            log.warning("%s can be read by other users (mode %o); it holds contacts and "
+                        "params: chmod 600 it and its -wal and -shm files", where,
+                        where.stat().st_mode & 0o777)
         try:
-            self._conn = await loop.run_in_executor(self._pool, self._connect)
+            await self._writer.open()
         except sqlite3.DatabaseError as e:
-            self._pool.shutdown(wait=False)
-            raise StoreUnavailable(f"{where} is not a notifyd database: {e}") from None
+            self._writer.shutdown_pool()
+            raise StoreUnavailable(f"{where} is not a notifyd database or is damaged ({e}); "
+                                   "restore it from a copy (notifyd backup makes one)") from None
         self._reader = await aiosqlite.connect(self.path)
         self._reader.row_factory = aiosqlite.Row
         await self._reader.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
-        self._writer_task = asyncio.create_task(self._write_loop(), name="store-writer")
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -161,81 +176,14 @@ class SqliteStore:
         return conn
 
     async def close(self) -> None:
-        if self._writer_task is not None:
-            self._writer_task.cancel()
-            await asyncio.gather(self._writer_task, return_exceptions=True)
-            self._writer_task = None
-        while not self._queue.empty():
-            _, fut = self._queue.get_nowait()
-            if not fut.done():
-                fut.set_exception(StoreClosed("store closed"))
+        await self._writer.close()
         if self._reader is not None:
             await self._reader.close()
             self._reader = None
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            await asyncio.get_running_loop().run_in_executor(self._pool, conn.close)
-        self._pool.shutdown(wait=True)
 
-    # --- the write path ----------------------------------------------------------------------
-
-    async def write(self, op: Callable[[sqlite3.Connection], T]) -> T:
+    async def write(self, op: Callable[[sqlite3.Connection], T], shed: bool = False) -> T:
         """Run `op` on the writer inside a transaction; return once its commit is durable."""
-        if self._writer_task is None:
-            raise StoreClosed("store is not open")
-        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((op, fut))
-        return await fut
-
-    async def _write_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            batch = [await self._queue.get()]
-            while not self._queue.empty() and len(batch) < 1024:
-                batch.append(self._queue.get_nowait())
-            running = loop.run_in_executor(self._pool, self._run_batch, [op for op, _ in batch])
-            try:
-                outcomes = await asyncio.shield(running)
-            except asyncio.CancelledError:
-                # Closing: the batch in the thread will commit regardless; answer its callers.
-                _answer(batch, await running)
-                raise
-            _answer(batch, outcomes)
-            self.commits += 1
-            self.writes += len(batch)
-
-    def _run_batch(self, ops: list[Callable[[sqlite3.Connection], Any]]) -> list[tuple[bool, Any]]:
-        """Commit all of `ops` together. The fast path runs them bare; if one raises, the batch
-        is rolled back and replayed with a SAVEPOINT around each op, so only that op fails."""
-        conn = self._conn
-        assert conn is not None
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                outcomes: list[tuple[bool, Any]] = [(True, op(conn)) for op in ops]
-            except Exception:  # noqa: BLE001 - replayed one by one below
-                conn.execute("ROLLBACK")
-                conn.execute("BEGIN IMMEDIATE")
-                outcomes = [self._isolated(conn, op) for op in ops]
-            conn.execute("COMMIT")
-        except sqlite3.Error as e:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            return [(False, e)] * len(ops)
-        return outcomes
-
-    @staticmethod
-    def _isolated(conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], Any]
-                  ) -> tuple[bool, Any]:
-        conn.execute("SAVEPOINT op")
-        try:
-            result = op(conn)
-        except Exception as e:  # noqa: BLE001 - the op fails alone; the batch goes on
-            conn.execute("ROLLBACK TO op")
-            conn.execute("RELEASE op")
-            return False, e
-        conn.execute("RELEASE op")
-        return True, result
+        return await self._writer.write(op, shed)
 
     # --- reads -------------------------------------------------------------------------------
 
@@ -321,7 +269,7 @@ class SqliteStore:
             state = current_state(False, ((s.channel, s.state) for s in steps))
             return AcceptResult(notification_id, True, state, first_due=min(due, default=None))
 
-        return await self.write(op)
+        return await self.write(op, shed=True)  # past max_queue waiting, refused: 503, retry
 
     # --- resolution --------------------------------------------------------------------------
 
@@ -483,21 +431,11 @@ class SqliteStore:
         return await self._scalar(SELECT_DEAD_COUNT, ()) or 0
 
     async def ping(self) -> None:
-        """A write transaction that changes nothing: the store can take writes now."""
-        await self.write(lambda c: None)
+        """A real write (one row rewritten): the store can take writes now."""
+        await self.write(lambda c: c.execute(WRITE_PROBE, (time.time_ns() // 1_000_000,)))
 
     async def dead_letters(self, limit: int) -> list[DeadLetter]:
         return [DeadLetter(*r) for r in await self._fetchall(SELECT_DEAD, (limit,))]
-
-
-def _answer(batch: list[tuple[Any, asyncio.Future[Any]]], outcomes: list[tuple[bool, Any]]) -> None:
-    for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
-        if fut.done():
-            continue
-        if ok:
-            fut.set_result(value)
-        else:
-            fut.set_exception(value)
 
 
 def _lapse_leases(c: sqlite3.Connection, now: int) -> int:
