@@ -29,7 +29,7 @@ from notifyd.models import (
 )
 from notifyd.recipients import contact_kinds, dead_contacts
 from notifyd.store import Store
-from notifyd.validate import MAX_ID_LEN, check_fields, get_str, parse_object
+from notifyd.validate import check_depth, check_fields, get_str, header_value, parse_object
 
 MAX_TTL_SEC = 30 * 86400
 ACCEPT_FIELDS = frozenset({"user_id", "kind", "params", "dedup_key", "fallback_chain",
@@ -65,14 +65,13 @@ class Ingest:
         params = data.get("params", {})
         if not isinstance(params, dict):
             raise ApiError("invalid_field", "params must be an object", "params")
+        check_depth(params, "params")
         dedup_key = get_str(data, "dedup_key", required=False)
+        idempotency_key = header_value(idempotency_key, "Idempotency-Key")
         if idempotency_key is not None:
             if dedup_key is not None and dedup_key != idempotency_key:
                 raise ApiError("invalid_field", "dedup_key differs from the Idempotency-Key "
                                "header; send one or make them equal", "dedup_key")
-            if not idempotency_key or len(idempotency_key) > MAX_ID_LEN:
-                raise ApiError("invalid_field", "Idempotency-Key must be 1..256 characters",
-                               "Idempotency-Key")
             dedup_key = idempotency_key
         chain = self._parse_chain(kind, data.get("fallback_chain"))
         ttl = data.get("max_ttl_sec")

@@ -27,7 +27,7 @@ def parse_hhmm(text: str) -> time:
 def valid_timezone(name: str) -> bool:
     try:
         ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: 'America' is a folder
         return False
     return True
 
@@ -102,7 +102,10 @@ def plan_steps(
             prev_at, prev_window = at, 0.0
             continue
         if quiet:
-            moved = quiet_until(at, recipient)
+            try:
+                moved = quiet_until(at, recipient)
+            except (ValueError, KeyError, OSError):  # a zone this host no longer knows
+                moved, quiet = None, False
             if moved is not None and recipient is not None:
                 note = f"{quiet_label(recipient)}: moved from {_hhmm(at, recipient)}"
                 shift += moved - at

@@ -53,7 +53,7 @@ def _quiet(ctx: ClaimContext, now: int) -> Decision | None:
         return None
     try:
         until = quiet_until(now, who)
-    except (ValueError, KeyError) as e:  # one bad profile must not stop every claim
+    except (ValueError, KeyError, OSError) as e:  # one bad profile must not stop every claim
         log.warning("quiet hours of %s/%s unreadable (%s): ignored", who.tenant, who.user_id,
                     type(e).__name__)
         return None

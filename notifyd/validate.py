@@ -9,6 +9,7 @@ import orjson
 from notifyd.errors import ApiError
 
 MAX_ID_LEN = 256
+MAX_DEPTH = 32  # params nest at most this deep (orjson parses 1024 levels but writes 254)
 
 
 def parse_object(body: bytes) -> dict[str, Any]:
@@ -19,6 +20,34 @@ def parse_object(body: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ApiError("body_not_object")
     return data
+
+
+def check_depth(value: Any, field: str, limit: int = MAX_DEPTH) -> None:
+    """Refuse JSON nested deeper than `limit` objects or arrays (a 422, never a 500)."""
+    level: list[Any] = [value]
+    for depth in range(limit + 1):
+        level = [v for item in level
+                 for v in (item.values() if isinstance(item, dict) else item)
+                 if isinstance(v, dict | list)]
+        if not level:
+            return
+        if depth + 1 >= limit:
+            break
+    raise ApiError("invalid_field", f"{field} nests deeper than {limit} levels", field)
+
+
+def header_value(value: str | None, name: str, max_len: int = MAX_ID_LEN) -> str | None:
+    """A header as text we can store and echo: printable UTF-8 of 1..max_len characters."""
+    if value is None:
+        return None
+    try:
+        value.encode("utf-8")  # bytes that were not UTF-8 arrive as lone surrogates
+    except UnicodeEncodeError:
+        raise ApiError("invalid_field", f"{name} must be UTF-8 text", name) from None
+    if not value or len(value) > max_len or not value.isprintable():
+        raise ApiError("invalid_field", f"{name} must be 1..{max_len} printable characters",
+                       name)
+    return value
 
 
 def check_fields(data: dict[str, Any], allowed: frozenset[str]) -> None:

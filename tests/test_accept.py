@@ -186,3 +186,29 @@ async def test_resolution_by_dedup_key_stays_in_the_tenant(api: Api) -> None:
     status, answer = await api.call("POST", "/v1/resolutions",
                                     {"user_id": "u1", "dedup_key": "d"}, key=other)
     assert (status, answer["error"]["code"]) == (404, "not_found")
+
+
+async def test_params_may_nest_32_levels_and_no_deeper(api: Api) -> None:
+    def body(depth: int) -> bytes:  # by hand: json.dumps itself stops near 1,000 levels
+        params = '{"a":' * (depth - 1) + "{}" + "}" * (depth - 1)
+        return f'{{"user_id": "u1", "kind": "alert", "params": {params}}}'.encode()
+
+    assert (await api.post(None, raw=body(32)))[0] == 202
+    for depth in (33, 300, 1000):  # orjson parses 1,024 levels but writes only 254: a 500 before
+        status, answer = await api.post(None, raw=body(depth))
+        assert (status, answer["error"]["code"], answer["error"]["field"]) == (
+            422, "invalid_field", "params")
+
+
+async def test_an_idempotency_key_that_is_not_utf8_is_a_400_class_error(api: Api) -> None:
+    raw = json.dumps({"user_id": "u1", "kind": "alert"}).encode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", api.client.server.port)
+    writer.write(b"POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                 + api.key.encode() + b"\r\nContent-Type: application/json\r\n"
+                 b"Idempotency-Key: \xff\xfekey\r\nConnection: close\r\n"
+                 + f"Content-Length: {len(raw)}\r\n\r\n".encode() + raw)
+    answer = await reader.read()
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 422 ")
+    assert json.loads(body)["error"]["field"] == "Idempotency-Key"

@@ -82,3 +82,16 @@ async def test_contact_state_is_visible_for_a_user_without_a_profile(api: Api) -
     assert status == 200 and body["user_id"] == "u9"
     assert await api.get("/v1/users/nobody") == (404, {"error": {
         "code": "not_found", "message": "no user 'nobody'", "field": "user_id"}})
+
+
+@pytest.mark.parametrize("zone", ["America", "Etc", "../../etc/passwd", "Europe/"])
+async def test_a_timezone_naming_a_folder_or_a_path_is_refused(api: Api, zone: str) -> None:
+    status, body = await api.call("PUT", "/v1/users/u1", {"timezone": zone})
+    assert (status, body["error"]["code"], body["error"]["field"]) == (
+        422, "invalid_field", "timezone")
+
+
+async def test_a_path_user_id_has_the_bodys_limits(api: Api) -> None:
+    status, body = await api.call("PUT", "/v1/users/" + "u" * 8000, {"timezone": "UTC"})
+    assert (status, body["error"]["code"], body["error"]["field"]) == (
+        422, "invalid_field", "user_id")
