@@ -23,7 +23,7 @@ from notifyd.clock import SystemClock
 from notifyd.config import NAME_RE, Config, load_config, render_example
 from notifyd.errors import ConfigError
 from notifyd.logs import LOG_FORMATS, LOG_LEVELS
-from notifyd.models import REPLAYED, iso, plural
+from notifyd.models import REPLAYED, SCOPES, iso, plural
 from notifyd.recipients import address_of, contact_kinds, dead_contacts
 from notifyd.store import Notification, Store, StoreUnavailable, open_store, sqlite_path
 from notifyd.views import status_view, timeline
@@ -166,8 +166,10 @@ def keys() -> None:
 @click.option("--tenant", default="default", show_default=True,
               help="The tenant whose recipients this key may post to.")
 @click.option("--kinds", default="", help="Comma-separated kinds this key may post (default all).")
+@click.option("--scopes", default=",".join(sorted(SCOPES)), show_default=True,
+              help="What it may do: post, read, resolve, users (profiles and contacts).")
 @click.pass_context
-def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str) -> None:
+def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: str) -> None:
     """Create an API key and print it once; only its hash is stored. Creates the database if
     there is none yet.
 
@@ -181,13 +183,16 @@ def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str) -> None:
                                    f"(configured: {', '.join(sorted(cfg.kinds))})")
     if not NAME_RE.match(name) or not NAME_RE.match(tenant):
         raise click.ClickException("--name and --tenant: lower-case letters, digits, _ . -")
+    may = frozenset(s.strip() for s in scopes.split(",") if s.strip())
+    if not may or not may <= SCOPES:
+        raise click.ClickException(f"--scopes: choose from {', '.join(sorted(SCOPES))}")
     key = new_key()
     now = SystemClock().now_ms()
 
     async def create(s: Store) -> bool:
         if any(k.name == name for k in await s.list_keys()):
             return False
-        await s.create_key(hash_key(key), name, tenant, allowed, now)
+        await s.create_key(hash_key(key), name, tenant, allowed, now, may)
         return True
 
     if not _with_store(ctx, create, CREATE):
@@ -206,7 +211,8 @@ def keys_list(ctx: click.Context) -> None:
     """
     for k in _with_store(ctx, lambda s: s.list_keys()):
         state = "revoked" if k.revoked_at else "active"
-        click.echo(f"{k.name}\ttenant={k.tenant}\tkinds={','.join(k.kinds) or '*'}\t{state}")
+        click.echo(f"{k.name}\ttenant={k.tenant}\tkinds={','.join(k.kinds) or '*'}\t"
+                   f"scopes={','.join(k.scopes)}\t{state}")
 
 
 @keys.command("revoke")

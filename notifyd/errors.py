@@ -16,6 +16,7 @@ CATALOG: dict[str, ErrorSpec] = {
     "body_not_object": ErrorSpec(400, "the request body must be a JSON object"),
     "unauthorized": ErrorSpec(401, "missing or unknown API key (Authorization: Bearer <key>)"),
     "kind_not_allowed": ErrorSpec(403, "this API key may not post this kind"),
+    "scope_not_allowed": ErrorSpec(403, "this API key's scopes do not allow this call"),
     "not_found": ErrorSpec(404, "no such resource"),
     "method_not_allowed": ErrorSpec(405, "this method is not allowed on this path"),
     "dedup_conflict": ErrorSpec(

@@ -81,7 +81,7 @@ class Ingest:
                            "max_ttl_sec")
         canonical = orjson.dumps([user_id, kind, params, chain, ttl], option=orjson.OPT_SORT_KEYS)
         return AcceptInput(key.tenant, user_id, kind, params, dedup_key, chain, ttl,
-                           hashlib.sha256(canonical).hexdigest(), key.name)
+                           hashlib.sha256(canonical).hexdigest(), key.name, key.kinds)
 
     def _parse_chain(self, kind: str,
                      raw: Any) -> tuple[tuple[str, float | None], ...] | None:
@@ -144,9 +144,11 @@ class Ingest:
         now = self.clock.now_ms()
         plan = self.planner(inp, now)
         result = await self.store.accept(inp, new_id("n_", now), plan, self.ttl_sec(inp), now)
-        if result.conflict:
+        if result.conflict:  # name what holds the key only to a key that may read it
+            readable = not inp.key_kinds or result.existing_kind in inp.key_kinds
+            by = f" by {result.notification_id}" if readable else ""
             raise ApiError("dedup_conflict", f"dedup key {inp.dedup_key!r} was already used "
-                           f"with different input by {result.notification_id}", "dedup_key")
+                           f"with different input{by}", "dedup_key")
         if result.first_due is not None and self.wake is not None:
             self.wake(result.first_due)
         return result

@@ -112,15 +112,23 @@ def current_state(resolved: bool, steps: Iterable[tuple[str, str]]) -> str:
     return "undeliverable"
 
 
+# What an API key may do: post notifications, read them, resolve them, read and change users.
+SCOPES = frozenset({"post", "read", "resolve", "users"})
+
+
 @dataclass(frozen=True)
 class ApiKey:
     name: str
     tenant: str
     kinds: tuple[str, ...]  # empty: every kind
     key_hash: str
+    scopes: frozenset[str] = SCOPES  # what it may do: post, read, resolve, users
 
     def allows(self, kind: str) -> bool:
         return not self.kinds or kind in self.kinds
+
+    def may(self, scope: str) -> bool:
+        return scope in self.scopes
 
 
 # Not frozen: one is built for every step of every accept, and a frozen dataclass's __init__
@@ -149,6 +157,7 @@ class AcceptInput:
     max_ttl_sec: int | None
     request_hash: str
     key_name: str
+    key_kinds: tuple[str, ...] = ()  # the posting key's kinds (empty: all), for what it may see
 
 
 @dataclass(frozen=True)
@@ -157,6 +166,7 @@ class AcceptResult:
     created: bool
     state: str  # current_state() of the new or the existing notification
     conflict: bool = False  # same dedup key, different input
+    existing_kind: str | None = None  # a retry or conflict: the kind of what the key names
     first_due: int | None = None  # earliest pending send_after, so the scanner can wake for it
 
 

@@ -148,19 +148,19 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> d
             "/v1/notifications": {"post": accept},
             "/v1/notifications/{id}": {"get": {
                 **_op("Status of a notification with every step", "200", "Status",
-                      (401, 404)), "parameters": idp}},
+                      (401, 403, 404)), "parameters": idp}},
             "/v1/notifications/{id}/resolve": {"post": {
                 **_op("Resolve a notification; the first resolution wins", "200", "Resolved",
-                      (400, 401, 404, 422), "ResolveRequest"), "parameters": idp}},
+                      (400, 401, 403, 404, 422), "ResolveRequest"), "parameters": idp}},
             "/v1/resolutions": {"post": _op(
-                "Resolve by user and dedup key", "200", "Resolved", (400, 401, 404, 422),
+                "Resolve by user and dedup key", "200", "Resolved", (400, 401, 403, 404, 422),
                 "ResolutionRequest")},
             "/v1/users/{user_id}": {
                 "put": {**_op("Set a user's contacts, timezone, locale and quiet hours",
-                              "200", "UserView", (400, 401, 422), "User"),
+                              "200", "UserView", (400, 401, 403, 422), "User"),
                         "parameters": uidp},
                 "get": {**_op("A user's profile and contact state", "200", "UserView",
-                              (401, 404, 422)), "parameters": uidp}},
+                              (401, 403, 404, 422)), "parameters": uidp}},
             "/v1/openapi.json": _public("This document", {"200": {"description": "ok"}}),
             "/healthz": _public("Liveness: the process answers; nothing is touched",
                                 {"200": {"description": "ok"}}),

@@ -80,10 +80,14 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return error_response(ApiError("internal"))
 
 
-async def authorise(request: web.Request) -> ApiKey:
+async def authorise(request: web.Request, scope: str) -> ApiKey:
+    """The request's key, if it may do `scope` (post, read, resolve, users)."""
     key = await request.app[CTX].keys.find(request.headers.get("Authorization"))
     if key is None:
         raise ApiError("unauthorized")
+    if not key.may(scope):
+        raise ApiError("scope_not_allowed", f"this API key may not {scope} (its scopes: "
+                       f"{', '.join(sorted(key.scopes)) or 'none'})")
     return key
 
 
@@ -98,7 +102,7 @@ async def post_notification(request: web.Request) -> web.Response:
     try:
         if ctx.draining:
             raise ApiError("shutting_down")
-        key = await authorise(request)
+        key = await authorise(request, "post")
         inp = ctx.ingest.parse(await request.read(), key, request.headers.get("Idempotency-Key"))
         result = await ctx.ingest.accept(inp)
         outcome = "created" if result.created else "retry"
@@ -130,7 +134,7 @@ async def _owned(request: web.Request, key: ApiKey, ref: Ref) -> Notification:
 
 
 async def get_notification(request: web.Request) -> web.Response:
-    key = await authorise(request)
+    key = await authorise(request, "read")
     n = await _owned(request, key, Ref(notification_id=request.match_info["id"]))
     return web.json_response(status_view(n))
 
@@ -154,14 +158,14 @@ def _resolved(r: ResolveResult) -> web.Response:
 
 
 async def resolve_notification(request: web.Request) -> web.Response:
-    key = await authorise(request)
+    key = await authorise(request, "resolve")
     data = await read_object(request)
     check_fields(data, frozenset({"resolution"}))
     return await _resolve(request, key, Ref(notification_id=request.match_info["id"]), data)
 
 
 async def post_resolution(request: web.Request) -> web.Response:
-    key = await authorise(request)
+    key = await authorise(request, "resolve")
     data = await read_object(request)
     check_fields(data, frozenset({"user_id", "dedup_key", "resolution"}))
     user_id, dedup_key = get_str(data, "user_id"), get_str(data, "dedup_key")
@@ -177,7 +181,7 @@ def user_id_of(request: web.Request) -> str:
 
 async def put_user(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    key = await authorise(request)
+    key = await authorise(request, "users")
     user_id = user_id_of(request)
     body = await request.read()
     if not body:
@@ -191,7 +195,7 @@ async def put_user(request: web.Request) -> web.Response:
 
 async def get_user(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    key = await authorise(request)
+    key = await authorise(request, "users")
     user_id = user_id_of(request)
     r = await ctx.store.get_recipient(key.tenant, user_id)
     if r is None:

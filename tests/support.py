@@ -24,6 +24,7 @@ from notifyd.config import (
     StoreConfig,
     validate,
 )
+from notifyd.models import SCOPES
 from notifyd.store import SqliteStore
 
 START_MS = 1_790_000_000_000  # 2026-09-21T14:13:20Z; FakeClock's own default, named here
@@ -70,11 +71,12 @@ class Api:
         self.key = ""
         self._keys = 0
 
-    async def new_key(self, tenant: str = "acme", kinds: tuple[str, ...] = ()) -> str:
+    async def new_key(self, tenant: str = "acme", kinds: tuple[str, ...] = (),
+                      scopes: frozenset[str] = SCOPES) -> str:
         self._keys += 1
         key = new_key()
         await self.store.create_key(hash_key(key), f"k{self._keys}", tenant, kinds,
-                                    self.clock.now_ms())
+                                    self.clock.now_ms(), scopes)
         return key
 
     async def call(self, method: str, path: str, body: Any = None, *, key: str | None = None,

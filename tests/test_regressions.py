@@ -433,3 +433,32 @@ async def test_one_unreadable_quiet_hours_profile_does_not_stop_other_claims(
             "INSERT INTO recipients VALUES ('default', 'bad', 'Europe/Nowhere', NULL, '22:00', "
             "'07:00', '{}', 0)"))
         assert await e.cycle() == 2  # the zone this host no longer knows is ignored
+
+
+# --- issue 9: what a key may see and do ----------------------------------------------------------
+
+
+async def test_a_409_names_the_holder_only_to_a_key_that_may_read_it(api: Api) -> None:
+    _, first = await api.post({"user_id": "u1", "kind": "alert", "dedup_key": "shared"})
+    fixed_only = await api.new_key(kinds=("fixed",))
+    status, body = await api.post({"user_id": "u1", "kind": "fixed", "dedup_key": "shared"},
+                                  key=fixed_only)
+    assert (status, body["error"]["code"]) == (409, "dedup_conflict")
+    assert first["notification_id"] not in body["error"]["message"]
+    status, body = await api.post({"user_id": "u1", "kind": "fixed", "dedup_key": "shared"})
+    assert first["notification_id"] in body["error"]["message"]  # the all-kinds key may
+
+
+async def test_a_key_does_only_what_its_scopes_allow(api: Api) -> None:
+    post_only = await api.new_key(scopes=frozenset({"post"}))
+    status, accepted = await api.post({"user_id": "u1", "kind": "alert"}, key=post_only)
+    assert status == 202
+    nid = accepted["notification_id"]
+    for method, path, body in (("GET", f"/v1/notifications/{nid}", None),
+                               ("POST", f"/v1/notifications/{nid}/resolve", {}),
+                               ("PUT", "/v1/users/u1", {"quiet_hours": {"start": "00:00",
+                                                                        "end": "23:00"}}),
+                               ("GET", "/v1/users/u1", None)):
+        status, answer = await api.call(method, path, body, key=post_only)
+        assert (status, answer["error"]["code"]) == (403, "scope_not_allowed"), path
+    assert "its scopes: post" in answer["error"]["message"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from notifyd.models import (
+    SCOPES,
     AcceptInput,
     AcceptResult,
     ApiKey,
@@ -128,6 +129,7 @@ class KeyRecord:
     kinds: tuple[str, ...]
     created_at: int
     revoked_at: int | None
+    scopes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +150,7 @@ class Store(Protocol):
 
     # keys and recipients
     async def create_key(self, key_hash: str, name: str, tenant: str, kinds: tuple[str, ...],
-                         now: int) -> None: ...
+                         now: int, scopes: frozenset[str] = SCOPES) -> None: ...
     async def find_key(self, key_hash: str) -> ApiKey | None: ...
     async def list_keys(self) -> list[KeyRecord]: ...
     async def revoke_key(self, name: str, now: int) -> bool: ...

@@ -2,11 +2,12 @@
 
 # --- keys, recipients, accept and resolution ----------------------------------------------
 
-INSERT_KEY = """INSERT INTO api_keys (key_hash, name, tenant, kinds, created_at)
-VALUES (?, ?, ?, ?, ?)"""
-SELECT_KEY = "SELECT name, tenant, kinds, key_hash FROM api_keys WHERE key_hash = ? " \
+INSERT_KEY = """INSERT INTO api_keys (key_hash, name, tenant, kinds, created_at, scopes)
+VALUES (?, ?, ?, ?, ?, ?)"""
+SELECT_KEY = "SELECT name, tenant, kinds, key_hash, scopes FROM api_keys WHERE key_hash = ? " \
              "AND revoked_at IS NULL"
-SELECT_KEYS = "SELECT name, tenant, kinds, created_at, revoked_at FROM api_keys ORDER BY name"
+SELECT_KEYS = """SELECT name, tenant, kinds, created_at, revoked_at, scopes FROM api_keys
+ORDER BY name"""
 REVOKE_KEY = "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"
 
 UPSERT_RECIPIENT = """INSERT INTO recipients
@@ -21,7 +22,7 @@ FROM recipients WHERE tenant = ? AND user_id = ?"""
 SELECT_DISABLED = """SELECT contact, address, reason FROM disabled_contacts
 WHERE tenant = ? AND user_id = ?"""
 
-SELECT_DEDUP = """SELECT id, request_hash FROM notifications
+SELECT_DEDUP = """SELECT id, request_hash, kind FROM notifications
 WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
 # Claims the dedup key and writes the row in one statement; no row changed means a retry.
 INSERT_NOTIFICATION = """INSERT INTO notifications

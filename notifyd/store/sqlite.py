@@ -26,6 +26,7 @@ import orjson
 from notifyd.models import (
     ENDED,
     REPLAYED,
+    SCOPES,
     AcceptInput,
     AcceptResult,
     ApiKey,
@@ -205,20 +206,22 @@ class SqliteStore:
     # --- API keys ----------------------------------------------------------------------------
 
     async def create_key(self, key_hash: str, name: str, tenant: str, kinds: tuple[str, ...],
-                         now: int) -> None:
+                         now: int, scopes: frozenset[str] = SCOPES) -> None:
         await self.write(lambda c: c.execute(
-            INSERT_KEY, (key_hash, name, tenant, ",".join(kinds), now)))
+            INSERT_KEY, (key_hash, name, tenant, ",".join(kinds), now, ",".join(sorted(scopes)))))
 
     async def find_key(self, key_hash: str) -> ApiKey | None:
         row = await self._fetchone(SELECT_KEY, (key_hash,))
         if row is None:
             return None
         kinds = tuple(k for k in row["kinds"].split(",") if k)
-        return ApiKey(row["name"], row["tenant"], kinds, row["key_hash"])
+        return ApiKey(row["name"], row["tenant"], kinds, row["key_hash"],
+                      frozenset(s for s in row["scopes"].split(",") if s))
 
     async def list_keys(self) -> list[KeyRecord]:
         return [KeyRecord(r["name"], r["tenant"], tuple(k for k in r["kinds"].split(",") if k),
-                          r["created_at"], r["revoked_at"])
+                          r["created_at"], r["revoked_at"],
+                          tuple(s for s in r["scopes"].split(",") if s))
                 for r in await self._fetchall(SELECT_KEYS, ())]
 
     async def revoke_key(self, name: str, now: int) -> bool:
@@ -259,7 +262,8 @@ class SqliteStore:
                 resolved = c.execute(SELECT_RESOLUTION, (hit["id"],)).fetchone()["resolved_at"]
                 state = current_state(resolved is not None,
                                       c.execute(SELECT_STEP_STATES, (hit["id"],)).fetchall())
-                return AcceptResult(hit["id"], created=False, state=state, conflict=not same)
+                return AcceptResult(hit["id"], created=False, state=state, conflict=not same,
+                                    existing_kind=hit["kind"])
             recipient = _load_recipient(c, inp.tenant, inp.user_id)
             steps, lane = plan(recipient)
             c.executemany(INSERT_STEP, [
