@@ -38,6 +38,17 @@ class ServerConfig:
     port: int = doc("TCP port for the HTTP API.", DEFAULT_PORT)
     max_body_bytes: int = doc("Largest request body accepted; larger gets 413 body_too_large.",
                               65536)
+    max_connections: int = doc("Most client connections at once; past it a new one takes the "
+                               "place of the one idle longest. Each needs a file descriptor: "
+                               "keep it under the process's open-files limit.", 1000)
+    header_timeout_sec: float = doc("A connection must start each request this soon after "
+                                    "opening or after its last request (slow headers, idle "
+                                    "keep-alive), or it is closed.", 10.0)
+    body_timeout_sec: float = doc("A request's body must arrive this soon once its handler "
+                                  "reads it, or the answer is 408 request_timeout.", 10.0)
+    public_url: str = doc("Where providers and browsers reach this daemon (behind a proxy, its "
+                          "public https URL), for status callbacks and unsubscribe links. Empty: "
+                          "none are sent.", "")
 
 
 @dataclass(frozen=True)
@@ -258,6 +269,9 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
 
     need(0 <= cfg.server.port <= 65535, "server.port", "must be 0..65535")
     need(cfg.server.max_body_bytes >= 1024, "server.max_body_bytes", "must be at least 1024")
+    need(cfg.server.max_connections >= 1, "server.max_connections", "must be >= 1")
+    need(cfg.server.header_timeout_sec > 0, "server.header_timeout_sec", "must be > 0")
+    need(cfg.server.body_timeout_sec > 0, "server.body_timeout_sec", "must be > 0")
     need(cfg.store.synchronous in SYNCHRONOUS, "store.synchronous",
          f"must be one of {', '.join(SYNCHRONOUS)}")
     need(cfg.store.path != "", "store.path", "must not be empty")

@@ -7,10 +7,12 @@ period, close the store. A second SIGTERM or SIGINT exits at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import fcntl
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -24,6 +26,7 @@ from notifyd import __version__
 from notifyd.auth import KeyCache
 from notifyd.clock import Clock, SystemClock
 from notifyd.config import Config
+from notifyd.guard import BACKLOG, ConnectionGuard, GuardedSite, loop_errors
 from notifyd.health import Health
 from notifyd.ingest import Ingest
 from notifyd.logs import ServerLog
@@ -77,7 +80,7 @@ def hold_lock(db_path: str) -> tuple[IO[str], bool]:
     return handle, created
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int, backlog: int) -> socket.socket:
     """The listening socket, bound before any file is touched, so that a port in use or a host
     that does not resolve leaves nothing behind."""
     try:
@@ -90,7 +93,7 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(addr)
-        sock.listen(1024)
+        sock.listen(backlog)
     except OSError as e:
         sock.close()
         if e.errno == errno.EADDRINUSE:
@@ -101,6 +104,35 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+FD_RESERVE = 256  # descriptors kept for the database, providers and the rest
+
+
+def open_files() -> int:
+    """The open-files limit, after raising the soft limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+    return soft
+
+
+def backlog_for(files: int) -> int:
+    """The listen backlog: asyncio accepts up to this many at once before any is handled."""
+    return min(BACKLOG, max(16, files // 8))
+
+
+def fit_connections(wanted: int, files: int) -> int:
+    """server.max_connections, kept under the open-files limit with room for the database,
+    providers and an accept burst, saying so if it had to be lowered."""
+    room = max(16, files - FD_RESERVE - backlog_for(files))
+    if wanted > room:
+        log.warning("server.max_connections %d is over what %d open files allow; serving at "
+                    "most %d (raise LimitNOFILE)", wanted, files, room)
+    return min(wanted, room)
+
+
 class Daemon:
     def __init__(self, cfg: Config, clock: Clock | None = None, config_path: str | None = None,
                  access_log: bool = False) -> None:
@@ -109,6 +141,7 @@ class Daemon:
         self.config_path = config_path
         self.access_log = access_log
         self.port: int | None = None  # the bound port, once listening
+        self.files = 1024  # the open-files limit, read at start
         self._stopping_at = time.monotonic()
 
     async def _start(self) -> tuple[Store, socket.socket, IO[str] | None]:
@@ -124,8 +157,9 @@ class Daemon:
                                  "point store.path (or --db) elsewhere")
             lock, created = hold_lock(path)
         sock = None
+        self.files = open_files()
         try:
-            sock = bind(cfg.server.host, cfg.server.port)
+            sock = bind(cfg.server.host, cfg.server.port, backlog_for(self.files))
             store = await open_store(cfg.store.path, cfg.store.synchronous,
                                      cfg.store.busy_timeout_ms,
                                      max_pending_writes=cfg.store.max_pending_writes)
@@ -151,10 +185,15 @@ class Daemon:
         health = Health(cfg, store, pool, scanner, self.clock)
         ctx = Context(cfg, ingest, KeyCache(store, self.clock), self.clock, health)
         stop_claiming = asyncio.Event()
+        srv = cfg.server
+        guard = ConnectionGuard(self.clock, fit_connections(srv.max_connections, self.files),
+                                srv.header_timeout_sec, backlog_for(self.files))
         try:
             async with asyncio.TaskGroup() as peers:
-                peers.create_task(self._serve_http(ctx, sock, stop, stop_claiming), name="http")
+                peers.create_task(self._serve_http(ctx, sock, guard, stop, stop_claiming),
+                                  name="http")
                 peers.create_task(scanner.run(stop_claiming), name="scanner")
+                peers.create_task(guard.run(stop_claiming), name="connection-guard")
         finally:
             # One grace period in all: what the HTTP drain used is not given again here.
             left = cfg.daemon.grace_sec - (time.monotonic() - self._stopping_at)
@@ -165,18 +204,18 @@ class Daemon:
                 lock.close()
         log.info("stopped cleanly")
 
-    async def _serve_http(self, ctx: Context, sock: socket.socket, stop: asyncio.Event,
-                          stop_claiming: asyncio.Event) -> None:
+    async def _serve_http(self, ctx: Context, sock: socket.socket, guard: ConnectionGuard,
+                          stop: asyncio.Event, stop_claiming: asyncio.Event) -> None:
         """Serve until `stop`; then refuse new requests, stop the scanner claiming, and let the
         requests already running finish."""
         cfg = self.cfg
         access = logging.getLogger("notifyd.access") if self.access_log else None
-        runner = web.AppRunner(make_app(ctx), access_log=access, handle_signals=False,
-                               shutdown_timeout=cfg.daemon.grace_sec,
+        runner = web.AppRunner(make_app(ctx, [guard.middleware]), access_log=access,
+                               handle_signals=False, shutdown_timeout=cfg.daemon.grace_sec,
                                logger=ServerLog(self.clock))
         await runner.setup()
         try:
-            await web.SockSite(runner, sock).start()
+            await GuardedSite(runner, sock, guard).start()
             self.port = sock.getsockname()[1]
             self._started(ctx)
             sd_notify("READY=1")
@@ -214,6 +253,7 @@ def serve(cfg: Config, config_path: str | None = None, access_log: bool = False)
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
+        loop.set_exception_handler(loop_errors(SystemClock()))
         await Daemon(cfg, config_path=config_path, access_log=access_log).run(stop)
 
     # The writer thread drops the GIL on every SQLite step and must win it back from the event

@@ -12,6 +12,7 @@ class ErrorSpec:
 
 
 CATALOG: dict[str, ErrorSpec] = {
+    "invalid_request": ErrorSpec(400, "the request could not be parsed as HTTP"),
     "invalid_json": ErrorSpec(400, "the request body is not valid JSON"),
     "body_not_object": ErrorSpec(400, "the request body must be a JSON object"),
     "unauthorized": ErrorSpec(401, "missing or unknown API key (Authorization: Bearer <key>)"),
@@ -22,6 +23,8 @@ CATALOG: dict[str, ErrorSpec] = {
     "dedup_conflict": ErrorSpec(
         409, "this dedup key was already used with different input"
     ),
+    "request_timeout": ErrorSpec(408, "the request body did not arrive within "
+                                      "server.body_timeout_sec"),
     "body_too_large": ErrorSpec(413, "the request body is larger than server.max_body_bytes"),
     "missing_field": ErrorSpec(422, "a required field is missing"),
     "invalid_field": ErrorSpec(422, "a field has the wrong type or value"),

@@ -132,7 +132,7 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> d
             props["fallback_chain"]["items"]["properties"]["channel"] = {
                 "type": "string", "enum": sorted(channels)}
     accept = _op("Accept a notification; 202 only once it and its whole ladder are committed",
-                 "202", "Accepted", (400, 401, 403, 409, 413, 422, 503), "AcceptRequest")
+                 "202", "Accepted", (400, 401, 403, 408, 409, 413, 422, 503), "AcceptRequest")
     accept["responses"]["200"] = _json(_ref("Accepted"), "a retry of an accepted dedup key")
     accept["parameters"] = [{"name": "Idempotency-Key", "in": "header", "required": False,
                              "schema": _ID, "description": "stands in for dedup_key"}]
@@ -151,13 +151,14 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> d
                       (401, 403, 404)), "parameters": idp}},
             "/v1/notifications/{id}/resolve": {"post": {
                 **_op("Resolve a notification; the first resolution wins", "200", "Resolved",
-                      (400, 401, 403, 404, 422), "ResolveRequest"), "parameters": idp}},
+                      (400, 401, 403, 404, 408, 422), "ResolveRequest"), "parameters": idp}},
             "/v1/resolutions": {"post": _op(
-                "Resolve by user and dedup key", "200", "Resolved", (400, 401, 403, 404, 422),
+                "Resolve by user and dedup key", "200", "Resolved",
+                (400, 401, 403, 404, 408, 422),
                 "ResolutionRequest")},
             "/v1/users/{user_id}": {
                 "put": {**_op("Set a user's contacts, timezone, locale and quiet hours",
-                              "200", "UserView", (400, 401, 403, 422), "User"),
+                              "200", "UserView", (400, 401, 403, 408, 422), "User"),
                         "parameters": uidp},
                 "get": {**_op("A user's profile and contact state", "200", "UserView",
                               (401, 403, 404, 422)), "parameters": uidp}},

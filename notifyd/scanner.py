@@ -77,6 +77,38 @@ class Scanner:
                 self.pool.metrics.step_ended(ENDED[d.verdict], d.why)
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Start-up work, then scan until `stop`. A failing store read or write (a full disk,
+        no file descriptors left) waits a poll interval and tries again; it never ends the
+        daemon."""
+        while True:
+            try:
+                await self._start_up()
+                break
+            except Exception as e:  # noqa: BLE001 - logged; retried after the poll interval
+                self._failed(e)
+                if stop.is_set():
+                    return
+                await self._wait(self.clock.now_ms() + self.poll_ms, stop)
+        while not stop.is_set():
+            self._wake.clear()
+            now = self.alive_at = self.clock.now_ms()
+            try:
+                claimed = await self.run_once(now)
+                if claimed and self.pool.wants(self.clock.now_ms()):
+                    continue  # more capacity and maybe more due work: scan again at once
+                await self._sleep(now, stop)
+            except Exception as e:  # noqa: BLE001 - a full disk must not become a spin
+                self._failed(e)
+                await self._wait(now + self.poll_ms, stop)
+
+    @staticmethod
+    def _failed(e: Exception) -> None:
+        if isinstance(e, StorageError):  # the store logs those, once per 10 s
+            return
+        log.error("due scan failed (%s); retrying after the poll interval", type(e).__name__,
+                  exc_info=e)
+
+    async def _start_up(self) -> None:
         now = self.clock.now_ms()
         lapsed = await self.store.lapse_leases(now)
         if lapsed:
@@ -92,21 +124,6 @@ class Scanner:
         if orphans:
             log.warning("%d open steps were on channels no longer configured; they end dead "
                         "(notifyd dead-letters lists them)", orphans)
-        while not stop.is_set():
-            self._wake.clear()
-            now = self.alive_at = self.clock.now_ms()
-            try:
-                claimed = await self.run_once(now)
-            except StorageError:  # the store logs it, once per 10 s; it recovers on its own
-                await self._wait(now + self.poll_ms, stop)
-                continue
-            except Exception:
-                log.exception("due scan failed; retrying after the poll interval")
-                await self._wait(now + self.poll_ms, stop)  # a full disk must not become a spin
-                continue
-            if claimed and self.pool.wants(self.clock.now_ms()):
-                continue  # more capacity and maybe more due work: scan again at once
-            await self._sleep(now, stop)
 
     async def _sleep(self, now: int, stop: asyncio.Event) -> None:
         """Sleep until the next due step, a token, a breaker's cooldown end, a wake-up or the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -91,8 +92,17 @@ async def authorise(request: web.Request, scope: str) -> ApiKey:
     return key
 
 
+async def read_body(request: web.Request) -> bytes:
+    """The body, within server.body_timeout_sec: a client dribbling it holds nothing long."""
+    try:
+        async with asyncio.timeout(request.app[CTX].cfg.server.body_timeout_sec):
+            return await request.read()
+    except TimeoutError:
+        raise ApiError("request_timeout") from None
+
+
 async def read_object(request: web.Request) -> dict[str, Any]:
-    body = await request.read()
+    body = await read_body(request)
     return parse_object(body) if body else {}
 
 
@@ -103,7 +113,8 @@ async def post_notification(request: web.Request) -> web.Response:
         if ctx.draining:
             raise ApiError("shutting_down")
         key = await authorise(request, "post")
-        inp = ctx.ingest.parse(await request.read(), key, request.headers.get("Idempotency-Key"))
+        inp = ctx.ingest.parse(await read_body(request), key,
+                               request.headers.get("Idempotency-Key"))
         result = await ctx.ingest.accept(inp)
         outcome = "created" if result.created else "retry"
     except ApiError as e:
@@ -183,7 +194,7 @@ async def put_user(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     key = await authorise(request, "users")
     user_id = user_id_of(request)
-    body = await request.read()
+    body = await read_body(request)
     if not body:
         raise ApiError("body_not_object", "send the profile as a JSON object ({} clears it)")
     recipient = parse_recipient(key.tenant, user_id, parse_object(body))
@@ -248,8 +259,9 @@ ROUTES: list[tuple[str, str, Handler]] = [
 ]
 
 
-def make_app(ctx: Context) -> web.Application:
-    app = web.Application(middlewares=[errors_middleware],
+def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:
+    """The app; `outer` middlewares (the connection guard's) run before the error catalog's."""
+    app = web.Application(middlewares=[*(outer or []), errors_middleware],
                           client_max_size=ctx.cfg.server.max_body_bytes)
     app[CTX] = ctx
     for method, path, handler in ROUTES:

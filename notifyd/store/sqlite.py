@@ -55,6 +55,7 @@ from notifyd.store.base import (
     KeyRecord,
     Notification,
     Step,
+    StorageError,
     StoreClosed,
     StoreMissing,
     StoreUnavailable,
@@ -102,7 +103,7 @@ from notifyd.store.sql import (
     UPSERT_RECIPIENT,
     WRITE_PROBE,
 )
-from notifyd.store.writer import Writer
+from notifyd.store.writer import Writer, storage_fault
 
 T = TypeVar("T")
 log = logging.getLogger("notifyd.store")
@@ -190,14 +191,15 @@ class SqliteStore:
 
     async def _fetchall(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
         assert self._reader is not None
-        async with self._reader.execute(sql, args) as cur:
-            return list(await cur.fetchall())
+        try:
+            async with self._reader.execute(sql, args) as cur:
+                return list(await cur.fetchall())
+        except sqlite3.Error as e:
+            raise _read_fault(e) from None
 
     async def _scalar(self, sql: str, args: tuple[Any, ...]) -> int | None:
-        assert self._reader is not None
-        async with self._reader.execute(sql, args) as cur:
-            row = await cur.fetchone()
-        return None if row is None else row[0]
+        rows = await self._fetchall(sql, args)
+        return rows[0][0] if rows else None
 
     async def _fetchone(self, sql: str, args: tuple[Any, ...]) -> Any:
         rows = await self._fetchall(sql, args)
@@ -440,6 +442,13 @@ class SqliteStore:
 
     async def dead_letters(self, limit: int) -> list[DeadLetter]:
         return [DeadLetter(*r) for r in await self._fetchall(SELECT_DEAD, (limit,))]
+
+
+def _read_fault(e: sqlite3.Error) -> Exception:
+    """A read that failed because of the storage (no file descriptors left, the disk) as
+    StorageError; any other error as it is."""
+    fault = storage_fault(e)
+    return StorageError(f"{fault} (a read)") if fault else e
 
 
 def _lapse_leases(c: sqlite3.Connection, now: int) -> int:

@@ -1,0 +1,145 @@
+"""The listening socket under abuse: a slowloris of half-open sockets cannot keep a healthy client
+out, dribbled headers and bodies time out, malformed requests get the API's error shape, and
+running out of file descriptors is one log line, not a traceback a second. The real daemon, in a
+subprocess; every wait is bounded."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import resource
+import socket
+import time
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+
+from engine_support import Daemon, create_key
+
+CONFIG = """
+[server]
+max_connections = {max_connections}
+header_timeout_sec = {header}
+body_timeout_sec = {body}
+"""
+
+
+def _config(tmp_path: Path, max_connections: int = 50, header: float = 30.0,
+            body: float = 30.0) -> Path:
+    path = tmp_path / "n.toml"
+    path.write_text(CONFIG.format(max_connections=max_connections, header=header, body=body))
+    return path
+
+
+def _port(d: Daemon) -> int:
+    return int(d.url.rsplit(":", 1)[1])
+
+
+def _healthy(d: Daemon) -> int:
+    with urllib.request.urlopen(f"{d.url}/healthz", timeout=10) as resp:
+        return resp.status
+
+
+def _half_open(port: int, n: int) -> list[socket.socket]:
+    out = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # never finished
+        out.append(s)
+    return out
+
+
+def test_a_slowloris_cannot_keep_a_healthy_client_out(tmp_path: Path) -> None:
+    d = Daemon(tmp_path / "n.db", config=_config(tmp_path, max_connections=50))
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(6):  # 300 half-open sockets, six times the connection limit
+            sockets += _half_open(_port(d), 50)
+            assert _healthy(d) == 200  # a newcomer takes the place of the longest idle
+    finally:
+        for s in sockets:
+            s.close()
+        assert d.stop() == 0, d.stderr()
+    assert "Traceback" not in d.stderr()
+
+
+def test_dribbled_headers_are_cut_off_and_a_slow_body_is_a_408(tmp_path: Path) -> None:
+    key = create_key(tmp_path / "n.db", _config(tmp_path, header=1.0, body=1.0))
+    d = Daemon(tmp_path / "n.db", config=_config(tmp_path, header=1.0, body=1.0))
+    try:
+        [slow] = _half_open(_port(d), 1)
+        started = time.monotonic()
+        assert slow.recv(100) == b""  # closed by the daemon (bounded by the socket timeout)
+        assert time.monotonic() - started < 9
+        with socket.create_connection(("127.0.0.1", _port(d)), timeout=10) as s:
+            s.sendall(b"PUT /v1/users/u1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                      + key.encode() + b"\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 100\r\n\r\n{\"a\"")  # and no more
+            answer = b""
+            while chunk := s.recv(4096):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408"), head
+        assert json.loads(body)["error"]["code"] == "request_timeout"
+    finally:
+        assert d.stop() == 0, d.stderr()
+
+
+def test_a_malformed_request_gets_the_documented_error_shape(tmp_path: Path) -> None:
+    d = Daemon(tmp_path / "n.db")
+    try:
+        with socket.create_connection(("127.0.0.1", _port(d)), timeout=10) as s:
+            s.sendall(b"GET /\xff HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = b""
+            while chunk := s.recv(4096):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.split(b" ")[1] == b"400"
+        assert b"application/json" in head
+        assert json.loads(body) == {"error": {
+            "code": "invalid_request", "message": "the request could not be parsed as HTTP",
+            "field": None}}
+    finally:
+        assert d.stop() == 0
+    assert "Traceback" not in d.stderr()
+
+
+def test_out_of_file_descriptors_is_one_line_a_while_and_the_daemon_recovers(
+        tmp_path: Path) -> None:
+    def few_files() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (26, 26))
+
+    d = Daemon(tmp_path / "n.db", preexec=few_files,
+               config=_config(tmp_path, max_connections=1000))
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(60):  # until the kernel stops queueing what accept() cannot take
+            s = socket.socket()
+            s.settimeout(1)
+            sockets.append(s)
+            try:
+                s.connect(("127.0.0.1", _port(d)))
+            except OSError:
+                break
+        deadline = time.monotonic() + 20
+        while "out of file descriptors" not in d.stderr():
+            assert time.monotonic() < deadline, d.stderr()
+            time.sleep(0.05)
+    finally:
+        for s in sockets:
+            s.close()
+    deadline = time.monotonic() + 30
+    while True:  # sockets gone: it serves again
+        try:
+            assert _healthy(d) == 200
+            break
+        except OSError:
+            assert time.monotonic() < deadline, d.stderr()
+            time.sleep(0.1)
+    assert d.stop() == 0
+    log = d.stderr()
+    assert "Traceback" not in log, log
+    assert "serving at most" in log  # 1,000 connections do not fit in 26 files
+    stamps = [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+              for line in log.splitlines() if "out of file descriptors" in line]
+    assert all((b - a).total_seconds() >= 9.5 for a, b in itertools.pairwise(stamps)), stamps
