@@ -390,3 +390,23 @@ def stats(ctx: click.Context, url: str | None) -> None:
         raise click.ClickException(f"cannot reach the daemon at {base} ({reason}); is it "
                                    "running? (--url, or the config's server.host/port)") from None
     click.echo("\n".join(summary(text)))
+
+
+@main.command()
+@global_options
+@click.argument("dest", type=click.Path(dir_okay=False))
+@click.pass_context
+def backup(ctx: click.Context, dest: str) -> None:
+    """Copy the database to DEST, consistent and compact, beside a running daemon.
+
+    To restore: stop notifyd, move the database and its -wal and -shm files away, copy the
+    backup to the database's path, start notifyd.
+
+    Example: notifyd --config /etc/notifyd/notifyd.toml backup /var/backups/notifyd-1.db
+    """
+    if Path(dest).exists():
+        raise click.ClickException(f"{dest} exists; choose a new file")
+    if not Path(dest).resolve().parent.is_dir():
+        raise click.ClickException(f"the folder {Path(dest).resolve().parent} does not exist")
+    _with_store(ctx, lambda s: s.backup(str(Path(dest).resolve())))
+    click.echo(f"backed up to {dest}")

@@ -58,6 +58,8 @@ class StoreConfig:
     synchronous: str = doc("FULL survives power loss; NORMAL only a process crash. FULL, NORMAL "
                            "or EXTRA.", "FULL")
     busy_timeout_ms: int = doc("How long a write waits for another process's write lock.", 5000)
+    check_at_start: bool = doc("Check the database for damage (PRAGMA quick_check) before "
+                               "serving; a damaged file stops the start, naming it.", True)
     max_pending_writes: int = doc("Accepts waiting for the writer beyond which new ones get 503 "
                                   "overloaded with Retry-After (producers retry with the same "
                                   "dedup key, so nothing is lost); bounds accept latency and "
@@ -69,7 +71,9 @@ class ScannerConfig:
     poll_interval_sec: float = doc("Longest sleep between due scans; recovers a lost wake-up.", 1.0)
     claim_batch: int = doc("Most steps claimed in one transaction.", 256)
     lease_sec: float = doc("How long a claimed step may stay in flight before it is presumed "
-                           "lost and becomes unknown.", 60.0)
+                           "lost and becomes unknown, to be resent under the same key and bytes. "
+                           "A process frozen (SIGSTOP) longer than this resends its in-flight "
+                           "steps when it resumes: at-least-once, as designed.", 60.0)
 
 
 @dataclass(frozen=True)

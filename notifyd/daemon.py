@@ -162,7 +162,8 @@ class Daemon:
             sock = bind(cfg.server.host, cfg.server.port, backlog_for(self.files))
             store = await open_store(cfg.store.path, cfg.store.synchronous,
                                      cfg.store.busy_timeout_ms,
-                                     max_pending_writes=cfg.store.max_pending_writes)
+                                     max_pending_writes=cfg.store.max_pending_writes,
+                                     check=cfg.store.check_at_start)
         except BaseException as e:
             if sock is not None:
                 sock.close()

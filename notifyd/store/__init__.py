@@ -35,7 +35,8 @@ def sqlite_path(url: str) -> str | None:
 
 
 async def open_store(url: str, synchronous: str = "FULL", busy_timeout_ms: int = 5000,
-                     create: bool = True, max_pending_writes: int = 0) -> Store:
+                     create: bool = True, max_pending_writes: int = 0,
+                     check: bool = False) -> Store:
     """Open the store that `url` names, migrating it, and creating it unless create=False."""
     path = sqlite_path(url)
     if path is None:
@@ -43,7 +44,7 @@ async def open_store(url: str, synchronous: str = "FULL", busy_timeout_ms: int =
         raise StoreUnavailable(f"store URL scheme {scheme!r} is not supported (a path, or "
                                "sqlite:///path)")
     store = SqliteStore(path, synchronous, busy_timeout_ms, max_pending_writes)
-    await store.open(create)
+    await store.open(create, check)
     return store
 
 

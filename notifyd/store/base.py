@@ -145,7 +145,13 @@ class DeadLetter:
 class Store(Protocol):
     url: str  # where it keeps its data, for log lines (never holding a secret)
 
-    async def open(self, create: bool = True) -> None: ...
+    async def open(self, create: bool = True, check: bool = False) -> None:
+        """Open (creating unless create=False); with check=True, a damaged store is refused."""
+        ...
+
+    async def backup(self, dest: str) -> None:
+        """A consistent copy at `dest`, made beside the running daemon."""
+        ...
     async def close(self) -> None: ...
 
     # keys and recipients

@@ -107,6 +107,8 @@ from notifyd.store.writer import Writer, storage_fault
 
 T = TypeVar("T")
 log = logging.getLogger("notifyd.store")
+RESTORE = ("; to restore: stop notifyd, move the damaged file and its -wal and -shm files "
+           "away, copy the backup to its path, start notifyd")
 
 
 class SqliteStore:
@@ -120,6 +122,7 @@ class SqliteStore:
         self.busy_timeout_ms = busy_timeout_ms
         self._writer = Writer(self.path, self._connect, max_queue)
         self._reader: aiosqlite.Connection | None = None
+        self._check = False
 
     @property
     def commits(self) -> int:
@@ -133,7 +136,7 @@ class SqliteStore:
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    async def open(self, create: bool = True) -> None:
+    async def open(self, create: bool = True, check: bool = False) -> None:
         """Open (and migrate) the file; with create=False a missing file is an error, so that a
         command that only reads never leaves a fresh database behind. A new file is made
         readable by its owner alone, whatever the umask: it holds contacts and params."""
@@ -150,12 +153,14 @@ class SqliteStore:
             log.warning("%s can be read by other users (mode %o); it holds contacts and "
                         "params: chmod 600 it and its -wal and -shm files", where,
                         where.stat().st_mode & 0o777)
+        self._check = check
         try:
             await self._writer.open()
         except sqlite3.DatabaseError as e:
             self._writer.shutdown_pool()
             raise StoreUnavailable(f"{where} is not a notifyd database or is damaged ({e}); "
-                                   "restore it from a copy (notifyd backup makes one)") from None
+                                   f"restore it from a copy (notifyd backup makes one){RESTORE}"
+                                   ) from None
         self._reader = await aiosqlite.connect(self.path)
         self._reader.row_factory = aiosqlite.Row
         await self._reader.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
@@ -170,6 +175,10 @@ class SqliteStore:
 
     def _setup(self, conn: sqlite3.Connection) -> sqlite3.Connection:
         conn.row_factory = sqlite3.Row
+        if self._check:  # damage found now, not by the scanner after "listening"
+            problems = [" ".join(r[0].split()) for r in conn.execute("PRAGMA quick_check(3)")]
+            if problems != ["ok"]:
+                raise sqlite3.DatabaseError("damaged: " + "; ".join(problems))
         conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
@@ -439,6 +448,25 @@ class SqliteStore:
     async def ping(self) -> None:
         """A real write (one row rewritten): the store can take writes now."""
         await self.write(lambda c: c.execute(WRITE_PROBE, (time.time_ns() // 1_000_000,)))
+
+    async def backup(self, dest: str) -> None:
+        """A consistent copy of the database at `dest` (VACUUM INTO: compact, and safe beside
+        the running daemon), readable by its owner alone."""
+        os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+        def copy() -> None:
+            conn = sqlite3.connect(self.path, isolation_level=None)
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+                conn.execute("VACUUM INTO ?", (dest,))
+            finally:
+                conn.close()
+
+        try:
+            await asyncio.to_thread(copy)
+        except BaseException:
+            os.unlink(dest)
+            raise
 
     async def dead_letters(self, limit: int) -> list[DeadLetter]:
         return [DeadLetter(*r) for r in await self._fetchall(SELECT_DEAD, (limit,))]
