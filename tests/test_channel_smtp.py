@@ -252,6 +252,17 @@ async def test_text_only_message_is_one_text_plain_part(fake: FakeSmtp, build: B
     assert "List-Unsubscribe" not in msg
 
 
+async def test_awkward_bodies_arrive_intact(fake: FakeSmtp, build: Build) -> None:
+    text = ("a = b  \nline\twith tab\t\n" + "x" * 200 + "\r\n.\n..\nFrom here\r"
+            + "é" * 40 + "\n=_notifyd_ =3D\n")
+    assert isinstance(await send(build(fake.port), step(text=text, html=text)), Sent)
+    msg = parse(fake.received[0].data)
+    normal = "\n".join(text.splitlines()) + "\n"
+    for part in msg.iter_parts():
+        assert part.get_content().replace("\r\n", "\n") == normal
+    assert all(len(x) <= 76 for x in fake.received[0].data.split(b"\r\n\r\n", 1)[1].split(b"\r\n"))
+
+
 async def test_a_retry_sends_the_same_bytes_under_the_same_message_id(
         fake: FakeSmtp, build: Build) -> None:
     ch = build(fake.port)
