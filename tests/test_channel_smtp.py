@@ -19,6 +19,7 @@ import pytest
 from fake_smtp import FakeSmtp, self_signed, server_context
 
 from notifyd.channels.base import (
+    Answer,
     Failed,
     Limits,
     Message,
@@ -452,6 +453,49 @@ async def test_a_554_greeting_is_failed(build: Build) -> None:
     try:
         ch = build(server.sockets[0].getsockname()[1])
         assert await send(ch) == Failed("SMTP 554 5.7.1 at connect")
+        await ch.close()
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def scripted(replies: dict[bytes, bytes]) -> asyncio.Server:
+    """A bare SMTP peer that answers each command word from a script: for replies that
+    aiosmtpd will not send (not UTF-8, malformed, multi-line)."""
+    async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"220 raw.test ESMTP\r\n")
+        while line := await reader.readline():
+            verb = line.split()[0].upper() if line.strip() else b""
+            if verb == b"DATA":
+                writer.write(b"354 go ahead\r\n")
+                while (await reader.readline()) not in (b".\r\n", b""):
+                    pass
+                verb = b"."
+            writer.write(replies.get(verb, b"250 ok\r\n"))
+            await writer.drain()
+            if verb == b"QUIT":
+                break
+        writer.close()
+
+    return await asyncio.start_server(session, "127.0.0.1", 0)
+
+
+@pytest.mark.parametrize(("replies", "expected"), [
+    ({b".": b"250-2.0.0 Ok\r\n250 2.0.0 queued as \xff\xfeBAD-\xc3\r\n"}, Sent),  # not UTF-8
+    ({b".": b"\xff\xfe what is this\r\n"}, Unknown),  # no reply code at all after DATA
+    ({b"RCPT": b"550 5.1.1 <ada@example.com> \xff\xfe gone\r\n"}, Rejected),
+    ({b"RCPT": b"garbage\r\n"}, Failed),  # before DATA: nothing was sent
+    ({b"EHLO": b"250-raw.test\r\n250-SIZE 1000\r\n250 8BITMIME\r\n"}, Sent),
+])
+async def test_replies_that_are_not_utf8_or_not_smtp(
+        build: Build, replies: dict[bytes, bytes], expected: type) -> None:
+    server = await scripted(replies)
+    try:
+        ch = build(server.sockets[0].getsockname()[1])
+        out: Answer = await send(ch)
+        assert isinstance(out, expected)
+        said = out.detail if isinstance(out, Sent) else out.reason
+        assert said is None or (said.isascii() and "@" not in said)
         await ch.close()
     finally:
         server.close()

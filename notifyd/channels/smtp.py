@@ -1,40 +1,36 @@
 """The smtp channel: email through an SMTP server (a local relay or a provider's submission host).
 
 render() freezes the whole message (addresses, subject, bodies, Message-ID, Date, headers); send()
-turns that frozen payload into the same MIME bytes every time and runs one SMTP transaction over
-a pooled connection. Wire facts relied on:
+builds the same MIME bytes from it every time and runs one transaction on a pooled connection.
+Wire facts relied on:
 
-- RFC 5321 (SMTP), https://www.rfc-editor.org/rfc/rfc5321: a 2yz reply completes a command, 4yz
-  is transient, 5yz permanent (4.2.1); 421 may answer any command when the server closes the
-  session (3.8); a 552 to RCPT ("too many recipients") is to be treated as temporary
-  (4.5.3.1.10); a session may carry several transactions, one MAIL FROM each (3.3), and RSET
-  aborts a transaction (4.1.1.5). A connection lost after DATA, before the final reply, may have
-  delivered the message: the client cannot know (6.1, "Reliable Delivery and Replies by Email").
-- RFC 3463 enhanced status codes, https://www.rfc-editor.org/rfc/rfc3463: "class.subject.detail"
-  at the start of the reply text; subject 1 = addressing, 2 = mailbox (2.2 mailbox full is
-  persistent-transient), 3 = mail system, 6 = message content, 7 = security or policy.
-- RFC 4954 (AUTH) section 6: 530 5.7.0 authentication required, 534 5.7.9 mechanism too weak,
-  535 5.7.8 credentials invalid, 538 5.7.11 encryption required: all our configuration.
-- RFC 2045 6.7: quoted-printable lines are at most 76 characters; "=" is always encoded, so a
-  boundary starting "=_" never occurs in a QP body (RFC 2046 5.1.1 wants one that cannot).
-- RFC 2047 2: an encoded-word is at most 75 characters (email.policy.SMTP folds at 78).
-- RFC 5322 2.1.1 and 3.6: header lines at most 998 characters; Date, From and Message-ID.
+- RFC 5321, https://www.rfc-editor.org/rfc/rfc5321: 2yz done, 4yz transient, 5yz permanent
+  (4.2.1); 421 may answer any command as the server closes (3.8); a 552 to RCPT is to be taken
+  as temporary (4.5.3.1.10); RSET aborts a transaction (4.1.1.5); per-command timeouts
+  (4.5.3.2); a timeout waiting for DATA's final reply may duplicate a message the server took
+  (4.5.3.2.6, 6.1): unknown, never failed.
+- RFC 3463 enhanced codes (https://www.rfc-editor.org/rfc/rfc3463), "class.subject.detail" at the
+  start of the text: subject 1 addressing, 2 mailbox (2.2 full: persistent transient), 3 mail
+  system, 6 content, 7 security or policy. RFC 4954 6: 530 5.7.0, 534 5.7.9, 535 5.7.8 and
+  538 5.7.11 are AUTH faults: ours.
+- RFC 2045 6.7: quoted-printable lines are at most 76 characters and "=" is always encoded, so a
+  boundary starting "=_" cannot occur in a body (RFC 2046 5.1.1). RFC 2047 2: encoded-words of
+  at most 75 characters. RFC 5322 2.1.1: header lines at most 998.
 - RFC 2369 and RFC 8058 (https://www.rfc-editor.org/rfc/rfc8058): List-Unsubscribe: <URI>, and
-  List-Unsubscribe-Post: List-Unsubscribe=One-Click beside an HTTPS URI only.
-- RFC 3834 3.1.7: Auto-Submitted: auto-generated keeps auto-responders from answering.
-- aiosmtplib (aiosmtplib/smtp.py, protocol.py, errors.py): mail()/rcpt()/data() raise
-  SMTPSenderRefused/SMTPRecipientRefused/SMTPDataError with .code; a lost connection raises
+  List-Unsubscribe-Post: List-Unsubscribe=One-Click beside an HTTPS URI only. RFC 3834 3.1.7:
+  Auto-Submitted: auto-generated keeps auto-responders quiet.
+- aiosmtplib (smtp.py, protocol.py, errors.py): mail(), rcpt() and data() raise
+  SMTPSenderRefused, SMTPRecipientRefused and SMTPDataError with .code; a lost connection is
   SMTPServerDisconnected, a slow reply SMTPReadTimeoutError; a 421 reply closes the client.
   email.policy.SMTP turns a long header without spaces (a URL) into encoded-words, which breaks
-  List-Unsubscribe: such headers are written here as they are.
+  List-Unsubscribe: headers other than From, Subject and Reply-To are written as they are.
 
-Outcomes: 250 after DATA Sent (provider_ref = the Message-ID, detail = the server's queue id);
-5yz to RCPT or DATA Rejected, except replies about us rather than the address (x.7.x policy or
-credentials, 530/534/535/538, 552 to RCPT, x.2.2 mailbox full, x.3.x and x.6.x about the
-message): Failed. Any 4yz, a refusal of MAIL FROM (our sender), a refused or timed-out connect,
-TLS or AUTH failures (535 is our credential, never the user's fault), and anything that ends
-before DATA: Failed. A connection lost or a timeout once DATA has started: Unknown. Reasons hold
-the reply code and enhanced code, never the server's text (it echoes addresses).
+Outcomes: 250 to DATA Sent (provider_ref: the Message-ID; detail: the server's queue id). A 5yz
+to RCPT or DATA Rejected, unless it is about us or the message rather than the address (x.7.x,
+530/534/535/538, 552 to RCPT, x.2.2, x.3.x, x.6.x): Failed. Any 4yz, a refused MAIL FROM (our
+sender), a refused or slow connect, TLS and AUTH failures, anything before DATA: Failed. A lost
+connection or a timeout once DATA started: Unknown. Reasons hold the codes, never the server's
+text (it echoes addresses).
 """
 
 from __future__ import annotations
