@@ -170,7 +170,8 @@ class ResendChannel:
         return Rendered(address, payload)
 
     async def send(self, message: Message) -> Outcome:
-        body = json.dumps({**message.payload, "tags": key_tags(message.idempotency_key)},
+        tags = key_tags(message.idempotency_key)
+        body = json.dumps({**message.payload, **({"tags": tags} if tags else {})},
                           sort_keys=True).encode()
         headers = {"Authorization": f"Bearer {self.settings.api_key}",
                    "Content-Type": "application/json",
