@@ -31,6 +31,7 @@ Timeouts and connections lost after sending Unknown; refused connections Failed.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -141,9 +142,9 @@ class TwilioChannel:
                          f"{quote(settings.account_sid, safe='')}/Messages.json")
         self.callback = public_url.rstrip("/") + WEBHOOK_PATH if public_url else ""
         if settings.api_key_sid:
-            self.auth = aiohttp.BasicAuth(settings.api_key_sid, settings.api_key_secret)
+            self.authorization = basic_auth(settings.api_key_sid, settings.api_key_secret)
         else:
-            self.auth = aiohttp.BasicAuth(settings.account_sid, settings.auth_token)
+            self.authorization = basic_auth(settings.account_sid, settings.auth_token)
         self.timeout = aiohttp.ClientTimeout(total=timeout_sec)
         # As many connections as the lanes may send at once, so no send waits for a pooled one.
         self.max_connections = max_connections
@@ -182,11 +183,11 @@ class TwilioChannel:
         if self.callback:
             fields["StatusCallback"] = f"{self.callback}?{urlencode({'key': message.idempotency_key})}"
         body = urlencode(sorted(fields.items())).encode()
-        headers = {"Content-Type": "application/x-www-form-urlencoded",
-                   "Accept": "application/json"}
+        headers = {"Authorization": self.authorization, "Accept": "application/json",
+                   "Content-Type": "application/x-www-form-urlencoded"}
         try:
             async with self._client().post(self.endpoint, data=body, headers=headers,
-                                           auth=self.auth, allow_redirects=False) as resp:
+                                           allow_redirects=False) as resp:
                 return classify(resp.status, resp.headers, await read_bounded(resp))
         except aiohttp.ClientConnectorError as e:
             return Failed(f"connect failed: {e.os_error.strerror or type(e.os_error).__name__}")
@@ -202,6 +203,11 @@ class TwilioChannel:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def basic_auth(user: str, password: str) -> str:
+    """RFC 7617 credentials (aiohttp.BasicAuth is deprecated from 3.14; we support 3.9 on)."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
 
 
 def twilio_code(data: object) -> int | None:
