@@ -1,0 +1,265 @@
+"""The resend channel: email through Resend's HTTP API, one POST /emails per step.
+
+render freezes the JSON body (from, to, subject, text/html, reply_to, List-Unsubscribe headers);
+send adds the step key twice, both derived from Message.idempotency_key alone so a retry sends the
+same bytes: as the `Idempotency-Key` header (Resend answers the same key and body with the first
+result for 24 h) and as two tags that Resend hands back in its webhooks, so a receipt can be
+matched even when the send's answer was lost.
+
+Wire facts relied on (checked with the search tool):
+- POST https://api.resend.com/emails, `Authorization: Bearer <key>`, JSON body with from, to
+  (string or array), subject, html, text, reply_to, headers (object), tags ([{name, value}]); 200
+  answers {"id": ...}: https://resend.com/docs/api-reference/emails/send-email
+- Tag names and values: ASCII letters, digits, `_` and `-` only, at most 256 characters
+  (resend/resend-python resend/emails/_tag.py).
+- Idempotency-Key: 1-256 characters, kept 24 h; same key and same body returns the first answer;
+  a changed body under the same key gets 409 `invalid_idempotent_request`, one overlapping an
+  attempt still in progress 409 `concurrent_idempotent_requests`:
+  https://resend.com/docs/dashboard/emails/idempotency-keys,
+  https://resend.com/docs/api-reference/errors
+- Error bodies are {"statusCode", "message", "name"}; names and statuses: missing_api_key 401,
+  invalid_api_key / validation_error / invalid_from_address 403, validation_error 400/422 (a
+  field of the request; "Invalid `to` field..." names the recipient), missing_required_field,
+  invalid_parameter, invalid_access 422, rate_limit_exceeded / daily_quota_exceeded /
+  monthly_quota_exceeded 429 with `retry-after`, application_error / internal_server_error 500:
+  https://resend.com/docs/api-reference/errors, resend/resend-node src/interfaces.ts,
+  https://resend.com/docs/api-reference/rate-limit
+- One-click unsubscribe: List-Unsubscribe with one HTTPS URI plus
+  `List-Unsubscribe-Post: List-Unsubscribe=One-Click` (RFC 8058).
+
+Outcomes: 2xx Sent(id). A 400/422 `validation_error` whose message names the `to` field Rejected
+(the address is dead; render already refused malformed ones, so this is Resend's stricter view).
+401/403 Failed (our key or sending domain, never the recipient's fault). 409
+`concurrent_idempotent_requests` Failed after a short wait. 409 `invalid_idempotent_request`
+Failed with a wait past any time to live: Resend already holds another body under this step's
+key, which only drift in our own serialisation can cause, so the email most likely went out; a
+retry would get the same 409 for 24 h and a later one could send it twice; it is our fault, so
+the contact stays enabled; the step ends dead and the ladder moves on. 429 and 5xx Failed with
+Retry-After. Every other answer Failed: the request or the settings are wrong. Timeouts and
+connections lost after sending Unknown; refused connections Failed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from email.utils import parseaddr
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from notifyd.channels.base import (
+    ChannelType,
+    Failed,
+    Limits,
+    Message,
+    Outcome,
+    Rejected,
+    Rendered,
+    RenderError,
+    RenderInput,
+    Sent,
+    Unknown,
+)
+from notifyd.channels.http import parse_json, parse_retry_after, provider_code, read_bounded
+from notifyd.fields import MAX_SEC, doc
+
+DEFAULT_BASE_URL = "https://api.resend.com"
+SHORT_RETRY_SEC = 1.0  # an overlapping attempt under the same key: wait for it, then ask again
+# A wait past any step's time to live (ttl_sec is at most MAX_SEC): the sender ends the step dead
+# at once, with this answer as its last, and pulls the ladder's next step forward.
+NEVER_SEC = float(MAX_SEC)
+TAG_VALUE_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+# Pragmatic, not RFC 5322: one @, no spaces, quotes, brackets or separators in the local part, a
+# dotted domain of letters, digits and hyphens (any script). What passes is sendable.
+_LABEL = r"[^\W_](?:[\w-]{0,61}[^\W_])?"
+ADDRESS_RE = re.compile(rf"^[^@\s<>()\[\],;:\"\\]{{1,64}}@{_LABEL}(?:\.{_LABEL})+$")
+NAMES_RECIPIENT_RE = re.compile(r"\binvalid `?to`? field", re.IGNORECASE)
+
+
+def valid_address(value: str) -> bool:
+    return len(value) <= 254 and bool(ADDRESS_RE.fullmatch(value)) and "\x00" not in value
+
+
+def _mailbox_problem(value: str) -> str | None:
+    """Why a configured "addr@host" or "Name <addr@host>" is unusable, or None."""
+    if "\r" in value or "\n" in value:
+        return "must be on one line"
+    _name, addr = parseaddr(value)
+    if not valid_address(addr):
+        return "must be an email address, optionally as Name <address>"
+    return None
+
+
+@dataclass(frozen=True)
+class ResendSettings:
+    api_key: str = doc("The Resend API key (re_...); a sending-only key is enough.", "")
+    from_address: str = doc("The sender: an address on a domain verified in Resend, optionally "
+                            "as Name <address>.", "")
+    reply_to: str = doc("Where replies go (an address, optionally as Name <address>); empty: "
+                        "the sender.", "")
+    base_url: str = doc("The API's base URL (default: Resend's real API; tests and proxies "
+                        "point elsewhere).", DEFAULT_BASE_URL)
+
+    def problems(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        if not self.api_key:
+            out.append(("api_key", "a resend channel needs an API key"))
+        elif any(c.isspace() for c in self.api_key):
+            out.append(("api_key", "must not contain spaces or line breaks"))
+        if not self.from_address:
+            out.append(("from_address", "a resend channel needs a sender address"))
+        elif (why := _mailbox_problem(self.from_address)) is not None:
+            out.append(("from_address", why))
+        if self.reply_to and (why := _mailbox_problem(self.reply_to)) is not None:
+            out.append(("reply_to", why))
+        try:
+            url = URL(self.base_url)
+        except (ValueError, TypeError):
+            url = URL()
+        if url.scheme not in ("http", "https") or not url.host:
+            out.append(("base_url", "must be an http(s) URL with a host"))
+        return out
+
+
+class ResendChannel:
+    def __init__(self, name: str, settings: ResendSettings, timeout_sec: float,
+                 max_connections: int = 100) -> None:
+        self.name = name
+        self.settings = settings
+        self.endpoint = settings.base_url.rstrip("/") + "/emails"
+        self.timeout = aiohttp.ClientTimeout(total=timeout_sec)
+        # As many connections as the lanes may send at once, so no send waits for a pooled one.
+        self.max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                timeout=self.timeout, connector=aiohttp.TCPConnector(limit=self.max_connections))
+        return self._session
+
+    def render(self, step: RenderInput) -> Rendered:
+        address = (step.address or "").strip()
+        if not address:
+            raise RenderError("address", LookupError("the recipient has no email address"))
+        if not valid_address(address):
+            raise RenderError("address", ValueError("not a usable email address"))
+        subject = step.content.get("subject")
+        if not subject:
+            raise RenderError("subject", LookupError("the email has no subject"))
+        if "\r" in subject or "\n" in subject:
+            raise RenderError("subject", ValueError("a line break in the subject"))
+        text, html = step.content.get("text"), step.content.get("html")
+        if not text and not html:
+            raise RenderError("text", LookupError("the email has neither text nor html"))
+        payload: dict[str, Any] = {"from": self.settings.from_address, "to": [address],
+                                   "subject": subject}
+        if text:
+            payload["text"] = text
+        if html:
+            payload["html"] = html
+        if self.settings.reply_to:
+            payload["reply_to"] = self.settings.reply_to
+        headers = _list_headers(step)
+        if headers:
+            payload["headers"] = headers
+        return Rendered(address, payload)
+
+    async def send(self, message: Message) -> Outcome:
+        tags = key_tags(message.idempotency_key)
+        body = json.dumps({**message.payload, **({"tags": tags} if tags else {})},
+                          sort_keys=True).encode()
+        headers = {"Authorization": f"Bearer {self.settings.api_key}",
+                   "Content-Type": "application/json",
+                   "Idempotency-Key": message.idempotency_key}
+        try:
+            async with self._client().post(self.endpoint, data=body, headers=headers,
+                                           allow_redirects=False) as resp:
+                return classify(resp.status, resp.headers, await read_bounded(resp))
+        except aiohttp.ClientConnectorError as e:
+            return Failed(f"connect failed: {e.os_error.strerror or type(e.os_error).__name__}")
+        except aiohttp.ConnectionTimeoutError:  # before TimeoutError: nothing was sent
+            return Failed("connect timed out")
+        except TimeoutError:
+            return Unknown("timeout: Resend may have the message")
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
+                aiohttp.ClientPayloadError) as e:
+            return Unknown(f"connection lost after sending: {type(e).__name__}")
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _list_headers(step: RenderInput) -> dict[str, str]:
+    """List-Unsubscribe for mail that is not transactional; One-Click only for an HTTPS URI
+    (RFC 8058 section 3.1). A value that could break out of its header is never sent."""
+    url = step.unsubscribe_url
+    if step.transactional or not url:
+        return {}
+    if any(c in url for c in "\r\n<> \t") or not url.isprintable():
+        raise RenderError("unsubscribe_url", ValueError("not usable in a List-Unsubscribe header"))
+    headers = {"List-Unsubscribe": f"<{url}>"}
+    if url.lower().startswith("https://"):
+        headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
+    return headers
+
+
+def key_tags(key: str) -> list[dict[str, str]]:
+    """The step key "{notification_id}:{step_no}" as Resend tags (":" is not allowed there),
+    handed back in Resend's webhooks. Omitted when a part does not fit the tag alphabet: the
+    receipt then matches on the email id alone."""
+    notification_id, _, step_no = key.rpartition(":")
+    if not (TAG_VALUE_RE.fullmatch(notification_id) and TAG_VALUE_RE.fullmatch(step_no)):
+        return []
+    return [{"name": "notifyd_notification", "value": notification_id},
+            {"name": "notifyd_step", "value": step_no}]
+
+
+def classify(status: int, headers: Mapping[str, str], body: bytes) -> Outcome:
+    data = parse_json(body)
+    if 200 <= status < 300:
+        ref = data.get("id") if isinstance(data, dict) else None
+        return Sent(str(ref) if ref is not None else None)
+    name = data.get("name") if isinstance(data, dict) else None
+    reason = f"HTTP {status}{provider_code(data, ('name',))}"
+    retry_after = parse_retry_after(headers.get("Retry-After"))
+    if status in (401, 403):
+        return Failed(f"{reason}: Resend refused our API key or sending domain")
+    if status == 409:
+        return _conflict(name, reason, retry_after)
+    if status == 429 or status >= 500:
+        return Failed(reason, retry_after)
+    if status in (400, 422) and name == "validation_error" and _names_recipient(data):
+        return Rejected(f"{reason}: Resend refused the recipient address")
+    return Failed(f"{reason}: Resend refused the request; check the channel's settings")
+
+
+def _conflict(name: object, reason: str, retry_after: float | None) -> Failed:
+    if name == "concurrent_idempotent_requests":
+        return Failed(f"{reason}: an earlier attempt under this key is still in progress",
+                      retry_after or SHORT_RETRY_SEC)
+    if name == "invalid_idempotent_request":
+        return Failed(f"{reason}: Resend holds a different request under this key; not retried",
+                      NEVER_SEC)
+    return Failed(reason, retry_after)
+
+
+def _names_recipient(data: object) -> bool:
+    """Whether Resend's message blames the `to` field. The message is read, never recorded: it
+    may quote the address."""
+    message = data.get("message") if isinstance(data, dict) else None
+    return isinstance(message, str) and bool(NAMES_RECIPIENT_RE.search(message))
+
+
+def _build(name: str, settings: ResendSettings, limits: Limits) -> ResendChannel:
+    return ResendChannel(name, settings, limits.timeout_sec, limits.max_connections)
+
+
+TYPE = ChannelType("resend", "sends email through Resend's HTTP API", ResendSettings, "email",
+                   _build, medium="email")
