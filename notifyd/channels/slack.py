@@ -85,8 +85,13 @@ def secret(field: Any) -> Any:
 
 
 def url_problem(base_url: str) -> str | None:
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(base_url)
+        parts.port  # noqa: B018 - raises on a port out of range
+    except ValueError:
+        return "must be an http(s) URL with a host"
+    if (parts.scheme not in ("http", "https") or not parts.hostname
+            or any(c.isspace() or ord(c) < 32 for c in base_url)):
         return "must be an http(s) URL with a host"
     if parts.query or parts.fragment or parts.username or parts.password:
         return "must carry no query, fragment or credentials"
