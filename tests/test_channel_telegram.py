@@ -221,11 +221,12 @@ def test_plain_text_is_sent_as_written_whatever_it_contains() -> None:
     ("42abc", "hi"),
     ("4" * 20, "hi"),
     ("42\r\n", "hi"),
+    ("42\n", "hi"),
     ("42", None),                 # the kind has no chat template
     ("42", ""),
     ("42", " \n "),
     ("42", "x" * 4097),           # sendMessage takes 1-4096 characters
-], ids=["no address", "empty address", "username", "not numeric", "too long id", "crlf", "no text",
+], ids=["no address", "empty address", "username", "not numeric", "too long id", "crlf", "newline", "no text",
         "empty text", "blank text", "4097 chars"])
 def test_render_refuses_what_telegram_would_never_deliver(address: str | None,
                                                           text: str | None) -> None:
@@ -290,6 +291,7 @@ def test_html_mode_counts_characters_after_parsing() -> None:
     ({}, ["bot_token"]),
     ({"bot_token": "not-a-token"}, ["bot_token"]),
     ({"bot_token": TOKEN + "/../getMe"}, ["bot_token"]),  # it lands in the URL path
+    ({"bot_token": TOKEN + "\n"}, ["bot_token"]),
     ({"bot_token": TOKEN, "base_url": "ftp://api.telegram.org"}, ["base_url"]),
     ({"bot_token": TOKEN, "base_url": "https://api.telegram.org?x=1"}, ["base_url"]),
     ({"bot_token": TOKEN, "base_url": "https://user:pw@api.telegram.org"}, ["base_url"]),

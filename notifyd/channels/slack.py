@@ -53,14 +53,15 @@ from notifyd.channels.base import (
     Sent,
     Unknown,
 )
-from notifyd.channels.http import parse_json, parse_retry_after, provider_code, read_bounded
+from notifyd.channels.http import parse_json, parse_retry_after, read_bounded
 from notifyd.fields import doc
 
 DEFAULT_BASE_URL = "https://slack.com"
 MAX_TEXT_CHARS = 40_000  # Slack truncates longer messages (chat.postMessage "Truncating content")
-TOKEN_RE = re.compile(r"^xoxb-[A-Za-z0-9-]{10,250}$")  # a bot token
-USER_ID_RE = re.compile(r"^[UW][A-Z0-9]{2,30}$")  # U... or W... (Enterprise Grid)
-CHANNEL_RE = re.compile(r"^[CDG][A-Z0-9]{2,30}$")
+TOKEN_RE = re.compile(r"xoxb-[A-Za-z0-9-]{10,250}")  # a bot token
+USER_ID_RE = re.compile(r"[UW][A-Z0-9]{2,30}")  # U... or W... (Enterprise Grid)
+CHANNEL_RE = re.compile(r"[CDG][A-Z0-9]{2,30}")
+CODE_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")  # channel_not_found, ratelimited, ...
 EVENT_TYPE = "notifyd_step"
 CONNECT_SHARE = 0.5  # of the call's timeout, for the connection: past it nothing was sent
 
@@ -111,7 +112,7 @@ class SlackSettings:
 
     def problems(self) -> list[tuple[str, str]]:
         out = []
-        if not TOKEN_RE.match(self.bot_token):
+        if not TOKEN_RE.fullmatch(self.bot_token):
             out.append(("bot_token", "must be the app's bot token (xoxb-...)"))
         if (why := url_problem(self.base_url)) is not None:
             out.append(("base_url", why))
@@ -146,7 +147,7 @@ class SlackChannel:
 
     def render(self, step: RenderInput) -> Rendered:
         user_id = step.address or ""
-        if not USER_ID_RE.match(user_id):
+        if not USER_ID_RE.fullmatch(user_id):
             raise RenderError("slack_user_id", ValueError("not a Slack user id (U... or W...)"))
         text = step.content.get("text")
         if not isinstance(text, str):
@@ -195,18 +196,20 @@ def cause(e: aiohttp.ClientConnectorError) -> str:
 
 def classify(status: int, headers: Any, body: bytes) -> Outcome:
     data = parse_json(body)
-    code = provider_code(data, ("error",))  # " channel_not_found", or "" when there is none
-    reason = f"slack {status}{code}"
+    error = data.get("error") if isinstance(data, dict) else None
+    # Slack's codes are lower snake_case; anything else (free text, an echoed xoxb- token) is
+    # neither trusted nor written into the reason.
+    error = error if isinstance(error, str) and CODE_RE.fullmatch(error) else ""
+    reason = f"slack {status} {error}".rstrip()
     wait = parse_retry_after(headers.get("Retry-After"))
-    if status == 200:
+    if 200 <= status < 300:  # Slack's own answer, errors included
         if not isinstance(data, dict) or not isinstance(data.get("ok"), bool):
             return Unknown(f"{reason}: unreadable answer, the message may be posted")
         if data["ok"]:
             ts, channel = data.get("ts"), data.get("channel")
-            detail = f"channel {channel}" if isinstance(channel, str) and CHANNEL_RE.match(
+            detail = f"channel {channel}" if isinstance(channel, str) and CHANNEL_RE.fullmatch(
                 channel) else None
             return Sent(ts if isinstance(ts, str) else None, detail)
-        error = code.strip()
         if error in DEAD_USER:
             return Rejected(reason)
         if error in MAYBE_POSTED:

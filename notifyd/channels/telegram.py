@@ -57,8 +57,8 @@ from notifyd.fields import doc
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
 MAX_TEXT_CHARS = 4096  # sendMessage: "1-4096 characters after entities parsing"
-TOKEN_RE = re.compile(r"^[0-9]{1,20}:[A-Za-z0-9_-]{20,100}$")  # BotFather's "123456:ABC-..."
-CHAT_ID_RE = re.compile(r"^-?[0-9]{1,19}$")  # a numeric chat id; bots cannot DM an @username
+TOKEN_RE = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{20,100}")  # BotFather's "123456:ABC-..."
+CHAT_ID_RE = re.compile(r"-?[0-9]{1,19}")  # a numeric chat id; bots cannot DM an @username
 PARSE_MODES = ("", "HTML")
 CONNECT_SHARE = 0.5  # of the call's timeout, for the connection: past it nothing was sent
 
@@ -111,7 +111,7 @@ class TelegramSettings:
 
     def problems(self) -> list[tuple[str, str]]:
         out = []
-        if not TOKEN_RE.match(self.bot_token):
+        if not TOKEN_RE.fullmatch(self.bot_token):
             out.append(("bot_token", "must be the token @BotFather gave the bot (digits:letters)"))
         if (why := url_problem(self.base_url)) is not None:
             out.append(("base_url", why))
@@ -142,7 +142,7 @@ class TelegramChannel:
 
     def render(self, step: RenderInput) -> Rendered:
         chat_id = step.address or ""
-        if not CHAT_ID_RE.match(chat_id):
+        if not CHAT_ID_RE.fullmatch(chat_id):
             raise RenderError("telegram_chat_id", ValueError("not a numeric Telegram chat id"))
         text = step.content.get("text")
         if not isinstance(text, str):
