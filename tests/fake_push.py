@@ -6,8 +6,8 @@ RFC 8292 VAPID token: ES256 over aud/exp/sub with the key in `Authorization: vap
 TTL, Urgency and Topic; the aes128gcm body and its size), decrypts the body with the subscription's
 private key (RFC 8291, via http_ece) as the browser would, and records what arrived. It answers
 201 with a Location, or what a test asks for a path (404, 410, 413, 429, 500, any body), or holds
-the answer until it is closed. Error bodies follow Mozilla autopush: {"code", "errno", "error",
-"message"}.
+the answer until it is closed, or drops the connection. Error bodies follow Mozilla autopush:
+{"code", "errno", "error", "message"}.
 
 The VAPID check uses `cryptography` directly, not py_vapid, so that it is not the adapter's own
 code checking itself.
@@ -98,6 +98,7 @@ class FakePushService:
         self.subscriptions: dict[str, Subscription] = {}
         self.answers: dict[str, Answer] = {}
         self.held: set[str] = set()
+        self.dropped: set[str] = set()
         self.pushes: list[Push] = []
         self.clock = time.time
         self._ids = itertools.count(1)
@@ -145,6 +146,10 @@ class FakePushService:
         """Never answer this path (until close): the sender's timeout decides."""
         self.held.add(path)
 
+    def drop(self, path: str) -> None:
+        """Read the request, then close the connection without answering."""
+        self.dropped.add(path)
+
     @property
     def problems(self) -> list[str]:
         return [p.problem for p in self.pushes if p.problem]
@@ -157,6 +162,9 @@ class FakePushService:
         if refusal is not None:
             push.problem = f"{refusal[0]}: {refusal[1]}"
             return self._error(push, refusal[0], refusal[1])
+        if path in self.dropped and request.transport is not None:
+            request.transport.close()
+            return web.Response(status=503)  # never reaches the client
         if path in self.held:
             await self._release.wait()  # the client has given up long before
             return web.Response(status=503)

@@ -192,13 +192,18 @@ def test_allow_any_host_still_needs_https() -> None:
         "endpoint is not https"
 
 
-async def test_a_long_body_is_cut_to_fit_one_push_message(
-        fake: FakePushService, channel: WebPushChannel) -> None:
+@pytest.mark.parametrize(("title", "body", "cut"), [
+    ("T" * 100, "é" * 5000, "body"),  # two bytes a character
+    ("T" * 100, '"\\' * 3000, "body"),  # two bytes each once escaped in JSON
+    ("🚚" * 2000, "b" * 10, "title"),  # the body goes first, then the title
+])
+async def test_a_long_text_is_cut_to_fit_one_push_message(
+        fake: FakePushService, channel: WebPushChannel, title: str, body: str, cut: str) -> None:
     d = fake.subscribe("d1")
-    m = freeze(channel, step(d, content={"title": "T" * 100, "body": "é" * 5000}))
+    m = freeze(channel, step(d, content={"title": title, "body": body}))
     data = m.payload["data"]
-    assert data["truncated"] is True and data["body"].endswith("…")
-    assert data["title"] == "T" * 100
+    assert data["truncated"] is True and data[cut].endswith("…")
+    assert data["title"] == title if cut == "body" else data["body"] == ""
     await channel.send(m)
     [push] = fake.pushes
     assert fake.problems == []
@@ -330,17 +335,20 @@ async def test_bodies_it_cannot_read_never_fail_it(fake: FakePushService,
 
 async def test_a_held_answer_is_unknown_and_a_refused_connection_failed(
         fake: FakePushService) -> None:
-    held = fake.subscribe("held")
+    held, dropped = fake.subscribe("held"), fake.subscribe("dropped")
     fake.hold("wp/held")
+    fake.drop("wp/dropped")
     with socket.socket() as s:  # a port with nobody listening
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
     refused = replace(fake.subscribe("refused"),
                       endpoint=f"http://127.0.0.1:{closed}/wp/refused")
     ch = build(timeout=0.3)
-    got = answers(await ch.send(freeze(ch, step(held, refused))))
-    assert got == {"held": Unknown("timeout: the push service may have the message"),
-                   "refused": Failed("connect failed: ConnectionRefusedError")}
+    got = answers(await ch.send(freeze(ch, step(held, dropped, refused))))
+    assert got == {
+        "held": Unknown("timeout: the push service may have the message"),
+        "dropped": Unknown("connection lost after sending: ServerDisconnectedError"),
+        "refused": Failed("connect failed: ConnectionRefusedError")}
     await ch.close()
 
 

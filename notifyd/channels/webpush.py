@@ -223,12 +223,16 @@ def fit(data: dict[str, Any], longest_key: str) -> dict[str, Any]:
         return len(encode_data({**d, "key": longest_key})) - MAX_PLAINTEXT
 
     for part in ("body", "title"):
-        while over(data) > 0 and data[part]:
-            # Each round drops at least as many bytes as are over (and room for the "…"), so it
-            # ends; a character cut in half is dropped.
-            raw = data[part].encode()
-            kept = raw[:max(0, len(raw) - over(data) - 3)].decode(errors="ignore")
-            data = {**data, part: kept + "…" if kept else "", "truncated": True}
+        if over(data) <= 0:
+            break
+        text, lo, hi = data[part], 0, len(data[part])
+        while lo < hi:  # the longest prefix that fits, with its "…"
+            mid = (lo + hi + 1) // 2
+            if over({**data, part: text[:mid] + "…", "truncated": True}) <= 0:
+                lo = mid
+            else:
+                hi = mid - 1
+        data = {**data, part: text[:lo] + "…" if lo else "", "truncated": True}
     if over(data) > 0:
         raise RenderError("push", ValueError("the notification does not fit a push message"))
     return data
