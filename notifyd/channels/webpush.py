@@ -262,6 +262,7 @@ class WebPushChannel:
         self.timeout_sec = timeout_sec
         self.max_connections = max(1, max_connections)
         self.clock = clock
+        self._http_hosts = frozenset(h.lower() for h in settings.http_hosts)
         self._vapid = Vapid02(load_vapid_key(settings.vapid_private_key),
                               conf={"no-strict": True})  # the subject is checked in problems()
         self._tokens: dict[str, tuple[str, float]] = {}  # push service origin -> (header, renew at)
@@ -291,8 +292,7 @@ class WebPushChannel:
         if not url.absolute or not host or url.user is not None or url.password is not None:
             return "endpoint is not an absolute URL without credentials"
         if url.scheme == "http":
-            return None if host in {h.lower() for h in self.settings.http_hosts} \
-                else "endpoint is not https"
+            return None if host in self._http_hosts else "endpoint is not https"
         if url.scheme != "https":
             return "endpoint is not https"
         if self.settings.allow_any_host or host_allowed(host, self.settings.allowed_hosts):
@@ -303,17 +303,19 @@ class WebPushChannel:
         devices: list[dict[str, str]] = []
         skipped: list[dict[str, str]] = []
         seen: set[str] = set()
+        endpoints: set[str] = set()
         for d in step.devices:
             if d.kind != "webpush" or d.device_id in seen:
                 continue
             seen.add(d.device_id)
             why = self.endpoint_problem(d.endpoint) or _keys_problem(d.p256dh, d.auth)
-            if why is None and d.endpoint in {x["endpoint"] for x in devices}:
+            if why is None and d.endpoint in endpoints:
                 why = "same endpoint as another device"
             if why is not None:
                 skipped.append({"id": d.device_id, "why": why})
                 continue
             assert d.p256dh is not None and d.auth is not None  # _keys_problem
+            endpoints.add(d.endpoint)
             devices.append({"id": d.device_id, "endpoint": d.endpoint, "p256dh": d.p256dh,
                             "auth": d.auth})
         if not devices:
