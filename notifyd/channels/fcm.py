@@ -210,7 +210,7 @@ class AccessTokens:
         self.account = account
         self.token_url = token_url
         self.clock = clock
-        self.fetches = 0
+        self._finished = 0  # fetches that ended, either way
         self._lock = asyncio.Lock()
         self._token: str | None = None
         self._refresh_at = 0.0
@@ -225,18 +225,19 @@ class AccessTokens:
     async def get(self, session: aiohttp.ClientSession, timeout: float) -> str:
         if token := self._cached():
             return token
-        seen = self.fetches
+        seen = self._finished
         async with self._lock:
             if token := self._cached():
                 return token
-            if self.fetches != seen and self._failure is not None:
-                raise TokenError(self._failure)
-            self.fetches += 1
+            if self._finished != seen and self._failure is not None:
+                raise TokenError(self._failure)  # it failed while we waited: do not pile on
             try:
                 token, expires_in = await self._fetch(session, timeout)
             except TokenError as e:
                 self._failure = e.reason
                 raise
+            finally:
+                self._finished += 1
             self._failure = None
             self._token = token
             self._refresh_at = self._now() + expires_in - min(REFRESH_MARGIN_SEC, expires_in / 2)
