@@ -462,6 +462,7 @@ async def test_provider_text_echoing_secrets_stays_out_of_reasons(
 async def test_an_fcm_timeout_is_unknown(settings: FcmSettings, google: FakeGoogle) -> None:
     ch = build(settings, replace(LIMITS, timeout_sec=0.3))
     try:
+        await ch.send(message(ch, step(TOKEN_A)))  # the access token is at hand: 0.3 s is FCM's
         msg = message(ch, step(TOKEN_A, TOKEN_B))
         google.replies[TOKEN_B] = hold(google.gate(), ok())
         out = await ch.send(msg)

@@ -335,13 +335,13 @@ class FcmChannel:
         devices = message.payload.get("devices", [])
         deadline = asyncio.get_running_loop().time() + self.timeout_sec
         answers = await asyncio.gather(*(
-            self._send_one(message.payload["message"], str(d["device_id"]), d.get("token"),
+            self._send_one(message.payload["message"], d.get("token"),
                            f"{message.idempotency_key}:{d['device_id']}", deadline)
             for d in devices))
         return Fanout(tuple((str(d["device_id"]), a) for d, a in zip(devices, answers,
                                                                          strict=True)))
 
-    async def _send_one(self, base: dict[str, Any], device_id: str, token: object, key: str,
+    async def _send_one(self, base: dict[str, Any], token: object, key: str,
                         deadline: float) -> Answer:
         if not _token_ok(token):
             return Rejected("malformed registration token (never sent)")
