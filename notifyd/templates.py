@@ -226,16 +226,17 @@ class Templates:
         cap, size, chunks = self.max_output_bytes, 0, []
         try:
             for chunk in file.template.generate(context):
-                size += len(chunk)  # characters: never more than bytes, so a cheap early stop
-                if size > cap:
+                size += len(chunk)  # characters, never more than bytes: a cheap early stop
+                if size > cap + 2:  # + the trailing newline dropped below
                     raise OutputTooLarge(f"more than {cap} bytes")
                 chunks.append(chunk)
             text = "".join(chunks)
-            if len(text.encode()) > cap:
+            text = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
+            if len(text.encode()) > cap:  # the part as it is sent
                 raise OutputTooLarge(f"more than {cap} bytes")
         except Exception as e:  # noqa: BLE001 - whatever a template raises ends its one step
             raise TemplateError(file.path, e) from e
-        return text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
+        return text
 
     def _load(self) -> None:
         if not self.folder.is_dir():
