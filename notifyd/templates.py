@@ -1,0 +1,446 @@
+"""Each kind's words per medium and locale: jinja2 files read and compiled once at start, rendered
+on the send path (sender.py, before a step is frozen) and by `notifyd templates render`. The
+daemon refuses to start while check() names a problem; renders never touch the disk.
+
+Layout: <folder>/<kind>/<locale>/<medium>.<part>.j2, e.g. payment_failed/de/email.subject.j2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+import jinja2
+from jinja2 import nodes
+from jinja2.runtime import Context
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from notifyd.channels.base import RenderError
+
+DEFAULT_LOCALE = "en"
+DEFAULT_MAX_OUTPUT_BYTES = 131_072  # per rendered part; larger is an error, never cut short
+VERSION_HEX = 12
+SUFFIX = ".j2"
+LAYOUT = "<kind>/<locale>/<medium>.<part>.j2"
+# Set by the sender beside the params; a param of the same name loses to them.
+RESERVED = ("kind", "notification_id", "user_id", "locale", "unsubscribe_url")
+PREVIEW_EXTRA: Mapping[str, Any] = MappingProxyType({
+    "notification_id": "preview", "user_id": "preview",
+    "unsubscribe_url": "https://example.invalid/unsubscribe"})
+
+
+class Parts(NamedTuple):
+    required: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.required + self.optional
+
+
+MEDIA: Mapping[str, Parts] = MappingProxyType({
+    "email": Parts(("subject", "text"), ("html",)),
+    "sms": Parts(("text",)),
+    "push": Parts(("title", "body")),
+    "chat": Parts(("text",)),
+    "inbox": Parts(("title",), ("body",)),
+})
+ONE_LINE = frozenset({("email", "subject")})  # a line break in a mail header injects headers
+_LOCALE_RE = re.compile(r"^[A-Za-z]{2,8}([-_][A-Za-z0-9]{1,8})*$")
+_NOT_ALONE = (nodes.Extends, nodes.Include, nodes.Import, nodes.FromImport)
+
+
+class OutputTooLarge(ValueError):
+    """A part rendered past max_output_bytes: a message cut short would mislead, so none is sent."""
+
+
+class LineBreakInSubject(ValueError):
+    """An email subject rendered with CR or LF."""
+
+
+class TemplateError(RenderError):
+    """A template file could not give its part; `line` is its line when the error shows one."""
+
+    def __init__(self, template: str, error: BaseException) -> None:
+        super().__init__(template, error)
+        self.line = _line_of(error, template)
+
+
+@dataclass(frozen=True)
+class RenderedContent:
+    parts: dict[str, str]  # part -> text, in MEDIA order; optional parts only when present
+    version: str  # VERSION_HEX of sha256 over the files' names and bytes
+    locale: str  # the locale folder rendered
+    files: tuple[str, ...]  # relative to the folder
+
+
+@dataclass(frozen=True)
+class _File:
+    path: str  # relative to the folder, "/"-separated: how every message names it
+    data: bytes  # as read: the version hashes these, so it names exactly what was compiled
+    template: jinja2.Template | None
+    error: Exception | None  # why it did not compile (template is None)
+
+
+@dataclass(frozen=True)
+class _Set:
+    """One locale folder's complete parts for one medium: what a render uses, whole."""
+
+    locale: str
+    parts: tuple[tuple[str, _File], ...]
+    version: str
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(f.path for _, f in self.parts)
+
+
+def locale_key(locale: str) -> str:
+    """'de_AT.UTF-8' -> 'de-at': how locale folders and recipients' locales are compared."""
+    return re.split(r"[.@]", locale.strip(), maxsplit=1)[0].replace("_", "-").lower()
+
+
+def locale_chain(locale: str | None, default: str) -> list[str]:
+    """The locale keys tried in order: 'de-AT' -> de-at, de, then the default."""
+    tags = locale_key(locale).split("-") if locale else []
+    keys = ["-".join(tags[:n]) for n in range(len(tags), 0, -1)] + [locale_key(default)]
+    return list(dict.fromkeys(k for k in keys if k))
+
+
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """No attribute escapes, no mutation of params, and no one expression that builds a huge
+    value before the output cap could see it ("x" * 10**9, 9**9**9)."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def __init__(self, max_output_bytes: int) -> None:
+        super().__init__(
+            undefined=jinja2.StrictUndefined, autoescape=_is_html, auto_reload=False,
+            keep_trailing_newline=True,  # one trailing newline is dropped from the output instead
+            trim_blocks=True, lstrip_blocks=True)  # a {% %} line leaves no blank line in text
+        self.max_output_bytes = max_output_bytes
+
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        cap = self.max_output_bytes
+        if operator == "*":
+            for seq, n in ((left, right), (right, left)):
+                if isinstance(seq, str | list | tuple) and isinstance(n, int) and len(seq) * n > cap:
+                    raise OutputTooLarge(f"repeating {len(seq)} items {n} times")
+        elif (isinstance(left, int) and isinstance(right, int) and abs(left) > 1
+              and right * abs(left).bit_length() > 4 * cap):  # more than cap decimal digits
+            raise OutputTooLarge(f"a power of {right} digits' worth")
+        return super().call_binop(context, operator, left, right)
+
+
+class Templates:
+    """Every template under `folder`, read and compiled once; render() and check() use only
+    what is in memory."""
+
+    def __init__(self, folder: Path, default_locale: str = DEFAULT_LOCALE,
+                 max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> None:
+        if max_output_bytes < 1:
+            raise ValueError("max_output_bytes must be at least 1")
+        self.folder = folder
+        self.default_locale = default_locale
+        self.max_output_bytes = max_output_bytes
+        self._env = _Sandbox(max_output_bytes)
+        self._problems: list[str] = []
+        self._locales: dict[tuple[str, str], str] = {}  # (kind, locale key) -> folder name
+        self._files: dict[tuple[str, str, str], dict[str, _File]] = {}  # (kind, key, medium)
+        self._sets: dict[tuple[str, str, str], _Set] = {}
+        self._load()
+
+    def check(self, requirements: Mapping[str, Iterable[str]]) -> list[str]:
+        """One line per problem, each naming a file relative to the folder; [] means fine.
+        `requirements`: kind -> the media it is sent by; each needs the default locale's parts.
+        Files that do not compile and half-filled locale folders count for any kind."""
+        problems = list(self._problems)
+        default = locale_key(self.default_locale)
+        for kind, media in requirements.items():
+            for medium in media:
+                if medium not in MEDIA:
+                    problems.append(f"{kind}: unknown medium {medium!r} (one of {', '.join(MEDIA)})")
+                elif (kind, default, medium) not in self._files:  # a partial one is named already
+                    problems += [f"{path}: missing (kind {kind} is sent by {medium}; the default "
+                                 f"locale {self.default_locale} needs every required part)"
+                                 for path in self._missing(kind, medium)]
+        return list(dict.fromkeys(problems))
+
+    def render(self, kind: str, medium: str, locale: str | None, params: Mapping[str, Any],
+               *, extra: Mapping[str, Any] | None = None) -> RenderedContent:
+        """The medium's parts from the first complete locale folder of locale_chain(locale).
+        Templates see the params, then `extra` (the RESERVED names: notification_id, user_id,
+        unsubscribe_url, None unless given), then kind and locale (the folder rendered): a later
+        source wins over an earlier one with the same name."""
+        chosen = self._choose(kind, medium, locale)
+        context = {**params, "unsubscribe_url": None, **(extra or {}),
+                   "kind": kind, "locale": chosen.locale}
+        parts: dict[str, str] = {}
+        for part, file in chosen.parts:
+            text = self._render_part(file, context)
+            if (medium, part) in ONE_LINE and ("\r" in text or "\n" in text):
+                raise TemplateError(file.path, LineBreakInSubject(f"{part} must be one line"))
+            parts[part] = text
+        return RenderedContent(parts, chosen.version, chosen.locale, chosen.files)
+
+    def preview(self, kind: str, medium: str, locale: str | None, params: Mapping[str, Any],
+                *, extra: Mapping[str, Any] | None = None) -> str:
+        """render() laid out for a person: which files, then each part under its name. Sample
+        values stand in for the reserved names not given (PREVIEW_EXTRA)."""
+        r = self.render(kind, medium, locale, params, extra={**PREVIEW_EXTRA, **(extra or {})})
+        asked = "" if locale is None or locale_key(locale) == locale_key(r.locale) \
+            else f" (asked {locale})"
+        lines = [f"{kind} by {medium} in {r.locale}{asked}, version {r.version}",
+                 *(f"  {path}" for path in r.files)]
+        for part, text in r.parts.items():
+            lines += ["", f"----- {part} -----", text]
+        return "\n".join(lines) + "\n"
+
+    def _choose(self, kind: str, medium: str, locale: str | None) -> _Set:
+        if medium not in MEDIA:
+            raise ValueError(f"unknown medium {medium!r}; one of {', '.join(MEDIA)}")
+        for key in locale_chain(locale, self.default_locale):
+            found = self._sets.get((kind, key, medium))
+            if found is not None:
+                return found
+        missing = self._missing(kind, medium)[0]
+        raise TemplateError(missing, jinja2.TemplateNotFound(missing))
+
+    def _missing(self, kind: str, medium: str) -> list[str]:
+        """The default locale's required files of the medium that are not there."""
+        key = locale_key(self.default_locale)
+        folder = self._locales.get((kind, key), self.default_locale)
+        have = self._files.get((kind, key, medium), {})
+        return [f"{kind}/{folder}/{medium}.{p}{SUFFIX}" for p in MEDIA[medium].required
+                if p not in have]
+
+    def _render_part(self, file: _File, context: dict[str, Any]) -> str:
+        if file.template is None:
+            assert file.error is not None
+            raise TemplateError(file.path, file.error)
+        cap, size, chunks = self.max_output_bytes, 0, []
+        try:
+            for chunk in file.template.generate(context):
+                size += len(chunk)  # characters, never more than bytes: a cheap early stop
+                if size > cap + 2:  # + the trailing newline dropped below
+                    raise OutputTooLarge(f"more than {cap} bytes")
+                chunks.append(chunk)
+            text = "".join(chunks)
+            text = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
+            if len(text.encode()) > cap:  # the part as it is sent
+                raise OutputTooLarge(f"more than {cap} bytes")
+        except Exception as e:  # noqa: BLE001 - whatever a template raises ends its one step
+            raise TemplateError(file.path, e) from e
+        return text
+
+    def _load(self) -> None:
+        if not self.folder.is_dir():
+            self._problems.append(f"{self.folder}: the templates folder is not there")
+            return
+        paths = sorted(p for p in self.folder.rglob("*" + SUFFIX)
+                       if not any(s.startswith(".") for s in p.relative_to(self.folder).parts))
+        for path in paths:
+            self._load_file(path)
+        for (kind, key, medium), files in self._files.items():
+            self._add_set(kind, key, medium, files)
+
+    def _load_file(self, path: Path) -> None:
+        rel = path.relative_to(self.folder).as_posix()
+        where = rel.split("/")
+        medium, _, part = where[-1].removesuffix(SUFFIX).partition(".")
+        if len(where) != 3 or part not in MEDIA.get(medium, Parts(())).names:
+            names = ", ".join(f"{m}.{p}" for m, ps in MEDIA.items() for p in ps.names)
+            self._problems.append(f"{rel}: not a template: expected {LAYOUT} with <medium>.<part> "
+                                  f"one of {names}")
+            return
+        kind, locale = where[0], where[1]
+        key = locale_key(locale)
+        if not _LOCALE_RE.match(locale):
+            self._problems.append(f"{rel}: {locale!r} is not a locale folder name (en, de, de-AT)")
+            return
+        if self._locales.setdefault((kind, key), locale) != locale:
+            self._problems.append(f"{rel}: {kind}/{self._locales[kind, key]} is the same locale; "
+                                  "keep one folder")
+            return
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            self._problems.append(f"{rel}: unreadable: {type(e).__name__}: {e.strerror}")
+            return
+        template, error = self._compile(rel, data)
+        if error is not None:
+            self._problems.append(_describe(rel, error))
+        self._files.setdefault((kind, key, medium), {})[part] = _File(rel, data, template, error)
+
+    def _compile(self, rel: str, data: bytes) -> tuple[jinja2.Template | None, Exception | None]:
+        try:
+            tree = self._env.parse(data.decode("utf-8-sig"), rel, rel)
+            for node in tree.find_all(_NOT_ALONE):
+                raise jinja2.TemplateSyntaxError(
+                    "include, extends and import are not supported: each file stands alone, so "
+                    "its version covers all it says", node.lineno, rel, rel)
+            code = self._env.compile(tree, rel, rel)
+        except (UnicodeDecodeError, jinja2.TemplateSyntaxError) as e:
+            return None, e
+        return self._env.template_class.from_code(self._env, code, self._env.make_globals(None)), None
+
+    def _add_set(self, kind: str, key: str, medium: str, files: dict[str, _File]) -> None:
+        locale, parts = self._locales[kind, key], MEDIA[medium]
+        missing = [p for p in parts.required if p not in files]
+        if missing:  # never mixed with another folder's parts: the whole folder is skipped
+            have = ", ".join(f"{medium}.{p}{SUFFIX}" for p in files)
+            self._problems += [f"{kind}/{locale}/{medium}.{p}{SUFFIX}: missing (the folder has "
+                               f"{have}; it is skipped whole for {medium})" for p in missing]
+            return
+        chosen = tuple((p, files[p]) for p in parts.names if p in files)
+        digest = hashlib.sha256()
+        for _, file in chosen:
+            digest.update(f"{file.path}\0{len(file.data)}\0".encode() + file.data)
+        self._sets[kind, key, medium] = _Set(locale, chosen, digest.hexdigest()[:VERSION_HEX])
+
+
+def _is_html(name: str | None) -> bool:
+    return name is not None and name.endswith(".html" + SUFFIX)
+
+
+def _describe(rel: str, e: Exception) -> str:
+    if isinstance(e, jinja2.TemplateSyntaxError):
+        return f"{rel}: {type(e).__name__} at line {e.lineno}: {e.message}"
+    if isinstance(e, UnicodeDecodeError):
+        return f"{rel}: {type(e).__name__}: not UTF-8 at byte {e.start}"
+    return f"{rel}: {type(e).__name__}"
+
+
+def _line_of(error: BaseException, template: str) -> int | None:
+    """The template's line: a syntax error says it; a render error's traceback holds a frame
+    that jinja2 rewrote to the template file."""
+    if isinstance(error, jinja2.TemplateSyntaxError):
+        return error.lineno
+    line, tb = None, error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == template:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def write_starter(folder: Path) -> list[Path]:
+    """A sample kind, payment_failed (params amount, invoice, url), in en and de for every
+    medium, and a README.txt; returns the paths written. Overwrites nothing: when one file is
+    there already it raises FileExistsError naming it and writes none."""
+    files = {folder / "README.txt": _starter_readme()}
+    for locale, texts in _STARTER.items():
+        for name, text in texts.items():
+            files[folder / "payment_failed" / locale / f"{name}{SUFFIX}"] = text
+    for path in files:
+        if path.exists():
+            raise FileExistsError(f"{path} is there already; the starter overwrites nothing")
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("x", encoding="utf-8") as f:  # "x": a file that appeared since is kept
+            f.write(text)
+    return list(files)
+
+
+def _starter_readme() -> str:
+    media = "\n".join(f"  {m:<6} {', '.join(p.required)}"
+                      + (f" (optional: {', '.join(p.optional)})" if p.optional else "")
+                      for m, p in MEDIA.items())
+    return f"""Message templates for notifyd (jinja2)
+
+Layout: {LAYOUT}, e.g. payment_failed/en/email.subject.j2
+Parts by medium (a channel type sends one medium):
+{media}
+
+Locale: a recipient with locale de-AT (de_AT works too) gets the first folder of de-AT, de and
+the default locale that holds every required part of the medium. Parts never mix across
+folders: a folder missing one of them is skipped whole, and the daemon will not start.
+
+Variables: the notification's params, plus kind, notification_id, user_id, locale (the folder
+rendered) and unsubscribe_url (may be empty: guard it with {{% if unsubscribe_url %}}). These
+names win over a param of the same name. An undefined variable is an error, not an empty string.
+
+Only .html.j2 files are HTML-escaped. One trailing newline is dropped from each part, and a line
+holding only a {{% %}} tag leaves no blank line. Each file stands alone (no include, extends or
+import). An email subject must render to one line. Files are read once, at start: restart
+notifyd after an edit. Try one: notifyd templates render payment_failed --channel email --locale de
+"""
+
+
+_EN_TEXT = """Hello,
+
+we could not collect {{ amount }} for invoice {{ invoice }}.
+Please update your payment details:
+{{ url }}
+
+Reference: {{ kind }} {{ notification_id }}
+{% if unsubscribe_url %}
+Unsubscribe: {{ unsubscribe_url }}
+{% endif %}
+"""
+_DE_TEXT = """Guten Tag,
+
+wir konnten {{ amount }} für die Rechnung {{ invoice }} nicht einziehen.
+Bitte aktualisieren Sie Ihre Zahlungsdaten:
+{{ url }}
+
+Referenz: {{ kind }} {{ notification_id }}
+{% if unsubscribe_url %}
+Abmelden: {{ unsubscribe_url }}
+{% endif %}
+"""
+_HTML = """<!doctype html>
+<html lang="{{{{ locale }}}}">
+<body>
+<p>{hello}</p>
+<p>{body}</p>
+<p><a href="{{{{ url }}}}">{link}</a></p>
+<p style="color:#666">{ref}: {{{{ notification_id }}}}
+{{% if unsubscribe_url %}}
+  &middot; <a href="{{{{ unsubscribe_url }}}}">{unsubscribe}</a>
+{{% endif %}}
+</p>
+</body>
+</html>
+"""
+_STARTER: dict[str, dict[str, str]] = {
+    "en": {
+        "email.subject": "Payment failed: invoice {{ invoice }}\n",
+        "email.text": _EN_TEXT,
+        "email.html": _HTML.format(
+            hello="Hello,", link="Update your payment details", ref="Reference",
+            body="we could not collect <strong>{{ amount }}</strong> for invoice {{ invoice }}.",
+            unsubscribe="Unsubscribe"),
+        "sms.text": "Payment of {{ amount }} for invoice {{ invoice }} failed. "
+                    "Update your details: {{ url }}\n",
+        "push.title": "Payment failed\n",
+        "push.body": "We could not collect {{ amount }} for invoice {{ invoice }}.\n",
+        "chat.text": "Payment failed: we could not collect {{ amount }} for invoice "
+                     "{{ invoice }}. Update your payment details: {{ url }}\n",
+        "inbox.title": "Payment failed\n",
+        "inbox.body": "We could not collect {{ amount }} for invoice {{ invoice }}. "
+                      "Update your payment details: {{ url }}\n",
+    },
+    "de": {
+        "email.subject": "Zahlung fehlgeschlagen: Rechnung {{ invoice }}\n",
+        "email.text": _DE_TEXT,
+        "email.html": _HTML.format(
+            hello="Guten Tag,", link="Zahlungsdaten aktualisieren", ref="Referenz",
+            body="wir konnten <strong>{{ amount }}</strong> für die Rechnung {{ invoice }} "
+                 "nicht einziehen.", unsubscribe="Abmelden"),
+        "sms.text": "Die Zahlung von {{ amount }} für Rechnung {{ invoice }} ist fehlgeschlagen. "
+                    "Zahlungsdaten aktualisieren: {{ url }}\n",
+        "push.title": "Zahlung fehlgeschlagen\n",
+        "push.body": "Wir konnten {{ amount }} für Rechnung {{ invoice }} nicht einziehen.\n",
+        "chat.text": "Zahlung fehlgeschlagen: wir konnten {{ amount }} für Rechnung {{ invoice }} "
+                     "nicht einziehen. Zahlungsdaten aktualisieren: {{ url }}\n",
+        "inbox.title": "Zahlung fehlgeschlagen\n",
+        "inbox.body": "Wir konnten {{ amount }} für Rechnung {{ invoice }} nicht einziehen. "
+                      "Zahlungsdaten aktualisieren: {{ url }}\n",
+    },
+}
