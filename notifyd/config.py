@@ -383,7 +383,7 @@ def _render_channel_types() -> list[str]:
     for name, ctype in CHANNEL_TYPES.items():
         out.append(f"#   type = \"{name}\": {ctype.summary}")
         for line in _render_fields(ctype.settings()):
-            out.append(f"#     {line.removeprefix('# ')}")
+            out += [f"#     {part.removeprefix('# ')}" for part in line.split("\n")]
     return [*out, ""]
 
 
@@ -393,13 +393,14 @@ def _render_fields(obj: Any) -> list[str]:
         if "doc" not in f.metadata:
             continue
         value = getattr(obj, f.name)
-        if isinstance(value, tuple):
-            value = [{k: v for k, v in dataclasses.asdict(s).items() if v is not None}
-                     for s in value]
+        if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+            tables = [{k: v for k, v in dataclasses.asdict(s).items() if v is not None}
+                      for s in value]
             body = f"{f.name} = [\n" + "".join(
-                f"  {_inline(step)},\n" for step in value) + "]"
+                f"  {_inline(table)},\n" for table in tables) + "]"
         else:
-            body = tomli_w.dumps({f.name: value}).strip()
+            body = tomli_w.dumps({f.name: list(value) if isinstance(value, tuple) else value})
+            body = body.strip()
         lines += [f"# {f.metadata['doc']}", body]
     return lines
 
