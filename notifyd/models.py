@@ -86,6 +86,7 @@ class Why(StrEnum):
     CHANNEL_REMOVED = "channel_removed"
     REJECTED = "provider_rejected"
     RETRIES = "retries_exhausted"
+    REFUSED = "refused_for_good"  # a permanent refusal of our request, not of the contact
     RENDER = "render_failed"
     RETRY = "retry"
     INTERRUPTED = "interrupted"

@@ -159,6 +159,9 @@ def decide(cfg: ChannelConfig, claim: Claim, outcome: Answer, now: int,
     if isinstance(outcome, Rejected):
         return Completion(Outcome.REJECTED, StepState.REJECTED, reason=outcome.reason,
                           disable_contact=True, pull_next=True, why=Why.REJECTED)
+    if isinstance(outcome, Failed) and outcome.final:
+        return Completion(Outcome.FAILED, StepState.DEAD, pull_next=True, why=Why.REFUSED,
+                          reason=f"refused for good, not retried: {outcome.reason}")
     label = Outcome.FAILED if isinstance(outcome, Failed) else Outcome.UNKNOWN
     delay = backoff_ms(cfg, claim.tries, rng)
     if isinstance(outcome, Failed) and outcome.retry_after is not None:

@@ -367,8 +367,9 @@ CASES: list[tuple[str, Reply, type, str, float | None]] = [
     ("200 not UTF-8", answer(200, raw=b"\xff\xfe{"), Sent, "", None),
     ("UNREGISTERED", fcm_error(404, "NOT_FOUND", "UNREGISTERED"), Rejected,
      "HTTP 404 UNREGISTERED: the registration token is no longer valid", None),
-    ("SENDER_ID_MISMATCH", fcm_error(403, "PERMISSION_DENIED", "SENDER_ID_MISMATCH"), Rejected,
-     "HTTP 403 SENDER_ID_MISMATCH: the token belongs to another Firebase project", None),
+    ("SENDER_ID_MISMATCH", fcm_error(403, "PERMISSION_DENIED", "SENDER_ID_MISMATCH"), Failed,
+     "HTTP 403 SENDER_ID_MISMATCH: the token belongs to another Firebase project than the "
+     "service account's", None),
     ("INVALID_ARGUMENT bad token (documented)", fcm_error(
         400, "INVALID_ARGUMENT", "INVALID_ARGUMENT",
         "The registration token is not a valid FCM registration token"), Rejected,

@@ -33,7 +33,7 @@ from notifyd.channels.base import (
     Sent,
     Unknown,
 )
-from notifyd.channels.resend import NEVER_SEC, TYPE, ResendChannel, ResendSettings
+from notifyd.channels.resend import TYPE, ResendChannel, ResendSettings
 
 API_KEY = "re_test_3b1c9f0e7d6a5b4c"
 FROM = "Acme Alerts <alerts@mail.acme.test>"
@@ -341,7 +341,7 @@ async def test_a_changed_body_under_a_used_key_is_terminal_and_never_blames_the_
     drifted = channel.render(step(content={"subject": "Your weekly digest!", "text": "3"}))
     outcome = await channel.send(Message(KEY, TO, drifted.payload))
     assert outcome == Failed("HTTP 409 invalid_idempotent_request: Resend holds a different "
-                             "request under this key; not retried", NEVER_SEC)
+                             "request under this key", final=True)
     assert len(fake.sent) == 1
 
 
@@ -403,7 +403,7 @@ CASES: list[tuple[str, Any, Outcome]] = [
             "settings")),
     ("409 changed body", err(409, "invalid_idempotent_request", "..."),
      Failed("HTTP 409 invalid_idempotent_request: Resend holds a different request under this "
-            "key; not retried", NEVER_SEC)),
+            "key", final=True)),
     ("409 in progress", err(409, "concurrent_idempotent_requests", "...", {"Retry-After": "3"}),
      Failed("HTTP 409 concurrent_idempotent_requests: an earlier attempt under this key is "
             "still in progress", 3.0)),

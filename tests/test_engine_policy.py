@@ -595,3 +595,13 @@ async def test_each_decision_a_person_wants_to_know_of_is_one_log_line_with_its_
     assert record.ids == {"notification_id": nid, "step_no": 0, "channel": "hook",  # type: ignore[attr-defined]
                           "decision": "dead"}
     assert not any("\n" in m for _, m in lines)
+
+
+def test_a_final_failure_ends_the_step_now_and_disables_nothing() -> None:
+    cfg = ChannelConfig(max_attempts=5)
+    now = 1_790_000_000_000
+    done = decide(cfg, _claim(1, now + 3_600_000), Failed("HTTP 409 x", final=True), now,
+                  random.Random(1))
+    assert (done.state, done.pull_next, done.disable_contact, done.retry_at) == (
+        StepState.DEAD, True, False, None)
+    assert done.reason == "refused for good, not retried: HTTP 409 x"

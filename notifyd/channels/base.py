@@ -4,8 +4,9 @@
 the first provider call); the sender freezes what it returns and every retry resends those exact
 bytes. `send` answers with one of four outcomes. Sent: the provider took it. Rejected: a permanent
 refusal (bad address, revoked token) that no retry will fix. Failed: worth retrying, maybe after
-the provider's Retry-After. Unknown: the request may have reached the provider (timeout,
-connection lost after sending); retried under the same key. Adapters never touch the store and
+the provider's Retry-After; or, final, refused for good but not the contact's fault (our request
+or settings): not retried, nothing disabled. Unknown: the request may have reached the provider
+(timeout, connection lost after sending); retried under the same key. Adapters never touch the store and
 never decide retry policy; sender.py does.
 
 A channel type is one module that declares a `ChannelType`: its settings, the recipient contact it
@@ -96,6 +97,9 @@ class Rejected:
 class Failed:
     reason: str
     retry_after: float | None = None  # seconds, from the provider
+    # Permanent, but not the contact's fault (our request or settings, refused for good): the
+    # step ends dead now instead of retrying identical bytes, and nothing is disabled.
+    final: bool = False
 
 
 @dataclass(frozen=True)

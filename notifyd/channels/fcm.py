@@ -408,8 +408,7 @@ def request_body(base: dict[str, Any], token: str, key: str) -> bytes:
 
 # --- answers ---------------------------------------------------------------------------------
 
-TOKEN_DEAD = {"UNREGISTERED": "the registration token is no longer valid",
-              "SENDER_ID_MISMATCH": "the token belongs to another Firebase project"}
+TOKEN_DEAD = {"UNREGISTERED": "the registration token is no longer valid"}
 THIRD_PARTY = frozenset({"THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR"})
 
 
@@ -444,6 +443,10 @@ def classify(status: int, headers: Any, body: bytes) -> Answer:  # noqa: C901 - 
     retry_after = parse_retry_after(headers.get("Retry-After"))
     if code in TOKEN_DEAD:
         return Rejected(f"{reason}: {TOKEN_DEAD[code]}")
+    if code == "SENDER_ID_MISMATCH":  # the token is another project's, or our key file is: a
+        # wrong key file would answer this for every token, so it never disables a device
+        return Failed(f"{reason}: the token belongs to another Firebase project than the "
+                      "service account's", final=True)
     if code in THIRD_PARTY:
         return Failed(f"{reason}: the project's APNs or web push credential is invalid or "
                       "missing", retry_after)

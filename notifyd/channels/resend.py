@@ -31,10 +31,10 @@ Outcomes: 2xx Sent(id). A 400/422 `validation_error` whose message names the `to
 (the address is dead; render already refused malformed ones, so this is Resend's stricter view).
 401/403 Failed (our key or sending domain, never the recipient's fault). 409
 `concurrent_idempotent_requests` Failed after a short wait. 409 `invalid_idempotent_request`
-Failed with a wait past any time to live: Resend already holds another body under this step's
-key, which only drift in our own serialisation can cause, so the email most likely went out; a
-retry would get the same 409 for 24 h and a later one could send it twice; it is our fault, so
-the contact stays enabled; the step ends dead and the ladder moves on. 429 and 5xx Failed with
+Failed, final: Resend already holds another body under this step's key, which only drift in our
+own serialisation can cause, so the email most likely went out; a retry would get the same 409 for
+24 h and a later one could send it twice; it is our fault, so the contact stays enabled; the step
+ends dead and the ladder moves on. 429 and 5xx Failed with
 Retry-After. Every other answer Failed: the request or the settings are wrong. Timeouts and
 connections lost after sending Unknown; refused connections Failed.
 """
@@ -65,13 +65,10 @@ from notifyd.channels.base import (
     Unknown,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, provider_code, read_bounded
-from notifyd.fields import MAX_SEC, doc
+from notifyd.fields import doc
 
 DEFAULT_BASE_URL = "https://api.resend.com"
 SHORT_RETRY_SEC = 1.0  # an overlapping attempt under the same key: wait for it, then ask again
-# A wait past any step's time to live (ttl_sec is at most MAX_SEC): the sender ends the step dead
-# at once, with this answer as its last, and pulls the ladder's next step forward.
-NEVER_SEC = float(MAX_SEC)
 TAG_VALUE_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
 # Pragmatic, not RFC 5322: one @, no spaces, quotes, brackets or separators in the local part, a
 # dotted domain of letters, digits and hyphens (any script). What passes is sendable.
@@ -245,8 +242,7 @@ def _conflict(name: object, reason: str, retry_after: float | None) -> Failed:
         return Failed(f"{reason}: an earlier attempt under this key is still in progress",
                       retry_after or SHORT_RETRY_SEC)
     if name == "invalid_idempotent_request":
-        return Failed(f"{reason}: Resend holds a different request under this key; not retried",
-                      NEVER_SEC)
+        return Failed(f"{reason}: Resend holds a different request under this key", final=True)
     return Failed(reason, retry_after)
 
 
