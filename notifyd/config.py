@@ -135,6 +135,11 @@ class KindConfig:
                       "is not built yet.)", False)
     allow_override: bool = doc("Whether a request may replace the ladder with fallback_chain.",
                                False)
+    transactional: bool = doc("One-time codes, receipts, alerts: true. News and digests: false, "
+                              "and their email carries List-Unsubscribe (RFC 8058).", True)
+    collapse_key: str = doc("Push: a newer notification of this kind replaces an undelivered "
+                            "older one on the device (Web Push Topic, FCM collapse_key). Empty: "
+                            "each is kept.", "")
 
 
 BUILTIN_LOG = ChannelConfig(type="log", timeout_sec=1.0)

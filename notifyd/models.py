@@ -180,6 +180,19 @@ class DisabledContact:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One push target of a user: a web push subscription or an FCM registration token."""
+
+    device_id: str
+    kind: str  # "webpush" or "fcm"
+    endpoint: str  # the web push endpoint URL, or the FCM registration token
+    p256dh: str | None = None  # web push: the subscription's public key (base64url)
+    auth: str | None = None  # web push: the subscription's auth secret (base64url)
+    state: str = "live"  # live | dead
+    reason: str | None = None  # why it is dead
+
+
 @dataclass(frozen=True)
 class Recipient:
     tenant: str
@@ -191,6 +204,7 @@ class Recipient:
     contacts: dict[str, Any] = field(default_factory=dict)
     # Every disabled row, old addresses included; recipients.dead_contacts() says which count.
     disabled: tuple[DisabledContact, ...] = ()
+    devices: tuple[Device, ...] = ()  # push targets, live and dead
 
 
 @dataclass(frozen=True)
@@ -278,6 +292,7 @@ class Completion:
     disable_contact: bool = False
     pull_next: bool = False
     why: Why = Why.OK
+    dead_devices: tuple[tuple[str, str], ...] = ()  # (device_id, why): each that refused for good
 
 
 @dataclass

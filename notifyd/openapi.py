@@ -88,9 +88,9 @@ SCHEMAS: dict[str, Any] = {
         "notification_id": _STR, "resolution": _STR, "resolved_at": _TIME,
         "changed": {"type": "boolean"}, "cancelled_steps": {"type": "integer"}}},
     "User": {"type": "object", "additionalProperties": False, "properties": {
-        "email": _opt(_ID), "phone": _opt(_ID),
-        "chat": {"type": ["object", "null"],
-                 "additionalProperties": {"type": "string", "minLength": 1}},
+        "email": {**_opt(_ID), "description": "an address like name@example.com"},
+        "phone": {**_opt(_ID), "pattern": r"^\+[1-9][0-9]{6,14}$", "description": "E.164"},
+        "telegram_chat_id": _opt(_ID), "slack_user_id": _opt(_ID),
         "timezone": {**_opt(_text(64)), "description": "an IANA zone, e.g. Europe/Paris"},
         "locale": _opt(_text(35)), "quiet_hours": {
             "type": ["object", "null"], "required": ["start", "end"],
@@ -98,8 +98,30 @@ SCHEMAS: dict[str, Any] = {
                 "start": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"},
                 "end": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}}}}},
     "UserView": {"type": "object", "required": ["user_id", "timezone", "locale", "quiet_hours",
-                                                "disabled_contacts"],
-                 "properties": {"user_id": _STR, "disabled_contacts": {"type": "object"}}},
+                                                "disabled_contacts", "devices"],
+                 "properties": {"user_id": _STR, "disabled_contacts": {"type": "object"},
+                                "devices": {"type": "array", "items": _ref("Device")}}},
+    "DeviceRequest": {"oneOf": [
+        {"type": "object", "required": ["endpoint", "keys"], "additionalProperties": False,
+         "description": "a browser's PushSubscription.toJSON()",
+         "properties": {"type": {"type": "string", "enum": ["webpush"]},
+                        "endpoint": {**_text(2048), "format": "uri"},
+                        "expirationTime": {"type": ["number", "null"]},
+                        "keys": {"type": "object", "required": ["p256dh", "auth"],
+                                 "additionalProperties": False, "properties": {
+                                     "p256dh": {**_text(256), "pattern": "^[A-Za-z0-9_-]+={0,2}$"},
+                                     "auth": {**_text(256), "pattern": "^[A-Za-z0-9_-]+={0,2}$"}}}}},
+        {"type": "object", "required": ["type", "token"], "additionalProperties": False,
+         "description": "an FCM registration token",
+         "properties": {"type": {"type": "string", "enum": ["fcm"]}, "token": _text(4096)}}]},
+    "Device": {"type": "object", "required": ["device_id", "type", "state", "reason"],
+               "properties": {"device_id": _STR, "type": {"type": "string",
+                                                           "enum": ["webpush", "fcm"]},
+                              "host": _NSTR, "state": {"type": "string",
+                                                        "enum": ["live", "dead"]},
+                              "reason": _NSTR}},
+    "Devices": {"type": "object", "required": ["devices"],
+                "properties": {"devices": {"type": "array", "items": _ref("Device")}}},
     "Ready": {"type": "object", "required": ["status", "checks"], "properties": {
         "status": {"type": "string", "enum": ["ready", "not_ready"]},
         "checks": {"type": "object", "additionalProperties": _STR}}},
@@ -111,7 +133,8 @@ def _op(summary: str, ok: str, schema: str, errors: tuple[int, ...],
     op: dict[str, Any] = {"summary": summary, "responses": {ok: _json(_ref(schema), "ok"),
                                                             **_errors(*errors)}}
     if body:
-        op["requestBody"] = {"required": body in ("AcceptRequest", "ResolutionRequest", "User"),
+        op["requestBody"] = {"required": body in ("AcceptRequest", "ResolutionRequest", "User",
+                                                  "DeviceRequest"),
                              "content": {"application/json": {"schema": _ref(body)}}}
     return op
 
@@ -162,6 +185,18 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> d
                         "parameters": uidp},
                 "get": {**_op("A user's profile and contact state", "200", "UserView",
                               (401, 403, 404, 422)), "parameters": uidp}},
+            "/v1/users/{user_id}/devices": {
+                "post": {**_op("Register a push device (again: the same device, live)", "201",
+                               "Device", (400, 401, 403, 408, 422), "DeviceRequest"),
+                         "parameters": uidp},
+                "get": {**_op("A user's devices with their state", "200", "Devices",
+                              (401, 403, 422)), "parameters": uidp}},
+            "/v1/users/{user_id}/devices/{device_id}": {"delete": {
+                "summary": "Remove a device", "parameters": [
+                    *uidp, {"name": "device_id", "in": "path", "required": True,
+                            "schema": _STR}],
+                "responses": {"204": {"description": "removed"},
+                              **_errors(401, 403, 404, 422)}}},
             "/v1/openapi.json": _public("This document", {"200": {"description": "ok"}}),
             "/healthz": _public("Liveness: the process answers; nothing is touched",
                                 {"200": {"description": "ok"}}),

@@ -13,7 +13,7 @@ import logging
 
 from notifyd.ladder import quiet_label, quiet_until
 from notifyd.models import ClaimContext, Decision, Lane, Verdict, Why
-from notifyd.recipients import address_of, dead_contacts
+from notifyd.recipients import dead_contacts, device_kind, has_contact
 
 log = logging.getLogger("notifyd.policy")
 SIBLING_WAIT_MS = 1000  # a step whose sibling is in flight looks again this much later
@@ -37,8 +37,10 @@ def decide_claim(ctx: ClaimContext, now: int) -> Decision:
         if quiet is not None:
             return quiet
     if ctx.contact is not None:  # the ladder moves on now rather than sit out this step's window
-        if not address_of(ctx.recipient.contacts if ctx.recipient else {}, ctx.contact):
-            return Decision(Verdict.SUPPRESS, f"no contact: the user has no {ctx.contact}",
+        if not has_contact(ctx.recipient, ctx.contact):
+            what = f"live {device_kind(ctx.contact)} device" if device_kind(ctx.contact) \
+                else ctx.contact
+            return Decision(Verdict.SUPPRESS, f"no contact: the user has no {what}",
                             pull_next_at=now, why=Why.NO_CONTACT)
         dead = dead_contacts(ctx.recipient).get(ctx.contact)
         if dead is not None:

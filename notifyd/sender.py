@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import random
 from collections import deque
@@ -27,7 +26,6 @@ from notifyd.channels.base import (
     Message,
     Rejected,
     RenderError,
-    RenderInput,
     Sent,
     Unknown,
 )
@@ -36,8 +34,10 @@ from notifyd.config import SEND_SLACK_SEC, ChannelConfig, Config
 from notifyd.logs import step_line
 from notifyd.metrics import Metrics
 from notifyd.models import Budget, Claim, Completion, Lane, Outcome, StepState, Why, iso, plural
-from notifyd.recipients import address_of
+from notifyd.recipients import device_kind
+from notifyd.render import Frozen, Renderer
 from notifyd.store import StorageError, Store
+from notifyd.templates import Templates
 
 log = logging.getLogger("notifyd.sender")
 LANES = (Lane.URGENT, Lane.BULK)  # urgent asked first
@@ -189,8 +189,10 @@ class ChannelSender:
 
 class SenderPool:
     def __init__(self, cfg: Config, store: Store, clock: Clock, adapters: dict[str, Channel],
-                 rng: random.Random | None = None, metrics: Metrics | None = None) -> None:
+                 rng: random.Random | None = None, metrics: Metrics | None = None,
+                 templates: Templates | None = None) -> None:
         self.store, self.clock = store, clock
+        self.renderer = Renderer(cfg, templates)
         self.metrics = metrics or Metrics()
         self.rng = rng or random.Random()
         now = clock.now_ms()
@@ -247,30 +249,29 @@ class SenderPool:
         is sent; claims already frozen pass as they are. A render that raises ends that one
         step dead (the ladder moves on); it never holds up the others."""
         ready: list[Claim | None] = list(claims)
-        todo: list[tuple[int, Claim, str, str]] = []
+        todo: list[tuple[int, Claim, Frozen]] = []
         failed: list[tuple[Claim, Completion]] = []
         for i, claim in enumerate(claims):
             if claim.payload is not None:
                 continue
             ready[i] = None
             try:
-                r = self.channels[claim.channel].adapter.render(render_input(claim))
-                text = json.dumps(r.payload, sort_keys=True)
+                f = self.renderer.freeze(claim, self.channels[claim.channel].adapter, now)
             except Exception as e:  # noqa: BLE001 - a bad template ends its own step only
                 failed.append((claim, _render_failed(claim, e)))
                 continue
-            # The first call sends what a retry will: the frozen text, read back.
-            todo.append((i, dataclasses.replace(claim, destination=r.destination,
-                                                payload=json.loads(text)), r.destination, text))
+            todo.append((i, dataclasses.replace(claim, destination=f.destination,
+                                                payload=f.payload), f))
         if not todo and not failed:
             return claims
         # Queued together, so the writer commits the freezes and the failures as one batch.
         ended = [asyncio.ensure_future(self.store.complete(c, done, now)) for c, done in failed]
         for _, done in failed:
             self.metrics.step_ended(done.state, done.why)
-        frozen = await self.store.freeze([(c, d, t) for _, c, d, t in todo], now) if todo else []
+        frozen = await self.store.freeze(
+            [(c, f.destination, f.text, f.template) for _, c, f in todo], now) if todo else []
         await asyncio.gather(*ended)
-        for (i, claim, _, _), ok in zip(todo, frozen, strict=True):
+        for (i, claim, _), ok in zip(todo, frozen, strict=True):
             if ok:
                 ready[i] = claim
             else:
@@ -304,11 +305,15 @@ class SenderPool:
                 # No traceback: exception texts can carry the destination URL, often a secret.
                 log.error("adapter %s raised %s on %s", ch.name, type(e).__name__, claim.key)
                 outcome = Unknown(f"adapter error: {type(e).__name__}")
-            if isinstance(outcome, Fanout):
+            dead: tuple[tuple[str, str], ...] = ()
+            if isinstance(outcome, Fanout):  # devices that refused for good die one by one
+                dead = tuple((d, a.reason) for d, a in outcome.results if isinstance(a, Rejected))
                 outcome = aggregate(outcome)
             now = self.clock.now_ms()
             ch.breaker.record(isinstance(outcome, Sent | Rejected), now, probe)
             done = decide(ch.cfg, claim, outcome, now, self.rng)
+            if device_kind(claim.contact):  # devices are disabled one by one, never all at once
+                done = dataclasses.replace(done, disable_contact=False, dead_devices=dead)
             self.metrics.sends.labels(ch.name, done.outcome).inc()
             try:
                 applied = await self.store.complete(claim, done, now)
@@ -365,17 +370,6 @@ def _log_completion(claim: Claim, done: Completion) -> None:
         level, what = logging.WARNING, str(done.state)
     step_line(log, level, what, claim.notification_id, claim.step_no, claim.channel,
               done.reason)
-
-
-def render_input(claim: Claim) -> RenderInput:
-    """What the channel may read to render a claimed step that has never been frozen."""
-    notice = claim.notice
-    assert notice is not None
-    r = notice.recipient
-    address = address_of(r.contacts, claim.contact) if r is not None and claim.contact else ""
-    return RenderInput(claim.notification_id, claim.step_no, claim.channel, notice.kind,
-                       notice.user_id, notice.params, notice.created_at, claim.expires_at,
-                       address or None, r.locale if r is not None else None)
 
 
 def _render_failed(claim: Claim, e: Exception) -> Completion:

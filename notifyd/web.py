@@ -21,7 +21,7 @@ from notifyd.ingest import Ingest
 from notifyd.metrics import CONTENT_TYPE, Metrics
 from notifyd.models import ApiKey, ResolveResult, iso
 from notifyd.openapi import spec
-from notifyd.recipients import parse_recipient, recipient_view
+from notifyd.recipients import device_view, parse_device, parse_recipient, recipient_view
 from notifyd.resolution import Ref
 from notifyd.store import Notification, Overloaded, StorageError
 from notifyd.validate import check_fields, get_str, parse_object
@@ -214,6 +214,33 @@ async def get_user(request: web.Request) -> web.Response:
     return web.json_response(recipient_view(r))
 
 
+async def post_device(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    key = await authorise(request, "users")
+    user_id = user_id_of(request)
+    device = parse_device(await read_object(request))
+    await ctx.store.put_device(key.tenant, user_id, device, ctx.clock.now_ms())
+    stored = await ctx.store.get_recipient(key.tenant, user_id)
+    shown = next(d for d in (stored.devices if stored else ()) if d.device_id == device.device_id)
+    return web.json_response(device_view(shown), status=201)
+
+
+async def get_devices(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    key = await authorise(request, "users")
+    r = await ctx.store.get_recipient(key.tenant, user_id_of(request))
+    return web.json_response({"devices": [device_view(d) for d in (r.devices if r else ())]})
+
+
+async def delete_device(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    key = await authorise(request, "users")
+    device_id = request.match_info["device_id"]
+    if not await ctx.store.delete_device(key.tenant, user_id_of(request), device_id):
+        raise ApiError("not_found", f"no device {device_id!r}", "device_id")
+    return web.Response(status=204)
+
+
 async def get_openapi(request: web.Request) -> web.Response:
     cfg = request.app[CTX].cfg
     return web.json_response(spec(sorted(cfg.kinds), sorted(cfg.channels)))
@@ -252,6 +279,9 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/resolutions", post_resolution),
     ("PUT", "/v1/users/{user_id}", put_user),
     ("GET", "/v1/users/{user_id}", get_user),
+    ("POST", "/v1/users/{user_id}/devices", post_device),
+    ("GET", "/v1/users/{user_id}/devices", get_devices),
+    ("DELETE", "/v1/users/{user_id}/devices/{device_id}", delete_device),
     ("GET", "/v1/openapi.json", get_openapi),
     ("GET", "/healthz", get_health),
     ("GET", "/readyz", get_ready),

@@ -90,7 +90,7 @@ class Api:
         if data is not None:
             sent.setdefault("Content-Type", "application/json")
         async with self.client.request(method, path, data=data, headers=sent) as resp:
-            return resp.status, await resp.json()
+            return resp.status, None if resp.status == 204 else await resp.json()
 
     async def post(self, body: Any, **kw: Any) -> tuple[int, Any]:
         return await self.call("POST", "/v1/notifications", body, **kw)

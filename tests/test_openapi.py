@@ -83,7 +83,7 @@ async def test_real_responses_match_their_schemas(api: Api) -> None:
 
 
 async def test_user_view_matches_its_schema(api: Api) -> None:
-    user = {"email": "a@example.com", "chat": {"slack": "U1"}, "timezone": "UTC",
+    user = {"email": "a@example.com", "slack_user_id": "U1", "timezone": "UTC",
             "quiet_hours": {"start": "22:00", "end": "07:00"}}
     check("User", user)
     status, view = await api.call("PUT", "/v1/users/u1", user)

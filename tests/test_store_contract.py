@@ -18,6 +18,7 @@ from notifyd.models import (
     ClaimContext,
     Completion,
     Decision,
+    Device,
     Lane,
     Outcome,
     PlannedStep,
@@ -153,9 +154,12 @@ class TestStoreContract:
         await _accept(store, "n_1", "a")
         [claim] = await _claim(store)
         stale = dataclasses.replace(claim, claim_token="not-ours")
-        assert await store.freeze([(stale, "x", "{}"), (claim, "dest", '{"v": 1}')], NOW) == [
+        assert await store.freeze([(stale, "x", "{}", None),
+                                   (claim, "dest", '{"v": 1}', "k/en/email@abc")], NOW) == [
             False, True]
-        assert await store.freeze([(claim, "dest2", '{"v": 2}')], NOW) == [False]
+        assert await store.freeze([(claim, "dest2", '{"v": 2}', None)], NOW) == [False]
+        n = await store.get_notification("n_1")
+        assert n is not None and n.steps[0].template == "k/en/email@abc"
         unknown = Completion(Outcome.UNKNOWN, StepState.UNKNOWN, "timeout", retry_at=NOW)
         assert await store.complete(claim, unknown, NOW)
         [again] = await _claim(store)
@@ -166,7 +170,7 @@ class TestStoreContract:
         await _accept(store, "n_1", "b", "a", user="ada")
         await store.put_recipient(Recipient("acme", "ada", contacts={"email": "a@x"}), NOW)
         [claim] = await _claim(store, "b")
-        await store.freeze([(claim, "a@x", "{}")], NOW)
+        await store.freeze([(claim, "a@x", "{}", None)], NOW)
         claim = dataclasses.replace(claim, destination="a@x", payload={})
         rejected = Completion(Outcome.REJECTED, StepState.REJECTED, "550 no such user",
                               disable_contact=True, pull_next=True)
@@ -222,4 +226,26 @@ class TestStoreContract:
                       {"email": "u@x", "chat": {"tg": "42"}})
         await store.put_recipient(r, NOW)
         assert await store.get_recipient("acme", "u1") == r
+        assert await store.get_recipient("other", "u1") is None
+
+    async def test_devices_live_and_die_one_by_one(self, store: Store) -> None:
+        a = Device("d_a", "webpush", "https://push.example/a", "k", "s")
+        b = Device("d_b", "fcm", "token-b")
+        await store.put_device("acme", "u1", a, NOW)
+        await store.put_device("acme", "u1", b, NOW)
+        await _accept(store, "n_1", "a", user="u1")
+        [claim] = await _claim(store)
+        assert claim.notice is not None and claim.notice.recipient is not None
+        assert {d.device_id for d in claim.notice.recipient.devices} == {"d_a", "d_b"}
+        done = Completion(Outcome.SENT, StepState.SENT, dead_devices=(("d_a", "HTTP 410"),))
+        assert await store.complete(claim, done, NOW + 1)
+        r = await store.get_recipient("acme", "u1")
+        assert r is not None
+        assert {(d.device_id, d.state, d.reason) for d in r.devices} == {
+            ("d_a", "dead", "HTTP 410"), ("d_b", "live", None)}
+        await store.put_device("acme", "u1", a, NOW + 2)  # registered again: live again
+        r = await store.get_recipient("acme", "u1")
+        assert r is not None and {d.state for d in r.devices} == {"live"}
+        assert await store.delete_device("acme", "u1", "d_b")
+        assert not await store.delete_device("acme", "u1", "d_b")
         assert await store.get_recipient("other", "u1") is None

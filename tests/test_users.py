@@ -7,15 +7,15 @@ from typing import Any
 import pytest
 from support import Api
 
-USER = {"email": "ada@example.com", "phone": "+15550100", "chat": {"slack": "U123"},
-        "timezone": "Europe/Paris", "locale": "fr-FR",
+USER = {"email": "ada@example.com", "phone": "+15550100", "telegram_chat_id": "4242",
+        "slack_user_id": "U123", "timezone": "Europe/Paris", "locale": "fr-FR",
         "quiet_hours": {"start": "22:00", "end": "07:30"}}
 
 
 async def test_put_then_get_round_trips(api: Api) -> None:
     status, put = await api.call("PUT", "/v1/users/u1", USER)
     assert status == 200
-    assert put == {"user_id": "u1", **USER, "disabled_contacts": {}}
+    assert put == {"user_id": "u1", **USER, "disabled_contacts": {}, "devices": []}
     status, got = await api.get("/v1/users/u1")
     assert (status, got) == (200, put)
 
@@ -25,7 +25,8 @@ async def test_put_replaces_the_whole_profile(api: Api) -> None:
     status, body = await api.call("PUT", "/v1/users/u1", {"email": "new@example.com"})
     assert status == 200
     assert body == {"user_id": "u1", "email": "new@example.com", "timezone": None,
-                    "locale": None, "quiet_hours": None, "disabled_contacts": {}}
+                    "locale": None, "quiet_hours": None, "disabled_contacts": {},
+                    "devices": []}
 
 
 async def test_users_are_per_tenant(api: Api) -> None:
@@ -49,8 +50,11 @@ async def test_an_unknown_user_is_not_found(api: Api) -> None:
     ({"quiet_hours": {"start": 22, "end": 7}}, "quiet_hours"),
     ({"quiet_hours": {"start": "22:00"}}, "quiet_hours"),
     ({"quiet_hours": "22:00-07:00"}, "quiet_hours"),
-    ({"chat": {"slack": ""}}, "chat"),
+    ({"slack_user_id": ""}, "slack_user_id"),
     ({"email": ""}, "email"),
+    ({"email": "not an address"}, "email"),
+    ({"phone": "555-0100"}, "phone"),
+    ({"phone": "+0123456789"}, "phone"),
 ])
 async def test_invalid_fields_are_named(api: Api, patch: dict[str, Any], field: str) -> None:
     status, body = await api.call("PUT", "/v1/users/u1", {**USER, **patch})
@@ -95,3 +99,41 @@ async def test_a_path_user_id_has_the_bodys_limits(api: Api) -> None:
     status, body = await api.call("PUT", "/v1/users/" + "u" * 8000, {"timezone": "UTC"})
     assert (status, body["error"]["code"], body["error"]["field"]) == (
         422, "invalid_field", "user_id")
+
+
+SUBSCRIPTION = {"endpoint": "https://updates.push.services.mozilla.com/wpush/v2/gAAAA",
+                "expirationTime": None,
+                "keys": {"p256dh": "BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-"
+                                   "Ts1XbjhazAkj7I99e8QcYP7DkM", "auth": "tBHItJI5svbpez7KI4CCXg"}}
+
+
+async def test_devices_are_registered_listed_and_removed(api: Api) -> None:
+    status, dev = await api.call("POST", "/v1/users/u1/devices", SUBSCRIPTION)
+    assert status == 201 and dev["type"] == "webpush" and dev["state"] == "live"
+    assert dev["host"] == "updates.push.services.mozilla.com" and "keys" not in dev
+    again = await api.call("POST", "/v1/users/u1/devices", SUBSCRIPTION)
+    assert again == (201, dev)  # the same subscription is the same device
+    status, fcm = await api.call("POST", "/v1/users/u1/devices", {"type": "fcm",
+                                                                  "token": "fcm-token-1"})
+    assert status == 201 and fcm["type"] == "fcm" and fcm["device_id"] != dev["device_id"]
+    status, listed = await api.get("/v1/users/u1/devices")
+    assert {d["device_id"] for d in listed["devices"]} == {dev["device_id"], fcm["device_id"]}
+    status, user = await api.get("/v1/users/u1")  # a user with devices only is a user
+    assert status == 200 and len(user["devices"]) == 2
+    assert (await api.call("DELETE", f"/v1/users/u1/devices/{dev['device_id']}"))[0] == 204
+    status, body = await api.call("DELETE", f"/v1/users/u1/devices/{dev['device_id']}")
+    assert (status, body["error"]["code"]) == (404, "not_found")
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"endpoint": "ftp://x/y", "keys": SUBSCRIPTION["keys"]}, "endpoint"),
+    ({"endpoint": SUBSCRIPTION["endpoint"]}, "keys"),
+    ({"endpoint": SUBSCRIPTION["endpoint"], "keys": {"p256dh": "no spaces!", "auth": "x"}},
+     "keys"),
+    ({"type": "apns", "token": "x"}, "type"),
+    ({"type": "fcm"}, "token"),
+])
+async def test_a_bad_device_is_refused_naming_the_field(api: Api, body: dict[str, Any],
+                                                        field: str) -> None:
+    status, answer = await api.call("POST", "/v1/users/u1/devices", body)
+    assert status == 422 and answer["error"]["field"] == field

@@ -19,18 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from notifyd.models import iso
-
-
-@dataclass(frozen=True, slots=True)
-class Device:
-    """One push target of a user: a web push subscription or an FCM registration token."""
-
-    device_id: str
-    kind: str  # "webpush" or "fcm"
-    endpoint: str  # the web push endpoint URL, or the FCM registration token
-    p256dh: str | None = None  # web push: the subscription's public key (base64url)
-    auth: str | None = None  # web push: the subscription's auth secret (base64url)
+from notifyd.models import Device, iso
 
 
 @dataclass(frozen=True, slots=True)

@@ -489,5 +489,5 @@ def _build(name: str, settings: FcmSettings, limits: Limits) -> FcmChannel:
 
 
 TYPE = ChannelType("fcm", "pushes to the user's Firebase Cloud Messaging tokens (HTTP v1 API)",
-                   FcmSettings, None, _build, medium="push")
+                   FcmSettings, "device:fcm", _build, medium="push")
 

@@ -473,4 +473,4 @@ def _build(name: str, settings: WebPushSettings, limits: Limits) -> WebPushChann
 
 
 TYPE = ChannelType("webpush", "Web Push to the user's browsers (RFC 8030/8291/8292, VAPID)",
-                   WebPushSettings, None, _build, medium="push")
+                   WebPushSettings, "device:webpush", _build, medium="push")

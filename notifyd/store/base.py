@@ -21,6 +21,7 @@ from notifyd.models import (
     Claim,
     Completion,
     DecideFn,
+    Device,
     Lane,
     Outcome,
     PlanFn,
@@ -86,6 +87,7 @@ class Step:
     attempt_log: tuple[Attempt, ...] = ()
     planned_at: int | None = None  # send_after as planned at accept (None: before migration 3)
     cause: str | None = None  # why due then: 'after SEC', 'window STEP SEC', None: at accept
+    template: str | None = None  # kind/locale/medium@version its message was rendered from
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +163,12 @@ class Store(Protocol):
     async def list_keys(self) -> list[KeyRecord]: ...
     async def revoke_key(self, name: str, now: int) -> bool: ...
     async def put_recipient(self, r: Recipient, now: int) -> None: ...
-    async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None: ...
+    async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None:
+        """The profile, disabled contacts and devices; None if the user has none of them."""
+        ...
+
+    async def put_device(self, tenant: str, user_id: str, device: Device, now: int) -> None: ...
+    async def delete_device(self, tenant: str, user_id: str, device_id: str) -> bool: ...
 
     # accept, resolve, read
     async def accept(self, inp: AcceptInput, notification_id: str, plan: PlanFn,
@@ -184,9 +191,10 @@ class Store(Protocol):
         leases become unknown first."""
         ...
 
-    async def freeze(self, frozen: list[tuple[Claim, str, str]], now: int) -> list[bool]:
-        """Fix (claim, destination, payload) on each step while its claim token is still ours;
-        True for each that was fixed. Nothing frozen is ever changed."""
+    async def freeze(self, frozen: list[tuple[Claim, str, str, str | None]],
+                     now: int) -> list[bool]:
+        """Fix (claim, destination, payload, template) on each step while its claim token is
+        still ours; True for each that was fixed. Nothing frozen is ever changed."""
         ...
 
     async def complete(self, claim: Claim, done: Completion, now: int) -> bool: ...

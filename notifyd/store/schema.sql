@@ -1,4 +1,4 @@
--- user_version = 5
+-- user_version = 6
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -18,6 +18,20 @@ CREATE TABLE attempts (
     reason       TEXT,
     provider_ref TEXT,
     PRIMARY KEY (notification_id, step_no, attempt_no)
+) WITHOUT ROWID;
+CREATE TABLE devices (
+    tenant      TEXT NOT NULL,
+    user_id     TEXT NOT NULL,
+    device_id   TEXT NOT NULL,             -- d_ + a hash of the endpoint: registering again is a no-op
+    kind        TEXT NOT NULL,             -- webpush | fcm
+    endpoint    TEXT NOT NULL,             -- the web push endpoint URL, or the FCM token
+    p256dh      TEXT,
+    auth        TEXT,
+    state       TEXT NOT NULL,             -- live | dead
+    reason      TEXT,                      -- why it is dead (the provider's answer)
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    PRIMARY KEY (tenant, user_id, device_id)
 ) WITHOUT ROWID;
 CREATE TABLE disabled_contacts (
     tenant      TEXT NOT NULL,
@@ -76,7 +90,7 @@ CREATE TABLE steps (
     payload      TEXT,                     -- frozen before the first provider call
     claim_token  TEXT,                     -- guards completion against a stale sender
     lease_until  INTEGER,
-    updated_at   INTEGER NOT NULL, retry_base INTEGER NOT NULL DEFAULT 0, planned_at INTEGER, cause TEXT,
+    updated_at   INTEGER NOT NULL, retry_base INTEGER NOT NULL DEFAULT 0, planned_at INTEGER, cause TEXT, template TEXT,
     PRIMARY KEY (notification_id, step_no)
 ) WITHOUT ROWID;
 CREATE INDEX events_notification ON events (notification_id, at);

@@ -21,6 +21,18 @@ SELECT_RECIPIENT = """SELECT tenant, user_id, timezone, locale, quiet_start, qui
 FROM recipients WHERE tenant = ? AND user_id = ?"""
 SELECT_DISABLED = """SELECT contact, address, reason FROM disabled_contacts
 WHERE tenant = ? AND user_id = ?"""
+SELECT_DEVICES = """SELECT device_id, kind, endpoint, p256dh, auth, state, reason FROM devices
+WHERE tenant = ? AND user_id = ? ORDER BY created_at, device_id"""
+# Registering a device again (the same endpoint) brings it back to life with its new keys.
+UPSERT_DEVICE = """INSERT INTO devices (tenant, user_id, device_id, kind, endpoint, p256dh, auth,
+    state, reason, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, 'live', NULL, ?, ?)
+ON CONFLICT (tenant, user_id, device_id) DO UPDATE SET p256dh = excluded.p256dh,
+    auth = excluded.auth, state = 'live', reason = NULL, updated_at = excluded.updated_at"""
+DELETE_DEVICE = "DELETE FROM devices WHERE tenant = ? AND user_id = ? AND device_id = ?"
+KILL_DEVICE = """UPDATE devices SET state = 'dead', reason = ?, updated_at = ?
+WHERE device_id = ? AND state = 'live'
+    AND (tenant, user_id) = (SELECT tenant, user_id FROM notifications WHERE id = ?)"""
 
 SELECT_DEDUP = """SELECT id, request_hash, kind FROM notifications
 WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
@@ -68,7 +80,9 @@ SELECT_DUE = """SELECT s.notification_id, s.step_no, s.channel, s.lane, s.send_a
     (SELECT min(f.step_no) FROM steps f
      WHERE f.notification_id = s.notification_id AND f.state = 'sending') AS in_flight,
     EXISTS (SELECT 1 FROM disabled_contacts d
-            WHERE d.tenant = n.tenant AND d.user_id = n.user_id) AS has_disabled
+            WHERE d.tenant = n.tenant AND d.user_id = n.user_id) AS has_disabled,
+    EXISTS (SELECT 1 FROM devices v
+            WHERE v.tenant = n.tenant AND v.user_id = n.user_id) AS has_devices
 FROM steps s JOIN notifications n ON n.id = s.notification_id
 LEFT JOIN recipients r ON r.tenant = n.tenant AND r.user_id = n.user_id
 WHERE s.channel = ? AND s.lane = ? AND s.state IN ('pending', 'unknown') AND s.send_after <= ?
@@ -81,7 +95,7 @@ CLAIM_STEP = """UPDATE steps SET state = 'sending', attempts = ?, claim_token = 
     reason = NULL, updated_at = ?
 WHERE notification_id = ? AND step_no = ?"""
 # Rendered after the claim, frozen before the first provider call; never changed once set.
-FREEZE_STEP = """UPDATE steps SET destination = ?, payload = ?, updated_at = ?
+FREEZE_STEP = """UPDATE steps SET destination = ?, payload = ?, template = ?, updated_at = ?
 WHERE notification_id = ? AND step_no = ? AND claim_token = ? AND state = 'sending'
     AND payload IS NULL"""
 INSERT_ATTEMPT = """INSERT INTO attempts

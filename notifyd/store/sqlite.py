@@ -36,6 +36,7 @@ from notifyd.models import (
     Completion,
     DecideFn,
     Decision,
+    Device,
     DisabledContact,
     Lane,
     Notice,
@@ -66,6 +67,7 @@ from notifyd.store.sql import (
     CLAIM_STEP,
     CLOSE_OPEN_ATTEMPTS,
     COMPLETE_STEP,
+    DELETE_DEVICE,
     DISABLE_CONTACT,
     END_ATTEMPT,
     END_STEP,
@@ -75,6 +77,7 @@ from notifyd.store.sql import (
     INSERT_KEY,
     INSERT_NOTIFICATION,
     INSERT_STEP,
+    KILL_DEVICE,
     MARK_UNKNOWN,
     POSTPONE_STEP,
     PULL_NEXT,
@@ -85,6 +88,7 @@ from notifyd.store.sql import (
     SELECT_DEAD,
     SELECT_DEAD_COUNT,
     SELECT_DEDUP,
+    SELECT_DEVICES,
     SELECT_DISABLED,
     SELECT_DUE,
     SELECT_EVENTS,
@@ -100,6 +104,7 @@ from notifyd.store.sql import (
     SELECT_STEP_STATES,
     SELECT_STEPS,
     SELECT_UNCONFIGURED,
+    UPSERT_DEVICE,
     UPSERT_RECIPIENT,
     WRITE_PROBE,
 )
@@ -252,7 +257,18 @@ class SqliteStore:
         disabled contact is returned too, with no contacts."""
         row = await self._fetchone(SELECT_RECIPIENT, (tenant, user_id))
         disabled = await self._fetchall(SELECT_DISABLED, (tenant, user_id))
-        return _recipient(tenant, user_id, row, disabled)
+        devices = await self._fetchall(SELECT_DEVICES, (tenant, user_id))
+        return _recipient(tenant, user_id, row, disabled, devices)
+
+    async def put_device(self, tenant: str, user_id: str, device: Device, now: int) -> None:
+        """Register a device (again: the same endpoint is the same device, live once more)."""
+        await self.write(lambda c: c.execute(UPSERT_DEVICE, (
+            tenant, user_id, device.device_id, device.kind, device.endpoint, device.p256dh,
+            device.auth, now, now)))
+
+    async def delete_device(self, tenant: str, user_id: str, device_id: str) -> bool:
+        return await self.write(lambda c: c.execute(
+            DELETE_DEVICE, (tenant, user_id, device_id)).rowcount > 0)
 
     # --- accept ------------------------------------------------------------------------------
 
@@ -366,13 +382,16 @@ class SqliteStore:
 
         return await self.write(op)
 
-    async def freeze(self, frozen: list[tuple[Claim, str, str]], now: int) -> list[bool]:
-        """Fix each step's rendered destination and payload while its claim is still ours."""
+    async def freeze(self, frozen: list[tuple[Claim, str, str, str | None]],
+                     now: int) -> list[bool]:
+        """Fix each step's rendered destination, payload and template while its claim is still
+        ours."""
 
         def op(c: sqlite3.Connection) -> list[bool]:
-            return [c.execute(FREEZE_STEP, (destination, payload, now, claim.notification_id,
-                                            claim.step_no, claim.claim_token)).rowcount > 0
-                    for claim, destination, payload in frozen]
+            return [c.execute(FREEZE_STEP, (
+                destination, payload, template, now, claim.notification_id, claim.step_no,
+                claim.claim_token)).rowcount > 0
+                for claim, destination, payload, template in frozen]
 
         return await self.write(op)
 
@@ -391,6 +410,8 @@ class SqliteStore:
                                             done.reason or "rejected", now, nid))
             if applied and done.pull_next:
                 _pull_next(c, nid, no, done.state, now, now)
+            for device_id, why in done.dead_devices:  # whatever became of the step
+                c.execute(KILL_DEVICE, (why, now, device_id, nid))
             return applied
 
         return await self.write(op)
@@ -496,11 +517,12 @@ def _judge(c: sqlite3.Connection, row: sqlite3.Row, contact: str | None, sending
     """Read one due row into the policy's context, apply its decision; a Claim if it sends."""
     nid, no = row["notification_id"], row["step_no"]
     recipient = None
-    if row["contacts"] is not None or row["has_disabled"]:
-        disabled = c.execute(SELECT_DISABLED, (row["tenant"], row["user_id"])).fetchall() \
-            if row["has_disabled"] else []
+    if row["contacts"] is not None or row["has_disabled"] or row["has_devices"]:
+        who = (row["tenant"], row["user_id"])
+        disabled = c.execute(SELECT_DISABLED, who).fetchall() if row["has_disabled"] else []
+        devices = c.execute(SELECT_DEVICES, who).fetchall() if row["has_devices"] else []
         recipient = _recipient(row["tenant"], row["user_id"],
-                               row if row["contacts"] is not None else None, disabled)
+                               row if row["contacts"] is not None else None, disabled, devices)
     in_flight = row["in_flight"] if row["in_flight"] is not None else sending.get(nid)
     ctx = ClaimContext(nid, no, row["channel"], Lane(row["lane"]), row["send_after"],
                        row["resolution"] if row["resolved_at"] is not None else None,
@@ -562,7 +584,7 @@ def _notification_record(n: sqlite3.Row, steps: list[sqlite3.Row], attempts: lis
                  s["provider_ref"], s["destination"], s["payload"], s["claim_token"],
                  s["lease_until"], s["updated_at"], s["retry_base"],
                  tuple(a for a in attempts if a.step_no == s["step_no"]), s["planned_at"],
-                 s["cause"])
+                 s["cause"], s["template"])
             for s in steps), events)
 
 
@@ -573,15 +595,17 @@ def _load_recipient(c: sqlite3.Connection, tenant: str, user_id: str) -> Recipie
     return _recipient(tenant, user_id, row, disabled)
 
 
-def _recipient(tenant: str, user_id: str, row: Any, disabled: list[Any]) -> Recipient | None:
-    """A Recipient from a profile row (or None) and its disabled-contact rows."""
-    if row is None and not disabled:
+def _recipient(tenant: str, user_id: str, row: Any, disabled: list[Any],
+               devices: list[Any] | None = None) -> Recipient | None:
+    """A Recipient from a profile row (or None), its disabled-contact rows and its devices."""
+    if row is None and not disabled and not devices:
         return None
     dead = tuple(DisabledContact(d["contact"], d["address"], d["reason"]) for d in disabled)
+    targets = tuple(Device(*d) for d in devices or ())
     if row is None:
-        return Recipient(tenant, user_id, disabled=dead)
+        return Recipient(tenant, user_id, disabled=dead, devices=targets)
     return Recipient(tenant, user_id, row["timezone"], row["locale"], row["quiet_start"],
-                     row["quiet_end"], json.loads(row["contacts"]), dead)
+                     row["quiet_end"], json.loads(row["contacts"]), dead, targets)
 
 
 __all__ = ["SqliteStore", "StoreClosed", "migrate", "migrations", "schema_sql"]

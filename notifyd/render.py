@@ -1,0 +1,74 @@
+"""Rendering, between the claim and the first send: the kind's templates for the channel's medium
+in the recipient's locale, then the channel's own render, as the exact text to freeze.
+
+It runs on the event loop after a step is claimed, never on the writer thread and never inside the
+claim transaction, so a bad template ends its own step (RenderError) and holds up nothing else.
+What it returns is frozen on the step with the template's version; every retry resends it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from notifyd.channels import TYPES
+from notifyd.channels.base import Channel, RenderError, RenderInput
+from notifyd.config import Config
+from notifyd.models import Claim, Lane
+from notifyd.recipients import address_of, device_kind, live_devices
+from notifyd.templates import Templates
+
+
+@dataclass(frozen=True, slots=True)
+class Frozen:
+    """A step's message as it will be sent, every time."""
+
+    destination: str
+    text: str  # the payload as frozen (JSON, sorted keys)
+    payload: dict[str, Any]  # the same, read back: the first call sends what a retry will
+    template: str | None  # kind/locale/medium@version, when templates made it
+
+
+class Renderer:
+    def __init__(self, cfg: Config, templates: Templates | None) -> None:
+        self.cfg, self.templates = cfg, templates
+
+    def freeze(self, claim: Claim, adapter: Channel, now: int) -> Frozen:
+        """Render a claimed step that has never been frozen; raises RenderError (or anything a
+        broken adapter raises) for a message that must not be sent."""
+        step, template = self.render_input(claim, now)
+        rendered = adapter.render(step)
+        text = json.dumps(rendered.payload, sort_keys=True)
+        return Frozen(rendered.destination, text, json.loads(text), template)
+
+    def render_input(self, claim: Claim, now: int) -> tuple[RenderInput, str | None]:
+        notice = claim.notice
+        assert notice is not None
+        r = notice.recipient
+        medium = TYPES[self.cfg.channels[claim.channel].type].medium
+        kind = self.cfg.kinds.get(notice.kind)
+        content: dict[str, str] = {}
+        template = None
+        if medium is not None:
+            if self.templates is None:
+                raise RenderError(f"{notice.kind}/{medium}", LookupError("no templates"))
+            done = self.templates.render(notice.kind, medium, r.locale if r else None,
+                                         notice.params, extra={
+                                             "notification_id": claim.notification_id,
+                                             "user_id": notice.user_id,
+                                             "unsubscribe_url": None})
+            content = done.parts
+            template = f"{notice.kind}/{done.locale}/{medium}@{done.version}"
+        devices = device_kind(claim.contact)
+        address = address_of(r.contacts, claim.contact) if r and claim.contact and not devices \
+            else ""
+        return RenderInput(
+            claim.notification_id, claim.step_no, claim.channel, notice.kind, notice.user_id,
+            notice.params, notice.created_at, claim.expires_at, address or None,
+            r.locale if r else None, now=now, content=content,
+            devices=live_devices(r, devices) if devices else (),
+            urgent=claim.lane is Lane.URGENT,
+            transactional=kind.transactional if kind else True,
+            collapse_key=(kind.collapse_key or None) if kind else None,
+            unsubscribe_url=None), template
