@@ -77,6 +77,16 @@ class ScannerConfig:
 
 
 @dataclass(frozen=True)
+class TemplatesConfig:
+    folder: str = doc("The templates folder: <kind>/<locale>/<medium>.<part>.j2 (notifyd init "
+                      "writes a starter one; relative to this file's folder).", "templates")
+    default_locale: str = doc("The locale used when neither the recipient's locale nor its "
+                              "language has the templates.", "en")
+    max_output_bytes: int = doc("Largest rendered part; a larger one ends its step dead, "
+                                "never truncated.", 131072)
+
+
+@dataclass(frozen=True)
 class DaemonConfig:
     grace_sec: float = doc("On SIGTERM, how long in-flight sends may finish before exit.", 10.0)
     ready_max_due_lag_sec: float = doc("GET /readyz fails while the oldest due step has waited "
@@ -160,6 +170,8 @@ class Config:
     server: ServerConfig = docf("The HTTP API.", ServerConfig)
     store: StoreConfig = docf("The SQLite store.", StoreConfig)
     scanner: ScannerConfig = docf("The due-work scanner.", ScannerConfig)
+    templates: TemplatesConfig = docf("Message templates for email, SMS, push, chat and the inbox.",
+                                      TemplatesConfig)
     daemon: DaemonConfig = docf("Process lifecycle.", DaemonConfig)
     channels: dict[str, ChannelConfig] = docf(
         "Channels by name; ladders refer to these names.", _default_channels)
@@ -187,8 +199,11 @@ def load_config(path: str | Path | None) -> Config:
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
     cfg = validate(_build(Config, data, ""))
-    return dataclasses.replace(cfg, store=dataclasses.replace(
-        cfg.store, path=beside(cfg.store.path, Path(path).resolve().parent)))
+    folder = Path(path).resolve().parent
+    return dataclasses.replace(
+        cfg, store=dataclasses.replace(cfg.store, path=beside(cfg.store.path, folder)),
+        templates=dataclasses.replace(cfg.templates,
+                                      folder=str(folder / cfg.templates.folder)))
 
 
 def beside(store: str, folder: Path) -> str:
@@ -285,6 +300,8 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
          f"must be one of {', '.join(SYNCHRONOUS)}")
     need(cfg.store.path != "", "store.path", "must not be empty")
     need(cfg.store.max_pending_writes >= 1, "store.max_pending_writes", "must be >= 1")
+    need(cfg.templates.max_output_bytes >= 1, "templates.max_output_bytes", "must be >= 1")
+    need(bool(cfg.templates.default_locale), "templates.default_locale", "must not be empty")
     need(cfg.scanner.poll_interval_sec > 0, "scanner.poll_interval_sec", "must be > 0")
     need(cfg.scanner.claim_batch > 0, "scanner.claim_batch", "must be > 0")
     need(cfg.scanner.lease_sec > 0, "scanner.lease_sec", "must be > 0")

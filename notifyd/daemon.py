@@ -30,9 +30,11 @@ from notifyd.guard import BACKLOG, ConnectionGuard, GuardedSite, loop_errors
 from notifyd.health import Health
 from notifyd.ingest import Ingest
 from notifyd.logs import ServerLog
+from notifyd.render import load_templates
 from notifyd.scanner import Scanner
 from notifyd.sender import SenderPool, build_adapters
 from notifyd.store import Store, StoreUnavailable, open_store, sqlite_path
+from notifyd.templates import Templates
 from notifyd.web import Context, make_app
 
 log = logging.getLogger("notifyd")
@@ -142,12 +144,18 @@ class Daemon:
         self.access_log = access_log
         self.port: int | None = None  # the bound port, once listening
         self.files = 1024  # the open-files limit, read at start
+        self.templates: Templates | None = None
         self._stopping_at = time.monotonic()
 
     async def _start(self) -> tuple[Store, socket.socket, IO[str] | None]:
-        """Take the lock, the port and the store, in that order; on failure undo what this
-        start created (a lock file, the socket) and raise StartError."""
+        """Check the templates; take the lock, the port and the store, in that order; on failure
+        undo what this start created (a lock file, the socket) and raise StartError."""
         cfg = self.cfg
+        self.templates, problems = load_templates(cfg)
+        if problems:
+            more = f" (and {len(problems) - 1} more: notifyd templates check lists them)" \
+                if len(problems) > 1 else ""
+            raise StartError(f"templates: {problems[0]}{more}")
         path = sqlite_path(cfg.store.path)
         lock, created = (None, False)
         if path is not None:
@@ -180,7 +188,7 @@ class Daemon:
         """Run the HTTP server and the scanner as peers until `stop`, then shut down in order."""
         cfg = self.cfg
         store, sock, lock = await self._start()
-        pool = SenderPool(cfg, store, self.clock, build_adapters(cfg))
+        pool = SenderPool(cfg, store, self.clock, build_adapters(cfg), templates=self.templates)
         scanner = Scanner(cfg, store, pool, self.clock)
         ingest = Ingest(cfg, store, self.clock, wake=scanner.wake)
         health = Health(cfg, store, pool, scanner, self.clock)

@@ -68,7 +68,7 @@ SCHEMAS: dict[str, Any] = {
         "step_no": {"type": "integer"}, "channel": _STR,
         "status": {"type": "string", "enum": [s.value for s in StepState]},
         "send_after": _TIME, "attempts": {"type": "integer"}, "reason": _NSTR, "note": _NSTR,
-        "provider_ref": _NSTR, "updated_at": _TIME,
+        "provider_ref": _NSTR, "template": _NSTR, "updated_at": _TIME,
         "attempt_log": {"type": "array", "items": {"type": "object"}}}},
     "Status": {"type": "object", "required": [
         "notification_id", "current_state", "delivered_via", "resolution", "steps",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from notifyd.channels import TYPES
@@ -28,6 +29,27 @@ class Frozen:
     text: str  # the payload as frozen (JSON, sorted keys)
     payload: dict[str, Any]  # the same, read back: the first call sends what a retry will
     template: str | None  # kind/locale/medium@version, when templates made it
+
+
+def requirements(cfg: Config) -> dict[str, set[str]]:
+    """Kind -> the media its ladder sends by: each needs the default locale's templates."""
+    need: dict[str, set[str]] = {}
+    for name, kind in cfg.kinds.items():
+        media = {TYPES[cfg.channels[s.channel].type].medium for s in kind.ladder}
+        if media - {None}:
+            need[name] = {m for m in media if m is not None}
+    return need
+
+
+def load_templates(cfg: Config) -> tuple[Templates | None, list[str]]:
+    """The templates, read and compiled once, with what is wrong with them for this config
+    (each line names a file); None when no kind needs any and there is no folder."""
+    need = requirements(cfg)
+    folder = Path(cfg.templates.folder)
+    if not need and not folder.is_dir():
+        return None, []
+    templates = Templates(folder, cfg.templates.default_locale, cfg.templates.max_output_bytes)
+    return templates, templates.check(need)
 
 
 class Renderer:

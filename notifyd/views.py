@@ -60,6 +60,7 @@ def _step_view(s: Step) -> dict[str, Any]:
         "reason": s.reason,
         "note": s.note,
         "provider_ref": s.provider_ref,
+        "template": s.template,
         "updated_at": iso(s.updated_at),
         "attempt_log": [{
             "attempt": a.attempt_no, "started_at": iso(a.started_at),
@@ -118,6 +119,8 @@ def _step_events(n: Notification, s: Step, moves: list[Event]) -> list[tuple[int
         if a.attempt_no == 1 and s.step_no > 0:  # an escalation: say what brought it on
             before = [e.what for e in moves if e.at <= a.started_at]
             started += f" ({before[-1] if before else due_because(s.cause, True)})"
+        if a.attempt_no == 1 and s.template:
+            started += f"; message from template {s.template}"
         events.append((a.started_at, 2, started))
         if a.ended_at is not None:
             ref = f" ref={a.provider_ref}" if a.provider_ref else ""

@@ -35,7 +35,9 @@ def test_example_file_loads_to_the_defaults() -> None:
     # ... with the store path relative to the file's folder, as any relative path in a file is
     defaults = Config()
     beside_it = dataclasses.replace(defaults.store, path=str(EXAMPLE.parent / "notifyd.db"))
-    assert load_config(EXAMPLE) == dataclasses.replace(defaults, store=beside_it)
+    templates = dataclasses.replace(defaults.templates, folder=str(EXAMPLE.parent / "templates"))
+    assert load_config(EXAMPLE) == dataclasses.replace(defaults, store=beside_it,
+                                                       templates=templates)
 
 
 def test_a_relative_store_path_is_relative_to_the_config_files_folder(

@@ -9,7 +9,9 @@ request was read Unknown, retried under the same key with the same bytes.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import dataclasses
 import json
 import socket
 from collections.abc import AsyncIterator
@@ -33,7 +35,7 @@ from engine_support import (
 )
 
 from notifyd.channels.base import Failed, Message, Sent, Unknown
-from notifyd.channels.webhook import WebhookChannel
+from notifyd.channels.webhook import WebhookChannel, WebhookSettings
 from notifyd.config import KindConfig, LadderStep
 
 
@@ -240,3 +242,30 @@ async def test_a_channel_configured_for_more_than_100_concurrent_sends_gets_them
             assert len(prov.seen) == wide
         finally:
             gate.set()
+
+
+async def test_a_signed_webhook_verifies_with_the_standard_webhooks_library(
+        tmp_path: Path, prov: Provider) -> None:
+    from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+    secret = "whsec_" + base64.b64encode(b"0123456789abcdef0123").decode()
+    old = "whsec_" + base64.b64encode(b"an older secret, rotating").decode()
+    hook = webhook(prov.url)
+    signed = dataclasses.replace(hook, settings=WebhookSettings(prov.url, secret, old))
+    async with engine(tmp_path, {"hook": signed}, {"k": two_step()}) as e:
+        nid = await e.accept()
+        await e.cycle()
+    [seen] = prov.seen
+    headers = {k.lower(): v for k, v in seen.headers.items()}
+    assert headers["webhook-id"] == f"{nid}:0" == seen.key
+    assert len(headers["webhook-signature"].split()) == 2  # the current and the old
+    for key in (secret, old):
+        assert Webhook(key).verify(seen.body, headers) == json.loads(seen.body)
+    with pytest.raises(WebhookVerificationError):
+        Webhook("whsec_" + base64.b64encode(b"somebody else's key!").decode()).verify(
+            seen.body, headers)
+
+
+def test_a_webhook_secret_that_is_not_whsec_base64_is_a_config_error() -> None:
+    assert WebhookSettings("https://x/h", "whsec_not base64!").problems() == [
+        ("secret", "must be whsec_ followed by base64 (at least 16 bytes)")]

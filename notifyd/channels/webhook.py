@@ -10,7 +10,11 @@ Unknown. Reasons keep the status and a short provider error code, never the prov
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,21 +40,51 @@ from notifyd.fields import doc
 @dataclass(frozen=True)
 class WebhookSettings:
     url: str = doc("The URL to POST to (http or https).", "")
+    secret: str = doc("Signs every request with Standard Webhooks headers (webhook-id, "
+                      "webhook-timestamp, webhook-signature) so the producer can verify it with "
+                      "any Standard Webhooks library: whsec_ and base64 (a secret). Empty: "
+                      "unsigned.", "")
+    previous_secret: str = doc("While rotating: the old secret, whose signature is sent too.",
+                               "")
 
     def problems(self) -> list[tuple[str, str]]:
+        out = []
         try:
             url = URL(self.url)
         except (ValueError, TypeError):
             url = URL()
         if url.scheme not in ("http", "https") or not url.host:
-            return [("url", "a webhook channel needs an http(s) URL with a host")]
-        return []
+            out.append(("url", "a webhook channel needs an http(s) URL with a host"))
+        for name in ("secret", "previous_secret"):
+            value = getattr(self, name)
+            if value and signing_key(value) is None:
+                out.append((name, "must be whsec_ followed by base64 (at least 16 bytes)"))
+        return out
+
+
+def signing_key(secret: str) -> bytes | None:
+    """The HMAC key a Standard Webhooks secret (whsec_<base64>) stands for."""
+    try:
+        key = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
+    except ValueError:
+        return None
+    return key if len(key) >= 16 else None
+
+
+def sign(keys: list[bytes], msg_id: str, timestamp: int, body: bytes) -> str:
+    """webhook-signature: "v1,<base64 HMAC-SHA256 of id.timestamp.body>" per key, space-separated
+    (https://www.standardwebhooks.com, the spec's "Signature scheme")."""
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    return " ".join("v1," + base64.b64encode(hmac.new(k, signed, hashlib.sha256).digest()
+                                             ).decode() for k in keys)
 
 
 class WebhookChannel:
-    def __init__(self, name: str, url: str, timeout_sec: float, max_connections: int = 100) -> None:
+    def __init__(self, name: str, url: str, timeout_sec: float, max_connections: int = 100,
+                 secrets: tuple[str, ...] = ()) -> None:
         self.name = name
         self.url = url
+        self.keys = [k for k in map(signing_key, secrets) if k is not None]
         self.timeout = aiohttp.ClientTimeout(total=timeout_sec)
         # As many connections as the lanes may send at once: a send must never wait for a
         # pooled connection, or that wait would eat its timeout and end as a false unknown.
@@ -70,6 +104,12 @@ class WebhookChannel:
         body = json.dumps(message.payload, sort_keys=True).encode()
         headers = {"Content-Type": "application/json",
                    "Idempotency-Key": message.idempotency_key}
+        if self.keys:  # the id is the step key: the same for every retry of one message
+            now = int(time.time())
+            headers.update({"webhook-id": message.idempotency_key,
+                            "webhook-timestamp": str(now),
+                            "webhook-signature": sign(self.keys, message.idempotency_key, now,
+                                                      body)})
         try:
             async with self._client().post(message.destination, data=body, headers=headers,
                                            allow_redirects=False) as resp:
@@ -106,7 +146,8 @@ def classify(status: int, headers: Any, body: bytes) -> Outcome:
 
 
 def _build(name: str, settings: WebhookSettings, limits: Limits) -> WebhookChannel:
-    return WebhookChannel(name, settings.url, limits.timeout_sec, limits.max_connections)
+    return WebhookChannel(name, settings.url, limits.timeout_sec, limits.max_connections,
+                          (settings.secret, settings.previous_secret))
 
 
 TYPE = ChannelType("webhook", "POSTs the notification as JSON to a producer's URL",
