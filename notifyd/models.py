@@ -171,11 +171,16 @@ class AcceptResult:
     first_due: int | None = None  # earliest pending send_after, so the scanner can wake for it
 
 
+# The suppression list's channel type for each contact kind a person has.
+CONTACT_CHANNEL = {"email": "email", "phone": "sms", "telegram_chat_id": "telegram",
+                   "slack_user_id": "slack"}
+
+
 @dataclass(frozen=True, slots=True)
 class DisabledContact:
-    """A contact a permanent rejection disabled: `address` '' for a per-channel contact."""
+    """One of the user's addresses on the suppression list (a rejection, a bounce, a STOP)."""
 
-    contact: str  # the contact kind: email, phone, chat:NAME, channel:NAME
+    contact: str  # the contact kind: email, phone, telegram_chat_id, slack_user_id
     address: str
     reason: str
 
@@ -202,7 +207,7 @@ class Recipient:
     quiet_start: str | None = None  # "HH:MM" local
     quiet_end: str | None = None
     contacts: dict[str, Any] = field(default_factory=dict)
-    # Every disabled row, old addresses included; recipients.dead_contacts() says which count.
+    # The user's addresses that are on the suppression list, and why.
     disabled: tuple[DisabledContact, ...] = ()
     devices: tuple[Device, ...] = ()  # push targets, live and dead
 

@@ -113,15 +113,15 @@ async def test_a_claim_checks_the_contacts_current_address_not_an_old_ones_bounc
     async with engine(tmp_path, {"mail": mail_channel()}, {"k": ESCALATE}) as e:
         await e.store.put_recipient(Recipient("default", "ada", contacts={"email": "new@x"}),
                                     e.now)
-        execute(e.db, "INSERT INTO disabled_contacts VALUES ('default', 'ada', 'email', 'old@x', "
-                "'550 no such user', 0)")
+        execute(e.db, "INSERT INTO suppressions VALUES ('default', 'email', 'old@x', "
+                "'550 no such user', 'send', NULL, 0)")
         moved = await e.accept(user="ada")
         await e.run_dry()
         assert (await e.step(moved, 0))["state"] == "sent"  # the old address's bounce is not hers
         assert Recorder.sent == [(f"{moved}:0", "new@x")]
 
-        execute(e.db, "INSERT INTO disabled_contacts VALUES ('default', 'ada', 'email', 'new@x', "
-                "'550 mailbox full for good', 0)")
+        execute(e.db, "INSERT INTO suppressions VALUES ('default', 'email', 'new@x', "
+                "'550 mailbox full for good', 'send', NULL, 0)")
         dead_now = await e.accept(user="ada")  # planned suppressed at accept ...
         assert (await e.step(dead_now, 0))["state"] == "suppressed"
         e.clock.advance(61)  # ... and the earlier notification's step 1 suppressed at claim

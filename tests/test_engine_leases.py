@@ -59,7 +59,7 @@ async def test_a_stale_claim_cannot_overwrite_newer_state(tmp_path: Path, prov: 
         assert await e.store.complete(old, late, e.now) is False
         after = await e.step(nid, 0)
         assert (after["state"], after["claim_token"]) == ("sending", s["claim_token"])
-        assert e.rows("SELECT count(*) FROM disabled_contacts") == [(0,)]
+        assert e.rows("SELECT count(*) FROM suppressions") == [(0,)]
         assert (await e.step(nid, 1))["note"] is None  # nothing pulled forward
 
         gate.set()

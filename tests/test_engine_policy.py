@@ -80,8 +80,8 @@ async def test_replay_says_when_the_claim_will_suppress_the_replayed_step(
         nid = await e.accept(user="ada")
         await e.cycle()
         assert (await e.step(nid, 0))["state"] == "dead"
-        execute(e.db, "INSERT INTO disabled_contacts VALUES ('default', 'ada', 'email', 'a@x', "
-                "'bounced', 0)")  # the address died in the meantime
+        execute(e.db, "INSERT INTO suppressions VALUES ('default', 'email', 'a@x', "
+                "'bounced', 'ses', NULL, 0)")  # the address died in the meantime
     config = tmp_path / "n.toml"
     config.write_text(f'[channels.mail]\ntype = "mailer"\nurl = "{prov.url}"\n'
                       '[kinds.k]\nladder = [{ channel = "mail" }]\n')
@@ -277,8 +277,8 @@ async def test_rejected_disables_the_address_and_pulls_the_next_step_forward(
         assert [a["outcome"] for a in s0["attempt_log"]] == ["rejected"]
         assert (s1["state"], s1["send_after"]) == ("pending", e.now)
         assert s1["note"] == "pulled forward: step 0 rejected"
-        assert e.rows("SELECT tenant, user_id, contact, address, reason FROM disabled_contacts") == [
-            ("default", "u-1", "email", "a@x", "HTTP 400")]
+        assert e.rows("SELECT tenant, channel_type, address, reason, evidence FROM suppressions"
+                      ) == [("default", "email", "a@x", "HTTP 400", f"{nid}:0")]
 
         assert await e.cycle() == 1
         assert (await e.step(nid, 1))["state"] == "sent"
@@ -319,7 +319,7 @@ async def _reject_after_accept(e: Engine, prov: Provider) -> str:
     prov.reply = answer(400, "gone")
     await e.accept(user="u-1")
     assert await e.cycle() == 1
-    assert e.rows("SELECT contact, address, reason FROM disabled_contacts") == [
+    assert e.rows("SELECT channel_type, address, reason FROM suppressions") == [
         ("email", "a@x", "HTTP 400")]
     e.clock.advance(10)
     return later

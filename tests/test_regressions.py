@@ -315,7 +315,7 @@ async def _first_attempt(e: Engine, user: str) -> str:
 
 
 def _disabled(e: Engine) -> list[tuple[Any, ...]]:
-    return e.rows("SELECT user_id, contact FROM disabled_contacts ORDER BY user_id")
+    return e.rows("SELECT channel_type, address FROM suppressions ORDER BY address")
 
 
 @pytest.mark.parametrize("status", [401, 404, 405])
@@ -366,8 +366,8 @@ async def test_a_rejected_address_stays_dead_and_a_new_address_is_live(
         await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "a@x"}), e.now)
         nid = await _first_attempt(e, "alice")
         assert (await e.step(nid, 0))["state"] == "rejected"
-        assert e.rows("SELECT user_id, contact, address FROM disabled_contacts") == [
-            ("alice", "email", "a@x")]
+        assert e.rows("SELECT tenant, channel_type, address, source FROM suppressions") == [
+            (TENANT, "email", "a@x", "send")]
         await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "a@x"}), e.now)
         suppressed = await e.accept("k", user="alice")  # saving the same address changes nothing
         assert (await e.step(suppressed, 0))["state"] == "suppressed"

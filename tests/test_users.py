@@ -71,7 +71,7 @@ async def test_unknown_user_fields_are_refused(api: Api) -> None:
 
 async def test_a_disabled_address_counts_while_it_is_the_users_address(api: Api) -> None:
     await api.store.write(lambda c: c.execute(
-        "INSERT INTO disabled_contacts VALUES ('acme', 'u1', 'email', 'a@x.io', 'bounced', 1)"))
+        "INSERT INTO suppressions VALUES ('acme', 'email', 'a@x.io', 'bounced', 'ses', NULL, 1)"))
     status, body = await api.call("PUT", "/v1/users/u1", {"email": "a@x.io"})
     assert status == 200
     assert body["disabled_contacts"] == {"email": "bounced"}  # the same address: still dead
@@ -80,10 +80,9 @@ async def test_a_disabled_address_counts_while_it_is_the_users_address(api: Api)
 
 
 async def test_contact_state_is_visible_for_a_user_without_a_profile(api: Api) -> None:
-    await api.store.write(lambda c: c.execute(
-        "INSERT INTO disabled_contacts VALUES ('acme', 'u9', 'email', '', 'complained', 1)"))
-    status, body = await api.get("/v1/users/u9")
-    assert status == 200 and body["user_id"] == "u9"
+    await api.call("POST", "/v1/users/u9/devices", {"type": "fcm", "token": "t-1"})
+    status, body = await api.get("/v1/users/u9")  # devices only, no profile: still a user
+    assert status == 200 and body["user_id"] == "u9" and len(body["devices"]) == 1
     assert await api.get("/v1/users/nobody") == (404, {"error": {
         "code": "not_found", "message": "no user 'nobody'", "field": "user_id"}})
 

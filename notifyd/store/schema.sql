@@ -1,4 +1,4 @@
--- user_version = 6
+-- user_version = 7
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -33,15 +33,6 @@ CREATE TABLE devices (
     updated_at  INTEGER NOT NULL,
     PRIMARY KEY (tenant, user_id, device_id)
 ) WITHOUT ROWID;
-CREATE TABLE disabled_contacts (
-    tenant      TEXT NOT NULL,
-    user_id     TEXT NOT NULL,
-    contact     TEXT NOT NULL,             -- contact kind, e.g. email or channel:webhook
-    address     TEXT NOT NULL,             -- the address that failed; '' for per-channel contacts
-    reason      TEXT NOT NULL,
-    disabled_at INTEGER NOT NULL,
-    PRIMARY KEY (tenant, user_id, contact, address)
-) WITHOUT ROWID;
 CREATE TABLE events (
     notification_id TEXT NOT NULL,
     step_no      INTEGER NOT NULL,
@@ -64,6 +55,22 @@ CREATE TABLE notifications (
     resolved_by  TEXT
 ) WITHOUT ROWID;
 CREATE TABLE probe (id INTEGER PRIMARY KEY CHECK (id = 1), at INTEGER NOT NULL);
+CREATE TABLE receipts (
+    provider     TEXT NOT NULL,
+    event_id     TEXT NOT NULL,
+    event        TEXT NOT NULL,            -- accepted, delivered, shown, opened, bounced, ...
+    occurred_at  INTEGER,
+    received_at  INTEGER NOT NULL,
+    provider_ref TEXT,
+    step_key     TEXT,
+    message_id   TEXT,
+    address      TEXT,
+    channel_type TEXT,
+    detail       TEXT,
+    notification_id TEXT,
+    step_no      INTEGER,
+    PRIMARY KEY (provider, event_id)
+) WITHOUT ROWID;
 CREATE TABLE recipients (
     tenant      TEXT NOT NULL,
     user_id     TEXT NOT NULL,
@@ -90,11 +97,25 @@ CREATE TABLE steps (
     payload      TEXT,                     -- frozen before the first provider call
     claim_token  TEXT,                     -- guards completion against a stale sender
     lease_until  INTEGER,
-    updated_at   INTEGER NOT NULL, retry_base INTEGER NOT NULL DEFAULT 0, planned_at INTEGER, cause TEXT, template TEXT,
+    updated_at   INTEGER NOT NULL, retry_base INTEGER NOT NULL DEFAULT 0, planned_at INTEGER, cause TEXT, template TEXT, evidence TEXT,
     PRIMARY KEY (notification_id, step_no)
+) WITHOUT ROWID;
+CREATE TABLE suppressions (
+    tenant       TEXT NOT NULL,
+    channel_type TEXT NOT NULL,            -- email | sms | telegram | slack
+    address      TEXT NOT NULL,
+    reason       TEXT NOT NULL,
+    source       TEXT NOT NULL,            -- send, a provider's name, api, cli
+    evidence     TEXT,                     -- the step key or receipt that proved it
+    created_at   INTEGER NOT NULL,
+    PRIMARY KEY (tenant, channel_type, address)
 ) WITHOUT ROWID;
 CREATE INDEX events_notification ON events (notification_id, at);
 CREATE UNIQUE INDEX notifications_dedup ON notifications (tenant, user_id, dedup_key);
+CREATE INDEX receipts_orphans ON receipts (provider_ref) WHERE notification_id IS NULL;
+CREATE INDEX receipts_step ON receipts (notification_id, step_no);
 CREATE INDEX steps_dead ON steps (updated_at) WHERE state = 'dead';
 CREATE INDEX steps_due ON steps (channel, lane, send_after) WHERE state IN ('pending', 'unknown');
 CREATE INDEX steps_inflight ON steps (lease_until) WHERE state = 'sending';
+CREATE INDEX steps_provider_ref ON steps (provider_ref) WHERE provider_ref IS NOT NULL;
+CREATE INDEX suppressions_address ON suppressions (address);

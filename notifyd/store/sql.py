@@ -19,8 +19,9 @@ ON CONFLICT (tenant, user_id) DO UPDATE SET timezone = excluded.timezone,
     updated_at = excluded.updated_at"""
 SELECT_RECIPIENT = """SELECT tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts
 FROM recipients WHERE tenant = ? AND user_id = ?"""
-SELECT_DISABLED = """SELECT contact, address, reason FROM disabled_contacts
-WHERE tenant = ? AND user_id = ?"""
+# The suppressions of a user's addresses (a JSON list), in their tenant or for every tenant.
+SELECT_SUPPRESSED = """SELECT channel_type, address, reason FROM suppressions
+WHERE tenant IN (?, '*') AND address IN (SELECT value FROM json_each(?))"""
 SELECT_DEVICES = """SELECT device_id, kind, endpoint, p256dh, auth, state, reason FROM devices
 WHERE tenant = ? AND user_id = ? ORDER BY created_at, device_id"""
 # Registering a device again (the same endpoint) brings it back to life with its new keys.
@@ -79,8 +80,8 @@ SELECT_DUE = """SELECT s.notification_id, s.step_no, s.channel, s.lane, s.send_a
     r.contacts,
     (SELECT min(f.step_no) FROM steps f
      WHERE f.notification_id = s.notification_id AND f.state = 'sending') AS in_flight,
-    EXISTS (SELECT 1 FROM disabled_contacts d
-            WHERE d.tenant = n.tenant AND d.user_id = n.user_id) AS has_disabled,
+    EXISTS (SELECT 1 FROM suppressions d WHERE d.tenant IN (n.tenant, '*')
+            AND d.address IN (SELECT value FROM json_each(r.contacts))) AS has_disabled,
     EXISTS (SELECT 1 FROM devices v
             WHERE v.tenant = n.tenant AND v.user_id = n.user_id) AS has_devices
 FROM steps s JOIN notifications n ON n.id = s.notification_id
@@ -106,10 +107,19 @@ WHERE notification_id = ? AND step_no = ? AND attempt_no = ?"""
 COMPLETE_STEP = """UPDATE steps SET state = ?, reason = ?, provider_ref = COALESCE(?, provider_ref),
     send_after = COALESCE(?, send_after), claim_token = NULL, lease_until = NULL, updated_at = ?
 WHERE notification_id = ? AND step_no = ? AND claim_token = ? AND state = 'sending'"""
-DISABLE_CONTACT = """INSERT INTO disabled_contacts
-    (tenant, user_id, contact, address, reason, disabled_at)
-SELECT tenant, user_id, ?, ?, ?, ? FROM notifications WHERE id = ?
+# A permanent rejection of an address puts it on the suppression list (the first reason stays).
+SUPPRESS_SENT = """INSERT INTO suppressions
+    (tenant, channel_type, address, reason, source, evidence, created_at)
+SELECT tenant, ?, ?, ?, 'send', ?, ? FROM notifications WHERE id = ?
 ON CONFLICT DO NOTHING"""
+SUPPRESS = """INSERT INTO suppressions
+    (tenant, channel_type, address, reason, source, evidence, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"""
+UNSUPPRESS = "DELETE FROM suppressions WHERE tenant = ? AND channel_type = ? AND address = ?"
+SELECT_SUPPRESSIONS = """SELECT tenant, channel_type, address, reason, source, evidence,
+    created_at FROM suppressions
+WHERE tenant IN (?, '*') AND (? IS NULL OR address = ?) ORDER BY created_at DESC, address
+LIMIT ?"""
 PULL_NEXT = """UPDATE steps SET send_after = ?, note = ?, updated_at = ?
 WHERE notification_id = ? AND send_after > ? AND step_no = (
     SELECT min(step_no) FROM steps WHERE notification_id = ? AND step_no > ? AND state = 'pending')

@@ -24,6 +24,7 @@ import aiosqlite
 import orjson
 
 from notifyd.models import (
+    CONTACT_CHANNEL,
     ENDED,
     REPLAYED,
     SCOPES,
@@ -68,7 +69,6 @@ from notifyd.store.sql import (
     CLOSE_OPEN_ATTEMPTS,
     COMPLETE_STEP,
     DELETE_DEVICE,
-    DISABLE_CONTACT,
     END_ATTEMPT,
     END_STEP,
     FREEZE_STEP,
@@ -89,7 +89,6 @@ from notifyd.store.sql import (
     SELECT_DEAD_COUNT,
     SELECT_DEDUP,
     SELECT_DEVICES,
-    SELECT_DISABLED,
     SELECT_DUE,
     SELECT_EVENTS,
     SELECT_KEY,
@@ -103,7 +102,9 @@ from notifyd.store.sql import (
     SELECT_RESOLUTION,
     SELECT_STEP_STATES,
     SELECT_STEPS,
+    SELECT_SUPPRESSED,
     SELECT_UNCONFIGURED,
+    SUPPRESS_SENT,
     UPSERT_DEVICE,
     UPSERT_RECIPIENT,
     WRITE_PROBE,
@@ -256,7 +257,9 @@ class SqliteStore:
         """The profile and every disabled contact; a user who never had a profile but has a
         disabled contact is returned too, with no contacts."""
         row = await self._fetchone(SELECT_RECIPIENT, (tenant, user_id))
-        disabled = await self._fetchall(SELECT_DISABLED, (tenant, user_id))
+        addresses = json.loads(row["contacts"]) if row else {}
+        disabled = await self._fetchall(SELECT_SUPPRESSED, (
+            tenant, json.dumps(list(addresses.values())))) if addresses else []
         devices = await self._fetchall(SELECT_DEVICES, (tenant, user_id))
         return _recipient(tenant, user_id, row, disabled, devices)
 
@@ -405,9 +408,9 @@ class SqliteStore:
             applied = c.execute(COMPLETE_STEP, (
                 done.state, done.reason, done.provider_ref, done.retry_at, now, nid, no,
                 claim.claim_token)).rowcount > 0
-            if applied and done.disable_contact and claim.contact is not None:
-                c.execute(DISABLE_CONTACT, (claim.contact, claim.destination or "",
-                                            done.reason or "rejected", now, nid))
+            if applied and done.disable_contact and claim.contact in CONTACT_CHANNEL:
+                c.execute(SUPPRESS_SENT, (CONTACT_CHANNEL[claim.contact], claim.destination or "",
+                                          done.reason or "rejected", claim.key, now, nid))
             if applied and done.pull_next:
                 _pull_next(c, nid, no, done.state, now, now)
             for device_id, why in done.dead_devices:  # whatever became of the step
@@ -519,7 +522,8 @@ def _judge(c: sqlite3.Connection, row: sqlite3.Row, contact: str | None, sending
     recipient = None
     if row["contacts"] is not None or row["has_disabled"] or row["has_devices"]:
         who = (row["tenant"], row["user_id"])
-        disabled = c.execute(SELECT_DISABLED, who).fetchall() if row["has_disabled"] else []
+        disabled = c.execute(SELECT_SUPPRESSED, (row["tenant"], json.dumps(list(json.loads(
+            row["contacts"]).values())))).fetchall() if row["has_disabled"] else []
         devices = c.execute(SELECT_DEVICES, who).fetchall() if row["has_devices"] else []
         recipient = _recipient(row["tenant"], row["user_id"],
                                row if row["contacts"] is not None else None, disabled, devices)
@@ -591,21 +595,29 @@ def _notification_record(n: sqlite3.Row, steps: list[sqlite3.Row], attempts: lis
 def _load_recipient(c: sqlite3.Connection, tenant: str, user_id: str) -> Recipient | None:
     """The profile and its disabled contacts, inside a write transaction."""
     row = c.execute(SELECT_RECIPIENT, (tenant, user_id)).fetchone()
-    disabled = c.execute(SELECT_DISABLED, (tenant, user_id)).fetchall()
+    if row is None:
+        return None
+    addresses = list(json.loads(row["contacts"]).values())
+    disabled = c.execute(SELECT_SUPPRESSED, (tenant, json.dumps(addresses))).fetchall() \
+        if addresses else []
     return _recipient(tenant, user_id, row, disabled)
 
 
 def _recipient(tenant: str, user_id: str, row: Any, disabled: list[Any],
                devices: list[Any] | None = None) -> Recipient | None:
     """A Recipient from a profile row (or None), its disabled-contact rows and its devices."""
-    if row is None and not disabled and not devices:
+    if row is None and not devices:
         return None
-    dead = tuple(DisabledContact(d["contact"], d["address"], d["reason"]) for d in disabled)
     targets = tuple(Device(*d) for d in devices or ())
     if row is None:
-        return Recipient(tenant, user_id, disabled=dead, devices=targets)
+        return Recipient(tenant, user_id, devices=targets)
+    contacts = json.loads(row["contacts"])
+    listed = {(d["channel_type"], d["address"]): d["reason"] for d in disabled}
+    dead = tuple(DisabledContact(kind, address, listed[(CONTACT_CHANNEL[kind], address)])
+                 for kind, address in contacts.items()
+                 if kind in CONTACT_CHANNEL and (CONTACT_CHANNEL[kind], address) in listed)
     return Recipient(tenant, user_id, row["timezone"], row["locale"], row["quiet_start"],
-                     row["quiet_end"], json.loads(row["contacts"]), dead, targets)
+                     row["quiet_end"], contacts, dead, targets)
 
 
 __all__ = ["SqliteStore", "StoreClosed", "migrate", "migrations", "schema_sql"]
