@@ -270,9 +270,9 @@ def inspect(ctx: click.Context, ref: str, tenant: str, as_json: bool) -> None:
     """
     n = _with_store(ctx, lambda s: _find(s, ref, tenant))
     if as_json:
-        click.echo(json.dumps(status_view(n), indent=2))
+        click.echo(json.dumps(status_view(n, SystemClock().now_ms()), indent=2))
     else:
-        click.echo("\n".join(timeline(n)))
+        click.echo("\n".join(timeline(n, SystemClock().now_ms())))
 
 
 @main.command()

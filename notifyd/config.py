@@ -25,7 +25,7 @@ DEFAULT_PORT = 7726
 DEFAULT_DB = "notifyd.db"
 SQLITE_URL = "sqlite:///"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
-STOP_RULES = ("resolved",)  # "delivered" arrives with provider receipts
+STOP_RULES = ("resolved", "delivered")
 URGENCIES = ("urgent", "normal")
 SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
 SEND_SLACK_SEC = 5.0  # a send gets this long beyond its channel timeout before it is unknown
@@ -137,7 +137,8 @@ class KindConfig:
         "accept, or else when the previous step's timeout_sec window ends.", tuple)
     ttl_sec: int = doc("Time to live: steps not sent by then end expired.", 86400)
     urgency: str = doc("urgent (bypasses quiet hours, urgent lane) or normal.", "normal")
-    stop: str = doc("What ends the ladder: resolved (written from outside via the API).",
+    stop: str = doc("What ends the ladder: resolved (written from outside: the API, the CLI) or "
+                    "delivered (also a provider's or the app's receipt proving delivery).",
                     "resolved")
     category: str = doc("Preference category; empty means the kind's name. (Read by user "
                         "preferences, which are not built yet.)", "")
@@ -331,8 +332,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         need(bool(kind.ladder), f"{k}.ladder", "needs at least one step")
         need(0 < kind.ttl_sec <= MAX_SEC, f"{k}.ttl_sec", f"must be 1..{MAX_SEC} (a year)")
         need(kind.urgency in URGENCIES, f"{k}.urgency", f"must be one of {', '.join(URGENCIES)}")
-        need(kind.stop in STOP_RULES, f"{k}.stop",
-             "must be 'resolved' ('delivered' needs provider receipts, not yet built)")
+        need(kind.stop in STOP_RULES, f"{k}.stop", f"must be one of {', '.join(STOP_RULES)}")
         for i, step in enumerate(kind.ladder):
             sk = f"{k}.ladder[{i}]"
             need(step.channel in cfg.channels, f"{sk}.channel",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -98,19 +98,25 @@ ENDED: dict[Verdict, StepState] = {
     Verdict.SUPPRESS: StepState.SUPPRESSED, Verdict.DEAD: StepState.DEAD}
 
 
-def current_state(resolved: bool, steps: Iterable[tuple[str, str]]) -> str:
-    """resolved, <channel>_<state> of the first open step, or how the ladder ended."""
+def current_state(resolved: bool, steps: Iterable[tuple[str, str]],
+                  resolution: str | None = None, proven: bool = False,
+                  expired: bool = False) -> str:
+    """delivered (a receipt proved it) or resolved; <channel>_<state> of the first open step;
+    or how the ladder ended: sent (a provider took a step; presumed_delivered once the time to
+    live has passed with no receipt to prove it), expired, or undeliverable (every step failed,
+    was rejected or suppressed)."""
     if resolved:
-        return "resolved"
+        return "delivered" if resolution == "delivered" else "resolved"
     states = set()
     for channel, state in steps:
         if state in OPEN_STEP_STATES:
             return f"{channel}_{state}"
         states.add(state)
-    for final in ("delivered", "sent", "expired"):
-        if final in states:
-            return final
-    return "undeliverable"
+    if proven or "delivered" in states:
+        return "delivered"
+    if "sent" in states:
+        return "presumed_delivered" if expired else "sent"
+    return "expired" if "expired" in states else "undeliverable"
 
 
 # What an API key may do: post notifications, read them, resolve them, read and change users.
@@ -169,6 +175,92 @@ class AcceptResult:
     conflict: bool = False  # same dedup key, different input
     existing_kind: str | None = None  # a retry or conflict: the kind of what the key names
     first_due: int | None = None  # earliest pending send_after, so the scanner can wake for it
+
+
+class Evidence(StrEnum):
+    """What a provider's receipt says happened to a message."""
+
+    ACCEPTED = "accepted"  # the provider has it (queued, sent to the carrier)
+    DELIVERED = "delivered"  # the recipient's server, handset or device has it
+    SHOWN = "shown"  # a push client displayed it
+    OPENED = "opened"  # the person opened it
+    DEFERRED = "deferred"  # a temporary failure; the provider retries
+    BOUNCED = "bounced"  # a permanent failure of the address: suppress it
+    COMPLAINED = "complained"  # marked as spam: suppress the address
+    UNSUBSCRIBED = "unsubscribed"  # the person asked to stop: suppress the address
+    FAILED = "failed"  # the message failed for good (not necessarily the address's fault)
+    TOKEN_DEAD = "token_dead"  # a push token or subscription is gone
+
+
+# Evidence that the address is gone for good: it goes on the suppression list.
+SUPPRESSING = frozenset({Evidence.BOUNCED, Evidence.COMPLAINED, Evidence.UNSUBSCRIBED})
+
+
+def message_key(message_id: str | None) -> str | None:
+    """The step key in a Message-ID notifyd set (<n_...{.}STEP@domain>), or None."""
+    if not message_id:
+        return None
+    local = message_id.strip().strip("<>").partition("@")[0]
+    nid, dot, step = local.rpartition(".")
+    if dot and nid.startswith("n_") and step.isdigit():
+        return f"{nid}:{step}"
+    return None
+
+
+# How strong each good piece of evidence is: a weaker one never replaces a stronger one.
+EVIDENCE_RANK = {Evidence.ACCEPTED: 1, Evidence.DELIVERED: 2, Evidence.SHOWN: 3,
+                 Evidence.OPENED: 4}
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """One provider event about one message, normalised (receipts/ parses them)."""
+
+    provider: str  # twilio, resend, sendgrid, mailgun, postmark, ses, delivery-receipt
+    event_id: str  # the provider's id for this event: a redelivery has the same one (dedupe)
+    event: Evidence
+    occurred_at: int | None  # epoch ms, as the provider says; None when it does not
+    provider_ref: str | None = None  # the provider's message id (matches Sent.provider_ref)
+    key: str | None = None  # notifyd's step key ("n_...:STEP" or "n_...:STEP:DEVICE"), if carried
+    message_id: str | None = None  # the email Message-ID header notifyd set, without <>
+    address: str | None = None  # the recipient address it concerns (for suppression)
+    channel_type: str | None = None  # email, sms, push: what the address is for (suppression)
+    detail: str | None = None  # a short provider code (bounce type, error code): never free text
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptContext:
+    """What the receipt policy reads about a receipt matched to its step."""
+
+    event: Evidence
+    stop: str  # the kind's stop rule: resolved, delivered
+    resolved: bool
+    step_state: StepState
+    evidence: str | None  # the step's strongest evidence so far
+    channel_type: str | None  # the suppression list's channel type for the step's address
+    address: str | None
+    device_id: str | None  # a push device the receipt names
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptDecision:
+    evidence: Evidence | None = None  # the step's new strongest evidence (None: unchanged)
+    resolve: bool = False  # resolve the notification as delivered
+    suppress: str | None = None  # put the address on the suppression list, for this reason
+    pull_next: bool = False  # the ladder moves on now
+    kill_device: bool = False
+
+
+ReceiptJudge = Callable[[ReceiptContext], ReceiptDecision]
+
+
+@dataclass(frozen=True)
+class ReceiptRules:
+    """What the store needs to apply receipts, handed in so that it stays free of policy."""
+
+    judge: ReceiptJudge
+    stops: Mapping[str, str]  # kind -> its stop rule
+    contacts: Mapping[str, str | None]  # channel -> the contact kind it sends to
 
 
 # The suppression list's channel type for each contact kind a person has.

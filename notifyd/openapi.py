@@ -40,10 +40,12 @@ def _errors(*statuses: int) -> dict[str, Any]:
         c for c, e in CATALOG.items() if e.status == s)) for s in statuses}
 
 
-STATE_DOC = ("resolved; <channel>_pending, <channel>_sending or <channel>_unknown for the first "
-             "open step; or how the ladder ended: delivered, sent, expired, undeliverable")
-_STATE = {"type": "string", "description": STATE_DOC,
-          "pattern": r"^(resolved|delivered|sent|expired|undeliverable|.+_(pending|sending|unknown))$"}
+STATE_DOC = ("delivered (proved by a receipt) or resolved; <channel>_pending, <channel>_sending "
+             "or <channel>_unknown for the first open step; or how the ladder ended: sent, "
+             "presumed_delivered (sent, unproven, past the time to live), expired, undeliverable")
+_STATE = {"type": "string", "description": STATE_DOC, "pattern":
+          r"^(resolved|delivered|sent|presumed_delivered|expired|undeliverable"
+          r"|.+_(pending|sending|unknown))$"}
 
 SCHEMAS: dict[str, Any] = {
     "Error": {"type": "object", "required": ["error"], "properties": {"error": {
@@ -69,6 +71,10 @@ SCHEMAS: dict[str, Any] = {
         "status": {"type": "string", "enum": [s.value for s in StepState]},
         "send_after": _TIME, "attempts": {"type": "integer"}, "reason": _NSTR, "note": _NSTR,
         "provider_ref": _NSTR, "template": _NSTR, "updated_at": _TIME,
+        "evidence": {"type": ["string", "null"], "enum": [None, "accepted", "delivered",
+                                                          "shown", "opened"]},
+        "timed_out": {"type": "boolean"},
+        "receipts": {"type": "array", "items": {"type": "object"}},
         "attempt_log": {"type": "array", "items": {"type": "object"}}}},
     "Status": {"type": "object", "required": [
         "notification_id", "current_state", "delivered_via", "resolution", "steps",

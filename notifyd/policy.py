@@ -12,7 +12,19 @@ from __future__ import annotations
 import logging
 
 from notifyd.ladder import quiet_label, quiet_until
-from notifyd.models import ClaimContext, Decision, Lane, Verdict, Why
+from notifyd.models import (
+    EVIDENCE_RANK,
+    SUPPRESSING,
+    ClaimContext,
+    Decision,
+    Evidence,
+    Lane,
+    ReceiptContext,
+    ReceiptDecision,
+    StepState,
+    Verdict,
+    Why,
+)
 from notifyd.recipients import dead_contacts, device_kind, has_contact
 
 log = logging.getLogger("notifyd.policy")
@@ -66,3 +78,33 @@ def _quiet(ctx: ClaimContext, now: int) -> Decision | None:
                         why=Why.TTL)
     return Decision(Verdict.POSTPONE, f"{quiet_label(who)}: waits for the end", until=until,
                     why=Why.QUIET_HOURS)
+
+
+# Evidence that the person got it (a stop = "delivered" kind ends there), and evidence that the
+# address is gone for good (it goes on the suppression list).
+DELIVERED = frozenset({Evidence.DELIVERED, Evidence.SHOWN, Evidence.OPENED})
+HOPELESS = frozenset({Evidence.BOUNCED, Evidence.FAILED, Evidence.TOKEN_DEAD})
+
+
+def judge_receipt(ctx: ReceiptContext) -> ReceiptDecision:
+    """What a receipt matched to its step changes. Evidence only ever grows (delivered is never
+    replaced by accepted). Delivery ends a stop = "delivered" kind; it races the claim of the
+    next step in the one writer, and whichever commits first wins: a claim after this resolution
+    cancels, a receipt after that claim resolves what is left. A message proven lost moves the
+    ladder on now, and a dead address is suppressed."""
+    event = ctx.event
+    had = _rank(ctx.evidence)
+    stronger = event if _rank(event) > had else None
+    went = ctx.step_state in (StepState.SENT, StepState.DELIVERED)
+    return ReceiptDecision(
+        evidence=stronger,
+        resolve=ctx.stop == "delivered" and event in DELIVERED and not ctx.resolved,
+        suppress=f"{event}" if event in SUPPRESSING and ctx.address and ctx.channel_type
+        else None,
+        pull_next=event in HOPELESS and went and not ctx.resolved
+        and had < EVIDENCE_RANK[Evidence.DELIVERED],
+        kill_device=event is Evidence.TOKEN_DEAD and ctx.device_id is not None)
+
+
+def _rank(evidence: str | None) -> int:
+    return EVIDENCE_RANK[Evidence(evidence)] if evidence in EVIDENCE_RANK else 0

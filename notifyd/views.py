@@ -11,13 +11,27 @@ from typing import Any
 from notifyd.models import OPEN_STEP_STATES, StepState, iso, plural
 from notifyd.store import Event, Notification, Step
 
+PROVEN = ("delivered", "shown", "opened")
+
 
 def delivered_via(n: Notification) -> str | None:
-    for wanted in (StepState.DELIVERED, StepState.SENT):
+    """The channel a receipt proved delivery on, else the first a provider accepted."""
+    for proven in (True, False):
         for s in n.steps:
-            if s.state == wanted:
+            if (s.evidence in PROVEN) if proven else s.state in (StepState.SENT,
+                                                                  StepState.DELIVERED):
                 return s.channel
     return None
+
+
+def timed_out(n: Notification, s: Step) -> bool:
+    """A step that went out but proved nothing before the ladder moved past it (seed 001's
+    push_timeout): a later step was tried, or the notification has ended."""
+    if s.state is not StepState.SENT or s.evidence in PROVEN:
+        return False
+    later = [t for t in n.steps if t.step_no > s.step_no]
+    return any(t.attempts for t in later) or not any(
+        t.state in OPEN_STEP_STATES for t in n.steps)
 
 
 def total_time_ms(n: Notification) -> int | None:
@@ -29,8 +43,8 @@ def total_time_ms(n: Notification) -> int | None:
     return max(s.updated_at for s in n.steps) - n.created_at
 
 
-def status_view(n: Notification) -> dict[str, Any]:
-    """The API's status shape (seed 001), with every step and its attempts."""
+def status_view(n: Notification, now: int = 0) -> dict[str, Any]:
+    """The API's status shape (seed 001), with every step, its attempts and its evidence."""
     resolution = None
     if n.resolved_at is not None:
         resolution = {"resolution": n.resolution, "resolved_at": iso(n.resolved_at),
@@ -42,15 +56,15 @@ def status_view(n: Notification) -> dict[str, Any]:
         "dedup_key": n.dedup_key,
         "created_at": iso(n.created_at),
         "expires_at": iso(n.expires_at),
-        "current_state": n.state,
+        "current_state": n.state_at(now),
         "delivered_via": delivered_via(n),
         "resolution": resolution,
-        "steps": [_step_view(s) for s in n.steps],
+        "steps": [_step_view(n, s) for s in n.steps],
         "total_time_ms": total_time_ms(n),
     }
 
 
-def _step_view(s: Step) -> dict[str, Any]:
+def _step_view(n: Notification, s: Step) -> dict[str, Any]:
     return {
         "step_no": s.step_no,
         "channel": s.channel,
@@ -61,6 +75,11 @@ def _step_view(s: Step) -> dict[str, Any]:
         "note": s.note,
         "provider_ref": s.provider_ref,
         "template": s.template,
+        "evidence": s.evidence,
+        "timed_out": timed_out(n, s),
+        "receipts": [{"provider": p.provider, "event": p.event, "occurred_at": iso(p.occurred_at),
+                      "received_at": iso(p.received_at), "detail": p.detail}
+                     for p in n.proofs if p.step_no == s.step_no],
         "updated_at": iso(s.updated_at),
         "attempt_log": [{
             "attempt": a.attempt_no, "started_at": iso(a.started_at),
@@ -69,7 +88,7 @@ def _step_view(s: Step) -> dict[str, Any]:
     }
 
 
-def timeline(n: Notification) -> list[str]:
+def timeline(n: Notification, now: int = 0) -> list[str]:
     """Every decision on the notification, in the order it happened, each dated by the row
     written at the time: the plan at accept, each move of a step as it happened (events), each
     attempt, each step's end; every escalation names its cause."""
@@ -83,11 +102,20 @@ def timeline(n: Notification) -> list[str]:
         events += [(at, s.step_no, order, text) for at, order, text in _step_events(n, s, moves)]
     if n.resolved_at is not None:
         events.append((n.resolved_at, -1, 1, f"resolved {n.resolution!r} by {n.resolved_by}"))
+    for p in n.proofs:  # evidence, dated when it reached notifyd (the provider's time beside it)
+        said = f" (at the provider {iso(p.occurred_at)})" if p.occurred_at else ""
+        detail = f" {p.detail}" if p.detail else ""
+        events.append((p.received_at, p.step_no, 3, f"step {p.step_no}: {p.provider} says "
+                       f"{p.event}{detail}{said}"))
     events.sort(key=lambda e: e[:3])
     head = (f"{n.id}  tenant={n.tenant} user={n.user_id} kind={n.kind} "
             f"dedup_key={n.dedup_key}")
     lines = [head] + [f"  {iso(at)}  {text}" for at, _, _, text in events]
-    lines.append(f"  state now: {n.state}")
+    for s in n.steps:
+        if timed_out(n, s):
+            lines.append(f"  step {s.step_no} {s.channel}: timed out (sent, no receipt proved "
+                         "delivery before the ladder moved on)")
+    lines.append(f"  state now: {n.state_at(now)}")
     return lines
 
 

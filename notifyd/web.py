@@ -147,7 +147,7 @@ async def _owned(request: web.Request, key: ApiKey, ref: Ref) -> Notification:
 async def get_notification(request: web.Request) -> web.Response:
     key = await authorise(request, "read")
     n = await _owned(request, key, Ref(notification_id=request.match_info["id"]))
-    return web.json_response(status_view(n))
+    return web.json_response(status_view(n, request.app[CTX].clock.now_ms()))
 
 
 async def _resolve(request: web.Request, key: ApiKey, ref: Ref,

@@ -13,39 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Protocol
 
+from notifyd.models import Evidence, Receipt, message_key
 
-class Event(StrEnum):
-    """What a receipt says happened to a message, weakest first for the happy path."""
-
-    ACCEPTED = "accepted"  # the provider has it (queued, sent to the carrier)
-    DELIVERED = "delivered"  # the recipient's server, handset or device has it
-    SHOWN = "shown"  # a push client displayed it
-    OPENED = "opened"  # the person opened it
-    DEFERRED = "deferred"  # a temporary failure; the provider retries
-    BOUNCED = "bounced"  # a permanent failure of the address: suppress it
-    COMPLAINED = "complained"  # marked as spam: suppress the address
-    UNSUBSCRIBED = "unsubscribed"  # the person asked to stop: suppress the address
-    FAILED = "failed"  # the message failed for good (not necessarily the address's fault)
-    TOKEN_DEAD = "token_dead"  # a push token or subscription is gone
+__all__ = ["BadReceipt", "BadSignature", "Event", "Evidence", "Fetch", "Parser", "RawRequest",
+           "Receipt", "ReceiptProvider", "Reply", "message_key"]
 
 
-@dataclass(frozen=True, slots=True)
-class Receipt:
-    """One provider event about one message, normalised."""
-
-    provider: str  # twilio, resend, sendgrid, mailgun, postmark, ses, receipt (our own endpoint)
-    event_id: str  # the provider's id for this event: a redelivery has the same one (dedupe)
-    event: Event
-    occurred_at: int | None  # epoch ms, as the provider says; None when it does not
-    provider_ref: str | None = None  # the provider's message id (matches Sent.provider_ref)
-    key: str | None = None  # notifyd's step key ("n_...:STEP" or "n_...:STEP:DEVICE"), if carried
-    message_id: str | None = None  # the email Message-ID header notifyd set, without <>
-    address: str | None = None  # the recipient address it concerns (for suppression)
-    channel_type: str | None = None  # email, sms, push: what the address is for (suppression)
-    detail: str | None = None  # a short provider code (bounce type, error code): never free text
+Event = Evidence  # what a receipt says happened: notifyd.models.Evidence
 
 
 class BadSignature(Exception):
@@ -98,14 +74,3 @@ class ReceiptProvider:
     settings: type[Any]
     parse: Parser
     reply: Reply = Reply()
-
-
-def message_key(message_id: str | None) -> str | None:
-    """The step key in a Message-ID notifyd set (<n_...{.}STEP@domain>), or None."""
-    if not message_id:
-        return None
-    local = message_id.strip().strip("<>").partition("@")[0]
-    nid, dot, step = local.rpartition(".")
-    if dot and nid.startswith("n_") and step.isdigit():
-        return f"{nid}:{step}"
-    return None

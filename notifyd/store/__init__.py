@@ -12,12 +12,14 @@ from notifyd.store.base import (
     KeyRecord,
     Notification,
     Overloaded,
+    Proof,
     Step,
     StorageError,
     Store,
     StoreClosed,
     StoreMissing,
     StoreUnavailable,
+    Suppression,
 )
 from notifyd.store.sqlite import SqliteStore
 
@@ -48,6 +50,6 @@ async def open_store(url: str, synchronous: str = "FULL", busy_timeout_ms: int =
     return store
 
 
-__all__ = ["Attempt", "DeadLetter", "Event", "KeyRecord", "Notification", "Overloaded",
+__all__ = ["Attempt", "DeadLetter", "Event", "KeyRecord", "Notification", "Overloaded", "Proof",
            "SqliteStore", "Step", "StorageError", "Store", "StoreClosed", "StoreMissing",
-           "StoreUnavailable", "open_store", "sqlite_path"]
+           "StoreUnavailable", "Suppression", "open_store", "sqlite_path"]

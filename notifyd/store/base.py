@@ -25,6 +25,8 @@ from notifyd.models import (
     Lane,
     Outcome,
     PlanFn,
+    Receipt,
+    ReceiptRules,
     Recipient,
     ResolveResult,
     StepState,
@@ -88,6 +90,7 @@ class Step:
     planned_at: int | None = None  # send_after as planned at accept (None: before migration 3)
     cause: str | None = None  # why due then: 'after SEC', 'window STEP SEC', None: at accept
     template: str | None = None  # kind/locale/medium@version its message was rendered from
+    evidence: str | None = None  # the strongest good evidence: accepted < delivered < shown < opened
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,18 @@ class Event:
     step_no: int
     at: int
     what: str
+
+
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """A provider's receipt about one of the notification's steps, as stored."""
+
+    step_no: int
+    provider: str
+    event: str
+    occurred_at: int | None
+    received_at: int
+    detail: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +132,18 @@ class Notification:
     resolved_by: str | None
     steps: tuple[Step, ...] = ()
     events: tuple[Event, ...] = ()
+    proofs: tuple[Proof, ...] = ()  # provider evidence, as it came
 
     @property
     def state(self) -> str:
+        return self.state_at(0)
+
+    def state_at(self, now: int) -> str:
+        """current_state at `now`: past the time to live, an unproven send is presumed."""
+        proven = any(s.evidence in ("delivered", "shown", "opened") for s in self.steps)
         return current_state(self.resolved_at is not None,
-                             ((s.channel, s.state) for s in self.steps))
+                             ((s.channel, s.state) for s in self.steps), self.resolution,
+                             proven, expired=now >= self.expires_at > 0 and now > 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +154,17 @@ class KeyRecord:
     created_at: int
     revoked_at: int | None
     scopes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Suppression:
+    tenant: str  # '*': every tenant
+    channel_type: str
+    address: str
+    reason: str
+    source: str
+    evidence: str | None
+    created_at: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +230,24 @@ class Store(Protocol):
         still ours; True for each that was fixed. Nothing frozen is ever changed."""
         ...
 
-    async def complete(self, claim: Claim, done: Completion, now: int) -> bool: ...
+    async def complete(self, claim: Claim, done: Completion, now: int,
+                       rules: ReceiptRules | None = None) -> bool:
+        """Record the attempt and apply `done` while the claim token is ours; with `rules`,
+        apply the receipts that arrived before this answer named its message."""
+        ...
+
+    # provider evidence and the suppression list
+    async def record_receipts(self, receipts: list[Receipt], now: int,
+                              rules: ReceiptRules) -> list[str]:
+        """Store and apply each receipt in one transaction: 'applied', 'duplicate', 'orphan'."""
+        ...
+
+    async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,
+                       source: str, now: int) -> bool: ...
+    async def unsuppress(self, tenant: str, channel_type: str, address: str) -> bool: ...
+    async def suppressions(self, tenant: str, address: str | None = None,
+                           limit: int = 1000) -> list[Suppression]: ...
+    async def orphan_count(self) -> int: ...
     async def lapse_leases(self, now: int) -> int:
         """Steps whose lease has run out become unknown (retried under the same key)."""
         ...

@@ -137,6 +137,25 @@ SELECT_UNCONFIGURED = """SELECT s.notification_id, s.step_no, s.channel, s.lane,
 FROM steps s JOIN notifications n ON n.id = s.notification_id
 WHERE s.state IN ('pending', 'unknown') AND s.channel NOT IN (SELECT value FROM json_each(?))"""
 WRITE_PROBE = "INSERT OR REPLACE INTO probe (id, at) VALUES (1, ?)"
+# --- provider evidence ---
+# A redelivered event (same provider and event id) inserts nothing: harmless twice.
+INSERT_RECEIPT = """INSERT INTO receipts (provider, event_id, event, occurred_at, received_at,
+    provider_ref, step_key, message_id, address, channel_type, detail, notification_id, step_no)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"""
+STEP_BY_REF = "SELECT notification_id, step_no FROM steps WHERE provider_ref = ? LIMIT 1"
+SELECT_RECEIPT_STEP = """SELECT s.state, s.evidence, s.channel, s.destination, n.kind, n.tenant,
+    n.resolved_at FROM steps s JOIN notifications n ON n.id = s.notification_id
+WHERE s.notification_id = ? AND s.step_no = ?"""
+MATCH_RECEIPT = """UPDATE receipts SET notification_id = ?, step_no = ?
+WHERE provider = ? AND event_id = ?"""
+SET_EVIDENCE = "UPDATE steps SET evidence = ? WHERE notification_id = ? AND step_no = ?"
+SELECT_ORPHANS = """SELECT provider, event_id, event, occurred_at, provider_ref, step_key,
+    message_id, address, channel_type, detail FROM receipts
+WHERE notification_id IS NULL AND provider_ref = ?"""
+SELECT_RECEIPTS = """SELECT step_no, provider, event, occurred_at, received_at, detail
+FROM receipts WHERE notification_id = ? ORDER BY received_at, provider, event_id"""
+COUNT_ORPHANS = "SELECT count(*) FROM receipts WHERE notification_id IS NULL"
+
 SELECT_DEAD_COUNT = "SELECT count(*) FROM steps WHERE state = 'dead'"
 SELECT_DEAD = """SELECT notification_id, step_no, channel, attempts, reason, updated_at FROM steps
 WHERE state = 'dead' ORDER BY updated_at DESC LIMIT ?"""

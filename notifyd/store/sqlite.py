@@ -10,6 +10,7 @@ connection (aiosqlite), so a slow reader never waits behind the writer in WAL mo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -28,6 +29,7 @@ from notifyd.models import (
     ENDED,
     REPLAYED,
     SCOPES,
+    SUPPRESSING,
     AcceptInput,
     AcceptResult,
     ApiKey,
@@ -39,16 +41,21 @@ from notifyd.models import (
     Decision,
     Device,
     DisabledContact,
+    Evidence,
     Lane,
     Notice,
     Outcome,
     PlanFn,
+    Receipt,
+    ReceiptContext,
+    ReceiptRules,
     Recipient,
     ResolveResult,
     StepState,
     Verdict,
     current_state,
     iso,
+    message_key,
 )
 from notifyd.store.base import (
     Attempt,
@@ -56,11 +63,13 @@ from notifyd.store.base import (
     Event,
     KeyRecord,
     Notification,
+    Proof,
     Step,
     StorageError,
     StoreClosed,
     StoreMissing,
     StoreUnavailable,
+    Suppression,
 )
 from notifyd.store.migrate import migrate, migrations, schema_sql
 from notifyd.store.sql import (
@@ -68,6 +77,7 @@ from notifyd.store.sql import (
     CLAIM_STEP,
     CLOSE_OPEN_ATTEMPTS,
     COMPLETE_STEP,
+    COUNT_ORPHANS,
     DELETE_DEVICE,
     END_ATTEMPT,
     END_STEP,
@@ -76,9 +86,11 @@ from notifyd.store.sql import (
     INSERT_EVENT,
     INSERT_KEY,
     INSERT_NOTIFICATION,
+    INSERT_RECEIPT,
     INSERT_STEP,
     KILL_DEVICE,
     MARK_UNKNOWN,
+    MATCH_RECEIPT,
     POSTPONE_STEP,
     PULL_NEXT,
     REPLAY_STEPS,
@@ -98,13 +110,21 @@ from notifyd.store.sql import (
     SELECT_NEXT_DUE,
     SELECT_NEXT_LAPSE,
     SELECT_NOTIFICATION,
+    SELECT_ORPHANS,
+    SELECT_RECEIPT_STEP,
+    SELECT_RECEIPTS,
     SELECT_RECIPIENT,
     SELECT_RESOLUTION,
     SELECT_STEP_STATES,
     SELECT_STEPS,
     SELECT_SUPPRESSED,
+    SELECT_SUPPRESSIONS,
     SELECT_UNCONFIGURED,
+    SET_EVIDENCE,
+    STEP_BY_REF,
+    SUPPRESS,
     SUPPRESS_SENT,
+    UNSUPPRESS,
     UPSERT_DEVICE,
     UPSERT_RECIPIENT,
     WRITE_PROBE,
@@ -347,9 +367,11 @@ class SqliteStore:
             steps = conn.execute(SELECT_STEPS, (notification_id,)).fetchall()
             attempts = [_attempt(a) for a in conn.execute(SELECT_ATTEMPTS, (notification_id,))]
             events = tuple(Event(*e) for e in conn.execute(SELECT_EVENTS, (notification_id,)))
+            proofs = tuple(Proof(*p) for p in conn.execute(SELECT_RECEIPTS, (notification_id,)))
         finally:
             conn.close()
-        return _notification_record(n, steps, attempts, events)
+        return dataclasses.replace(_notification_record(n, steps, attempts, events),
+                                   proofs=proofs)
 
     # --- the delivery engine ----------------------------------------------------------------
 
@@ -398,8 +420,10 @@ class SqliteStore:
 
         return await self.write(op)
 
-    async def complete(self, claim: Claim, done: Completion, now: int) -> bool:
-        """Record the attempt, and apply the decision if the claim token is still ours."""
+    async def complete(self, claim: Claim, done: Completion, now: int,
+                       rules: ReceiptRules | None = None) -> bool:
+        """Record the attempt, and apply the decision if the claim token is still ours; then
+        apply receipts that arrived before this answer named its message."""
 
         def op(c: sqlite3.Connection) -> bool:
             nid, no = claim.notification_id, claim.step_no
@@ -412,9 +436,12 @@ class SqliteStore:
                 c.execute(SUPPRESS_SENT, (CONTACT_CHANNEL[claim.contact], claim.destination or "",
                                           done.reason or "rejected", claim.key, now, nid))
             if applied and done.pull_next:
-                _pull_next(c, nid, no, done.state, now, now)
+                _pull_next(c, nid, f"step {no} {done.state}", no, now, now)
             for device_id, why in done.dead_devices:  # whatever became of the step
                 c.execute(KILL_DEVICE, (why, now, device_id, nid))
+            if applied and done.provider_ref and rules is not None:
+                for row in c.execute(SELECT_ORPHANS, (done.provider_ref,)).fetchall():
+                    _apply_receipt(c, _receipt(row), nid, no, now, rules)
             return applied
 
         return await self.write(op)
@@ -492,8 +519,99 @@ class SqliteStore:
             os.unlink(dest)
             raise
 
+    # --- provider evidence and the suppression list ------------------------------------------
+
+    async def record_receipts(self, receipts: list[Receipt], now: int,
+                              rules: ReceiptRules) -> list[str]:
+        """Store each receipt and apply it, in one transaction, before the provider is
+        answered: 'applied', 'duplicate' (seen before), or 'orphan' (no step matches yet: it is
+        kept, and applied when its send's answer names the message)."""
+        return await self.write(lambda c: [_record(c, r, now, rules) for r in receipts])
+
+    async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,
+                       source: str, now: int) -> bool:
+        return await self.write(lambda c: c.execute(SUPPRESS, (
+            tenant, channel_type, address, reason, source, None, now)).rowcount > 0)
+
+    async def unsuppress(self, tenant: str, channel_type: str, address: str) -> bool:
+        return await self.write(lambda c: c.execute(
+            UNSUPPRESS, (tenant, channel_type, address)).rowcount > 0)
+
+    async def suppressions(self, tenant: str, address: str | None = None,
+                           limit: int = 1000) -> list[Suppression]:
+        rows = await self._fetchall(SELECT_SUPPRESSIONS, (tenant, address, address, limit))
+        return [Suppression(*r) for r in rows]
+
+    async def orphan_count(self) -> int:
+        return await self._scalar(COUNT_ORPHANS, ()) or 0
+
     async def dead_letters(self, limit: int) -> list[DeadLetter]:
         return [DeadLetter(*r) for r in await self._fetchall(SELECT_DEAD, (limit,))]
+
+
+def _record(c: sqlite3.Connection, r: Receipt, now: int, rules: ReceiptRules) -> str:
+    """Store one receipt; apply it to its step if one matches, else keep it as an orphan."""
+    inserted = c.execute(INSERT_RECEIPT, (
+        r.provider, r.event_id, r.event, r.occurred_at, now, r.provider_ref, r.key, r.message_id,
+        r.address, r.channel_type, r.detail, None, None)).rowcount
+    if not inserted:
+        return "duplicate"
+    step = _match(c, r)
+    if step is None:
+        if r.key is None and r.provider_ref is None and r.message_id is None and r.address \
+                and r.channel_type and r.event in SUPPRESSING:  # an account-wide fact (a STOP)
+            c.execute(SUPPRESS, ("*", r.channel_type, r.address, str(r.event), r.provider,
+                                 f"{r.provider}:{r.event_id}", now))
+        return "orphan"
+    _apply_receipt(c, r, step[0], step[1], now, rules)
+    return "applied"
+
+
+def _match(c: sqlite3.Connection, r: Receipt) -> tuple[str, int] | None:
+    """The step a receipt is about: by the step key it carries, the provider's message id, or
+    the Message-ID notifyd set."""
+    for key in (r.key, message_key(r.message_id)):
+        nid, _, rest = (key or "").partition(":")
+        step = rest.partition(":")[0]
+        if nid and step.isdigit() and c.execute(
+                SELECT_RECEIPT_STEP, (nid, int(step))).fetchone() is not None:
+            return nid, int(step)
+    if r.provider_ref:
+        row = c.execute(STEP_BY_REF, (r.provider_ref,)).fetchone()
+        if row is not None:
+            return row[0], row[1]
+    return None
+
+
+def _apply_receipt(c: sqlite3.Connection, r: Receipt, nid: str, no: int, now: int,
+                   rules: ReceiptRules) -> None:
+    c.execute(MATCH_RECEIPT, (nid, no, r.provider, r.event_id))
+    row = c.execute(SELECT_RECEIPT_STEP, (nid, no)).fetchone()
+    contact = rules.contacts.get(row["channel"])
+    channel_type = CONTACT_CHANNEL.get(contact or "") or r.channel_type
+    device = (r.key or "").split(":")[2] if (r.key or "").count(":") >= 2 else None
+    d = rules.judge(ReceiptContext(
+        r.event, rules.stops.get(row["kind"], "resolved"), row["resolved_at"] is not None,
+        StepState(row["state"]), row["evidence"], channel_type,
+        r.address or (row["destination"] if contact in CONTACT_CHANNEL else None), device))
+    if d.evidence is not None:
+        c.execute(SET_EVIDENCE, (d.evidence, nid, no))
+    if d.resolve and c.execute(RESOLVE, (now, "delivered", f"receipt:{r.provider}",
+                                         nid)).rowcount:
+        c.execute(CANCEL_PENDING, ("resolved: delivered", now, nid))
+    if d.suppress and channel_type:
+        c.execute(SUPPRESS, (row["tenant"], channel_type, r.address or row["destination"],
+                             d.suppress, r.provider, f"{r.provider}:{r.event_id}", now))
+    if d.pull_next:
+        _pull_next(c, nid, f"step {no} {r.event}", no, now, now)
+    if d.kill_device and device:
+        c.execute(KILL_DEVICE, (f"{r.provider}: {r.event}", now, device, nid))
+
+
+def _receipt(row: sqlite3.Row) -> Receipt:
+    return Receipt(row["provider"], row["event_id"], Evidence(row["event"]), row["occurred_at"],
+                   row["provider_ref"], row["step_key"], row["message_id"], row["address"],
+                   row["channel_type"], row["detail"])
 
 
 def _read_fault(e: sqlite3.Error) -> Exception:
@@ -560,13 +678,13 @@ def _apply(c: sqlite3.Connection, nid: str, no: int, reason: str | None, d: Deci
     state = ENDED[d.verdict]
     c.execute(END_STEP, (state, d.reason, now, nid, no))
     if d.pull_next_at is not None:  # the ladder moves on rather than sit out this step's window
-        _pull_next(c, nid, no, state, d.pull_next_at, now)
+        _pull_next(c, nid, f"step {no} {state}", no, d.pull_next_at, now)
 
 
-def _pull_next(c: sqlite3.Connection, nid: str, no: int, state: StepState, at: int,
-               now: int) -> None:
-    """The next pending step becomes due at `at` if it was due later; an event says why."""
-    why = f"pulled forward: step {no} {state}"
+def _pull_next(c: sqlite3.Connection, nid: str, what: str, no: int, at: int, now: int) -> None:
+    """The step after `no` becomes due at `at` if it was due later, because of `what` (step 0
+    dead, step 0 bounced); an event says why."""
+    why = f"pulled forward: {what}"
     for (pulled,) in c.execute(PULL_NEXT, (at, why, now, nid, at, nid, no)).fetchall():
         c.execute(INSERT_EVENT, (nid, pulled, now, f"{why}; due {iso(at)}"))
 
@@ -588,7 +706,7 @@ def _notification_record(n: sqlite3.Row, steps: list[sqlite3.Row], attempts: lis
                  s["provider_ref"], s["destination"], s["payload"], s["claim_token"],
                  s["lease_until"], s["updated_at"], s["retry_base"],
                  tuple(a for a in attempts if a.step_no == s["step_no"]), s["planned_at"],
-                 s["cause"], s["template"])
+                 s["cause"], s["template"], s["evidence"])
             for s in steps), events)
 
 
