@@ -279,3 +279,11 @@ def test_settings() -> None:
     problems = Settings(auth_token="abc def").problems()
     assert [k for k, _ in problems] == ["auth_token"]
     assert "abc def" not in problems[0][1]
+
+
+async def test_an_unparseable_url_or_an_oversized_form_is_refused() -> None:
+    good = request(status_params("delivered"))
+    await refused(BadSignature, RawRequest("POST", "https://[notifyd/x?key=1", good.headers,
+                                           good.body, {}))
+    many = [*status_params("delivered").items(), *((f"X{i}", "1") for i in range(600))]
+    await refused(BadSignature, request(many))

@@ -121,7 +121,10 @@ def verify(request: RawRequest, auth_token: str) -> Params:
     if request.headers.get(SHARED_KEY_HEADER):
         raise BadSignature(f"signed with a Webhooks shared key ({SHARED_KEY_HEADER}); "
                            "notifyd verifies the auth token's signature only")
-    body_hash = parse_qs(urlsplit(request.url).query).get("bodySHA256")
+    try:
+        body_hash = parse_qs(urlsplit(request.url).query).get("bodySHA256")
+    except ValueError:
+        raise BadSignature("the request URL cannot be parsed") from None
     if body_hash:
         if not hmac.compare_digest(hashlib.sha256(request.body).hexdigest().encode(),
                                    body_hash[0].encode()):
@@ -163,7 +166,8 @@ def _form(body: bytes) -> Params:
         pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict",
                           max_num_fields=MAX_FIELDS)
     except ValueError:  # UnicodeDecodeError included; too many fields
-        raise BadSignature("the body is not UTF-8 form data") from None
+        raise BadSignature("the body is not form data as Twilio sends it (UTF-8, at most "
+                           f"{MAX_FIELDS} fields)") from None
     params: Params = {}
     for name, value in pairs:
         params.setdefault(name, []).append(value)
