@@ -180,7 +180,7 @@ async def test_an_address_that_is_not_e164_is_not_given() -> None:
                                   "END", "quit", "REVOKE", "optout"])
 async def test_an_opt_out_reply_unsubscribes_the_sender(text: str) -> None:
     [r] = await run(request(inbound_params(text)))
-    assert r == Receipt("twilio", SID, Event.UNSUBSCRIBED, None, provider_ref=SID, address=FROM,
+    assert r == Receipt("twilio", SID, Event.UNSUBSCRIBED, None, address=FROM,
                         channel_type="sms", detail=text.strip().upper())
 
 

@@ -232,7 +232,7 @@ def _inbound(params: Params, sid: str) -> list[Receipt]:
     sender = _number(_one(params, "From"))
     if sender is None:
         return []  # not a phone number notifyd could have texted
-    return [Receipt(NAME, sid, Event.UNSUBSCRIBED, None, provider_ref=sid, address=sender,
+    return [Receipt(NAME, sid, Event.UNSUBSCRIBED, None, address=sender,
                     channel_type="sms", detail=word)]
 
 
