@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from multidict import CIMultiDict
-from sendgrid.helpers.eventwebhook import EventWebhook
+from sendgrid.helpers.eventwebhook import EventWebhook  # type: ignore[import-untyped]
 
 from notifyd.receipts.base import BadReceipt, BadSignature, Event, RawRequest, Receipt, message_key
 from notifyd.receipts.sendgrid import (
