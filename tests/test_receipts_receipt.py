@@ -1,0 +1,212 @@
+"""The delivery-receipt endpoint's parser against requests signed by the Standard Webhooks
+reference library (standardwebhooks.Webhook.sign), in both body forms: the ids spelled out, and
+the key a push payload carries."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from multidict import CIMultiDict
+from standardwebhooks import Webhook
+
+from notifyd.receipts.base import BadReceipt, BadSignature, Event, RawRequest, Receipt
+from notifyd.receipts.receipt import PROVIDER, Settings, parse
+
+SECRET = "whsec_" + base64.b64encode(b"delivery-receipt-test-key-32byte").decode()
+OLD_SECRET = "whsec_" + base64.b64encode(b"the-previous-receipt-secret-0001").decode()
+SETTINGS = Settings(secret=SECRET)
+NOW = 1_790_000_000_000
+NID = "n_0kx7c3v9q2m4r8t1w6"
+DEVICE = "d_9f86d081884c7d65"
+URL = "https://notifyd.example.com/v1/webhooks/delivery-receipt"
+
+
+async def no_fetch(url: str) -> bytes:
+    raise AssertionError("the delivery-receipt parser never fetches")
+
+
+def request(payload: dict[str, Any] | None = None, *, body: bytes | None = None,
+            msg_id: str = "msg_2mYvLq8N", at_ms: int = NOW, secret: str = SECRET,
+            headers: dict[str, str] | None = None) -> RawRequest:
+    raw = json.dumps(payload, separators=(",", ":")).encode() if body is None else body
+    when = datetime.fromtimestamp(at_ms // 1000, tz=UTC)
+    h = CIMultiDict({"Content-Type": "application/json", "webhook-id": msg_id,
+                     "webhook-timestamp": str(at_ms // 1000),
+                     "webhook-signature": Webhook(secret).sign(msg_id, when, raw.decode())})
+    h.update(headers or {})
+    return RawRequest("POST", URL, h, raw, {})
+
+
+async def run(req: RawRequest, settings: Settings = SETTINGS, now: int = NOW) -> list[Receipt]:
+    return await parse(req, settings, now, no_fetch)
+
+
+async def refused(exc: type[Exception], req: RawRequest, settings: Settings = SETTINGS,
+                  now: int = NOW) -> str:
+    with pytest.raises(exc) as info:
+        await run(req, settings, now)
+    message = str(info.value)
+    assert message and SECRET not in message and SECRET[6:] not in message
+    return message
+
+
+@pytest.mark.parametrize(("status", "event"), [("delivered", Event.DELIVERED),
+                                               ("shown", Event.SHOWN), ("opened", Event.OPENED)])
+async def test_each_status_in_the_ids_form(status: str, event: Event) -> None:
+    [r] = await run(request({"notification_id": NID, "step_no": 2, "status": status}))
+    assert r == Receipt("delivery-receipt", "msg_2mYvLq8N", event, None, key=f"{NID}:2")
+
+
+async def test_a_device_and_a_timestamp() -> None:
+    [r] = await run(request({"notification_id": NID, "step_no": 0, "device_id": DEVICE,
+                             "status": "shown", "timestamp": "2026-09-21T14:13:19.250Z"}))
+    assert r == Receipt("delivery-receipt", "msg_2mYvLq8N", Event.SHOWN, NOW - 750,
+                        key=f"{NID}:0", channel_type="push", detail=f"device {DEVICE}")
+
+
+@pytest.mark.parametrize(("key", "step_key", "detail"), [
+    (f"{NID}:1", f"{NID}:1", None),
+    (f"{NID}:1:{DEVICE}", f"{NID}:1", f"device {DEVICE}"),  # webpush `key`, fcm `notifyd_key`
+])
+async def test_the_key_form(key: str, step_key: str, detail: str | None) -> None:
+    [r] = await run(request({"key": key, "status": "opened",
+                             "timestamp": "2026-09-21T16:13:20+02:00"}))
+    assert (r.event, r.key, r.detail, r.occurred_at) == (Event.OPENED, step_key, detail, NOW)
+
+
+async def test_the_seed_example_with_a_provider_word() -> None:
+    [r] = await run(request({"provider": "apns", "notification_id": NID, "step_no": 3,
+                             "status": "delivered", "timestamp": "2026-09-21T14:13:20Z"}))
+    assert (r.event, r.key, r.occurred_at) == (Event.DELIVERED, f"{NID}:3", NOW)
+
+
+async def test_a_replay_inside_the_window_is_the_same_event() -> None:
+    payload = {"notification_id": NID, "step_no": 2, "status": "opened"}
+    first = await run(request(payload))
+    again = await run(request(payload), now=NOW + 200_000)
+    assert first == again  # the signed webhook-id: the store keeps one
+
+
+async def test_a_rotation_accepts_either_secret_and_several_signatures() -> None:
+    both = Settings(secret=SECRET, previous_secret=OLD_SECRET)
+    payload = {"notification_id": NID, "step_no": 2, "status": "opened"}
+    assert await run(request(payload, secret=OLD_SECRET), both)
+    await refused(BadSignature, request(payload, secret=OLD_SECRET))
+    good = request(payload)
+    several = f"v1a,bm90LWVkMjU1MTk= v1,{base64.b64encode(b'x' * 32).decode()} " \
+              f"{good.headers['webhook-signature']}"
+    assert await run(request(payload, headers={"webhook-signature": several}))
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [
+    ("status", "read", "status"),
+    ("status", None, "status"),
+    ("status", 1, "status"),
+    ("notification_id", "n_short", "notification_id"),
+    ("notification_id", "N_0KX7C3V9Q2M4R8T1W6", "notification_id"),
+    ("notification_id", 7, "notification_id"),
+    ("step_no", -1, "step_no"),
+    ("step_no", "2", "step_no"),
+    ("step_no", True, "step_no"),
+    ("step_no", 1.5, "step_no"),
+    ("step_no", 10**9, "step_no"),
+    ("device_id", "d_XYZ", "device_id"),
+    ("device_id", 5, "device_id"),
+    ("timestamp", "yesterday", "timestamp"),
+    ("timestamp", "2026-09-21T14:13:20", "timestamp"),  # no offset
+    ("timestamp", 1790000000, "timestamp"),
+    ("provider", "APNs Gateway!", "provider"),
+    ("stauts", "opened", "'stauts'"),
+])
+async def test_each_bad_field_is_named(field: str, value: Any, says: str) -> None:
+    payload = {"notification_id": NID, "step_no": 2, "status": "opened", field: value}
+    assert says in await refused(BadReceipt, request(payload))
+
+
+@pytest.mark.parametrize(("payload", "says"), [
+    ({"key": f"{NID}", "status": "opened"}, "key"),
+    ({"key": f"{NID}:1:d_nothex", "status": "opened"}, "key"),
+    ({"key": f"{NID}:1:{DEVICE}:extra", "status": "opened"}, "key"),
+    ({"key": 12, "status": "opened"}, "key"),
+    ({"key": f"{NID}:1", "step_no": 1, "status": "opened"}, "not both"),
+    ({"status": "opened"}, "notification_id"),
+    ({"notification_id": NID, "status": "opened"}, "step_no"),
+])
+async def test_each_bad_shape_is_named(payload: dict[str, Any], says: str) -> None:
+    assert says in await refused(BadReceipt, request(payload))
+
+
+@pytest.mark.parametrize("body", [b"", b"not json", b"[]", b'"opened"', b"\xff\xfe{}"])
+async def test_a_verified_body_that_is_not_an_object_is_a_bad_receipt(body: bytes) -> None:
+    req = request(body=body) if body.isascii() else _signed_bytes(body)
+    await refused(BadReceipt, req)
+
+
+def _signed_bytes(body: bytes) -> RawRequest:
+    """Signed over bytes that are not UTF-8 (the reference library signs text only)."""
+    key = base64.b64decode(SECRET[6:])
+    mac = hmac.new(key, b"msg_1." + str(NOW // 1000).encode() + b"." + body, hashlib.sha256)
+    headers = CIMultiDict({"webhook-id": "msg_1", "webhook-timestamp": str(NOW // 1000),
+                           "webhook-signature": "v1," + base64.b64encode(mac.digest()).decode()})
+    return RawRequest("POST", URL, headers, body, {})
+
+
+PAYLOAD = {"notification_id": NID, "step_no": 2, "status": "opened"}
+
+
+@pytest.mark.parametrize("header", ["webhook-id", "webhook-timestamp", "webhook-signature"])
+async def test_each_missing_header_is_refused_by_name(header: str) -> None:
+    req = request(PAYLOAD)
+    headers = CIMultiDict(req.headers)
+    del headers[header]
+    assert header in await refused(BadSignature, RawRequest("POST", URL, headers, req.body, {}))
+
+
+@pytest.mark.parametrize(("at_ms", "says"), [(NOW - 301_000, "old"), (NOW + 301_000, "ahead")])
+async def test_stale_and_future_timestamps_are_refused(at_ms: int, says: str) -> None:
+    assert says in await refused(BadSignature, request(PAYLOAD, at_ms=at_ms))
+    assert await run(request(PAYLOAD, at_ms=at_ms), now=at_ms)  # the same request in its time
+
+
+@pytest.mark.parametrize("value", ["", "1790000000.5", "-1", "0x6A", "17900000000000000"])
+async def test_a_malformed_timestamp_is_refused(value: str) -> None:
+    await refused(BadSignature, request(PAYLOAD, headers={"webhook-timestamp": value}))
+
+
+async def test_forged_and_changed_requests_are_refused() -> None:
+    good = request(PAYLOAD)
+    compact = good.body
+    other = "whsec_" + base64.b64encode(b"someone-else-entirely-0123456789").decode()
+    await refused(BadSignature, request(PAYLOAD, secret=other))
+    await refused(BadSignature, request(PAYLOAD, headers={"webhook-signature": "v1,AAAA"}))
+    await refused(BadSignature, request(PAYLOAD, headers={"webhook-signature": "v1,%%%"}))
+    await refused(BadSignature, request(PAYLOAD, headers={"webhook-id": "msg_other"}))
+    pretty = json.dumps(PAYLOAD, indent=2).encode()  # re-serialised: same JSON, other bytes
+    for body in (compact[:-1], pretty, compact.replace(b"opened", b"shown")):
+        await refused(BadSignature, RawRequest("POST", URL, good.headers, body, {}))
+
+
+async def test_a_malformed_id_is_refused() -> None:
+    await refused(BadSignature, request(PAYLOAD, msg_id="has space"))
+    await refused(BadSignature, request(PAYLOAD, msg_id="x" * 257))
+
+
+async def test_without_a_secret_everything_is_refused() -> None:
+    await refused(BadSignature, request(PAYLOAD), Settings())
+
+
+def test_settings() -> None:
+    assert PROVIDER.name == "delivery-receipt"
+    assert not Settings().enabled() and Settings().problems() == []
+    assert SETTINGS.enabled() and SETTINGS.problems() == []
+    bad = Settings(secret="whsec_not base64", previous_secret="whsec_c2hvcnQ=")
+    problems = bad.problems()
+    assert [k for k, _ in problems] == ["secret", "previous_secret"]
+    assert not any("not base64" in m or "c2hvcnQ" in m for _, m in problems)
+    assert [k for k, _ in Settings(previous_secret=OLD_SECRET).problems()] == ["previous_secret"]
