@@ -20,6 +20,7 @@ import tomli_w
 from notifyd.channels import TYPES as CHANNEL_TYPES
 from notifyd.errors import ConfigError
 from notifyd.fields import MAX_SEC, doc, docf
+from notifyd.receipts import PROVIDERS
 
 DEFAULT_PORT = 7726
 DEFAULT_DB = "notifyd.db"
@@ -178,6 +179,15 @@ class Config:
         "Channels by name; ladders refer to these names.", _default_channels)
     kinds: dict[str, KindConfig] = docf(
         "Notification kinds by name: each its ladder and policy.", _default_kinds)
+    # Providers' delivery webhooks by provider name: each its receipts/<name>.py settings, on
+    # when its secret is set. Built by _build_webhooks, not from a type hint.
+    webhooks: dict[str, Any] = field(default_factory=dict, metadata={
+        "doc": "Providers' delivery webhooks by provider name.", "webhooks": True})
+
+    def webhook(self, name: str) -> Any | None:
+        """The provider's settings if its webhook is on, else None."""
+        settings = self.webhooks.get(name)
+        return settings if settings is not None and settings.enabled() else None
 
 
 
@@ -219,6 +229,10 @@ def beside(store: str, folder: Path) -> str:
 def _build(cls: type[Any], data: Any, where: str) -> Any:
     if not isinstance(data, dict):
         raise ConfigError(f"{where or 'config'}: expected a table")
+    if cls is Config and "webhooks" in data:
+        webhooks = _build_webhooks(data["webhooks"])
+        return dataclasses.replace(_build(Config, {k: v for k, v in data.items()
+                                                   if k != "webhooks"}, where), webhooks=webhooks)
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
@@ -246,6 +260,19 @@ def _build_channel(data: Any, where: str) -> ChannelConfig:
     common: ChannelConfig = _build(ChannelConfig, {k: v for k, v in data.items() if k in shared},
                                    where)
     return dataclasses.replace(common, settings=settings)
+
+
+def _build_webhooks(data: Any) -> dict[str, Any]:
+    """The [webhooks.PROVIDER] tables, each checked against that provider's keys."""
+    if not isinstance(data, dict):
+        raise ConfigError("webhooks: expected a table")
+    out = {}
+    for name, table in data.items():
+        if name not in PROVIDERS:
+            raise ConfigError(f"webhooks.{name}: unknown provider (known: "
+                              f"{', '.join(sorted(PROVIDERS))})")
+        out[name] = _build(PROVIDERS[name].settings, table, f"webhooks.{name}")
+    return out
 
 
 def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch per TOML shape
@@ -326,6 +353,9 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         need(ch.timeout_sec + SEND_SLACK_SEC < cfg.scanner.lease_sec, f"{k}.timeout_sec",
              f"must be under scanner.lease_sec - {SEND_SLACK_SEC:g}, or a slow send would be "
              "taken over while still in flight")
+    for name, settings in cfg.webhooks.items():
+        for key, problem in settings.problems():
+            need(False, f"webhooks.{name}.{key}", problem)
     for name, kind in cfg.kinds.items():
         k = f"kinds.{name}"
         need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")
@@ -375,6 +405,7 @@ def render_example() -> str:
         "# [kinds.NAME]",
         *_commented(_render_fields(KindConfig(ladder=(LadderStep("log"),)))),
         "",
+        *_render_webhooks(),
         "# For example, a webhook channel and a kind that escalates from it to the log after ten",
         "# minutes unless resolved first:",
         "#",
@@ -406,6 +437,18 @@ def _render_channel_types() -> list[str]:
         out.append(f"#   type = \"{name}\": {ctype.summary}")
         for line in _render_fields(ctype.settings()):
             out += [f"#     {part.removeprefix('# ')}" for part in line.split("\n")]
+    return [*out, ""]
+
+
+def _render_webhooks() -> list[str]:
+    """Each provider's delivery webhook: POST /v1/webhooks/NAME, on when its secret is set."""
+    out = ["# Delivery receipts from providers' webhooks: each provider's table turns on",
+           "# POST /v1/webhooks/NAME once its secret is set. Point the provider at",
+           "# server.public_url + /v1/webhooks/NAME. Providers and their keys:", "#"]
+    for name, provider in PROVIDERS.items():
+        out.append(f"# [webhooks.{name}]  {provider.summary}")
+        for line in _render_fields(provider.settings()):
+            out += [f"#   {part.removeprefix('# ')}" for part in line.split("\n")]
     return [*out, ""]
 
 

@@ -22,7 +22,7 @@ from typing import IO
 
 from aiohttp import web
 
-from notifyd import __version__
+from notifyd import __version__, evidence
 from notifyd.auth import KeyCache
 from notifyd.clock import Clock, SystemClock
 from notifyd.config import Config
@@ -188,7 +188,8 @@ class Daemon:
         """Run the HTTP server and the scanner as peers until `stop`, then shut down in order."""
         cfg = self.cfg
         store, sock, lock = await self._start()
-        pool = SenderPool(cfg, store, self.clock, build_adapters(cfg), templates=self.templates)
+        pool = SenderPool(cfg, store, self.clock, build_adapters(cfg), templates=self.templates,
+                          receipt_rules=evidence.rules(cfg))
         scanner = Scanner(cfg, store, pool, self.clock)
         ingest = Ingest(cfg, store, self.clock, wake=scanner.wake)
         health = Health(cfg, store, pool, scanner, self.clock)
@@ -208,6 +209,7 @@ class Daemon:
             left = cfg.daemon.grace_sec - (time.monotonic() - self._stopping_at)
             await pool.drain(max(0.0, left))
             await pool.close()
+            await ctx.fetch.close()
             await store.close()
             if lock is not None:
                 lock.close()

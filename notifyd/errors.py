@@ -16,6 +16,8 @@ CATALOG: dict[str, ErrorSpec] = {
     "invalid_json": ErrorSpec(400, "the request body is not valid JSON"),
     "body_not_object": ErrorSpec(400, "the request body must be a JSON object"),
     "unauthorized": ErrorSpec(401, "missing or unknown API key (Authorization: Bearer <key>)"),
+    "bad_signature": ErrorSpec(401, "the webhook's signature or credentials did not verify; "
+                                    "nothing was stored"),
     "kind_not_allowed": ErrorSpec(403, "this API key may not post this kind"),
     "scope_not_allowed": ErrorSpec(403, "this API key's scopes do not allow this call"),
     "not_found": ErrorSpec(404, "no such resource"),
@@ -26,6 +28,8 @@ CATALOG: dict[str, ErrorSpec] = {
     "request_timeout": ErrorSpec(408, "the request body did not arrive within "
                                       "server.body_timeout_sec"),
     "body_too_large": ErrorSpec(413, "the request body is larger than server.max_body_bytes"),
+    "bad_receipt": ErrorSpec(400, "the webhook verified but its body is not one notifyd can "
+                                  "read; nothing was stored"),
     "missing_field": ErrorSpec(422, "a required field is missing"),
     "invalid_field": ErrorSpec(422, "a field has the wrong type or value"),
     "unknown_field": ErrorSpec(422, "the body has a field this endpoint does not know"),
@@ -37,6 +41,9 @@ CATALOG: dict[str, ErrorSpec] = {
                                  "the same dedup key (nothing was accepted)"),
     "storage_unavailable": ErrorSpec(503, "the database cannot take writes now; retry after "
                                           "Retry-After (nothing was accepted)"),
+    "provider_unreachable": ErrorSpec(503, "verifying the webhook needs a file from the provider "
+                                           "that could not be fetched; retry later (nothing was "
+                                           "stored)"),
     "internal": ErrorSpec(500, "internal error; nothing was accepted"),
 }
 

@@ -58,6 +58,7 @@ class Health:
         for (ch, lane), lag in (await self.due_lag_ms()).items():
             m.due_lag.labels(ch, lane).set(lag / 1000)
         m.dead_letters.set(await self.store.dead_count())
+        m.orphans.set(await self.store.orphan_count())
         for name, sender in self.pool.channels.items():
             m.breaker.labels(name).set(BREAKER_STATE[sender.breaker.state])
         return m.text()

@@ -41,6 +41,12 @@ class Metrics:
                              "1 open, 2 half-open.", ["channel"], registry=r)
         self.dead_letters = Gauge("notifyd_dead_letters", "Steps that are dead now (notifyd "
                                   "dead-letters lists them).", registry=r)
+        self.receipts = Counter("notifyd_receipts", "Provider webhook receipts by provider and "
+                                "result (applied, duplicate, orphan, bad_signature, bad_receipt, "
+                                "unavailable).", ["provider", "result"], registry=r)
+        self.orphans = Gauge("notifyd_orphan_receipts", "Stored receipts that match no step "
+                             "(yet): a receipt before its send's answer, or for mail notifyd "
+                             "did not send.", registry=r)
         self.cancellation_ratio = Gauge(
             "notifyd_cancellation_ratio", "Share of ended steps that were cancelled by a "
             "resolution, since start: it should be substantial.", registry=r)
@@ -78,6 +84,7 @@ def summary(text: str) -> list[str]:
     mean = f"{total / count * 1000:.2f} ms" if count else "-"
     ratio = samples.get("notifyd_cancellation_ratio", [({}, 0.0)])[0][1]
     dead = samples.get("notifyd_dead_letters", [({}, 0.0)])[0][1]
+    orphans = samples.get("notifyd_orphan_receipts", [({}, 0.0)])[0][1]
     depth = [f"    {labels['kind']:<32} {v:g} resolved, mean depth "
              f"{_sum(samples, 'notifyd_escalation_depth_sum', labels) / v:.2f}"
              for labels, v in samples.get("notifyd_escalation_depth_count", []) if v]
@@ -93,6 +100,8 @@ def summary(text: str) -> list[str]:
         *[f"    {labels['channel']:<32} {value:g}"
           for labels, value in samples.get("notifyd_breaker_state", [])],
         f"dead letters: {dead:g}",
+        "receipts by provider and result:", *rows("notifyd_receipts_total", "provider", "result"),
+        f"orphan receipts: {orphans:g}",
         "escalation depth by kind:", *depth,
     ]
 

@@ -9,6 +9,7 @@ from typing import Any
 from notifyd import __version__
 from notifyd.errors import CATALOG
 from notifyd.models import StepState
+from notifyd.receipts import PROVIDERS
 from notifyd.validate import MAX_ID_LEN
 
 _STR = {"type": "string"}
@@ -37,7 +38,8 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 def _errors(*statuses: int) -> dict[str, Any]:
     return {str(s): _json(_ref("Error"), ", ".join(
-        c for c, e in CATALOG.items() if e.status == s)) for s in statuses}
+        c for c, e in CATALOG.items() if e.status == s) or "bad_signature or bad_receipt, "
+        "with the status this provider reads as final") for s in statuses}
 
 
 STATE_DOC = ("delivered (proved by a receipt) or resolved; <channel>_pending, <channel>_sending "
@@ -203,6 +205,16 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> d
                             "schema": _STR}],
                 "responses": {"204": {"description": "removed"},
                               **_errors(401, 403, 404, 422)}}},
+            "/v1/webhooks/{provider}": {"post": {
+                "summary": "A provider's delivery receipts, in its own format and signature "
+                           "scheme; 404 unless [webhooks.PROVIDER] is configured",
+                "security": [], "parameters": [{
+                    "name": "provider", "in": "path", "required": True,
+                    "schema": {"type": "string", "enum": list(PROVIDERS)}}],
+                "requestBody": {"required": False, "content": {"*/*": {"schema": {}}}},
+                "responses": {"200": {"description": "stored and applied (a provider's own "
+                                                     "reply body, e.g. TwiML for Twilio)"},
+                              **_errors(400, 401, 403, 404, 406, 408, 413, 503)}}},
             "/v1/openapi.json": _public("This document", {"200": {"description": "ok"}}),
             "/healthz": _public("Liveness: the process answers; nothing is touched",
                                 {"200": {"description": "ok"}}),

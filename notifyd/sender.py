@@ -33,7 +33,18 @@ from notifyd.clock import Clock
 from notifyd.config import SEND_SLACK_SEC, ChannelConfig, Config
 from notifyd.logs import step_line
 from notifyd.metrics import Metrics
-from notifyd.models import Budget, Claim, Completion, Lane, Outcome, StepState, Why, iso, plural
+from notifyd.models import (
+    Budget,
+    Claim,
+    Completion,
+    Lane,
+    Outcome,
+    ReceiptRules,
+    StepState,
+    Why,
+    iso,
+    plural,
+)
 from notifyd.recipients import device_kind
 from notifyd.render import Frozen, Renderer
 from notifyd.store import StorageError, Store
@@ -119,9 +130,12 @@ def backoff_ms(cfg: ChannelConfig, tries: int, rng: random.Random) -> int:
 
 
 def build_adapters(cfg: Config) -> dict[str, Channel]:
-    """One adapter per configured channel, built by its type from its own settings."""
+    """One adapter per configured channel, built by its type from its own settings. A type
+    whose provider's webhook is on ([webhooks.twilio]) learns the public URL, so it asks the
+    provider for status callbacks there."""
     return {name: build_channel(name, ch.type, ch.settings, Limits(
-        ch.timeout_sec, ch.urgent_concurrency + ch.bulk_concurrency))
+        ch.timeout_sec, ch.urgent_concurrency + ch.bulk_concurrency,
+        cfg.server.public_url if cfg.webhook(ch.type) is not None else ""))
         for name, ch in cfg.channels.items()}
 
 
@@ -190,8 +204,11 @@ class ChannelSender:
 class SenderPool:
     def __init__(self, cfg: Config, store: Store, clock: Clock, adapters: dict[str, Channel],
                  rng: random.Random | None = None, metrics: Metrics | None = None,
-                 templates: Templates | None = None) -> None:
+                 templates: Templates | None = None,
+                 receipt_rules: ReceiptRules | None = None) -> None:
         self.store, self.clock = store, clock
+        # Applies receipts that arrived before a send's answer named its message (evidence.rules)
+        self.receipt_rules = receipt_rules
         self.renderer = Renderer(cfg, templates)
         self.metrics = metrics or Metrics()
         self.rng = rng or random.Random()
@@ -316,7 +333,7 @@ class SenderPool:
                 done = dataclasses.replace(done, disable_contact=False, dead_devices=dead)
             self.metrics.sends.labels(ch.name, done.outcome).inc()
             try:
-                applied = await self.store.complete(claim, done, now)
+                applied = await self.store.complete(claim, done, now, self.receipt_rules)
             except StorageError:  # logged by the store; the lease lapses and it is retried
                 return
             if not applied:

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from notifyd import resolution
+from notifyd import evidence, resolution
 from notifyd.auth import KeyCache
 from notifyd.clock import Clock
 from notifyd.config import Config
@@ -43,6 +43,8 @@ class Context:
         self.health = health  # None: an app without the delivery engine (API tests)
         self.metrics = health.metrics if health else metrics or Metrics()
         self.draining = False  # set at shutdown: answer 503 instead of accepting
+        self.receipt_rules = evidence.rules(cfg)
+        self.fetch = evidence.Fetcher()  # the SNS certificate, for the ses webhook
 
 
 def error_response(err: ApiError) -> web.Response:
@@ -241,6 +243,59 @@ async def delete_device(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+def public_url(request: web.Request) -> str:
+    """The URL the provider called, as it signed it: server.public_url (behind a proxy) with the
+    path and query exactly as received, or the URL this request was seen at when it is unset."""
+    base = request.app[CTX].cfg.server.public_url.rstrip("/")
+    if not base:
+        return str(request.url)
+    query = request.rel_url.raw_query_string
+    return f"{base}{request.rel_url.raw_path}{'?' + query if query else ''}"
+
+
+async def post_webhook(request: web.Request) -> web.Response:
+    """A provider's delivery receipts: verified over the raw body, stored and applied before the
+    2xx. A refusal is one log line naming the provider and why, never the body."""
+    ctx = request.app[CTX]
+    name = request.match_info["provider"]
+    provider, settings = evidence.PROVIDERS.get(name), ctx.cfg.webhook(name)
+    if provider is None or settings is None:
+        on = [p for p in evidence.PROVIDERS if ctx.cfg.webhook(p) is not None]
+        raise ApiError("not_found", f"no webhook {name!r} is configured (on: "
+                       f"{', '.join(on) or 'none'}; see [webhooks.NAME] in the config)")
+    raw = evidence.RawRequest(request.method, public_url(request), request.headers,
+                              await read_body(request), request.query)
+    count = ctx.metrics.receipts
+    try:
+        taken = await evidence.take(ctx.store, provider, settings, raw, ctx.clock.now_ms(),
+                                    ctx.fetch, ctx.receipt_rules)
+    except evidence.BadSignature as e:
+        count.labels(name, "bad_signature").inc()
+        log.warning("webhook %s refused from %s: %s", name, request.remote, e)
+        return _refusal(ApiError("bad_signature", f"{name}: {e}"), provider.bad_signature_status)
+    except evidence.BadReceipt as e:
+        count.labels(name, "bad_receipt").inc()
+        log.warning("webhook %s unreadable from %s: %s", name, request.remote, e)
+        return _refusal(ApiError("bad_receipt", f"{name}: {e}"), provider.bad_receipt_status)
+    except evidence.FetchFailed as e:
+        count.labels(name, "unavailable").inc()
+        log.warning("webhook %s: could not fetch what verification needs: %s", name, e)
+        raise ApiError("provider_unreachable") from None
+    except (Overloaded, StorageError):
+        count.labels(name, "unavailable").inc()
+        raise
+    for outcome, n in taken.items():
+        count.labels(name, outcome).inc(n)
+    reply = provider.reply
+    return web.Response(body=reply.body, status=reply.status, content_type=reply.content_type)
+
+
+def _refusal(err: ApiError, status: int) -> web.Response:
+    response = error_response(err)
+    response.set_status(status)
+    return response
+
+
 async def get_openapi(request: web.Request) -> web.Response:
     cfg = request.app[CTX].cfg
     return web.json_response(spec(sorted(cfg.kinds), sorted(cfg.channels)))
@@ -282,6 +337,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/users/{user_id}/devices", post_device),
     ("GET", "/v1/users/{user_id}/devices", get_devices),
     ("DELETE", "/v1/users/{user_id}/devices/{device_id}", delete_device),
+    ("POST", "/v1/webhooks/{provider}", post_webhook),
     ("GET", "/v1/openapi.json", get_openapi),
     ("GET", "/healthz", get_health),
     ("GET", "/readyz", get_ready),

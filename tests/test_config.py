@@ -21,6 +21,7 @@ from notifyd.config import (
     validate,
 )
 from notifyd.errors import ConfigError
+from notifyd.receipts import PROVIDERS
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "notifyd.example.toml"
 
@@ -88,6 +89,35 @@ def test_example_documents_each_channel_types_own_keys() -> None:
         assert f'#   type = "{name}": ' in text
         for f in _keys(ctype.settings):
             assert f"\n#     {f.name} = " in text, f"{name}.{f.name} missing from the example"
+
+
+def test_example_documents_each_webhook_providers_keys() -> None:
+    text = render_example()
+    for name, provider in PROVIDERS.items():
+        assert f"# [webhooks.{name}]  {provider.summary}" in text
+        for f in dataclasses.fields(provider.settings):
+            assert f"\n#   {f.name} = " in text, f"webhooks.{name}.{f.name} missing"
+            assert f.metadata.get("doc"), f"webhooks.{name}.{f.name} has no doc"
+
+
+def test_webhook_tables_are_checked_against_their_provider(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[webhooks.twillio]\nauth_token = "x"\n')
+    with pytest.raises(ConfigError, match=r"webhooks.twillio: unknown provider \(known: "):
+        load_config(path)
+    path.write_text('[webhooks.twilio]\nsecret = "x"\n')
+    with pytest.raises(ConfigError, match=r"webhooks.twilio.secret: unknown key \(known: "
+                                          r"auth_token\)"):
+        load_config(path)
+    path.write_text('[webhooks.resend]\nsecret = "not-a-whsec-Zm9vYmFy"\n')
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert "webhooks.resend.secret: must be whsec_" in str(e.value)
+    assert "Zm9vYmFy" not in str(e.value)  # a secret in the wrong shape is not echoed
+    path.write_text('[webhooks.twilio]\nauth_token = "0123456789abcdef"\n[webhooks.resend]\n')
+    cfg = load_config(path)
+    assert cfg.webhook("twilio") is not None and cfg.webhook("resend") is None
+    assert cfg.webhook("ses") is None
 
 
 def test_a_channel_types_own_keys_are_checked_against_its_type(tmp_path: Path) -> None:

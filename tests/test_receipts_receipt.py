@@ -67,12 +67,12 @@ async def test_a_device_and_a_timestamp() -> None:
     [r] = await run(request({"notification_id": NID, "step_no": 0, "device_id": DEVICE,
                              "status": "shown", "timestamp": "2026-09-21T14:13:19.250Z"}))
     assert r == Receipt("delivery-receipt", "msg_2mYvLq8N", Event.SHOWN, NOW - 750,
-                        key=f"{NID}:0", channel_type="push", detail=f"device {DEVICE}")
+                        key=f"{NID}:0:{DEVICE}", channel_type="push")
 
 
 @pytest.mark.parametrize(("key", "step_key", "detail"), [
     (f"{NID}:1", f"{NID}:1", None),
-    (f"{NID}:1:{DEVICE}", f"{NID}:1", f"device {DEVICE}"),  # webpush `key`, fcm `notifyd_key`
+    (f"{NID}:1:{DEVICE}", f"{NID}:1:{DEVICE}", None),  # webpush `key`, fcm `notifyd_key`
 ])
 async def test_the_key_form(key: str, step_key: str, detail: str | None) -> None:
     [r] = await run(request({"key": key, "status": "opened",

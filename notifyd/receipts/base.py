@@ -74,3 +74,8 @@ class ReceiptProvider:
     settings: type[Any]
     parse: Parser
     reply: Reply = Reply()
+    # What to answer a request that fails verification, and one that is verified but unreadable:
+    # the status that makes this provider stop or keep retrying as its docs say (Mailgun stops
+    # on 406; Postmark retries a 401 and stops on 403).
+    bad_signature_status: int = 401
+    bad_receipt_status: int = 400

@@ -276,4 +276,5 @@ def clean_address(value: Any) -> str | None:
 
 
 PROVIDER = ReceiptProvider(NAME, "Mailgun webhooks (HMAC-SHA256 of timestamp + token; tokens "
-                           "refused twice)", MailgunSettings, parse)
+                           "refused twice)", MailgunSettings, parse,
+                           bad_receipt_status=406)

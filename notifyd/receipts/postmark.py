@@ -251,4 +251,5 @@ def clean_address(value: Any) -> str | None:
 
 
 PROVIDER = ReceiptProvider(NAME, "Postmark webhooks (basic auth in the URL and/or a secret "
-                           "header; unsigned)", PostmarkSettings, parse)
+                           "header; unsigned)", PostmarkSettings, parse,
+                           bad_receipt_status=403)

@@ -182,9 +182,9 @@ async def parse(request: RawRequest, settings: Settings, now: int, fetch: Fetch)
     provider = data.get("provider")
     if provider is not None and not (isinstance(provider, str) and PROVIDER_RE.fullmatch(provider)):
         raise BadReceipt("provider must be a short lowercase word (1..32 of a-z 0-9 _ -)")
-    return [Receipt(NAME, msg_id, STATUS[status], occurred_at, key=f"{nid}:{step}",
-                    channel_type="push" if device else None,
-                    detail=f"device {device}" if device else None)]
+    key = f"{nid}:{step}:{device}" if device else f"{nid}:{step}"
+    return [Receipt(NAME, msg_id, STATUS[status], occurred_at, key=key,
+                    channel_type="push" if device else None)]
 
 
 def _step_of(data: dict[str, Any]) -> tuple[str, int, str | None]:
