@@ -26,12 +26,11 @@ def delivered_via(n: Notification) -> str | None:
 
 def timed_out(n: Notification, s: Step) -> bool:
     """A step that went out but proved nothing before the ladder moved past it (seed 001's
-    push_timeout): a later step was tried, or the notification has ended."""
+    push_timeout): a later step was tried. The last step sent is not timed out: it is sent,
+    and presumed delivered at the time to live unless a receipt says otherwise."""
     if s.state is not StepState.SENT or s.evidence in PROVEN:
         return False
-    later = [t for t in n.steps if t.step_no > s.step_no]
-    return any(t.attempts for t in later) or not any(
-        t.state in OPEN_STEP_STATES for t in n.steps)
+    return any(t.attempts for t in n.steps if t.step_no > s.step_no)
 
 
 def total_time_ms(n: Notification) -> int | None:
@@ -113,8 +112,8 @@ def timeline(n: Notification, now: int = 0) -> list[str]:
     lines = [head] + [f"  {iso(at)}  {text}" for at, _, _, text in events]
     for s in n.steps:
         if timed_out(n, s):
-            lines.append(f"  step {s.step_no} {s.channel}: timed out (sent, no receipt proved "
-                         "delivery before the ladder moved on)")
+            lines.append(f"  step {s.step_no} {s.channel}: timed out (sent; no receipt proved "
+                         "delivery before the next step was tried)")
     lines.append(f"  state now: {n.state_at(now)}")
     return lines
 

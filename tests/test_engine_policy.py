@@ -605,3 +605,31 @@ def test_a_final_failure_ends_the_step_now_and_disables_nothing() -> None:
     assert (done.state, done.pull_next, done.disable_contact, done.retry_at) == (
         StepState.DEAD, True, False, None)
     assert done.reason == "refused for good, not retried: HTTP 409 x"
+
+
+async def test_the_next_steps_window_starts_when_the_step_before_it_was_sent(
+        tmp_path: Path) -> None:
+    """Seed 001's 30 s: measured from the push going out, not from accept. A send held 50 s (a
+    slow provider here; a rate limit or a breaker alike) does not eat the next step's window."""
+    async with provider() as p:
+        gate = p.gate()
+        p.reply = hold(gate, accepted())
+        async with engine(tmp_path, {"hook": webhook(p.url)},
+                          {"k": two_step("hook", window_sec=60)}) as e:
+            nid = await e.accept()
+            start = e.now
+            await e.tick()
+            await p.next_request()
+            e.clock.advance(50)
+            gate.set()
+            await e.settle()
+            assert (await e.step(nid, 0))["state"] == "sent"
+            assert (await e.step(nid, 1))["send_after"] == start + 110_000
+            e.clock.advance(11)  # 61 s after accept: the planned time has passed
+            assert await e.cycle() == 0
+            e.clock.advance(49)
+            assert await e.cycle() == 1
+            assert (await e.step(nid, 1))["state"] == "sent"
+            shown = "\n".join(timeline(await e.record(nid), e.now))
+            assert "step 1 hook: attempt 1 started (step 0's 60 s window ended unresolved)" in shown
+            assert "step 0 hook: timed out" in shown and "step 1 hook: timed out" not in shown

@@ -233,6 +233,9 @@ def header_line(name: str, value: str) -> str:
     return str(HEADERS.header_factory(name, value).fold(policy=HEADERS))
 
 
+PROTOCOL_CODES = frozenset({500, 501, 502, 503, 504})  # syntax, parameters, sequence
+
+
 def enhanced(text: str) -> str:
     m = ENHANCED.match(text.strip())
     return m.group(0) if m else ""
@@ -258,6 +261,9 @@ def classify(code: int, text: str, stage: str) -> Outcome:
         return Failed(f"{reason}: mailbox full")
     if subject in ("3", "6"):
         return Failed(f"{reason}: the server refused the message, not the address")
+    if subject == "5" or code in PROTOCOL_CODES:  # RFC 3463 x.5.x; RFC 5321 500-504
+        return Failed(f"{reason}: the server did not take our command, which is about us, not "
+                      "the address", final=True)
     return Rejected(reason)
 
 

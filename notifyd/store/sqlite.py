@@ -78,6 +78,7 @@ from notifyd.store.sql import (
     CLOSE_OPEN_ATTEMPTS,
     COMPLETE_STEP,
     COUNT_ORPHANS,
+    DELAY_STEP,
     DELETE_DEVICE,
     END_ATTEMPT,
     END_STEP,
@@ -106,6 +107,7 @@ from notifyd.store.sql import (
     SELECT_KEY,
     SELECT_KEYS,
     SELECT_LAPSED,
+    SELECT_LATER_PENDING,
     SELECT_LEASED,
     SELECT_NEXT_DUE,
     SELECT_NEXT_LAPSE,
@@ -437,6 +439,8 @@ class SqliteStore:
                                           done.reason or "rejected", claim.key, now, nid))
             if applied and done.pull_next:
                 _pull_next(c, nid, f"step {no} {done.state}", no, now, now)
+            if applied and done.state is StepState.SENT:
+                _start_window(c, nid, no, now)
             for device_id, why in done.dead_devices:  # whatever became of the step
                 c.execute(KILL_DEVICE, (why, now, device_id, nid))
             if applied and done.provider_ref and rules is not None:
@@ -687,6 +691,22 @@ def _pull_next(c: sqlite3.Connection, nid: str, what: str, no: int, at: int, now
     why = f"pulled forward: {what}"
     for (pulled,) in c.execute(PULL_NEXT, (at, why, now, nid, at, nid, no)).fetchall():
         c.execute(INSERT_EVENT, (nid, pulled, now, f"{why}; due {iso(at)}"))
+
+
+def _start_window(c: sqlite3.Connection, nid: str, no: int, now: int) -> None:
+    """Step `no` went out at `now`: a window measured from it (cause 'window NO SEC') starts
+    now, not when the step was planned, so a send held back by a rate limit, a breaker or
+    retries never eats the next channel's wait. Later steps keep their order and spacing."""
+    prev_no, prev_at = no, now
+    for step_no, send_after, cause in c.execute(SELECT_LATER_PENDING, (nid, no)).fetchall():
+        what, _, rest = (cause or "").partition(" ")
+        of, _, sec = rest.partition(" ")
+        at = prev_at + int(float(sec) * 1000) if what == "window" and of == str(prev_no) \
+            else prev_at
+        if at <= send_after:
+            return
+        c.execute(DELAY_STEP, (at, now, nid, step_no))  # the planned cause still says why
+        prev_no, prev_at = step_no, at
 
 
 def _attempt(r: sqlite3.Row) -> Attempt:
