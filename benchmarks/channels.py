@@ -8,7 +8,8 @@ Parts: --only email,push,stall,sms (default all four).
 Processes. This script is the orchestrator and the load generator. The peers run in three
 subprocesses of this same file (`--peer smtp|push|twilio`), each a real protocol server from the
 test suite: aiosmtpd behind tests/fake_smtp.py, the RFC 8030 push service of tests/fake_push.py
-(it checks the VAPID token and decrypts every push with the browser's key, as a browser would),
+(it decrypts every push with the browser's key, as a browser would, and checks each distinct
+VAPID token once: notifyd signs one per push service for half its life),
 and the FakeTwilio of tests/test_channel_twilio.py (it checks basic auth and the form). Each peer
 records the wall-clock arrival (time.time_ns) of every message with its step key, and answers a
 small control API (count, dump, reset, stats, subscribe). The daemon is a subprocess too, started
@@ -30,18 +31,23 @@ out of the way (rate_per_sec 1e6, burst 1e6) and each lane gets --concurrency se
 3. stall: the same load again, but the daemon runs in a host process of this file
    (`--host-daemon`: notifyd.daemon.Daemon(cfg).run(stop) with serve()'s signal handling, loop
    exception handler and switch interval) beside a monitor task that sleeps 1 ms in a loop and
-   records each overshoot, with the main thread's CPU time during it (CPU ~ wall: the loop ran
-   code that long; CPU << wall: the thread waited for the GIL or for a CPU). A watchdog thread
-   samples the main thread's stack whenever the monitor has not run for 15 ms, to name the code
-   that blocked. The daemon's code cannot be instrumented from outside without editing it, so the
-   monitor shares its loop; the peers and the load stay in other processes. The stall figure is
-   the longest overshoot from the moment the daemon listens to the last push's arrival; start-up
-   (templates, store open) is printed apart.
+   records each overshoot. The daemon's code cannot be instrumented from outside without editing
+   it, so the monitor shares its loop; the peers and the load stay in other processes. The stall
+   figure is the longest overshoot from the moment the daemon listens to the last push's
+   arrival; start-up (templates, store open) is printed apart. To say who caused a stall, each
+   is split with the kernel's schedstat for the loop thread: the time it ran (the loop's own
+   code), the time it was runnable but waited for a CPU (the machine is busy: peers, the daemon's
+   other threads, other tenants), and the rest off the CPU (the GIL held by another thread, or a
+   blocking call); garbage-collector pauses (gc.callbacks, any thread: the collector holds the
+   GIL) that overlap it are named, and a watchdog thread samples the loop thread's stack whenever
+   the monitor is 15 ms late. --gc-freeze is a what-if: gc.freeze() once the daemon listens.
 4. sms: --bulk push notifications (urgency normal, the bulk lane) are written, the daemon starts
-   and drains them; once the drain is under way, urgent SMS notifications (urgency "urgent", one
-   twilio step) are POSTed to the API at --sms-rate per second until 95% of the bulk has arrived.
+   and drains them; once 2% have arrived, urgent SMS notifications (urgency "urgent", one twilio
+   step) are POSTed to the API at --sms-rate per second until 95% of the bulk has arrived.
    Due lag = arrival at the Twilio fake - the step's send_after (epoch ms from the database after
-   the run; one wall clock), so it includes the accept's commit and the scanner's wake-up.
+   the run; one wall clock), so it includes the accept's commit and the scanner's wake-up; it is
+   split into the POST's answer at this client and the start of the scan that claimed the step
+   (its attempt's started_at). --sms-monitored runs this part in the stall-monitored host.
 
 A summary against the issue's targets ends the output. Loopback only; every process is stopped
 and the temporary folder removed at the end (--keep keeps it), also on errors; every wait is
@@ -171,6 +177,14 @@ def child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+def die_with_parent() -> None:
+    """In a child before exec: the kernel sends it SIGTERM if this script dies, even by SIGKILL
+    (Linux prctl PR_SET_PDEATHSIG), so no daemon or peer outlives a killed benchmark."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+
+
 def wait_listening(proc: subprocess.Popen[bytes], port: int, what: str, limit: float = 30) -> None:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
@@ -223,7 +237,8 @@ class Peer:
         log = (work / f"peer-{kind}.log").open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "--peer", kind, "--ready", str(ready),
-             "--vapid-public", vapid_public], stdout=log, stderr=log, cwd=ROOT, env=child_env())
+             "--vapid-public", vapid_public], stdout=log, stderr=log, cwd=ROOT, env=child_env(),
+            preexec_fn=die_with_parent)
         log.close()
         STARTED.append(self.proc)
         deadline = time.monotonic() + 30
@@ -288,7 +303,7 @@ class DaemonProc:
                    str(db), str(self.port), str(self.out)] + ["--gc-freeze"] * gc_freeze
         with self.log.open("ab") as err:
             self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT,
-                                         env=child_env())
+                                         env=child_env(), preexec_fn=die_with_parent)
         STARTED.append(self.proc)
         wait_listening(self.proc, self.port, "notifyd")
         self.pid = self.proc.pid
@@ -603,7 +618,10 @@ async def post_sms(port: int, key: str, rate: float, push: Peer, bulk: int,
     async def watch() -> None:
         while seen[0] < 0.95 * bulk:
             await asyncio.sleep(0.2)
-            seen[0] = await asyncio.to_thread(push.count)
+            try:
+                seen[0] = await asyncio.to_thread(push.count)
+            except (OSError, ValueError):  # the peer is gone: stop posting, the checks will say
+                return
 
     async def one(i: int) -> tuple[str, Posted]:
         began = time.perf_counter()
