@@ -43,7 +43,7 @@ out of the way (rate_per_sec 1e6, burst 1e6) and each lane gets --concurrency se
    the monitor is 15 ms late. --gc-freeze is a what-if: gc.freeze() once the daemon listens.
 4. sms: --bulk push notifications (urgency normal, the bulk lane) are written, the daemon starts
    and drains them; once 2% have arrived, urgent SMS notifications (urgency "urgent", one twilio
-   step) are POSTed to the API at --sms-rate per second until 95% of the bulk has arrived.
+   step) are POSTed to the API at --sms-rate per second until 90% of the bulk has arrived.
    Due lag = arrival at the Twilio fake - the step's send_after (epoch ms from the database after
    the run; one wall clock), so it includes the accept's commit and the scanner's wake-up; it is
    split into the POST's answer at this client and the start of the scan that claimed the step
@@ -607,7 +607,7 @@ class Posted:
 
 async def post_sms(port: int, key: str, rate: float, push: Peer, bulk: int,
                    limit: float) -> tuple[dict[str, Posted], int]:
-    """POST urgent SMS notifications at `rate`/s until 95% of the bulk drain has arrived (or for
+    """POST urgent SMS notifications at `rate`/s until 90% of the bulk drain has arrived (or for
     `limit` s); each POST's answer by dedup key, and the bulk count when posting stopped."""
     headers = {"Authorization": f"Bearer {key}"}
     conns: asyncio.Queue[Conn] = asyncio.Queue()
@@ -616,8 +616,8 @@ async def post_sms(port: int, key: str, rate: float, push: Peer, bulk: int,
     seen = [0]
 
     async def watch() -> None:
-        while seen[0] < 0.95 * bulk:
-            await asyncio.sleep(0.2)
+        while seen[0] < 0.9 * bulk:
+            await asyncio.sleep(0.1)
             try:
                 seen[0] = await asyncio.to_thread(push.count)
             except (OSError, ValueError):  # the peer is gone: stop posting, the checks will say
@@ -682,7 +682,7 @@ def part_sms(bench: Bench) -> dict[str, float]:
                         for i in range(100)]
     key = asyncio.run(preload(loaded_config(cfg, db), load))
     print(f"sms: {args.bulk} bulk pushes due at once; urgent SMS POSTed at {args.sms_rate:.0f}/s "
-          "while they drain, from 2% of the bulk arrived to 95%")
+          "while they drain, from 2% of the bulk arrived to 90%")
     twilio.reset()
     push.reset()
     daemon = DaemonProc(cfg, db, work, args.sms_monitored, args.gc_freeze)
