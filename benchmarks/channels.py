@@ -477,7 +477,6 @@ def drain(peer: Peer, db: Path, work: Path, cfg: Path, count: int, args: argpars
     what was seen."""
     peer.reset()
     daemon = DaemonProc(cfg, db, work, monitored, args.gc_freeze)
-    listening = time.time()
     cpu0, peer0 = daemon.cpu(), peer.cpu()
     seen = peer.wait_for(count, 30 + count / 50)
     cpu1, peer1 = daemon.cpu(), peer.cpu()
@@ -490,7 +489,7 @@ def drain(peer: Peer, db: Path, work: Path, cfg: Path, count: int, args: argpars
     ok = states == {"sent": count} and len(first) == count and not stats.get("problems")
     return {"records": records, "first": first, "repeats": repeats, "states": states, "ok": ok,
             "cpu": cpu_line(cpu0, cpu1, seen, peer1 - peer0), "warnings": warnings,
-            "stats": stats, "stalls": stalls, "listening": listening}
+            "stats": stats, "stalls": stalls}
 
 
 # --- 1. email --------------------------------------------------------------------------------
