@@ -10,7 +10,7 @@ subprocesses of this same file (`--peer smtp|push|twilio`), each a real protocol
 test suite: aiosmtpd behind tests/fake_smtp.py, the RFC 8030 push service of tests/fake_push.py
 (it decrypts every push with the browser's key, as a browser would, and checks each distinct
 VAPID token once: notifyd signs one per push service for half its life),
-and the FakeTwilio of tests/test_channel_twilio.py (it checks basic auth and the form). Each peer
+and the FakeTwilio of tests/fake_twilio.py (it checks basic auth and the form). Each peer
 records the wall-clock arrival (time.time_ns) of every message with its step key, and answers a
 small control API (count, dump, reset, stats, subscribe). The daemon is a subprocess too, started
 from a scratch folder's config and templates with cwd = this tree's root and PYTHONPATH = it, so
@@ -807,7 +807,8 @@ async def push_peer(rec: Records, vapid_public: str,
 
 async def twilio_peer(rec: Records) -> tuple[dict[str, Any], Callable[[], dict[str, Any]]]:
     from aiohttp import web
-    from test_channel_twilio import ACCOUNT, FROM, TOKEN, FakeTwilio  # type: ignore[import-not-found]
+    from fake_twilio import ACCOUNT, TOKEN, FakeTwilio  # type: ignore[import-not-found]
+    FROM = "+15005550006"
 
     fake = FakeTwilio()
 

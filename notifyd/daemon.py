@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import errno
 import fcntl
+import gc
 import logging
 import os
 import resource
@@ -229,6 +230,11 @@ class Daemon:
             await GuardedSite(runner, sock, guard).start()
             self.port = sock.getsockname()[1]
             self._started(ctx)
+            # Start-up's objects (modules, config, templates) never become garbage: out of the
+            # collector's sight, a full collection walks what requests make, not all of them
+            # (measured: 25-36 ms gen-2 pauses in the loop down to ~2 ms; benchmarks/channels.py).
+            gc.collect()
+            gc.freeze()
             sd_notify("READY=1")
             await stop.wait()
             log.info("stopping: no new requests or claims; finishing in-flight sends")
