@@ -17,15 +17,15 @@ from typing import Any, TypeVar
 
 import click
 
-from notifyd import resolution
+from notifyd import resolution, suppressions
 from notifyd.auth import hash_key, new_key
 from notifyd.channels import TYPES
 from notifyd.channels.webpush import generate_vapid_keys
 from notifyd.clock import SystemClock
 from notifyd.config import NAME_RE, Config, load_config, render_example
-from notifyd.errors import ConfigError
+from notifyd.errors import ApiError, ConfigError
 from notifyd.logs import LOG_FORMATS, LOG_LEVELS
-from notifyd.models import REPLAYED, SCOPES, iso, plural
+from notifyd.models import REPLAYED, SCOPES, SUPPRESSION_TYPES, iso, plural
 from notifyd.recipients import address_of, contact_kinds, dead_contacts
 from notifyd.render import load_templates, requirements
 from notifyd.store import Notification, Store, StoreUnavailable, open_store, sqlite_path
@@ -358,6 +358,86 @@ async def _blocked(store: Store, nid: str, contacts: dict[str, str | None]) -> l
             out.append(f"step {s.step_no} ({s.channel}) will be suppressed: its {contact} is "
                        f"disabled ({dead[contact]}); a new address for the user makes it live")
     return out
+
+
+@main.group("suppressions")
+def suppressions_group() -> None:
+    """The suppression list: addresses notifyd will not send to, and why.
+
+    Example: notifyd suppressions list --tenant acme
+    """
+
+
+TENANT_OPTION = click.option(
+    "--tenant", default="default", show_default=True,
+    help="Whose list; '*' is the account-wide list (an SMS STOP to a shared number).")
+TYPE_ARGUMENT = click.argument("channel_type", type=click.Choice(SUPPRESSION_TYPES))
+
+
+def _address(channel_type: str, address: str) -> str:
+    try:
+        return suppressions.check_address(channel_type, address)
+    except ApiError as e:
+        raise click.ClickException(e.message) from None
+
+
+@suppressions_group.command("list")
+@global_options
+@TENANT_OPTION
+@click.option("--address", default=None, help="Only this address (or device id).")
+@click.option("--limit", default=1000, show_default=True, help="Most rows shown, newest first.")
+@click.pass_context
+def suppressions_list(ctx: click.Context, tenant: str, address: str | None, limit: int) -> None:
+    """List suppressed addresses, newest first, with the evidence that put each there.
+
+    Example: notifyd suppressions list --address ada@example.com
+    """
+    rows = _with_store(ctx, lambda s: s.suppressions(tenant, address, limit))
+    for r in rows:
+        scope = "*" if r.tenant == "*" else r.tenant
+        click.echo(f"{iso(r.created_at)}  {r.channel_type:<8} {r.address}  {r.reason}  "
+                   f"source={r.source}{'  evidence=' + r.evidence if r.evidence else ''}  "
+                   f"tenant={scope}")
+    if not rows:
+        click.echo("no suppressions")
+
+
+@suppressions_group.command("add")
+@global_options
+@TENANT_OPTION
+@TYPE_ARGUMENT
+@click.argument("address")
+@click.option("--reason", default="added by an operator", show_default=True)
+@click.pass_context
+def suppressions_add(ctx: click.Context, tenant: str, channel_type: str, address: str,
+                     reason: str) -> None:
+    """Stop sending to an address (push: a device id, which dies).
+
+    Example: notifyd suppressions add email ada@example.com --reason "asked by phone"
+    """
+    address = _address(channel_type, address)
+    added = _with_store(ctx, lambda s: s.suppress(tenant, channel_type, address, reason,
+                                                  "cli", SystemClock().now_ms()), WRITE)
+    click.echo(f"{'suppressed' if added else 'already suppressed (or no such device)'}: "
+               f"{channel_type} {address} for tenant {tenant}")
+
+
+@suppressions_group.command("remove")
+@global_options
+@TENANT_OPTION
+@TYPE_ARGUMENT
+@click.argument("address")
+@click.pass_context
+def suppressions_remove(ctx: click.Context, tenant: str, channel_type: str, address: str) -> None:
+    """Send to an address again (push: the device lives again). Steps already suppressed stay so.
+
+    Example: notifyd suppressions remove sms +14155550123 --tenant '*'
+    """
+    address = _address(channel_type, address)
+    if not _with_store(ctx, lambda s: s.unsuppress(tenant, channel_type, address,
+                                                   SystemClock().now_ms()), WRITE):
+        raise click.ClickException(f"{channel_type} {address} is not on tenant {tenant}'s list")
+    click.echo(f"removed: {channel_type} {address} for tenant {tenant}")
 
 
 @main.command("dead-letters")

@@ -194,6 +194,16 @@ class Evidence(StrEnum):
 
 # Evidence that the address is gone for good: it goes on the suppression list.
 SUPPRESSING = frozenset({Evidence.BOUNCED, Evidence.COMPLAINED, Evidence.UNSUBSCRIBED})
+# The channel types the suppression list keys addresses by ("push": a device id, whose state
+# lives with the device).
+SUPPRESSION_TYPES = ("email", "sms", "telegram", "slack", "push")
+
+
+def normal_address(channel_type: str | None, address: str) -> str:
+    """An address as the suppression list keys it: email lower-cased (providers report it so,
+    and people type it so), others as given, trimmed."""
+    address = address.strip()
+    return address.lower() if channel_type == "email" else address
 
 
 def message_key(message_id: str | None) -> str | None:

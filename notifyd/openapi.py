@@ -8,7 +8,7 @@ from typing import Any
 
 from notifyd import __version__
 from notifyd.errors import CATALOG
-from notifyd.models import StepState
+from notifyd.models import SUPPRESSION_TYPES, StepState
 from notifyd.receipts import PROVIDERS
 from notifyd.validate import MAX_ID_LEN
 
@@ -128,6 +128,21 @@ SCHEMAS: dict[str, Any] = {
                               "host": _NSTR, "state": {"type": "string",
                                                         "enum": ["live", "dead"]},
                               "reason": _NSTR}},
+    "SuppressionRequest": {"type": "object", "required": ["channel_type", "address"],
+                           "additionalProperties": False, "properties": {
+                               "channel_type": {"type": "string", "enum": list(SUPPRESSION_TYPES)},
+                               "address": {"type": "string", "minLength": 1, "maxLength": 320,
+                                           "description": "email address, E.164 number, chat "
+                                                          "id, or a push device id (d_...)"},
+                               "reason": {"type": "string", "maxLength": 200}}},
+    "Suppression": {"type": "object", "required": [
+        "channel_type", "address", "reason", "source", "evidence", "created_at", "scope"],
+        "properties": {"channel_type": {"type": "string", "enum": list(SUPPRESSION_TYPES)},
+                       "address": _STR, "reason": _STR, "source": _STR, "evidence": _NSTR,
+                       "created_at": _TIME, "created": {"type": "boolean"},
+                       "scope": {"type": "string", "enum": ["tenant", "all tenants"]}}},
+    "Suppressions": {"type": "object", "required": ["suppressions"], "properties": {
+        "suppressions": {"type": "array", "items": _ref("Suppression")}}},
     "Devices": {"type": "object", "required": ["devices"],
                 "properties": {"devices": {"type": "array", "items": _ref("Device")}}},
     "Ready": {"type": "object", "required": ["status", "checks"], "properties": {
@@ -142,7 +157,7 @@ def _op(summary: str, ok: str, schema: str, errors: tuple[int, ...],
                                                             **_errors(*errors)}}
     if body:
         op["requestBody"] = {"required": body in ("AcceptRequest", "ResolutionRequest", "User",
-                                                  "DeviceRequest"),
+                                                  "DeviceRequest", "SuppressionRequest"),
                              "content": {"application/json": {"schema": _ref(body)}}}
     return op
 
@@ -167,6 +182,9 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> d
     accept["responses"]["200"] = _json(_ref("Accepted"), "a retry of an accepted dedup key")
     accept["parameters"] = [{"name": "Idempotency-Key", "in": "header", "required": False,
                              "schema": _ID, "description": "stands in for dedup_key"}]
+    suppress = _op("Stop sending to an address (201; 200 if it already was)", "201",
+                   "Suppression", (400, 401, 403, 404, 408, 422), "SuppressionRequest")
+    suppress["responses"]["200"] = _json(_ref("Suppression"), "it already was")
     idp = [{"name": "id", "in": "path", "required": True, "schema": _STR}]
     uidp = [{"name": "user_id", "in": "path", "required": True, "schema": _ID}]
     return {
@@ -203,6 +221,23 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> d
                 "summary": "Remove a device", "parameters": [
                     *uidp, {"name": "device_id", "in": "path", "required": True,
                             "schema": _STR}],
+                "responses": {"204": {"description": "removed"},
+                              **_errors(401, 403, 404, 422)}}},
+            "/v1/suppressions": {
+                "get": {**_op("The tenant's suppression list (and the account-wide one), "
+                              "newest first", "200", "Suppressions", (401, 403, 422)),
+                        "parameters": [
+                            {"name": "address", "in": "query", "required": False,
+                             "schema": _STR},
+                            {"name": "limit", "in": "query", "required": False,
+                             "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}]},
+                "post": suppress},
+            "/v1/suppressions/{channel_type}/{address}": {"delete": {
+                "summary": "Send to an address again (the tenant's own entries only)",
+                "parameters": [
+                    {"name": "channel_type", "in": "path", "required": True,
+                     "schema": {"type": "string", "enum": list(SUPPRESSION_TYPES)}},
+                    {"name": "address", "in": "path", "required": True, "schema": _STR}],
                 "responses": {"204": {"description": "removed"},
                               **_errors(401, 403, 404, 422)}}},
             "/v1/webhooks/{provider}": {"post": {

@@ -20,7 +20,7 @@ from notifyd.channels import TYPES
 from notifyd.config import Config
 from notifyd.errors import ApiError
 from notifyd.ladder import parse_hhmm, valid_timezone
-from notifyd.models import Device, Recipient
+from notifyd.models import Device, Recipient, normal_address
 from notifyd.validate import check_fields, get_str
 
 CONTACT_FIELDS = ("email", "phone", "telegram_chat_id", "slack_user_id")
@@ -81,6 +81,8 @@ def parse_recipient(tenant: str, user_id: str, data: dict[str, Any]) -> Recipien
     if "email" in contacts and not EMAIL.match(contacts["email"]):
         raise ApiError("invalid_field", "email must be an address like name@example.com",
                        "email")
+    if "email" in contacts:  # as the suppression list and providers' receipts have it
+        contacts["email"] = normal_address("email", contacts["email"])
     if "phone" in contacts and not E164.match(contacts["phone"]):
         raise ApiError("invalid_field", "phone must be E.164: + and the country code, digits "
                        "only (e.g. +14155550123)", "phone")

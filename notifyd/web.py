@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from notifyd import evidence, resolution
+from notifyd import evidence, resolution, suppressions
 from notifyd.auth import KeyCache
 from notifyd.clock import Clock
 from notifyd.config import Config
@@ -243,6 +243,56 @@ async def delete_device(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+async def get_suppressions(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    key = await authorise(request, "users")
+    unknown = sorted(set(request.query) - {"address", "limit"})
+    if unknown:
+        raise ApiError("unknown_field", f"unknown query parameter {unknown[0]!r} (known: "
+                       "address, limit)", unknown[0])
+    address = request.query.get("address")
+    limit = _limit(request.query.get("limit"))
+    found = await ctx.store.suppressions(key.tenant, address, limit)
+    return web.json_response({"suppressions": [suppressions.view(s) for s in found]})
+
+
+def _limit(text: str | None, most: int = 1000) -> int:
+    if text is None:
+        return most
+    if not text.isdigit() or not 1 <= int(text) <= most:
+        raise ApiError("invalid_field", f"limit must be 1..{most}", "limit")
+    return int(text)
+
+
+async def post_suppression(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    key = await authorise(request, "users")
+    channel_type, address, reason = suppressions.parse(await read_object(request))
+    created = await ctx.store.suppress(key.tenant, channel_type, address, reason,
+                                       f"key:{key.name}", ctx.clock.now_ms())
+    shown = next((s for s in await ctx.store.suppressions(key.tenant, address, 1000)
+                  if s.channel_type == channel_type), None)
+    if shown is None:  # a push device that is not the tenant's
+        raise ApiError("not_found", f"no device {address!r}", "address")
+    return web.json_response({**suppressions.view(shown), "created": created},
+                             status=201 if created else 200)
+
+
+async def delete_suppression(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    key = await authorise(request, "users")
+    channel_type = request.match_info["channel_type"]
+    address = suppressions.check_address(channel_type, request.match_info["address"])
+    if await ctx.store.unsuppress(key.tenant, channel_type, address, ctx.clock.now_ms()):
+        return web.Response(status=204)
+    wide = [s for s in await ctx.store.suppressions(key.tenant, address, 1000)
+            if s.channel_type == channel_type and s.tenant == "*"]
+    raise ApiError("not_found", f"{address} is not on this tenant's {channel_type} list" + (
+        f"; it is suppressed for all tenants ({wide[0].reason} from {wide[0].source}), which "
+        "only an operator lifts: notifyd suppressions remove --tenant '*'" if wide else ""),
+        "address")
+
+
 def public_url(request: web.Request) -> str:
     """The URL the provider called, as it signed it: server.public_url (behind a proxy) with the
     path and query exactly as received, or the URL this request was seen at when it is unset."""
@@ -337,6 +387,9 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/users/{user_id}/devices", post_device),
     ("GET", "/v1/users/{user_id}/devices", get_devices),
     ("DELETE", "/v1/users/{user_id}/devices/{device_id}", delete_device),
+    ("GET", "/v1/suppressions", get_suppressions),
+    ("POST", "/v1/suppressions", post_suppression),
+    ("DELETE", "/v1/suppressions/{channel_type}/{address}", delete_suppression),
     ("POST", "/v1/webhooks/{provider}", post_webhook),
     ("GET", "/v1/openapi.json", get_openapi),
     ("GET", "/healthz", get_health),

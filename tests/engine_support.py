@@ -31,6 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
+from notifyd import evidence
 from notifyd.channels import TYPES
 from notifyd.channels.base import (
     ChannelType,
@@ -60,6 +61,7 @@ from notifyd.models import ApiKey, Claim, Lane
 from notifyd.scanner import Scanner
 from notifyd.sender import SenderPool, build_adapters
 from notifyd.store import Notification, SqliteStore, open_store
+from notifyd.templates import Templates
 
 START_MS = 1_790_000_000_000
 KEY = ApiKey("k", "default", (), "h")
@@ -442,21 +444,31 @@ async def engine(tmp_path: Path, channels: dict[str, ChannelConfig],
                  clock: FakeClock | None = None) -> AsyncIterator[Engine]:
     with registered(MAILER):  # engine tests may use it, as a configured type
         cfg = engine_config(tmp_path / name, channels, kinds, scanner)
-        store = await open_store(cfg.store.path, cfg.store.synchronous)
-        assert isinstance(store, SqliteStore)  # tests also write rows as another process would
-        clock = clock or FakeClock(START_MS)
-        pool = SenderPool(cfg, store, clock, build_adapters(cfg), rng=random.Random(seed))
-        scan = Scanner(cfg, store, pool, clock)
-        eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=scan.wake),
-                     tmp_path / name)
-        try:
+        async with engine_for(cfg, seed=seed, clock=clock) as eng:
             yield eng
+
+
+@asynccontextmanager
+async def engine_for(cfg: Config, *, seed: int = 1, clock: FakeClock | None = None,
+                     templates: Templates | None = None) -> AsyncIterator[Engine]:
+    """The engine over a whole config (one loaded from a file: webhooks, templates), wired as
+    the daemon wires it, receipts' rules included."""
+    store = await open_store(cfg.store.path, cfg.store.synchronous)
+    assert isinstance(store, SqliteStore)  # tests also write rows as another process would
+    clock = clock or FakeClock(START_MS)
+    pool = SenderPool(cfg, store, clock, build_adapters(cfg), rng=random.Random(seed),
+                      templates=templates, receipt_rules=evidence.rules(cfg))
+    scan = Scanner(cfg, store, pool, clock)
+    eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=scan.wake),
+                 Path(cfg.store.path))
+    try:
+        yield eng
+    finally:
+        try:
+            await asyncio.wait_for(eng.settle(), 30)
         finally:
-            try:
-                await asyncio.wait_for(eng.settle(), 30)
-            finally:
-                await pool.close()
-                await store.close()
+            await pool.close()
+            await store.close()
 
 
 def plain(obj: Any) -> Any:

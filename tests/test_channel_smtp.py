@@ -101,15 +101,28 @@ def test_settings_problems_name_the_key_and_never_the_value() -> None:
     bad = SmtpSettings(host="", port=70000, tls="ssl", from_address="nope-secret",
                        reply_to="x@", message_id_domain="-bad-", password="hunter2",
                        connect_timeout_sec=0, idle_timeout_sec=-1,
-                       max_messages_per_connection=-1)
+                       max_messages_per_connection=-1, relay="sparkpost")
     problems = dict(bad.problems())
     assert set(problems) == {"host", "port", "tls", "from_address", "reply_to",
                              "message_id_domain", "password", "connect_timeout_sec",
-                             "idle_timeout_sec", "max_messages_per_connection"}
+                             "idle_timeout_sec", "max_messages_per_connection", "relay"}
     assert not any("nope-secret" in m or "hunter2" in m for m in problems.values())
     assert settings(25).problems() == []
     assert SmtpSettings(host="smtp.example.com", from_address="a@b.example").port == 587
     assert SmtpSettings(host="smtp.example.com", from_address="a@b.example").tls == "starttls"
+
+
+@pytest.mark.parametrize(("relay", "header"), [
+    ("sendgrid", ["X-SMTPAPI", '{"unique_args": {"notifyd_key": "n_0001abcd:1"}}']),
+    ("mailgun", ["X-Mailgun-Variables", '{"notifyd_key": "n_0001abcd:1"}']),
+    ("postmark", ["X-PM-Metadata-notifyd_key", "n_0001abcd:1"]),
+    ("ses", ["X-SES-MESSAGE-TAGS", "notifyd_key=n_0001abcd-1"]),
+])
+def test_a_relay_gets_the_step_key_in_its_own_metadata_header(build: Build, relay: str,
+                                                              header: list[str]) -> None:
+    """So the relay's event webhook carries the key back (receipts/<relay>.py reads it)."""
+    headers = build(25, relay=relay).render(step()).payload["headers"]
+    assert headers[-2:] == [["X-Notifyd-Key", "n_0001abcd:1"], header]
 
 
 def test_a_password_in_clear_over_the_network_is_refused() -> None:

@@ -39,10 +39,11 @@ import asyncio
 import binascii
 import email.policy
 import hashlib
+import json
 import re
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.headerregistry import Address
@@ -150,6 +151,9 @@ class SmtpSettings:
     message_id_domain: str = doc("The domain in Message-ID headers. Empty: the From address's "
                                  "domain.", "")
     helo_name: str = doc("The name this host gives in EHLO. Empty: its fully qualified name.", "")
+    relay: str = doc('The relay behind host, if its receipts should find their step by the key '
+                     'in its own metadata header: "sendgrid", "mailgun", "postmark" (which needs '
+                     'it) or "ses". Empty: receipts match by Message-ID only.', "")
     connect_timeout_sec: float = doc("How long connecting, TLS and login may take (within the "
                                      "channel's timeout_sec); a connect timeout is failed, "
                                      "never unknown.", 10.0)
@@ -164,6 +168,8 @@ class SmtpSettings:
             out.append(("host", "an smtp channel needs the server's host name or address"))
         if not 1 <= self.port <= 65535:
             out.append(("port", "must be 1..65535"))
+        if self.relay and self.relay not in RELAY_HEADER:
+            out.append(("relay", f"must be one of {', '.join(RELAY_HEADER)}, or empty"))
         if self.tls not in TLS_MODES:
             out.append(("tls", f"must be one of {', '.join(TLS_MODES)}"))
         if self.password and not self.username:
@@ -233,6 +239,15 @@ def header_line(name: str, value: str) -> str:
     return str(HEADERS.header_factory(name, value).fold(policy=HEADERS))
 
 
+# The header each relay turns into metadata its event webhooks send back, with the step key in
+# it (receipts/<relay>.py reads it there): SendGrid unique_args, Mailgun user variables,
+# Postmark metadata, SES message tags (whose values allow no ':').
+RELAY_HEADER: dict[str, Callable[[str], tuple[str, str]]] = {
+    "sendgrid": lambda key: ("X-SMTPAPI", json.dumps({"unique_args": {"notifyd_key": key}})),
+    "mailgun": lambda key: ("X-Mailgun-Variables", json.dumps({"notifyd_key": key})),
+    "postmark": lambda key: ("X-PM-Metadata-notifyd_key", key),
+    "ses": lambda key: ("X-SES-MESSAGE-TAGS", f"notifyd_key={key.replace(':', '-')}"),
+}
 PROTOCOL_CODES = frozenset({500, 501, 502, 503, 504})  # syntax, parameters, sequence
 
 
@@ -323,6 +338,7 @@ class SmtpChannel:
                               if settings.envelope_from else sender.addr_spec)
         self.reply_to = str(parse_sender(settings.reply_to)) if settings.reply_to else ""
         self.id_domain = settings.message_id_domain or sender.domain
+        self.relay = settings.relay
         self._helo = settings.helo_name or None
         self._tls: ssl.SSLContext | None = None
         self._idle: list[Conn] = []
@@ -358,6 +374,8 @@ class SmtpChannel:
             if url.startswith("https://"):  # RFC 8058 one-click needs an HTTPS URI
                 headers.append(["List-Unsubscribe-Post", "List-Unsubscribe=One-Click"])
         headers.append(["X-Notifyd-Key", key])  # relays' receipts carry it back
+        if self.relay:
+            headers.append(list(RELAY_HEADER[self.relay](key)))
         when = datetime.fromtimestamp((step.now or step.created_at) / 1000, tz=UTC)
         payload: dict[str, Any] = {
             "from": self.from_header, "envelope_from": self.envelope_from, "to": to,

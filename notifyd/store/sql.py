@@ -116,10 +116,20 @@ SUPPRESS = """INSERT INTO suppressions
     (tenant, channel_type, address, reason, source, evidence, created_at)
 VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"""
 UNSUPPRESS = "DELETE FROM suppressions WHERE tenant = ? AND channel_type = ? AND address = ?"
+# The one suppression list as people see it: addresses (tenant's own and account-wide '*'),
+# and the tenant's dead push devices, whose state lives with the device.
 SELECT_SUPPRESSIONS = """SELECT tenant, channel_type, address, reason, source, evidence,
     created_at FROM suppressions
-WHERE tenant IN (?, '*') AND (? IS NULL OR address = ?) ORDER BY created_at DESC, address
-LIMIT ?"""
+WHERE tenant IN (:tenant, '*') AND (:address IS NULL OR address = :address)
+UNION ALL
+SELECT tenant, 'push', device_id, coalesce(reason, 'dead'), kind, 'user ' || user_id, updated_at
+FROM devices WHERE tenant = :tenant AND state = 'dead'
+    AND (:address IS NULL OR device_id = :address)
+ORDER BY created_at DESC, address LIMIT :limit"""
+KILL_TENANT_DEVICE = """UPDATE devices SET state = 'dead', reason = ?, updated_at = ?
+WHERE tenant = ? AND device_id = ? AND state = 'live'"""
+REVIVE_DEVICE = """UPDATE devices SET state = 'live', reason = NULL, updated_at = ?
+WHERE tenant = ? AND device_id = ? AND state = 'dead'"""
 PULL_NEXT = """UPDATE steps SET send_after = ?, note = ?, updated_at = ?
 WHERE notification_id = ? AND send_after > ? AND step_no = (
     SELECT min(step_no) FROM steps WHERE notification_id = ? AND step_no > ? AND state = 'pending')

@@ -56,6 +56,7 @@ from notifyd.models import (
     current_state,
     iso,
     message_key,
+    normal_address,
 )
 from notifyd.store.base import (
     Attempt,
@@ -90,12 +91,14 @@ from notifyd.store.sql import (
     INSERT_RECEIPT,
     INSERT_STEP,
     KILL_DEVICE,
+    KILL_TENANT_DEVICE,
     MARK_UNKNOWN,
     MATCH_RECEIPT,
     POSTPONE_STEP,
     PULL_NEXT,
     REPLAY_STEPS,
     RESOLVE,
+    REVIVE_DEVICE,
     REVOKE_KEY,
     SELECT_ATTEMPTS,
     SELECT_DEAD,
@@ -185,7 +188,6 @@ class SqliteStore:
         try:
             await self._writer.open()
         except sqlite3.DatabaseError as e:
-            self._writer.shutdown_pool()
             raise StoreUnavailable(f"{where} is not a notifyd database or is damaged ({e}); "
                                    f"restore it from a copy (notifyd backup makes one){RESTORE}"
                                    ) from None
@@ -226,7 +228,7 @@ class SqliteStore:
 
     # --- reads -------------------------------------------------------------------------------
 
-    async def _fetchall(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+    async def _fetchall(self, sql: str, args: tuple[Any, ...] | dict[str, Any]) -> list[Any]:
         assert self._reader is not None
         try:
             async with self._reader.execute(sql, args) as cur:
@@ -534,16 +536,27 @@ class SqliteStore:
 
     async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,
                        source: str, now: int) -> bool:
+        """Put an address on the tenant's list ('push': kill the device); False if it was."""
+        if channel_type == "push":
+            return await self.write(lambda c: c.execute(KILL_TENANT_DEVICE, (
+                reason, now, tenant, address)).rowcount > 0)
         return await self.write(lambda c: c.execute(SUPPRESS, (
-            tenant, channel_type, address, reason, source, None, now)).rowcount > 0)
+            tenant, channel_type, normal_address(channel_type, address), reason, source, None,
+            now)).rowcount > 0)
 
-    async def unsuppress(self, tenant: str, channel_type: str, address: str) -> bool:
+    async def unsuppress(self, tenant: str, channel_type: str, address: str, now: int) -> bool:
+        """Take an address off the list ('push': the device lives again); False if absent."""
+        if channel_type == "push":
+            return await self.write(lambda c: c.execute(REVIVE_DEVICE, (
+                now, tenant, address)).rowcount > 0)
         return await self.write(lambda c: c.execute(
-            UNSUPPRESS, (tenant, channel_type, address)).rowcount > 0)
+            UNSUPPRESS, (tenant, channel_type, normal_address(channel_type, address))
+        ).rowcount > 0)
 
     async def suppressions(self, tenant: str, address: str | None = None,
                            limit: int = 1000) -> list[Suppression]:
-        rows = await self._fetchall(SELECT_SUPPRESSIONS, (tenant, address, address, limit))
+        rows = await self._fetchall(SELECT_SUPPRESSIONS, {
+            "tenant": tenant, "address": address, "limit": limit})
         return [Suppression(*r) for r in rows]
 
     async def orphan_count(self) -> int:
@@ -564,7 +577,8 @@ def _record(c: sqlite3.Connection, r: Receipt, now: int, rules: ReceiptRules) ->
     if step is None:
         if r.key is None and r.provider_ref is None and r.message_id is None and r.address \
                 and r.channel_type and r.event in SUPPRESSING:  # an account-wide fact (a STOP)
-            c.execute(SUPPRESS, ("*", r.channel_type, r.address, str(r.event), r.provider,
+            c.execute(SUPPRESS, ("*", r.channel_type, normal_address(r.channel_type, r.address),
+                                 str(r.event), r.provider,
                                  f"{r.provider}:{r.event_id}", now))
         return "orphan"
     _apply_receipt(c, r, step[0], step[1], now, rules)
@@ -604,7 +618,8 @@ def _apply_receipt(c: sqlite3.Connection, r: Receipt, nid: str, no: int, now: in
                                          nid)).rowcount:
         c.execute(CANCEL_PENDING, ("resolved: delivered", now, nid))
     if d.suppress and channel_type:
-        c.execute(SUPPRESS, (row["tenant"], channel_type, r.address or row["destination"],
+        c.execute(SUPPRESS, (row["tenant"], channel_type,
+                             normal_address(channel_type, r.address or row["destination"] or ""),
                              d.suppress, r.provider, f"{r.provider}:{r.event_id}", now))
     if d.pull_next:
         _pull_next(c, nid, f"step {no} {r.event}", no, now, now)

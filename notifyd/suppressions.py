@@ -1,0 +1,49 @@
+"""The suppression list as the API and the CLI see it: one entry per address notifyd will not
+send to (a bounce, a complaint, an unsubscribe, an SMS STOP, a rejection, a dead push device,
+or an operator's word), scoped by tenant; '*' entries (an SMS STOP to a shared number) hold for
+every tenant and only an operator lifts them."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from notifyd.errors import ApiError
+from notifyd.models import SUPPRESSION_TYPES, iso, normal_address
+from notifyd.recipients import E164, EMAIL
+from notifyd.store import Suppression
+from notifyd.validate import check_fields, get_str
+
+DEVICE_ID = re.compile(r"^d_[0-9a-f]{16}$")
+FIELDS = frozenset({"channel_type", "address", "reason"})
+
+
+def check_address(channel_type: str, address: str) -> str:
+    """The address in the list's form; an ApiError naming what is wrong with it."""
+    if channel_type not in SUPPRESSION_TYPES:
+        raise ApiError("invalid_field", f"channel_type must be one of "
+                       f"{', '.join(SUPPRESSION_TYPES)}", "channel_type")
+    rule = {"email": (EMAIL, "an email address like name@example.com"),
+            "sms": (E164, "an E.164 phone number (+ and digits, e.g. +14155550123)"),
+            "push": (DEVICE_ID, "a device id (d_ and 16 hex digits)")}.get(channel_type)
+    address = normal_address(channel_type, address)
+    if not address or (rule is not None and not rule[0].match(address)):
+        raise ApiError("invalid_field", f"address must be {rule[1] if rule else 'non-empty'} "
+                       f"for channel_type {channel_type}", "address")
+    return address
+
+
+def parse(data: dict[str, Any]) -> tuple[str, str, str]:
+    """(channel_type, address, reason) from a POST body."""
+    check_fields(data, FIELDS)
+    channel_type = get_str(data, "channel_type")
+    address = get_str(data, "address", max_len=320)
+    assert channel_type is not None and address is not None
+    reason = get_str(data, "reason", required=False, max_len=200) or "added by the API"
+    return channel_type, check_address(channel_type, address), reason
+
+
+def view(s: Suppression) -> dict[str, Any]:
+    return {"channel_type": s.channel_type, "address": s.address, "reason": s.reason,
+            "source": s.source, "evidence": s.evidence, "created_at": iso(s.created_at),
+            "scope": "all tenants" if s.tenant == "*" else "tenant"}
