@@ -14,12 +14,14 @@ are refused with Overloaded once `max_queue` of them wait, instead of queueing w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import queue
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from notifyd.clock import SystemClock
@@ -28,6 +30,7 @@ from notifyd.store.base import Overloaded, StorageError, StoreClosed
 
 T = TypeVar("T")
 Op = Callable[[sqlite3.Connection], Any]
+_Item = tuple[Op, "asyncio.Future[Any]", bool]
 log = logging.getLogger("notifyd.store")
 BATCH_MAX = 1024
 FAULT_WINDOW_SEC = 30.0
@@ -43,17 +46,23 @@ def storage_fault(e: BaseException) -> str | None:
 
 
 class Writer:
+    """One thread owns the connection and commits batch after batch on its own: how often it
+    commits depends on the disk, never on how busy the event loop is (under a flood the loop's
+    turns grow long, and a writer driven by them committed a few times a second)."""
+
     def __init__(self, path: str, connect: Callable[[], sqlite3.Connection],
                  max_queue: int = 0) -> None:
         self.path = path
         self.max_queue = max_queue  # 0: no limit
         self._connect = connect
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notifyd-writer")
         self._conn: sqlite3.Connection | None = None
-        self._queue: asyncio.Queue[tuple[Op, asyncio.Future[Any], bool]] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
+        self._ops: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closing = False
         self._identity: tuple[int, int] | None = None
-        self.sheddable = 0  # queued ops that may be shed
+        self._queued = 0  # sheddable ops handed over (written on the event loop only)
+        self._taken = 0  # sheddable ops taken into a batch (written on the writer thread only)
         self._fault: str | None = None  # the last storage fault (see `fault`)
         self._fault_at = 0.0
         self.lost: str | None = None  # the file is gone: writes stop until a restart
@@ -61,62 +70,96 @@ class Writer:
         self.commits = 0  # batches committed, for benchmarks and tests of group commit
         self.writes = 0  # operations committed or failed
 
+    @property
+    def sheddable(self) -> int:
+        """Sheddable ops (accepts) queued and not yet taken into a batch."""
+        return self._queued - self._taken
+
     async def open(self) -> None:
-        self._conn = await asyncio.get_running_loop().run_in_executor(self._pool, self._connect)
+        loop = self._loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        self._thread = threading.Thread(target=self._serve, args=(ready,), name="notifyd-writer",
+                                        daemon=True)
+        self._thread.start()
+        await ready
         st = os.stat(self.path)
         self._identity = (st.st_dev, st.st_ino)
-        self._task = asyncio.create_task(self._loop(), name="store-writer")
-
-    def shutdown_pool(self) -> None:
-        self._pool.shutdown(wait=False)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-        while not self._queue.empty():
-            _, fut, _ = self._queue.get_nowait()
-            if not fut.done():
-                fut.set_exception(StoreClosed("store closed"))
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            await asyncio.get_running_loop().run_in_executor(self._pool, conn.close)
-        self._pool.shutdown(wait=True)
+        """Commit what is queued, then close the connection and end the thread."""
+        if self._thread is None or self._closing:
+            return
+        self._closing = True
+        self._ops.put(None)
+        await asyncio.to_thread(self._thread.join)
 
     async def write(self, op: Callable[[sqlite3.Connection], T], shed: bool = False) -> T:
         """Run `op` inside a transaction; return once its commit is durable. With shed=True the
         op is refused at once (Overloaded) when max_queue sheddable ops already wait."""
-        if self._task is None:
+        if self._thread is None or self._closing or self._loop is None:
             raise StoreClosed("store is not open")
         if self.lost:
             raise StorageError(self.lost)
         if shed and self.max_queue and self.sheddable >= self.max_queue:
             raise Overloaded(f"{self.sheddable} writes are waiting")
-        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self.sheddable += shed
-        self._queue.put_nowait((op, fut, shed))
+        fut: asyncio.Future[T] = self._loop.create_future()
+        self._queued += shed
+        self._ops.put((op, fut, shed))
         return await fut
 
-    async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
+    def _serve(self, ready: asyncio.Future[None]) -> None:
+        """The writer thread: connect, then take every op queued while the last batch ran and
+        commit them together, until close() queues None."""
+        try:
+            self._conn = self._connect()
+        except BaseException as e:  # noqa: BLE001 - open() raises it on the loop
+            self._post(_settle, ready, (False, e))
+            return
+        self._post(_settle, ready, (True, None))
+        try:
+            done = False
+            while not done:
+                first = self._ops.get()
+                if first is None:
+                    break
+                batch = [first]
+                while len(batch) < BATCH_MAX:
+                    try:
+                        item = self._ops.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is None:
+                        done = True
+                        break
+                    batch.append(item)
+                sheds = sum(shed for _, _, shed in batch)
+                self._taken += sheds
+                outcomes = self._run([op for op, _, _ in batch], sheds > 0)
+                self.commits += 1
+                self.writes += len(batch)
+                self._post(_answer, batch, outcomes)
+        finally:
+            self._conn.close()
+            self._conn = None
+            self._answer_left()
+
+    def _answer_left(self) -> None:
+        """Ops queued after close() began (none, normally) are told the store closed."""
+        left: list[_Item] = []
         while True:
-            batch = [await self._queue.get()]
-            while not self._queue.empty() and len(batch) < BATCH_MAX:
-                batch.append(self._queue.get_nowait())
-            self.sheddable -= sum(shed for _, _, shed in batch)
-            sheds = any(shed for _, _, shed in batch)
-            running = loop.run_in_executor(self._pool, self._run, [op for op, _, _ in batch],
-                                           sheds)
             try:
-                outcomes = await asyncio.shield(running)
-            except asyncio.CancelledError:
-                # Closing: the batch in the thread will commit regardless; answer its callers.
-                _answer(batch, await running)
-                raise
-            _answer(batch, outcomes)
-            self.commits += 1
-            self.writes += len(batch)
+                item = self._ops.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                left.append(item)
+        if left:
+            self._post(_answer, left, [(False, StoreClosed("store closed"))] * len(left))
+
+    def _post(self, fn: Callable[..., None], *args: Any) -> None:
+        assert self._loop is not None
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            self._loop.call_soon_threadsafe(fn, *args)
 
     @property
     def fault(self) -> str | None:
@@ -191,8 +234,15 @@ class Writer:
         return not same
 
 
-def _answer(batch: list[tuple[Op, asyncio.Future[Any], bool]],
-            outcomes: list[tuple[bool, Any]]) -> None:
+def _settle(fut: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
+    _answer([(_noop, fut, False)], [outcome])
+
+
+def _noop(_: sqlite3.Connection) -> None:
+    return None
+
+
+def _answer(batch: list[_Item], outcomes: list[tuple[bool, Any]]) -> None:
     for (_, fut, _), (ok, value) in zip(batch, outcomes, strict=True):
         if fut.done():
             continue
