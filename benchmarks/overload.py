@@ -546,11 +546,14 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--max-pending", type=int, help="store.max_pending_writes (default: notifyd's)")
     ap.add_argument("--max-connections", type=int,
                     help="server.max_connections (default: notifyd's, 1000)")
-    ap.add_argument("--quick", action="store_true", help="short everything: a smoke test")
+    ap.add_argument("--quick", action="store_true", help="a smoke test: 5 s flood, 2 s capacity, "
+                    "3 s settle and client timeout, unless given")
     args = ap.parse_args()
-    if args.quick:
-        args.seconds, args.capacity_seconds = min(args.seconds, 5.0), min(args.capacity_seconds, 2.0)
-        args.settle, args.client_timeout = min(args.settle, 3.0), min(args.client_timeout, 3.0)
+    if args.quick:  # shortens what was not given
+        for name, short in (("seconds", 5.0), ("capacity_seconds", 2.0), ("settle", 3.0),
+                            ("client_timeout", 3.0)):
+            if getattr(args, name) == ap.get_default(name):
+                setattr(args, name, short)
     return args
 
 
