@@ -6,11 +6,14 @@ Quick: /work/main/.venv/bin/python benchmarks/slowloris.py --quick
 1. Baseline: a healthy client for --baseline seconds: one keep-alive connection sending GET
    /healthz and POST /v1/notifications (with a key) in turn, back to back (closed loop), and a
    probe opening a fresh connection for one GET /healthz --probe-rate times a second.
-2. Attack: --sockets connections that each send a request line and a Host header, then one more
+2. Attack: --sockets connections that each send a request line and a few headers, then one more
    header byte every --dribble seconds (jittered), never the blank line that ends the headers. A
    socket the daemon closes (EOF or reset) is noted with when and after how long, and opened
-   again at its next tick, as a real slowloris keeps its count (--no-reopen: one wave only). Once
-   the first wave is connected, the healthy client runs again for --attack seconds.
+   again at its next tick, as a real slowloris keeps its count (--no-reopen: one wave only). The
+   sockets live in a child process (spawned; it reports back over a pipe), so that they share the
+   machine with the healthy client but not its event loop. Once the first wave is connected, the
+   healthy client runs again for --attack seconds; how late its own event loop ran is printed
+   beside its latencies.
 3. The daemon's VmRSS before the attack, at its peak and --settle seconds after the attack's
    sockets are closed, and its open files (/proc/PID/fd) at peak; both sampled every 100 ms on a
    thread.
@@ -18,9 +21,9 @@ Quick: /work/main/.venv/bin/python benchmarks/slowloris.py --quick
 notifyd runs this checkout's code from a scratch folder (see benchmarks/overload.py), with its
 defaults (server.max_connections 1000, server.header_timeout_sec 10) unless --max-connections or
 --header-timeout. notifyd raises its own open-files soft limit to the hard one at start; this
-process raises its own too, so that the 2,000 client sockets fit. Client and daemon share the
-machine's cores. The scratch folder is removed and the daemon stopped (SIGTERM) at the end, even
-on errors; every wait is bounded.
+process raises its own too (the attacker inherits it), so that the 2,000 client sockets fit.
+Clients and daemon share the machine's cores. The scratch folder is removed and the daemon
+stopped (SIGTERM) at the end, even on errors; every wait is bounded.
 """
 
 from __future__ import annotations
@@ -29,10 +32,14 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import dataclasses
+import multiprocessing
 import random
 import sys
 import time
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -67,6 +74,7 @@ class Healthy:
     latency: dict[str, list[float]] = field(
         default_factory=lambda: collections.defaultdict(list))  # ms, by request kind
     failures: collections.Counter[str] = field(default_factory=collections.Counter)
+    lag: list[float] = field(default_factory=list)  # ms this process's own loop ran late
 
     def report(self, name: str) -> list[str]:
         done = sum(len(v) for k, v in self.latency.items() if not k.startswith("fresh"))
@@ -76,6 +84,8 @@ class Healthy:
         for kind in ("GET /healthz", "POST /v1/notifications", "fresh connection + GET /healthz"):
             got = self.latency.get(kind, [])
             rows.append(f"  {kind + ':':<33} {len(got):6} answered  {describe(got)}")
+        rows.append(f"  this process's own event loop, late by: {describe(self.lag)} (part of "
+                    "the latencies above is the client's own)")
         return rows
 
 
@@ -135,19 +145,29 @@ async def fresh(port: int, seen: Healthy) -> None:
         seen.failures[f"fresh: {status}"] += 1
 
 
+async def lateness(until: float, seen: Healthy) -> None:
+    """How late a 10 ms sleep wakes in this process: the client's own share of the latency."""
+    loop = asyncio.get_running_loop()
+    while loop.time() < until:
+        began = loop.time()
+        await asyncio.sleep(0.01)
+        seen.lag.append(max(0.0, (loop.time() - began - 0.01) * 1000))
+
+
 async def healthy(port: int, key: str, seconds: float, probe_rate: float) -> Healthy:
     loop = asyncio.get_running_loop()
     seen = Healthy()
     began = loop.time()
     until = began + seconds
     client = asyncio.create_task(keepalive(port, key, until, seen))
+    watch = asyncio.create_task(lateness(until, seen))
     probes: set[asyncio.Task[None]] = set()
     while loop.time() < until and probe_rate > 0:
         probe = asyncio.create_task(fresh(port, seen))
         probes.add(probe)
         probe.add_done_callback(probes.discard)
         await asyncio.sleep(1 / probe_rate)
-    await asyncio.wait({client, *probes}, timeout=max(0.0, until - loop.time()) + 10)
+    await asyncio.wait({client, watch, *probes}, timeout=max(0.0, until - loop.time()) + 10)
     seen.seconds = loop.time() - began
     return seen
 
@@ -162,57 +182,74 @@ class Closed:
     how: str
 
 
+@dataclass
+class Attack:
+    """What the attacker process reports at its end (plain values: it crosses a pipe)."""
+
+    sockets: int
+    began: float = 0.0  # time.monotonic() when the first socket was opened
+    ended: float = 0.0  # time.monotonic() when it began closing its sockets
+    opened: int = 0
+    connect_failed: int = 0
+    first_wave_at: float | None = None  # seconds until `sockets` connections had been opened
+    closed: list[Closed] = field(default_factory=list)
+    open_samples: list[tuple[float, int]] = field(default_factory=list)  # (s since began, open)
+    cpu: float = 0.0  # the attacker's CPU seconds
+    stuck: int = 0  # socket tasks that did not end when told to
+
+
 class Slowloris:
+    """The sockets, in the attacker process's event loop."""
+
     def __init__(self, port: int, sockets: int, dribble: float, reopen: bool) -> None:
-        self.port, self.sockets, self.dribble, self.reopen = port, sockets, dribble, reopen
-        self.began = 0.0
-        self.open_now = self.opened = self.connect_failed = 0
-        self.first_wave_at: float | None = None  # seconds until all sockets were first open
-        self.closed: list[Closed] = []
-        self.open_samples: list[tuple[float, int]] = []
+        self.port, self.dribble, self.reopen = port, dribble, reopen
+        self.out = Attack(sockets)
+        self.open_now = 0
+        self.stopping = False
         self.tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self.began = loop.time()
+        self.out.began = time.monotonic()
         gate = asyncio.Semaphore(256)  # connects in flight at once
-        self.tasks = [loop.create_task(self.slot(gate)) for _ in range(self.sockets)]
+        self.tasks = [asyncio.create_task(self.slot(gate)) for _ in range(self.out.sockets)]
 
     async def stop(self) -> None:
+        self.out.ended = time.monotonic()
+        self.stopping = True
         for task in self.tasks:
             task.cancel()
-        await asyncio.wait(self.tasks, timeout=10)
+        _, stuck = await asyncio.wait(self.tasks, timeout=10)
+        self.out.stuck = len(stuck)
 
-    async def count(self, until: float) -> None:
-        """Sample how many sockets are open (as this side sees them) every 100 ms."""
-        loop = asyncio.get_running_loop()
-        while loop.time() < until:
-            self.open_samples.append((loop.time() - self.began, self.open_now))
+    async def count(self) -> None:
+        """How many sockets are open (as this side sees them), every 100 ms."""
+        while not self.stopping:
+            self.out.open_samples.append((time.monotonic() - self.out.began, self.open_now))
             await asyncio.sleep(0.1)
 
     async def slot(self, gate: asyncio.Semaphore) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
+        out = self.out
+        while not self.stopping:
             async with gate:
                 try:
-                    reader, writer = await asyncio.wait_for(
-                        asyncio.open_connection("127.0.0.1", self.port), 5)
+                    async with asyncio.timeout(5):
+                        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
                 except (TimeoutError, OSError):
-                    self.connect_failed += 1
+                    out.connect_failed += 1
                     await asyncio.sleep(self.dribble)
                     continue
-            opened = loop.time()
+            opened = time.monotonic()
             self.open_now += 1
-            self.opened += 1
-            if self.opened == self.sockets:
-                self.first_wave_at = opened - self.began
+            out.opened += 1
+            if out.opened == out.sockets:
+                out.first_wave_at = opened - out.began
             try:
                 how = await self.hold(reader, writer)
             finally:
                 self.open_now -= 1
                 writer.close()
-            now = loop.time()
-            self.closed.append(Closed(now - self.began, now - opened, how))
+            now = time.monotonic()
+            out.closed.append(Closed(now - out.began, now - opened, how))
             if not self.reopen:
                 return
             await asyncio.sleep(self.dribble * random.uniform(0.5, 1.5))
@@ -221,19 +258,50 @@ class Slowloris:
         """Dribble until the daemon closes the socket; how it did."""
         answered = ""
         writer.write(HEAD)
-        for i in range(1 << 30):
+        i = 0
+        while not self.stopping:
             try:
-                data = await asyncio.wait_for(reader.read(4096),
-                                              self.dribble * random.uniform(0.5, 1.5))
+                async with asyncio.timeout(self.dribble * random.uniform(0.5, 1.5)):
+                    data = await reader.read(4096)
             except TimeoutError:
                 writer.write(DRIBBLE[i % len(DRIBBLE):][:1])
+                i += 1
                 continue
             except CONN_ERRORS:
                 return f"reset{answered}"
             if not data:
                 return f"EOF{answered}"
             answered = answered or f" after an answer {data[9:12].decode(errors='replace')}"
-        return "never"
+        raise asyncio.CancelledError
+
+
+def attacker(port: int, sockets: int, dribble: float, reopen: bool, pipe: Connection,
+             stop: EventType, most: float) -> None:
+    """The attacker process: sockets open, "ready" sent, then held until `stop` (at most `most`
+    seconds), then closed and the Attack sent."""
+    raise_nofile()  # inherited from the parent already; said again for a reader
+    asyncio.run(attacking(Slowloris(port, sockets, dribble, reopen), pipe, stop, most))
+
+
+async def attacking(attack: Slowloris, pipe: Connection, stop: EventType, most: float) -> None:
+    loop = asyncio.get_running_loop()
+    cpu = time.process_time()
+    attack.start()
+    counter = asyncio.create_task(attack.count())
+    deadline = loop.time() + 30
+    out = attack.out
+    while out.first_wave_at is None and loop.time() < deadline:
+        if not attack.reopen and out.opened + out.connect_failed >= out.sockets:
+            break
+        await asyncio.sleep(0.05)
+    pipe.send("ready")
+    deadline = loop.time() + most
+    while not stop.is_set() and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+    await attack.stop()
+    counter.cancel()
+    out.cpu = time.process_time() - cpu
+    pipe.send(dataclasses.asdict(out))
 
 
 # ---------------------------------------------------------------- the report
@@ -253,14 +321,13 @@ def lifetimes(closed: list[Closed], header_timeout: float) -> list[str]:
     return rows
 
 
-def timeline(attack: Slowloris, sampler: Sampler, mono_offset: float, span: float,
-             step: float) -> list[str]:
+def timeline(attack: Attack, sampler: Sampler, step: float) -> list[str]:
     rows = ["  attack s   closed/s   open (min-max, client view)   daemon fds   daemon RSS"]
     t = 0.0
-    while t < span:
+    while t < attack.ended - attack.began + 0.5:
         closed = sum(t <= c.at < t + step for c in attack.closed)
         open_n = [n for at, n in attack.open_samples if t <= at < t + step]
-        rss, fds = sampler.peak(attack.began + t + mono_offset, attack.began + t + step + mono_offset)
+        rss, fds = sampler.peak(attack.began + t, attack.began + t + step)
         opened = f"{min(open_n)}-{max(open_n)}" if open_n else "n/a"
         rows.append(f"  {t:4.0f}-{t + step:<4.0f} {closed / step:9.0f}   {opened:>27}   "
                     f"{fds if fds is not None else '?':>10}   {mib(rss):>10}")
@@ -324,24 +391,25 @@ def main() -> None:
 def run(args: argparse.Namespace, d: Daemon, files: int) -> None:
     print(f"notifyd pid {d.pid}: server.max_connections {args.max_connections or 'default (1000)'}"
           f", header_timeout_sec {args.header_timeout or 'default (10)'}; its open-files limit "
-          f"{daemon_nofile(d.pid)}; this process may open {files}")
+          f"{daemon_nofile(d.pid)}; this process (and the attacker it starts) may open {files}")
     with sampling(d.pid, fds=True) as sampler:
         base = asyncio.run(healthy(d.port, d.key, args.baseline, args.probe_rate))
         print("\n".join(base.report("healthy client alone")), flush=True)
         before, fds_before = proc_status(d.pid, "VmRSS"), fd_count(d.pid)
-        attack, mono_offset, during, ended = asyncio.run(under_attack(args, d))
-        time.sleep(max(0.0, ended + args.settle - time.monotonic()))
-        after, after_at = proc_status(d.pid, "VmRSS"), time.monotonic() - ended
+        attack, during = under_attack(args, d)
+        time.sleep(max(0.0, attack.ended + args.settle - time.monotonic()))
+        after, after_at = proc_status(d.pid, "VmRSS"), time.monotonic() - attack.ended
         fds_after, hwm = fd_count(d.pid), proc_status(d.pid, "VmHWM")
-        peak, fds_peak = sampler.peak(attack.began + mono_offset, ended)
-        span = ended - attack.began - mono_offset
-        rows = timeline(attack, sampler, mono_offset, span, 1.0 if span <= 12 else 3.0)
+        peak, fds_peak = sampler.peak(attack.began, attack.ended + 1)
+        span = attack.ended - attack.began
+        rows = timeline(attack, sampler, 1.0 if span <= 12 else 3.0)
     load_end = load_now()
     code = d.stop()
     header_timeout = args.header_timeout or 10.0
     first = f"{attack.first_wave_at:.1f} s" if attack.first_wave_at is not None else "never"
-    print(f"slowloris: {attack.sockets} sockets, all first open after {first}; "
-          f"{attack.opened} connections opened in all, {attack.connect_failed} connects failed")
+    print(f"slowloris: {attack.sockets} sockets, {attack.sockets} connects done after {first}; "
+          f"{attack.opened} connections opened in all, {attack.connect_failed} connects failed; "
+          f"the attacker process used {attack.cpu / max(span, 1e-9) * 100:.0f}% of one core")
     print("\n".join(during.report("healthy client beside the slowloris")))
     print("\n".join(rows))
     print("summary")
@@ -351,9 +419,10 @@ def run(args: argparse.Namespace, d: Daemon, files: int) -> None:
     lived = [c.lived * 1000 for c in attack.closed]
     print(f"    their lifetimes: {describe(lived)}")
     print("\n".join(lifetimes(attack.closed, header_timeout)))
-    first_closes = sorted(c.at for c in attack.closed)[:1]
-    print(f"    first close {first_closes[0] if first_closes else float('nan'):.1f} s into the "
-          f"attack; still open when it ended: {attack.open_samples[-1][1] if attack.open_samples else '?'}")
+    first_close = min((c.at for c in attack.closed), default=float("nan"))
+    still = attack.open_samples[-1][1] if attack.open_samples else "?"
+    print(f"    first close {first_close:.1f} s into the attack; open when it ended: {still}"
+          + (f"; {attack.stuck} socket tasks did not stop" if attack.stuck else ""))
     print(f"  daemon RSS: before {mib(before)}, peak {mib(peak)} sampled / {mib(hwm)} VmHWM, "
           f"{after_at:.1f} s after {mib(after)}")
     print(f"  daemon open files: before {fds_before}, peak {fds_peak}, after {fds_after}")
@@ -373,26 +442,33 @@ def ratio(base: Healthy, during: Healthy) -> str:
     return "; ".join(out)
 
 
-async def under_attack(args: argparse.Namespace,
-                       d: Daemon) -> tuple[Slowloris, float, Healthy, float]:
-    """The slowloris, and the healthy client beside it once the first wave is open; the offset
-    from this loop's clock to time.monotonic() and when (monotonic) the attack's sockets closed."""
-    loop = asyncio.get_running_loop()
-    offset = time.monotonic() - loop.time()
-    attack = Slowloris(d.port, args.sockets, args.dribble, args.reopen)
-    attack.start()
-    counter = asyncio.create_task(attack.count(loop.time() + 60 + args.attack))
+def under_attack(args: argparse.Namespace, d: Daemon) -> tuple[Attack, Healthy]:
+    """The slowloris in a child process (so its 2,000 sockets do not share the healthy client's
+    event loop, only the machine), and the healthy client here once the sockets are open."""
+    ctx = multiprocessing.get_context("spawn")
+    here, there = ctx.Pipe()
+    stop = ctx.Event()
+    child = ctx.Process(target=attacker, name="slowloris", daemon=True,
+                        args=(d.port, args.sockets, args.dribble, args.reopen, there, stop,
+                              args.attack + 120))
+    child.start()
     try:
-        deadline = loop.time() + 30
-        while attack.first_wave_at is None and loop.time() < deadline:
-            if not args.reopen and attack.opened + attack.connect_failed >= args.sockets:
-                break
-            await asyncio.sleep(0.05)
-        during = await healthy(d.port, d.key, args.attack, args.probe_rate)
+        if not here.poll(60):
+            raise SystemExit("the slowloris process did not open its sockets within 60 s")
+        here.recv()
+        during = asyncio.run(healthy(d.port, d.key, args.attack, args.probe_rate))
+        stop.set()
+        if not here.poll(30):
+            raise SystemExit("the slowloris process did not report within 30 s of being stopped")
+        out = here.recv()
     finally:
-        counter.cancel()
-        await attack.stop()
-    return attack, offset, during, time.monotonic()
+        stop.set()
+        child.join(15)
+        if child.is_alive():
+            child.kill()
+            child.join(5)
+    attack = Attack(**{**out, "closed": [Closed(**c) for c in out["closed"]]})
+    return attack, during
 
 
 if __name__ == "__main__":
