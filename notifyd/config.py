@@ -64,7 +64,8 @@ class StoreConfig:
     max_pending_writes: int = doc("Accepts waiting for the writer beyond which new ones get 503 "
                                   "overloaded with Retry-After (producers retry with the same "
                                   "dedup key, so nothing is lost); bounds accept latency and "
-                                  "memory under a flood.", 1000)
+                                  "memory under a flood. Keep it under server.max_connections, or "
+                                  "the connections bound the queue first and nothing is shed.", 500)
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,7 @@ class Daemon:
         stop_claiming = asyncio.Event()
         srv = cfg.server
         guard = ConnectionGuard(self.clock, fit_connections(srv.max_connections, self.files),
-                                srv.header_timeout_sec, backlog_for(self.files))
+                                srv.header_timeout_sec, backlog_for(self.files), pool.metrics)
         try:
             async with asyncio.TaskGroup() as peers:
                 peers.create_task(self._serve_http(ctx, sock, guard, stop, stop_claiming),

@@ -47,6 +47,12 @@ class Metrics:
         self.orphans = Gauge("notifyd_orphan_receipts", "Stored receipts that match no step "
                              "(yet): a receipt before its send's answer, or for mail notifyd "
                              "did not send.", registry=r)
+        self.connections_open = Gauge("notifyd_connections_open", "HTTP connections open now "
+                                      "(at most server.max_connections).", registry=r)
+        self.connections_closed = Counter(
+            "notifyd_connections_closed", "Connections the guard closed: refused (full, every "
+            "one busy), evicted (idle longest, for a newcomer), timed_out (no request within "
+            "server.header_timeout_sec).", ["why"], registry=r)
         self.cancellation_ratio = Gauge(
             "notifyd_cancellation_ratio", "Share of ended steps that were cancelled by a "
             "resolution, since start: it should be substantial.", registry=r)
