@@ -38,6 +38,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextvars
+import dataclasses
+import gc
 import hashlib
 import hmac
 import json
@@ -60,7 +63,16 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from channels import ROOT, child_env, die_with_parent, stop_proc, thread_cpu  # noqa: E402
+from channels import (  # noqa: E402
+    ROOT,
+    GcWatch,
+    StallMonitor,
+    child_env,
+    die_with_parent,
+    orphan_watch,
+    stop_proc,
+    thread_cpu,
+)
 from httpload import Conn, closed_loop, percentile, post  # noqa: E402
 
 import notifyd  # noqa: E402
@@ -130,6 +142,9 @@ async def open_loop(spec: dict[str, Any], reqs: list[bytes]) -> dict[str, Any]:
     n = len(reqs)
     began, written, answered = [float("nan")] * n, [float("nan")] * n, [float("nan")] * n
     status = [-1] * n
+    gc.collect()
+    gc.freeze()  # the prepared requests out of the collector's sight,
+    gc.disable()  # and no collector pause in the client while it keeps the schedule
     print("ready", flush=True)
     if await asyncio.to_thread(sys.stdin.readline) != "go\n":
         raise SystemExit("the orchestrator went away before the start")
@@ -152,14 +167,25 @@ async def open_loop(spec: dict[str, Any], reqs: list[bytes]) -> dict[str, Any]:
         free.put_nowait(conn)
 
     tasks = []
+    sched = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
+    stalls: list[tuple[float, float, float]] = []  # ms late, ms this thread ran, ms it waited
+    before = os.pread(sched, 128, 0).split()[:2]
     for i in range(n):
         delay = t0 + i / rate - time.perf_counter()
         await asyncio.sleep(max(delay, 0.0))  # a yield even when late, so answers are read
         tasks.append(asyncio.create_task(one(i)))
+        late_ms = (time.perf_counter() - t0 - i / rate) * 1000
+        now = os.pread(sched, 128, 0).split()[:2]
+        if late_ms >= 10:  # the client's own loop was behind: was it waiting for a CPU?
+            stalls.append((late_ms, (int(now[0]) - int(before[0])) / 1e6,
+                           (int(now[1]) - int(before[1])) / 1e6))
+        before = now
+    os.close(sched)
     sent_by = time.perf_counter()
     _, late = await asyncio.wait(tasks, timeout=spec["answer_limit"])
     for t in late:
         t.cancel()
+    gc.enable()
     while not free.empty():
         free.get_nowait().close()
 
@@ -170,7 +196,8 @@ async def open_loop(spec: dict[str, Any], reqs: list[bytes]) -> dict[str, Any]:
     return {"due": [round(i / rate * 1000, 3) for i in range(n)], "began": ms(began),
             "written": ms(written), "answered": ms(answered), "status": status,
             "sent_by_ms": (sent_by - t0) * 1000, "t0": t0,
-            "cpu_s": usage.ru_utime + usage.ru_stime}
+            "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024,
+            "stalls": stalls}
 
 
 def run_generator(what: str, spec_path: Path) -> None:
@@ -182,19 +209,123 @@ def run_generator(what: str, spec_path: Path) -> None:
     tmp.rename(spec["out"])
 
 
+# --- the probed daemon (--probe: --host CFG OUT) ---------------------------------------------
+# notifyd.daemon.serve() as `notifyd serve` runs it, in a process of this file that times, without
+# editing notifyd: each webhook handler call, each store write (queued, its batch began, the
+# batch committed, the caller resumed), and the event loop's stalls and GC pauses
+# (benchmarks/channels.py's StallMonitor and GcWatch). Times are time.perf_counter(), one clock
+# with the generators' (CLOCK_MONOTONIC), so each receipt is joined to its request by webhook-id.
+
+REQUEST: contextvars.ContextVar[int] = contextvars.ContextVar("request", default=-1)
+OP_NAME = re.compile(r"(\w+)\.<locals>")
+
+
+def instrument(probe: dict[str, list[Any]]) -> None:
+    from notifyd import web
+    from notifyd.store.writer import Writer
+
+    run0, write0 = Writer._run, Writer.write
+    current: list[list[float]] = [[0.0, 0.0, 0.0, 0.0]]
+
+    def run(self: Writer, ops: list[Any], sheds: bool = False) -> Any:
+        batch = [time.perf_counter(), 0.0, 0.0, float(len(ops))]  # began, ended, ops' time, size
+        current[0] = batch
+        try:
+            return run0(self, ops, sheds)
+        finally:
+            batch[1] = time.perf_counter()
+            probe["batches"].append(batch)
+
+    async def write(self: Writer, op: Any, shed: bool = False) -> Any:
+        queued, mine = time.perf_counter(), [current[0], 0.0]
+
+        def timed(conn: sqlite3.Connection) -> Any:
+            mine[0], began = current[0], time.perf_counter()
+            try:
+                return op(conn)
+            finally:
+                mine[1] = time.perf_counter() - began
+                mine[0][2] += mine[1]
+
+        try:
+            return await write0(self, timed, shed)
+        finally:
+            m = OP_NAME.search(getattr(op, "__qualname__", ""))
+            probe["writes"].append((m.group(1) if m else "?", REQUEST.get(), queued, mine[0][0],
+                                    mine[0][1], mine[1], time.perf_counter(), mine[0][3]))
+
+    def timed_handler(handler: Any, name: str) -> Any:
+        async def timed(request: Any) -> Any:
+            began, status = time.perf_counter(), 500
+            msg = request.headers.get("webhook-id", "")
+            index = int(msg.rsplit("_", 1)[1]) if msg.startswith("msg_") else -1
+            token = REQUEST.set(index)
+            try:
+                response = await handler(request)
+                status = response.status
+                return response
+            except Exception as e:
+                status = getattr(e, "status", 500)
+                raise
+            finally:
+                REQUEST.reset(token)
+                probe["handlers"].append((name, index, began, time.perf_counter(), status))
+        return timed
+
+    Writer._run, Writer.write = run, write  # type: ignore[method-assign]
+    web.ROUTES[:] = [(m, p, timed_handler(h, h.__name__)
+                      if h in (web.post_webhook, web.post_notification) else h)
+                     for m, p, h in web.ROUTES]
+
+
+def host_daemon(cfg_path: Path, out: Path) -> None:
+    from notifyd.config import load_config
+    from notifyd.daemon import Daemon, serve
+    from notifyd.logs import setup_logging
+
+    probe: dict[str, list[Any]] = {"writes": [], "batches": [], "handlers": []}
+    instrument(probe)
+    monitor, gc_watch = StallMonitor(), GcWatch()
+    gc.callbacks.append(gc_watch)
+    run0 = Daemon.run
+
+    async def run(self: Daemon, stop: asyncio.Event) -> None:
+        watch = asyncio.create_task(orphan_watch())
+        watch.add_done_callback(lambda _: stop.set())
+        task = asyncio.create_task(monitor.run(self))
+        try:
+            await run0(self, stop)
+        finally:
+            task.cancel()
+            watch.cancel()
+
+    Daemon.run = run  # type: ignore[method-assign]
+    cfg = load_config(cfg_path)
+    setup_logging("info", "text")
+    try:
+        serve(dataclasses.replace(cfg, server=dataclasses.replace(cfg.server, port=0)),
+              config_path=str(cfg_path))
+    finally:
+        out.write_text(json.dumps({
+            **probe, "wall_minus_perf": time.time() - time.perf_counter(),
+            "stalls": monitor.stalls, "ticks": monitor.ticks, "gc": gc_watch.pauses}))
+
+
 # --- the orchestrator: processes ---------------------------------------------------------------
 
 
 class Daemon:
     """`python -m notifyd --config CFG serve --port 0`, its port read from its log line."""
 
-    def __init__(self, cfg: Path, work: Path) -> None:
+    def __init__(self, cfg: Path, work: Path, probe: bool = False) -> None:
         self.log = work / "daemon.log"
+        self.out = work / "probe.json" if probe else None
+        cmd = [sys.executable, "-m", "notifyd", "--config", str(cfg), "serve", "--port", "0"]
+        if self.out is not None:
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--host", str(cfg), str(self.out)]
         with self.log.open("ab") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "notifyd", "--config", str(cfg), "serve", "--port", "0"],
-                stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT, env=child_env(),
-                preexec_fn=die_with_parent)
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT,
+                                         env=child_env(), preexec_fn=die_with_parent)
         STARTED.append(self.proc)
         self.pid = self.proc.pid
         self.port = self._port(30)
@@ -262,6 +393,17 @@ class Generator:
         if self.proc.returncode != 0 or not self.out.exists():
             raise SystemExit(f"the {self.what} generator exited with {self.proc.returncode}")
         return dict(json.loads(self.out.read_text()))
+
+
+def cpu_wait(pid: int) -> float:
+    """Seconds the process's threads have spent runnable but waiting for a CPU (schedstat)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
+        except (OSError, IndexError):  # the thread ended between listing and reading
+            continue
+    return total / 1e9
 
 
 def notifyd_cli(cfg: Path, *args: str) -> str:
@@ -344,10 +486,21 @@ def stream_figures(label: str, r: dict[str, Any], duration: float) -> dict[str, 
     print(latency_line("  client late to send     ", [r["began"][i] - r["due"][i] for i in ok]))
     print(latency_line("  waited for a connection ", [r["written"][i] - r["began"][i] for i in ok]))
     print(latency_line("  written to answered     ", [r["answered"][i] - r["written"][i] for i in ok]))
-    print(f"  generator process CPU {r['cpu_s']:.1f} s in all (set-up included)")
+    print(f"  generator process: CPU {r['cpu_s']:.1f} s in all (set-up included), peak memory "
+          f"{r['rss_mb']:.0f} MB; {client_stalls(r['stalls'])}")
     return {"p50": percentile(lat, 50) if lat else float("nan"),
             "p99": percentile(lat, 99) if lat else float("nan"),
             "rate": in_phase / duration, "ok": len(ok), "sent": sent}
+
+
+def client_stalls(stalls: list[list[float]]) -> str:
+    """The generator's own send loop behind by 10+ ms: how often, and the worst, with the time
+    its thread spent waiting for a CPU in that iteration (the machine busy) against running."""
+    if not stalls:
+        return "its send loop never fell 10 ms behind"
+    worst = max(stalls, key=lambda s: s[0])
+    return (f"its send loop fell 10+ ms behind {len(stalls)} time(s), at worst {worst[0]:.1f} ms "
+            f"(in that gap it waited for a CPU {worst[2]:.1f} ms, ran {worst[1]:.1f} ms)")
 
 
 def growth_line(r: dict[str, Any], duration: float) -> str:
@@ -392,6 +545,92 @@ def check_db(db: Path, ids: list[str], receipts_ok: int, accepts_ok: int) -> boo
     return ok
 
 
+# --- the probe's breakdown (--probe) ---------------------------------------------------------
+
+STAGES = ("client: late, waiting for a connection", "request to the handler (wire, parse, loop)",
+          "handler to the store (verify, read)", "writer queue (waits for a batch)",
+          "its batch: the ops and the COMMIT", "loop resumes the handler",
+          "handler returns (counts the outcome)", "2xx written and back to the client")
+
+
+def stage_times(r: dict[str, Any], probe: dict[str, Any]) -> list[tuple[float, list[float]]]:
+    """Per receipt answered 2xx and seen by the probe: its latency and its STAGES, in ms."""
+    t0 = r["t0"]
+    handlers = {h[1]: h for h in probe["handlers"] if h[0] == "post_webhook"}
+    writes = {w[1]: w for w in probe["writes"] if w[0] == "record_receipts"}
+    out = []
+    for i, status in enumerate(r["status"]):
+        if not 200 <= status < 300 or i not in handlers or i not in writes:
+            continue
+        due, wrote, answered = (t0 + r[k][i] / 1000 for k in ("due", "written", "answered"))
+        _, _, h_began, h_ended, _ = handlers[i]
+        _, _, queued, b_began, b_ended, _, resumed, _ = writes[i]
+        points = [due, wrote, h_began, queued, b_began, b_ended, resumed, h_ended, answered]
+        gaps = [(b - a) * 1000 for a, b in zip(points, points[1:], strict=False)]
+        out.append(((answered - due) * 1000, gaps))
+    return out
+
+
+def print_stages(rows: list[tuple[float, list[float]]]) -> None:
+    if not rows:
+        print("  probe: no receipt could be joined to its handler and write")
+        return
+    tail = sorted(rows, key=lambda row: -row[0])[:max(1, len(rows) // 100)]
+    print(f"  where a receipt's time goes ({len(rows)} joined by webhook-id), ms:   p50     p99"
+          "   mean of the slowest 1%")
+    for k, name in enumerate(STAGES):
+        col = [g[k] for _, g in rows]
+        print(f"    {name:<44} {percentile(col, 50):7.2f} {percentile(col, 99):7.2f} "
+              f"{sum(g[k] for _, g in tail) / len(tail):9.2f}")
+    print(f"    {'total (due to 2xx)':<44} {percentile([t for t, _ in rows], 50):7.2f} "
+          f"{percentile([t for t, _ in rows], 99):7.2f} {sum(t for t, _ in tail) / len(tail):9.2f}")
+    for total, g in tail[:3]:
+        print(f"    slowest: {total:6.1f} ms = " + " + ".join(f"{x:.1f}" for x in g))
+
+
+def print_writer(probe: dict[str, Any], lo: float, hi: float) -> None:
+    batches = [b for b in probe["batches"] if lo <= b[0] <= hi and b[1] > 0]
+    if not batches:
+        return
+    sizes = [b[3] for b in batches]
+    run = [(b[1] - b[0]) * 1000 for b in batches]
+    commit = [(b[1] - b[0] - b[2]) * 1000 for b in batches]
+    print(f"  writer over the phase: {len(batches)} commits ({len(batches) / (hi - lo):.0f}/s), "
+          f"ops per commit p50 {percentile(sizes, 50):.0f} p99 {percentile(sizes, 99):.0f} max "
+          f"{max(sizes):.0f}; batch time p50 {percentile(run, 50):.2f} p99 "
+          f"{percentile(run, 99):.2f} max {max(run):.1f} ms, of which BEGIN+COMMIT p50 "
+          f"{percentile(commit, 50):.2f} p99 {percentile(commit, 99):.2f} max {max(commit):.1f} ms")
+    mix: dict[str, list[float]] = {}
+    for w in probe["writes"]:
+        if lo <= w[2] <= hi:
+            mix.setdefault(w[0], []).append(w[5] * 1000)
+    print("  store writes in the phase (count, mean op time in the thread): " + ", ".join(
+        f"{name} {len(v)} ({sum(v) / len(v):.2f} ms)" for name, v in
+        sorted(mix.items(), key=lambda kv: -len(kv[1]))))
+
+
+def print_loop(probe: dict[str, Any], lo: float, hi: float) -> None:
+    shift = probe["wall_minus_perf"]
+    stalls = [s for s in probe["stalls"] if lo + shift <= s[0] <= hi + shift]
+    pauses = [p for p in probe["gc"] if lo + shift <= p[0] <= hi + shift]
+    longest = max(stalls, key=lambda s: s[1], default=None)
+    print(f"  event loop (1 ms sleeps beside the daemon): {len(stalls)} stalls of 5+ ms, "
+          f"{sum(1 for s in stalls if s[1] > 20)} over 20 ms, "
+          + (f"the longest {longest[1]:.1f} ms (the loop thread ran {longest[2]:.1f} ms of it, "
+             f"waited for a CPU {longest[3]:.1f} ms)" if longest else "none")
+          + f"; GC pauses of 2+ ms: {len(pauses)}"
+          + (f", the longest {max(p[1] for p in pauses):.1f} ms" if pauses else ""))
+
+
+def probe_report(probe: dict[str, Any], r: dict[str, Any], duration: float) -> None:
+    lo, hi = r["t0"], r["t0"] + duration
+    print("probe (the daemon timed from inside its process, its code unchanged; the probe "
+          "costs some CPU, so read these figures beside a run without it):")
+    print_stages(stage_times(r, probe))
+    print_writer(probe, lo, hi)
+    print_loop(probe, lo, hi)
+
+
 # --- main ------------------------------------------------------------------------------------
 
 
@@ -405,13 +644,17 @@ def header(args: argparse.Namespace) -> None:
         env=child_env(), capture_output=True, text=True, timeout=30).stdout.strip()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
                             capture_output=True, timeout=10).stdout.strip()
+    fs = subprocess.run(["findmnt", "-no", "FSTYPE,SOURCE", "-T", tempfile.gettempdir()],
+                        capture_output=True, text=True, timeout=10).stdout.split()
     print(f"machine: {os.cpu_count()} cores, load average {loadavg()} at start; python "
-          f"{sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}")
+          f"{sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}; the database on "
+          f"{' '.join(fs) or '?'} ({tempfile.gettempdir()})")
     print(f"notifyd {notifyd.__version__} at {commit or '?'}: this script imports {notifyd.__file__}, "
           f"the daemon {daemon_imports}")
     print(f"run: receipts at {args.rate:.0f}/s and accepts at {args.accept_rate:.0f}/s for "
           f"{args.duration:.0f} s, open loop, pools of {args.pool} and 16 keep-alive "
-          f"connections; synchronous={args.synchronous}")
+          f"connections; synchronous={args.synchronous}"
+          + ("; --probe: the daemon runs timed, in a host process" if args.probe else ""))
 
 
 def timed_phase(args: argparse.Namespace, work: Path, daemon: Daemon, ids: list[str],
@@ -425,15 +668,16 @@ def timed_phase(args: argparse.Namespace, work: Path, daemon: Daemon, ids: list[
                                           "api_key": api_key}, work))
     for g in gens:
         g.wait_ready(60)
-    cpu0, t0 = thread_cpu(daemon.pid), time.perf_counter()
+    cpu0, wait0, t0 = thread_cpu(daemon.pid), cpu_wait(daemon.pid), time.perf_counter()
     for g in gens:
         g.go()
     results = [g.result(args.duration + 90) for g in gens]
-    cpu1, wall = thread_cpu(daemon.pid), time.perf_counter() - t0
+    cpu1, wait1, wall = thread_cpu(daemon.pid), cpu_wait(daemon.pid), time.perf_counter() - t0
     loop, rest = (b - a for a, b in zip(cpu0, cpu1, strict=True))
     print(f"daemon CPU over the phase ({wall:.1f} s, to the last answer): event loop thread "
           f"{loop:.1f} s ({loop / wall:.0%}), other threads {rest:.1f} s ({rest / wall:.0%}); "
-          f"{(loop + rest) / max(len(ids), 1) * 1e6:.0f} us per receipt, accepts' share included")
+          f"{(loop + rest) / max(len(ids), 1) * 1e6:.0f} us per receipt, accepts' share included; "
+          f"its threads waited for a CPU {wait1 - wait0:.2f} s in all (runnable, not running)")
     return results[0], (results[1] if len(results) > 1 else None)
 
 
@@ -442,7 +686,7 @@ def run(args: argparse.Namespace, work: Path) -> bool:
     secret = "whsec_" + base64.b64encode(os.urandom(24)).decode()
     cfg.write_text(CONFIG.format(db=db, sync=args.synchronous, provider=PROVIDER, secret=secret))
     api_key = notifyd_cli(cfg, "keys", "create", "--name", "bench").split()[0]
-    daemon = Daemon(cfg, work)
+    daemon = Daemon(cfg, work, args.probe)
     try:
         ids = preload(daemon.port, api_key, int(args.rate * args.duration))
         wait_sent(db, len(ids))
@@ -451,6 +695,8 @@ def run(args: argparse.Namespace, work: Path) -> bool:
         warnings = daemon.stop()
     r = stream_figures("receipts", receipts, args.duration)
     print(growth_line(receipts, args.duration))
+    if daemon.out is not None and daemon.out.exists():
+        probe_report(json.loads(daemon.out.read_text()), receipts, args.duration)
     a = stream_figures("accepts beside them", accepts, args.duration) if accepts else None
     if warnings:
         print(f"  ! daemon logged {len(warnings)} warning/error line(s), e.g. {warnings[0][:200]}")
@@ -475,7 +721,11 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--pool", type=int, default=64, help="keep-alive connections for receipts")
     ap.add_argument("--synchronous", default="FULL", choices=("FULL", "NORMAL", "EXTRA"))
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    ap.add_argument("--probe", action="store_true",
+                    help="run the daemon in a host process that times its handler, writer and "
+                         "loop, and print where a receipt's time goes")
     ap.add_argument("--gen", nargs=2, metavar=("WHAT", "SPEC"), help=argparse.SUPPRESS)
+    ap.add_argument("--host", nargs=2, metavar=("CFG", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.duration is None:
         args.duration = 5.0 if args.quick else 20.0
@@ -486,6 +736,9 @@ def main() -> None:
     args = parse_args()
     if args.gen:
         run_generator(args.gen[0], Path(args.gen[1]))
+        return
+    if args.host:
+        host_daemon(Path(args.host[0]), Path(args.host[1]))
         return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally below runs
     header(args)
