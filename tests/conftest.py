@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from engine_support import Daemon
 from support import START_MS, Api, make_config
 
 from notifyd.auth import KeyCache
@@ -15,6 +16,17 @@ from notifyd.config import Config
 from notifyd.ingest import Ingest
 from notifyd.store import SqliteStore, open_store
 from notifyd.web import Context, make_app
+
+
+@pytest.fixture(autouse=True)
+def no_daemon_outlives_its_test() -> Iterator[None]:
+    """A test that fails before stopping its `notifyd serve` must not leave it running."""
+    yield
+    while Daemon.STARTED:
+        d = Daemon.STARTED.pop()
+        if d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait(timeout=30)
 
 
 @pytest.fixture

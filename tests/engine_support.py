@@ -525,7 +525,10 @@ def create_key(db: Path, config: Path | None = None) -> str:
 
 
 class Daemon:
-    """`notifyd serve --port 0`, its stderr read line by line on a thread."""
+    """`notifyd serve --port 0`, its stderr read line by line on a thread. Every one started is
+    in STARTED, so conftest kills what a failed test left running."""
+
+    STARTED: list[Daemon] = []
 
     def __init__(self, db: Path, config: Path | None = None, env: dict[str, str] | None = None,
                  start_timeout: float = 30.0, preexec: Callable[[], None] | None = None) -> None:
@@ -533,6 +536,7 @@ class Daemon:
                                      env=env or clean_env(), cwd=db.parent,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                      preexec_fn=preexec)
+        Daemon.STARTED.append(self)
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
