@@ -1,0 +1,388 @@
+"""Delivery evidence end to end: providers' webhooks, signed by the providers' own packages (or
+by their documented scheme in a few lines of hmac), into the real app over the real engine and
+store, with a real SMTP server and a Twilio stand-in speaking its wire format.
+
+A kind with stop = "delivered" ends at the first proof; a bounce suppresses the address for the
+next send while the person's phone still works; a receipt that beats its send's answer is kept
+and applied when the answer lands; forged, stale, truncated and replayed requests store nothing
+or store once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import pytest
+import standardwebhooks
+import tomli_w
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from engine_support import Engine, engine_for
+from fake_smtp import FakeSmtp
+from fake_twilio import ACCOUNT, TOKEN, FakeTwilio, message_resource, twilio_app
+from twilio.request_validator import RequestValidator
+from yarl import URL
+
+from notifyd.auth import KeyCache, hash_key, new_key
+from notifyd.clock import FakeClock
+from notifyd.config import load_config
+from notifyd.render import load_templates
+from notifyd.views import status_view, timeline
+from notifyd.web import Context, make_app
+
+PUBLIC = "https://notify.example.com/base"
+FROM = "+15005550006"
+PHONE = "+14155550123"
+ADDRESS = "ada@example.org"
+MAILGUN_KEY = "key-" + "5f" * 16
+RECEIPT_SECRET = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
+TEMPLATES = {"sms.text.j2": "{{ what }}", "email.subject.j2": "About {{ what }}",
+             "email.text.j2": "Hello,\n{{ what }}\n"}
+
+
+@dataclass
+class Stack:
+    e: Engine
+    client: TestClient[Any, Any]
+    ctx: Context
+    twilio: FakeTwilio
+    smtp: FakeSmtp
+
+    async def user(self, user_id: str = "ada", **contacts: str) -> None:
+        r = await self.client.put(f"/v1/users/{user_id}", json=contacts or {
+            "email": ADDRESS, "phone": PHONE}, headers={"Authorization": f"Bearer {self.key}"})
+        assert r.status == 200, await r.text()
+
+    key: str = ""
+
+    async def status(self, nid: str) -> dict[str, Any]:
+        return status_view(await self.e.record(nid), self.e.now)
+
+    def rows(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        return self.e.rows(sql, *args)
+
+
+@asynccontextmanager
+async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
+    twilio, smtp = FakeTwilio(), await FakeSmtp().start()
+    runner = web.AppRunner(twilio_app(twilio), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    twilio.port = runner.addresses[0][1]
+    for kind in ("alert", "notice"):
+        for name, text in TEMPLATES.items():
+            path = tmp_path / "templates" / kind / "en" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    fast = {"rate_per_sec": 1_000_000.0, "burst": 1_000_000, "backoff_base_sec": 1.0}
+    config = tmp_path / "notifyd.toml"
+    config.write_text(tomli_w.dumps({
+        "server": {"public_url": PUBLIC},
+        "store": {"path": "n.db", "synchronous": "NORMAL"},
+        "templates": {"folder": "templates"},
+        "channels": {
+            "sms": {"type": "twilio", "account_sid": ACCOUNT, "auth_token": TOKEN,
+                    "from_number": FROM, "base_url": twilio.base_url, **fast},
+            "email": {"type": "smtp", "host": "127.0.0.1", "port": smtp.port, "tls": "none",
+                      "from_address": "Acme <alerts@acme.example>", "relay": "mailgun",
+                      **fast},
+        },
+        "kinds": {
+            # push -> 30 s -> SMS in seed 001; here SMS -> 60 s -> email, ending on delivery
+            "alert": {"stop": "delivered", "ladder": [{"channel": "sms", "timeout_sec": 60},
+                                                      {"channel": "email"}]},
+            "notice": {"ladder": [{"channel": "email", "timeout_sec": 600},
+                                  {"channel": "sms"}]},
+        },
+        "webhooks": {"twilio": {"auth_token": TOKEN}, "mailgun": {"signing_key": MAILGUN_KEY},
+                     "delivery-receipt": {"secret": RECEIPT_SECRET}},
+    }))
+    cfg = load_config(config)
+    templates, problems = load_templates(cfg)
+    assert problems == []
+    try:
+        # The fake clock starts at the wall clock: providers' signed timestamps are checked
+        # against it.
+        clock = FakeClock(int(time.time() * 1000))
+        async with engine_for(cfg, templates=templates, clock=clock) as e:
+            ctx = Context(cfg, e.ingest, KeyCache(e.store, e.clock), e.clock)
+            async with TestClient(TestServer(make_app(ctx))) as client:
+                s = Stack(e, client, ctx, twilio, smtp)
+                s.key = await _key(e)
+                yield s
+            await ctx.fetch.close()
+    finally:
+        await runner.cleanup()
+        await smtp.stop()
+
+
+async def _key(e: Engine) -> str:
+    key = new_key()
+    await e.store.create_key(hash_key(key), "t", "default", (), e.now,
+                             frozenset({"post", "read", "resolve", "users"}))
+    return key
+
+
+async def accept(s: Stack, kind: str, user: str = "ada", dedup: str | None = None) -> str:
+    r = await s.client.post("/v1/notifications", json={
+        "user_id": user, "kind": kind, "params": {"what": f"{kind} {dedup or ''}"},
+        "dedup_key": dedup or secrets.token_hex(4)},
+        headers={"Authorization": f"Bearer {s.key}"})
+    assert r.status == 202, await r.text()
+    return str((await r.json())["notification_id"])
+
+
+# --- Twilio: signed by twilio's own RequestValidator over the public URL --------------------
+
+
+async def twilio_post(s: Stack, params: dict[str, str], query: str = "",
+                      token: str = TOKEN, url: str | None = None,
+                      body: bytes | None = None) -> tuple[int, str]:
+    path = "/v1/webhooks/twilio" + (f"?{query}" if query else "")
+    signed = url or f"{PUBLIC}{path}"
+    signature = RequestValidator(token).compute_signature(signed, params)
+    # encoded=True: the URL goes out byte for byte as Twilio calls it (%3A stays %3A).
+    r = await s.client.post(URL(path, encoded=True), data=body if body is not None else urlencode(params),
+                            headers={"X-Twilio-Signature": signature,
+                                     "Content-Type": "application/x-www-form-urlencoded"})
+    return r.status, await r.text()
+
+
+def callback_of(s: Stack, sid: str) -> str:
+    """The query of the StatusCallback the channel gave Twilio for message `sid`."""
+    url = s.twilio.created[sid]["StatusCallback"]
+    assert url.startswith(f"{PUBLIC}/v1/webhooks/twilio?key=")
+    return urlsplit(url).query
+
+
+def status_params(sid: str, status: str, **extra: str) -> dict[str, str]:
+    return {"AccountSid": ACCOUNT, "MessageSid": sid, "SmsSid": sid, "MessageStatus": status,
+            "SmsStatus": status, "To": PHONE, "From": FROM, "ApiVersion": "2010-04-01", **extra}
+
+
+def receipts(s: Stack) -> int:
+    return int(s.rows("SELECT count(*) FROM receipts")[0][0])
+
+
+async def test_a_twilio_delivery_receipt_ends_a_stop_delivered_ladder(tmp_path: Path) -> None:
+    async with stack(tmp_path) as s:
+        await s.user()
+        nid = await accept(s, "alert")
+        assert await s.e.cycle() == 1
+        [sid] = s.twilio.created
+        query = callback_of(s, sid)
+        assert await twilio_post(s, status_params(sid, "sent"), query) == (
+            200, '<?xml version="1.0" encoding="UTF-8"?><Response></Response>')
+        assert (await s.status(nid))["current_state"] == "email_pending"  # accepted is not proof
+        assert (await twilio_post(s, status_params(sid, "delivered"), query))[0] == 200
+
+        doc = await s.status(nid)
+        assert doc["current_state"] == "delivered" and doc["delivered_via"] == "sms"
+        assert doc["resolution"]["resolution"] == "delivered"
+        assert doc["resolution"]["resolved_by"] == "receipt:twilio"
+        assert [st["status"] for st in doc["steps"]] == ["sent", "cancelled"]
+        assert doc["steps"][0]["evidence"] == "delivered"
+        s.e.clock.advance(61)  # the email's time comes: it was cancelled, nothing goes
+        assert await s.e.cycle() == 0
+        assert s.smtp.received == []
+        shown = "\n".join(timeline(await s.e.record(nid), s.e.now))
+        assert "step 0: twilio says accepted" in shown and "step 0: twilio says delivered" in shown
+        assert "resolved 'delivered' by receipt:twilio" in shown
+
+
+async def test_forged_misaddressed_truncated_and_unsigned_callbacks_store_nothing(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async with stack(tmp_path) as s:
+        await s.user()
+        nid = await accept(s, "alert")
+        await s.e.cycle()
+        [sid] = s.twilio.created
+        query = callback_of(s, sid)
+        params = status_params(sid, "delivered")
+        caplog.set_level(logging.WARNING, "notifyd.web")
+        # Signed with another account's token; signed over the URL seen behind the proxy, not
+        # the public one; the body cut short after signing; no signature at all.
+        assert (await twilio_post(s, params, query, token="f" * 32))[0] == 401
+        seen = f"http://127.0.0.1:{s.client.port}/v1/webhooks/twilio?{query}"
+        assert (await twilio_post(s, params, query, url=seen))[0] == 401
+        whole = urlencode(params).encode()
+        assert (await twilio_post(s, params, query, body=whole[:-9]))[0] == 401
+        r = await s.client.post(f"/v1/webhooks/twilio?{query}", data=params)
+        assert r.status == 401
+        assert (await r.json())["error"]["code"] == "bad_signature"
+        assert receipts(s) == 0
+        assert (await s.status(nid))["current_state"] == "email_pending"
+        refused = [r.getMessage() for r in caplog.records if "webhook twilio" in r.getMessage()]
+        assert len(refused) == 4  # one line each, never the body
+        assert not any(PHONE in line or sid in line for line in refused)
+        # An unknown or unconfigured provider is not found, naming those that are on.
+        r = await s.client.post("/v1/webhooks/resend", data=b"{}")
+        assert r.status == 404
+        assert "on: twilio, mailgun, delivery-receipt" in (await r.json())["error"]["message"]
+
+
+async def test_the_same_event_twice_and_out_of_order_never_downgrade(tmp_path: Path) -> None:
+    async with stack(tmp_path) as s:
+        await s.user()
+        nid = await accept(s, "notice")  # stop = resolved: delivery is evidence, not the end
+        await s.e.cycle()  # step 0 is email; move on to the SMS at once
+        s.e.clock.advance(601)
+        assert await s.e.cycle() == 1
+        [sid] = s.twilio.created
+        query = callback_of(s, sid)
+        for status in ("delivered", "delivered", "sent", "delivered"):  # replayed, reordered
+            assert (await twilio_post(s, status_params(sid, status), query))[0] == 200
+        assert receipts(s) == 2  # (MessageSid, status) is the event: twice each, stored once
+        doc = await s.status(nid)
+        assert doc["steps"][1]["evidence"] == "delivered"  # not replaced by sent
+        # Proven, though a stop = "resolved" kind is not resolved by it: the ladder ended there.
+        assert doc["resolution"] is None and doc["current_state"] == "delivered"
+        assert s.ctx.metrics.receipts.labels("twilio", "duplicate")._value.get() == 2
+
+
+async def test_a_receipt_before_the_send_result_is_kept_and_applied_when_it_lands(
+        tmp_path: Path) -> None:
+    async with stack(tmp_path) as s:
+        await s.user()
+        nid = await accept(s, "alert")
+        sid = "SM" + "ab" * 16
+        s.twilio.canned = web.json_response(message_resource(
+            ACCOUNT, sid, {"To": PHONE, "From": FROM, "Body": "x"}), status=201)
+        gate = s.twilio.gate = asyncio.Event()
+        assert await s.e.tick() == 1  # the send is out; Twilio has not answered
+        while not s.twilio.seen:
+            await asyncio.sleep(0.005)
+        # A status callback configured on the Twilio number carries no key: only the sid.
+        assert (await twilio_post(s, status_params(sid, "delivered")))[0] == 200
+        assert s.rows("SELECT notification_id FROM receipts") == [(None,)]  # kept, an orphan
+        assert (await s.status(nid))["current_state"] == "sms_sending"
+        gate.set()
+        await s.e.settle()
+        doc = await s.status(nid)
+        assert doc["current_state"] == "delivered" and doc["steps"][1]["status"] == "cancelled"
+        assert s.rows("SELECT notification_id, step_no FROM receipts") == [(nid, 0)]
+
+
+# --- Mailgun over the SMTP relay: the bounce suppresses, the phone still works ---------------
+
+
+def mailgun_body(event: dict[str, Any], key: str = MAILGUN_KEY,
+                 timestamp: int | None = None) -> bytes:
+    """Mailgun's webhook body: its signature block is HMAC-SHA256(key, timestamp + token)."""
+    ts = str(timestamp if timestamp is not None else int(time.time()))
+    token = secrets.token_hex(25)
+    signature = hmac.new(key.encode(), (ts + token).encode(), hashlib.sha256).hexdigest()
+    return json.dumps({"signature": {"timestamp": ts, "token": token, "signature": signature},
+                       "event-data": event}).encode()
+
+
+def bounce(message_id: str, variables: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"id": secrets.token_hex(8), "event": "failed", "severity": "permanent",
+            "reason": "bounce", "timestamp": time.time(), "recipient": ADDRESS,
+            "delivery-status": {"code": 550, "enhanced-code": "5.1.1",
+                                "message": f"550 5.1.1 {ADDRESS}: no such user"},
+            "message": {"headers": {"message-id": message_id, "to": ADDRESS}},
+            "user-variables": variables or {}}
+
+
+async def test_a_bounce_suppresses_the_address_and_the_users_phone_still_works(
+        tmp_path: Path) -> None:
+    async with stack(tmp_path) as s:
+        await s.user()
+        first = await accept(s, "notice")
+        assert await s.e.cycle() == 1
+        [mail] = s.smtp.received
+        message_id = next(line.split(":", 1)[1].strip() for line in
+                          mail.data.decode().splitlines() if line.startswith("Message-ID:"))
+        relay = next(line for line in mail.data.decode().splitlines()
+                     if line.startswith("X-Mailgun-Variables:"))
+        assert f'"notifyd_key": "{first}:0"' in relay
+
+        r = await s.client.post("/v1/webhooks/mailgun", data=mailgun_body(bounce(message_id)))
+        assert r.status == 200, await r.text()
+        assert s.rows("SELECT tenant, channel_type, address, reason, source FROM suppressions") \
+            == [("default", "email", ADDRESS, "bounced", "mailgun")]
+        assert await s.e.cycle() == 1  # the bounce pulled the SMS forward: it goes now
+        assert len(s.twilio.created) == 1
+
+        later = await accept(s, "notice")  # the next notification skips the email ...
+        assert await s.e.cycle() == 1
+        doc = await s.status(later)
+        assert doc["steps"][0]["status"] == "suppressed" and "bounced" in doc["steps"][0]["reason"]
+        assert doc["steps"][1]["status"] == "sent"  # ... and reaches the phone at once
+        assert len(s.smtp.received) == 1 and len(s.twilio.created) == 2
+
+        auth = {"Authorization": f"Bearer {s.key}"}
+        listed = await (await s.client.get("/v1/suppressions", headers=auth)).json()
+        assert [(x["channel_type"], x["address"], x["source"]) for x in listed["suppressions"]] \
+            == [("email", ADDRESS, "mailgun")]
+        r = await s.client.delete(f"/v1/suppressions/email/{ADDRESS}", headers=auth)
+        assert r.status == 204
+        third = await accept(s, "notice")
+        assert await s.e.cycle() == 1 and len(s.smtp.received) == 2  # email works again
+        assert (await s.status(third))["steps"][0]["status"] == "sent"
+
+
+async def test_a_stale_or_replayed_mailgun_signature_is_refused(tmp_path: Path) -> None:
+    async with stack(tmp_path) as s:
+        now = s.e.now // 1000
+        stale = mailgun_body(bounce("<x@y>"), timestamp=now - 301)
+        assert (await s.client.post("/v1/webhooks/mailgun", data=stale)).status == 401
+        fresh = mailgun_body(bounce("<x@y>"))
+        assert (await s.client.post("/v1/webhooks/mailgun", data=fresh)).status == 200
+        # The same signature block with another event in the body: a replayed token.
+        forged = json.loads(fresh)
+        forged["event-data"]["recipient"] = "someone@else.example"
+        again = await s.client.post("/v1/webhooks/mailgun", data=json.dumps(forged).encode())
+        assert again.status == 401
+        assert receipts(s) == 1 and s.rows("SELECT count(*) FROM suppressions") == [(0,)]
+        # Signed, but no event in it: a body notifyd can never read, refused so Mailgun stops.
+        odd = json.loads(mailgun_body(bounce("<x@y>")))
+        del odd["event-data"]
+        r = await s.client.post("/v1/webhooks/mailgun", data=json.dumps(odd).encode())
+        assert r.status == 406 and (await r.json())["error"]["code"] == "bad_receipt"
+
+
+# --- delivery receipts from a push client, signed with standardwebhooks -----------------------
+
+
+async def test_a_delivery_receipt_from_the_producers_backend(tmp_path: Path) -> None:
+    async with stack(tmp_path) as s:
+        await s.user()
+        nid = await accept(s, "alert")
+        await s.e.cycle()
+        signer = standardwebhooks.Webhook(RECEIPT_SECRET)
+
+        async def post(body: dict[str, Any], at: float | None = None,
+                       msg_id: str = "msg_1") -> int:
+            raw = json.dumps(body)
+            when = at if at is not None else time.time()
+            sig = signer.sign(msg_id, datetime.fromtimestamp(when, UTC), raw)
+            r = await s.client.post("/v1/webhooks/delivery-receipt", data=raw.encode(), headers={
+                "webhook-id": msg_id, "webhook-timestamp": str(int(when)),
+                "webhook-signature": sig, "Content-Type": "application/json"})
+            return r.status
+
+        assert await post({"key": f"{nid}:0", "status": "opened"}, at=time.time() - 600) == 401
+        assert await post({"key": f"{nid}:0", "status": "seen"}) == 400  # signed, unreadable
+        assert receipts(s) == 0
+        assert await post({"key": f"{nid}:0", "status": "opened"}) == 200
+        doc = await s.status(nid)
+        assert doc["current_state"] == "delivered"
+        assert doc["resolution"]["resolved_by"] == "receipt:delivery-receipt"
+        assert doc["steps"][0]["evidence"] == "opened"
