@@ -386,3 +386,54 @@ async def test_a_delivery_receipt_from_the_producers_backend(tmp_path: Path) -> 
         assert doc["current_state"] == "delivered"
         assert doc["resolution"]["resolved_by"] == "receipt:delivery-receipt"
         assert doc["steps"][0]["evidence"] == "opened"
+
+
+async def test_an_inbound_stop_suppresses_the_number_for_every_tenant(tmp_path: Path) -> None:
+    async with stack(tmp_path) as s:
+        await s.user()
+        stop = {"AccountSid": ACCOUNT, "MessageSid": "SM" + "cd" * 16, "From": PHONE, "To": FROM,
+                "Body": " stop ", "OptOutType": "STOP", "ApiVersion": "2010-04-01"}
+        assert (await twilio_post(s, stop))[0] == 200
+        assert s.rows("SELECT tenant, channel_type, address, reason, source FROM suppressions") \
+            == [("*", "sms", PHONE, "unsubscribed", "twilio")]
+        nid = await accept(s, "alert")  # SMS first: suppressed; the email goes at once instead
+        assert await s.e.cycle() == 1
+        doc = await s.status(nid)
+        assert doc["steps"][0]["status"] == "suppressed" and doc["steps"][1]["status"] == "sent"
+        assert s.twilio.created == {}
+        # A tenant cannot lift an account-wide STOP; an operator can.
+        auth = {"Authorization": f"Bearer {s.key}"}
+        r = await s.client.delete(f"/v1/suppressions/sms/{PHONE}", headers=auth)
+        assert r.status == 404
+        assert "suppressed for all tenants" in (await r.json())["error"]["message"]
+        listed = await (await s.client.get("/v1/suppressions", headers=auth)).json()
+        assert [x["scope"] for x in listed["suppressions"]] == ["all tenants"]
+
+
+async def test_the_ladders_end_shows_what_is_known(tmp_path: Path) -> None:
+    """Sent and never confirmed: 'sent', then 'presumed_delivered' past the time to live; the
+    step the ladder moved past unproven is 'timed out'; every step refused: 'undeliverable'."""
+    async with stack(tmp_path) as s:
+        await s.user()
+        nid = await accept(s, "alert")
+        await s.e.cycle()
+        s.e.clock.advance(60)
+        assert await s.e.cycle() == 1  # no receipt for the SMS: the email goes
+        doc = await s.status(nid)
+        assert doc["current_state"] == "sent"
+        assert [st["timed_out"] for st in doc["steps"]] == [True, False]
+        assert "step 0 sms: timed out" in "\n".join(timeline(await s.e.record(nid), s.e.now))
+        s.e.clock.advance(86_400)  # past the kind's time to live
+        assert (await s.status(nid))["current_state"] == "presumed_delivered"
+
+        await s.user("bob", email="bob@example.org", phone="+15005550004")  # 21610: STOP'd
+        gone = await accept(s, "alert", user="bob")
+        await s.e.cycle()  # the SMS is refused for good: the email is pulled forward ...
+        r = await s.client.post("/v1/suppressions", json={
+            "channel_type": "email", "address": "BOB@example.org", "reason": "asked us"},
+            headers={"Authorization": f"Bearer {s.key}"})
+        assert r.status == 201 and (await r.json())["address"] == "bob@example.org"
+        await s.e.cycle()  # ... and suppressed at its claim
+        doc = await s.status(gone)
+        assert [st["status"] for st in doc["steps"]] == ["rejected", "suppressed"]
+        assert doc["current_state"] == "undeliverable"
