@@ -593,8 +593,8 @@ def run(args: argparse.Namespace, d: Daemon, files: int) -> None:
     def maker(prefix: str) -> Callable[[int], bytes]:
         return lambda i: post("/v1/notifications", body(i, f"{prefix}-{i}"), headers)
 
-    pending = args.max_pending or "default (1000)"
-    conns = args.max_connections or "default (1000)"
+    pending = args.max_pending or "notifyd's default"
+    conns = args.max_connections or "notifyd's default"
     print(f"notifyd pid {d.pid}, synchronous=FULL, store.max_pending_writes {pending}, "
           f"server.max_connections {conns}; this process may open {files} files")
     rps, lat, bad = asyncio.run(capacity(d.port, args.clients, 1.0, args.capacity_seconds,
