@@ -296,11 +296,9 @@ async def delete_suppression(request: web.Request) -> web.Response:
 def public_url(request: web.Request) -> str:
     """The URL the provider called, as it signed it: server.public_url (behind a proxy) with the
     path and query exactly as received, or the URL this request was seen at when it is unset."""
-    base = request.app[CTX].cfg.server.public_url.rstrip("/")
-    if not base:
-        return str(request.url)
-    query = request.rel_url.raw_query_string
-    return f"{base}{request.rel_url.raw_path}{'?' + query if query else ''}"
+    base = request.app[CTX].cfg.server.public_url.rstrip("/") or (
+        f"{request.scheme}://{request.host}")
+    return f"{base}{request.raw_path}"  # the request target as sent: path and query, unaltered
 
 
 async def post_webhook(request: web.Request) -> web.Response:

@@ -437,3 +437,22 @@ async def test_the_ladders_end_shows_what_is_known(tmp_path: Path) -> None:
         doc = await s.status(gone)
         assert [st["status"] for st in doc["steps"]] == ["rejected", "suppressed"]
         assert doc["current_state"] == "undeliverable"
+
+
+def test_the_signed_url_keeps_the_path_and_query_as_received(tmp_path: Path) -> None:
+    """Twilio signs the URL exactly as it called it: %3A stays %3A, behind a proxy or not."""
+    from types import SimpleNamespace
+
+    from aiohttp.test_utils import make_mocked_request
+
+    from notifyd.web import CTX, public_url
+
+    config = tmp_path / "n.toml"
+    for base, expected in (("", "http://notify.internal:7726"), (PUBLIC + "/", PUBLIC)):
+        config.write_text(tomli_w.dumps({"server": {"public_url": base}}))
+        app = web.Application()
+        app[CTX] = SimpleNamespace(cfg=load_config(config))  # type: ignore[assignment]
+        request = make_mocked_request(
+            "POST", "/v1/webhooks/twilio?key=n_01%3A2&x=a+b", app=app,
+            headers={"Host": "notify.internal:7726"})
+        assert public_url(request) == f"{expected}/v1/webhooks/twilio?key=n_01%3A2&x=a+b"
