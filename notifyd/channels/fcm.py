@@ -61,9 +61,8 @@ from notifyd.channels.base import (
     RenderError,
     RenderInput,
     Sent,
-    Unknown,
 )
-from notifyd.channels.http import parse_json, parse_retry_after, provider_code, read_bounded
+from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code, read_bounded
 from notifyd.clock import Clock, SystemClock
 from notifyd.fields import doc
 
@@ -356,24 +355,12 @@ class FcmChannel:
             return Failed("no time left after fetching an access token (never sent)")
         headers = {"Authorization": f"Bearer {access}",
                    "Content-Type": "application/json; charset=UTF-8"}
-        try:
-            async with self._client().post(self.url, data=body, headers=headers,
-                                           allow_redirects=False,
-                                           timeout=aiohttp.ClientTimeout(total=left)) as resp:
-                status, raw = resp.status, await read_bounded(resp)
-                answer = classify(status, resp.headers, raw)
-        except aiohttp.ClientConnectorError as e:
-            return Failed(f"connect failed: {type(e.os_error).__name__}")
-        except aiohttp.ConnectionTimeoutError:  # before TimeoutError: nothing was sent
-            return Failed("connect timed out")
-        except TimeoutError:
-            return Unknown("timeout: FCM may have the message")
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
-                aiohttp.ClientPayloadError) as e:
-            return Unknown(f"connection lost after sending: {type(e).__name__}")
-        if status == 401 and fcm_error_code(parse_json(raw)) not in THIRD_PARTY:
-            self.tokens.drop(access)
-        return answer
+        def read(status: int, resp_headers: Any, raw: bytes) -> Answer:
+            if status == 401 and fcm_error_code(parse_json(raw)) not in THIRD_PARTY:
+                self.tokens.drop(access)  # expired or revoked: the next send fetches another
+            return classify(status, resp_headers, raw)
+
+        return await post(self._client(), self.url, body, headers, read, "FCM", timeout=left)
 
     async def close(self) -> None:
         if self._session is not None:

@@ -1,4 +1,5 @@
-"""What every HTTP provider adapter shares: bounded reads, Retry-After, short provider codes.
+"""What every HTTP provider adapter shares: one POST with its transport failures mapped one way,
+bounded reads, Retry-After, short provider codes.
 
 Provider bodies are bytes: an adapter parses what it needs and never fails on what it does not.
 """
@@ -9,11 +10,45 @@ import email.utils
 import json
 import re
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import aiohttp
 
+from notifyd.channels.base import Failed, Outcome, Unknown
+
 MAX_BODY_BYTES = 64 * 1024  # a provider answer is read up to this, never whole
 CODE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+A = TypeVar("A", bound=Outcome)
+
+
+async def post(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str],
+               classify: Callable[[int, Any, bytes], A], who: str = "the provider",
+               timeout: float | None = None) -> A | Failed | Unknown:
+    """POST `body` and classify (status, headers, body) into the provider's answer. Nothing left
+    us (refused, DNS, TLS, a connect timeout, a bad URL): Failed. It may have arrived (a
+    timeout, the connection lost after sending): Unknown, retried under the same key. Reasons
+    name the error's class, never its text, which carries the host and port of a URL that may
+    hold a secret."""
+    try:
+        request = session.post(url, data=body, headers=headers, allow_redirects=False) \
+            if timeout is None else session.post(url, data=body, headers=headers,
+                                                 allow_redirects=False,
+                                                 timeout=aiohttp.ClientTimeout(total=timeout))
+        async with request as resp:
+            return classify(resp.status, resp.headers, await read_bounded(resp))
+    except aiohttp.InvalidURL:
+        return Failed("not sent: the URL is not valid")
+    except aiohttp.ClientConnectorError as e:
+        return Failed(f"connect failed: {type(getattr(e, 'os_error', e)).__name__}")
+    except aiohttp.ConnectionTimeoutError:  # before TimeoutError: nothing was sent
+        return Failed("connect timed out")
+    except TimeoutError:
+        return Unknown(f"timeout: {who} may have the message")
+    except aiohttp.ClientError as e:
+        return Unknown(f"connection lost after sending: {type(e).__name__}")
 
 
 async def read_bounded(resp: aiohttp.ClientResponse, limit: int = MAX_BODY_BYTES) -> bytes:

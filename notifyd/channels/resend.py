@@ -62,9 +62,8 @@ from notifyd.channels.base import (
     RenderError,
     RenderInput,
     Sent,
-    Unknown,
 )
-from notifyd.channels.http import parse_json, parse_retry_after, provider_code, read_bounded
+from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.fields import doc
 
 DEFAULT_BASE_URL = "https://api.resend.com"
@@ -173,19 +172,7 @@ class ResendChannel:
         headers = {"Authorization": f"Bearer {self.settings.api_key}",
                    "Content-Type": "application/json",
                    "Idempotency-Key": message.idempotency_key}
-        try:
-            async with self._client().post(self.endpoint, data=body, headers=headers,
-                                           allow_redirects=False) as resp:
-                return classify(resp.status, resp.headers, await read_bounded(resp))
-        except aiohttp.ClientConnectorError as e:
-            return Failed(f"connect failed: {e.os_error.strerror or type(e.os_error).__name__}")
-        except aiohttp.ConnectionTimeoutError:  # before TimeoutError: nothing was sent
-            return Failed("connect timed out")
-        except TimeoutError:
-            return Unknown("timeout: Resend may have the message")
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
-                aiohttp.ClientPayloadError) as e:
-            return Unknown(f"connection lost after sending: {type(e).__name__}")
+        return await post(self._client(), self.endpoint, body, headers, classify, "Resend")
 
     async def close(self) -> None:
         if self._session is not None:

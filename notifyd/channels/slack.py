@@ -53,7 +53,7 @@ from notifyd.channels.base import (
     Sent,
     Unknown,
 )
-from notifyd.channels.http import parse_json, parse_retry_after, read_bounded
+from notifyd.channels.http import parse_json, parse_retry_after, post
 from notifyd.fields import doc
 
 DEFAULT_BASE_URL = "https://slack.com"
@@ -167,31 +167,12 @@ class SlackChannel:
         body = json.dumps(payload, sort_keys=True).encode()
         headers = {"Content-Type": "application/json; charset=utf-8",
                    "Authorization": self._auth}
-        try:
-            async with self._client().post(self._url, data=body, headers=headers,
-                                           allow_redirects=False) as resp:
-                return classify(resp.status, resp.headers, await read_bounded(resp))
-        except aiohttp.InvalidURL:
-            return Failed("slack: base_url is not a valid URL")
-        except aiohttp.ClientConnectorError as e:
-            return Failed(f"slack connect failed: {cause(e)}")
-        except aiohttp.ConnectionTimeoutError:  # before TimeoutError: nothing was sent
-            return Failed("slack connect timed out")
-        except TimeoutError:
-            return Unknown("slack timeout: it may have posted the message")
-        except aiohttp.ClientError as e:
-            return Unknown(f"slack connection lost after sending: {type(e).__name__}")
+        return await post(self._client(), self._url, body, headers, classify, "Slack")
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
-
-
-def cause(e: aiohttp.ClientConnectorError) -> str:
-    """The connect error's OS-level class (ConnectionRefusedError), never aiohttp's text."""
-    os_error = getattr(e, "os_error", None)
-    return type(os_error).__name__ if isinstance(os_error, OSError) else type(e).__name__
 
 
 def classify(status: int, headers: Any, body: bytes) -> Outcome:

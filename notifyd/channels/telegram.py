@@ -50,9 +50,8 @@ from notifyd.channels.base import (
     RenderError,
     RenderInput,
     Sent,
-    Unknown,
 )
-from notifyd.channels.http import parse_json, parse_retry_after, read_bounded
+from notifyd.channels.http import parse_json, parse_retry_after, post
 from notifyd.fields import doc
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
@@ -163,32 +162,13 @@ class TelegramChannel:
 
     async def send(self, message: Message) -> Outcome:
         body = json.dumps(message.payload, sort_keys=True).encode()
-        try:
-            async with self._client().post(self._url, data=body, allow_redirects=False,
-                                           headers={"Content-Type": "application/json"}) as resp:
-                return classify(resp.status, resp.headers, await read_bounded(resp))
-        except aiohttp.InvalidURL:
-            return Failed("telegram: base_url is not a valid URL")
-        except aiohttp.ClientConnectorError as e:
-            return Failed(f"telegram connect failed: {cause(e)}")
-        except aiohttp.ConnectionTimeoutError:  # before TimeoutError: nothing was sent
-            return Failed("telegram connect timed out")
-        except TimeoutError:
-            return Unknown("telegram timeout: it may have the message")
-        except aiohttp.ClientError as e:
-            return Unknown(f"telegram connection lost after sending: {type(e).__name__}")
+        return await post(self._client(), self._url, body,
+                          {"Content-Type": "application/json"}, classify, "Telegram")
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
-
-
-def cause(e: aiohttp.ClientConnectorError) -> str:
-    """The connect error's OS-level class (ConnectionRefusedError), never its text: aiohttp's
-    texts name the URL, and the URL holds the token."""
-    os_error = getattr(e, "os_error", None)
-    return type(os_error).__name__ if isinstance(os_error, OSError) else type(e).__name__
 
 
 def classify(status: int, headers: Any, body: bytes) -> Outcome:

@@ -52,9 +52,8 @@ from notifyd.channels.base import (
     RenderError,
     RenderInput,
     Sent,
-    Unknown,
 )
-from notifyd.channels.http import parse_json, parse_retry_after, read_bounded
+from notifyd.channels.http import parse_json, parse_retry_after, post
 from notifyd.fields import doc
 
 DEFAULT_BASE_URL = "https://api.twilio.com"
@@ -185,19 +184,7 @@ class TwilioChannel:
         body = urlencode(sorted(fields.items())).encode()
         headers = {"Authorization": self.authorization, "Accept": "application/json",
                    "Content-Type": "application/x-www-form-urlencoded"}
-        try:
-            async with self._client().post(self.endpoint, data=body, headers=headers,
-                                           allow_redirects=False) as resp:
-                return classify(resp.status, resp.headers, await read_bounded(resp))
-        except aiohttp.ClientConnectorError as e:
-            return Failed(f"connect failed: {e.os_error.strerror or type(e.os_error).__name__}")
-        except aiohttp.ConnectionTimeoutError:  # before TimeoutError: nothing was sent
-            return Failed("connect timed out")
-        except TimeoutError:
-            return Unknown("timeout: Twilio may have the message")
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
-                aiohttp.ClientPayloadError) as e:
-            return Unknown(f"connection lost after sending: {type(e).__name__}")
+        return await post(self._client(), self.endpoint, body, headers, classify, "Twilio")
 
     async def close(self) -> None:
         if self._session is not None:

@@ -30,10 +30,9 @@ from notifyd.channels.base import (
     Rendered,
     RenderInput,
     Sent,
-    Unknown,
     standard_payload,
 )
-from notifyd.channels.http import parse_json, parse_retry_after, provider_code, read_bounded
+from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.fields import doc
 
 
@@ -110,19 +109,7 @@ class WebhookChannel:
                             "webhook-timestamp": str(now),
                             "webhook-signature": sign(self.keys, message.idempotency_key, now,
                                                       body)})
-        try:
-            async with self._client().post(message.destination, data=body, headers=headers,
-                                           allow_redirects=False) as resp:
-                return classify(resp.status, resp.headers, await read_bounded(resp))
-        except aiohttp.ClientConnectorError as e:
-            return Failed(f"connect failed: {e.os_error or e}")
-        except aiohttp.ConnectionTimeoutError:  # before TimeoutError: nothing was sent
-            return Failed("connect timed out")
-        except TimeoutError:
-            return Unknown("timeout: the provider may have the message")
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
-                aiohttp.ClientPayloadError) as e:
-            return Unknown(f"connection lost after sending: {type(e).__name__}")
+        return await post(self._client(), message.destination, body, headers, classify)
 
     async def close(self) -> None:
         if self._session is not None:

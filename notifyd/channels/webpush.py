@@ -69,9 +69,8 @@ from notifyd.channels.base import (
     RenderError,
     RenderInput,
     Sent,
-    Unknown,
 )
-from notifyd.channels.http import parse_json, parse_retry_after, provider_code, read_bounded
+from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.fields import doc
 from notifyd.models import iso
 
@@ -409,21 +408,8 @@ class WebPushChannel:
             self._slots.release()
 
     async def _post(self, s: Sealed, headers: dict[str, str], timeout: float) -> Answer:
-        try:
-            async with self._client().post(s.endpoint, data=s.body, headers=headers,
-                                           allow_redirects=False,
-                                           timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                return classify(resp.status, resp.headers, await read_bounded(resp))
-        except aiohttp.InvalidURL:
-            return Failed("not sent: the endpoint is not a valid URL")
-        except aiohttp.ClientConnectorError as e:  # refused, DNS, TLS: nothing left us
-            return Failed(f"connect failed: {type(e.os_error).__name__}")
-        except aiohttp.ConnectionTimeoutError:  # before TimeoutError: nothing was sent
-            return Failed("connect timed out")
-        except TimeoutError:
-            return Unknown("timeout: the push service may have the message")
-        except aiohttp.ClientError as e:
-            return Unknown(f"connection lost after sending: {type(e).__name__}")
+        return await post(self._client(), s.endpoint, s.body, headers, classify,
+                          "the push service", timeout=timeout)
 
     async def close(self) -> None:
         if self._session is not None:
