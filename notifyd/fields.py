@@ -20,3 +20,9 @@ def doc(text: str, default: Any) -> Any:
 def docf(text: str, factory: Any) -> Any:
     return field(default_factory=factory, metadata={"doc": text})
 
+
+
+def sensitive(text: str, default: str = "") -> Any:
+    """A documented field that holds a secret: never in the settings' repr, so a config printed
+    in a log line, an error or a traceback does not show it."""
+    return field(default=default, repr=False, metadata={"doc": text, "secret": True})

@@ -210,3 +210,21 @@ def test_the_commented_example_at_the_end_is_a_valid_config(tmp_path: Path) -> N
     path.write_text(uncommented + '\n[channels.log]\ntype = "log"\n')
     cfg = load_config(path)
     assert cfg.kinds["payment_failed"].ladder[0].channel == "ops-hook"
+
+
+def test_every_secret_setting_stays_out_of_reprs() -> None:
+    """A config printed in a log line, an error or a traceback never shows a secret: each key
+    whose doc calls it a secret (or whose name says so) is declared with fields.sensitive."""
+    tables = [t.settings for t in CHANNEL_TYPES.values()] + [
+        p.settings for p in PROVIDERS.values()]
+    for cls in tables:
+        for f in dataclasses.fields(cls):
+            if f.type not in ("str", str) or f.name in (
+                    "service_account_file", "header_name", "username", "api_key_sid", "token_url"):
+                continue  # a path, a name, a duration: not secrets themselves
+            looks_secret = "secret" in f.metadata.get("doc", "").lower() or any(
+                w in f.name for w in ("password", "token", "secret", "signing_key", "api_key"))
+            if looks_secret:
+                assert f.metadata.get("secret") and not f.repr, f"{cls.__name__}.{f.name}"
+                shown = repr(cls(**{f.name: "hunter2-s3cr3t"}))
+                assert "hunter2" not in shown, f"{cls.__name__}.{f.name}"

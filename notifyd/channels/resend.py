@@ -64,7 +64,7 @@ from notifyd.channels.base import (
     Sent,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
-from notifyd.fields import doc
+from notifyd.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://api.resend.com"
 SHORT_RETRY_SEC = 1.0  # an overlapping attempt under the same key: wait for it, then ask again
@@ -92,7 +92,7 @@ def _mailbox_problem(value: str) -> str | None:
 
 @dataclass(frozen=True)
 class ResendSettings:
-    api_key: str = doc("The Resend API key (re_...); a sending-only key is enough.", "")
+    api_key: str = sensitive("The Resend API key (re_...); a sending-only key is enough.", "")
     from_address: str = doc("The sender: an address on a domain verified in Resend, optionally "
                             "as Name <address>.", "")
     reply_to: str = doc("Where replies go (an address, optionally as Name <address>); empty: "

@@ -54,7 +54,7 @@ from notifyd.channels.base import (
     Unknown,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post
-from notifyd.fields import doc
+from notifyd.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://slack.com"
 MAX_TEXT_CHARS = 40_000  # Slack truncates longer messages (chat.postMessage "Truncating content")
@@ -79,12 +79,6 @@ OURS = frozenset({"not_authed", "invalid_auth", "account_inactive", "token_revok
                   "restricted_action", "metadata_must_be_sent_from_app", "user_not_visible"})
 
 
-def secret(field: Any) -> Any:
-    """A settings field kept out of the dataclass repr (a config printed in a log or a traceback)."""
-    field.repr = False
-    return field
-
-
 def url_problem(base_url: str) -> str | None:
     try:
         parts = urlsplit(base_url)
@@ -101,8 +95,7 @@ def url_problem(base_url: str) -> str | None:
 
 @dataclass(frozen=True)
 class SlackSettings:
-    bot_token: str = secret(doc("The app's bot token, xoxb-... (a secret; scope chat:write).",
-                                ""))
+    bot_token: str = sensitive("The app's bot token, xoxb-... (a secret; scope chat:write).")
     base_url: str = doc("The Slack API origin (default: Slack's; tests and proxies point "
                         "elsewhere).", DEFAULT_BASE_URL)
     unfurl: bool = doc("Let Slack unfurl links in the message (it fetches them: one-time links "

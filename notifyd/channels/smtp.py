@@ -66,7 +66,7 @@ from notifyd.channels.base import (
     Sent,
     Unknown,
 )
-from notifyd.fields import doc
+from notifyd.fields import doc, sensitive
 
 TLS_MODES = ("starttls", "tls", "none")
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -140,7 +140,7 @@ class SmtpSettings:
     ca_file: str = doc("A PEM file of CA certificates to trust instead of the system's (a "
                        "private relay's CA). Empty: the system's.", "")
     username: str = doc("SMTP AUTH user; the channel logs in only when this is set.", "")
-    password: str = doc("SMTP AUTH password (a secret: an app password or the provider's SMTP "
+    password: str = sensitive("SMTP AUTH password (a secret: an app password or the provider's SMTP "
                         "key).", "")
     from_address: str = doc('The From header: "Name <addr@domain>" or "addr@domain". The key is '
                             'from_address because "from" is a Python keyword.', "")

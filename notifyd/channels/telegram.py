@@ -52,7 +52,7 @@ from notifyd.channels.base import (
     Sent,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post
-from notifyd.fields import doc
+from notifyd.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
 MAX_TEXT_CHARS = 4096  # sendMessage: "1-4096 characters after entities parsing"
@@ -77,12 +77,6 @@ STATUS_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: 
                 409: "conflict", 429: "too_many_requests"}
 
 
-def secret(field: Any) -> Any:
-    """A settings field kept out of the dataclass repr (a config printed in a log or a traceback)."""
-    field.repr = False
-    return field
-
-
 def url_problem(base_url: str) -> str | None:
     try:
         parts = urlsplit(base_url)
@@ -99,8 +93,8 @@ def url_problem(base_url: str) -> str | None:
 
 @dataclass(frozen=True)
 class TelegramSettings:
-    bot_token: str = secret(doc("The bot's token from @BotFather (a secret: it is part of every "
-                                "request's URL).", ""))
+    bot_token: str = sensitive("The bot's token from @BotFather (a secret: it is part of every "
+                            "request's URL).")
     base_url: str = doc("The Bot API server (default: Telegram's; tests and local Bot API "
                         "servers point elsewhere).", DEFAULT_BASE_URL)
     parse_mode: str = doc('"" sends plain text; "HTML" lets templates use Telegram\'s HTML tags '

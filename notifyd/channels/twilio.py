@@ -54,7 +54,7 @@ from notifyd.channels.base import (
     Sent,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post
-from notifyd.fields import doc
+from notifyd.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://api.twilio.com"
 WEBHOOK_PATH = "/v1/webhooks/twilio"
@@ -92,11 +92,11 @@ OURS = {
 @dataclass(frozen=True)
 class TwilioSettings:
     account_sid: str = doc("The Account SID (AC...) that sends and pays.", "")
-    auth_token: str = doc("The account's Auth Token; empty when api_key_sid and api_key_secret "
+    auth_token: str = sensitive("The account's Auth Token; empty when api_key_sid and api_key_secret "
                           "are set.", "")
     api_key_sid: str = doc("An API key SID (SK...) to authenticate with instead of the Auth "
                            "Token.", "")
-    api_key_secret: str = doc("The API key's secret.", "")
+    api_key_secret: str = sensitive("The API key's secret.", "")
     from_number: str = doc("The sender: a Twilio number in E.164, a short code or an "
                            "alphanumeric sender ID; or set messaging_service_sid.", "")
     messaging_service_sid: str = doc("A Messaging Service (MG...) that picks the sender; or "

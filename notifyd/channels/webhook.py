@@ -33,17 +33,17 @@ from notifyd.channels.base import (
     standard_payload,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
-from notifyd.fields import doc
+from notifyd.fields import doc, sensitive
 
 
 @dataclass(frozen=True)
 class WebhookSettings:
     url: str = doc("The URL to POST to (http or https).", "")
-    secret: str = doc("Signs every request with Standard Webhooks headers (webhook-id, "
+    secret: str = sensitive("Signs every request with Standard Webhooks headers (webhook-id, "
                       "webhook-timestamp, webhook-signature) so the producer can verify it with "
                       "any Standard Webhooks library: whsec_ and base64 (a secret). Empty: "
                       "unsigned.", "")
-    previous_secret: str = doc("While rotating: the old secret, whose signature is sent too.",
+    previous_secret: str = sensitive("While rotating: the old secret, whose signature is sent too.",
                                "")
 
     def problems(self) -> list[tuple[str, str]]:

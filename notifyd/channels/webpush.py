@@ -71,7 +71,7 @@ from notifyd.channels.base import (
     Sent,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
-from notifyd.fields import doc
+from notifyd.fields import doc, sensitive
 from notifyd.models import iso
 
 KNOWN_PUSH_HOSTS = ("fcm.googleapis.com", "updates.push.services.mozilla.com",
@@ -153,7 +153,7 @@ def host_allowed(host: str, patterns: tuple[str, ...]) -> bool:
 
 @dataclass(frozen=True)
 class WebPushSettings:
-    vapid_private_key: str = doc(
+    vapid_private_key: str = sensitive(
         "Secret. The VAPID private key: the raw 32-byte P-256 key as base64url (what `notifyd "
         "vapid generate` prints, with the public key the web page subscribes with).", "")
     vapid_subject: str = doc(

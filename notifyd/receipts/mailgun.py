@@ -45,7 +45,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from notifyd.fields import doc
+from notifyd.fields import doc, sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,
@@ -85,7 +85,7 @@ KEY_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 
 @dataclass(frozen=True)
 class MailgunSettings:
-    signing_key: str = doc("Mailgun's HTTP webhook signing key (Sending > Webhooks; not the API "
+    signing_key: str = sensitive("Mailgun's HTTP webhook signing key (Sending > Webhooks; not the API "
                            "key; a secret). Empty: the webhook is off.", "")
     tolerance_sec: int = doc("How far the signed timestamp may be from our clock, either way, in "
                              "seconds; a token is refused a second time within it.",

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from notifyd.fields import doc
+from notifyd.fields import doc, sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,
@@ -98,11 +98,11 @@ KEY_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 class PostmarkSettings:
     username: str = doc("Basic auth user written into the webhook URL Postmark calls "
                         "(https://user:pass@host/v1/webhooks/postmark). Empty: no basic auth.", "")
-    password: str = doc("Basic auth password for that URL (a secret: long and random; use "
+    password: str = sensitive("Basic auth password for that URL (a secret: long and random; use "
                         "letters and digits so the URL needs no escaping).", "")
     header_name: str = doc("A custom header set on the Postmark webhook (HttpHeaders), e.g. "
                            "X-Webhook-Secret. Empty: none.", "")
-    header_value: str = doc("That header's value (a secret: long and random).", "")
+    header_value: str = sensitive("That header's value (a secret: long and random).", "")
 
     def basic(self) -> bool:
         return bool(self.username and self.password)

@@ -40,7 +40,7 @@ from datetime import datetime
 from typing import Any
 
 from notifyd.channels.webhook import signing_key
-from notifyd.fields import doc
+from notifyd.fields import sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,
@@ -70,10 +70,10 @@ FIELDS = ID_FIELDS | {"key", "status", "timestamp", "provider"}
 
 @dataclass(frozen=True)
 class Settings:
-    secret: str = doc("Verifies the Standard Webhooks signature (webhook-id, webhook-timestamp, "
+    secret: str = sensitive("Verifies the Standard Webhooks signature (webhook-id, webhook-timestamp, "
                       "webhook-signature) of delivery receipts sent by your backend: whsec_ "
                       "and base64 (a secret). Empty: the endpoint is off.", "")
-    previous_secret: str = doc("While rotating: the old secret, still accepted (a secret).", "")
+    previous_secret: str = sensitive("While rotating: the old secret, still accepted (a secret).", "")
 
     def keys(self) -> list[bytes]:
         return [k for k in map(signing_key, (self.secret, self.previous_secret)) if k]

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from notifyd.channels.webhook import signing_key
-from notifyd.fields import doc
+from notifyd.fields import sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     Event,
@@ -68,7 +68,7 @@ REPORTED = frozenset({*SIMPLE, "email.bounced", "email.failed", "email.suppresse
 
 @dataclass(frozen=True)
 class Settings:
-    secret: str = doc("The Resend webhook's signing secret, whsec_ and base64, shown with the "
+    secret: str = sensitive("The Resend webhook's signing secret, whsec_ and base64, shown with the "
                       "webhook in Resend's dashboard (a secret). Empty: the webhook is off.", "")
 
     def enabled(self) -> bool:

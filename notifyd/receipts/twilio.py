@@ -48,7 +48,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs, parse_qsl, urlsplit
 
-from notifyd.fields import doc
+from notifyd.fields import sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,
@@ -83,7 +83,7 @@ Params = dict[str, list[str]]
 
 @dataclass(frozen=True)
 class Settings:
-    auth_token: str = doc("The account's primary Auth Token, which signs Twilio's callbacks "
+    auth_token: str = sensitive("The account's primary Auth Token, which signs Twilio's callbacks "
                           "(X-Twilio-Signature), even when the channel sends with an API key "
                           "(a secret). Empty: the webhook is off.", "")
 
