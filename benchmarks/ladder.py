@@ -62,11 +62,14 @@ sys.path.insert(0, str(HERE.parent))
 from httpload import open_loop, percentile, post  # noqa: E402
 
 from notifyd.clock import SystemClock  # noqa: E402
-from notifyd.config import Config, load_config  # noqa: E402
+from notifyd.config import (  # noqa: E402
+    Config,
+    claim_rules,  # noqa: E402
+    load_config,
+)
 from notifyd.ingest import Ingest  # noqa: E402
 from notifyd.models import ApiKey, Lane, new_id  # noqa: E402
 from notifyd.policy import decide_claim  # noqa: E402
-from notifyd.recipients import contact_kinds  # noqa: E402
 from notifyd.store import SqliteStore  # noqa: E402
 from notifyd.store.migrate import migrate  # noqa: E402
 from notifyd.store.sql import (  # noqa: E402
@@ -570,7 +573,7 @@ async def time_claims(db: Path, cfg: Config, now: int, batch: int, rounds: int,
     (us per call: the idle scan)."""
     store = SqliteStore(db, cfg.store.synchronous, cfg.store.busy_timeout_ms)
     await store.open()
-    contacts = contact_kinds(cfg)
+    contacts = claim_rules(cfg)
 
     per_step: list[float] = []
     per_call: list[float] = []

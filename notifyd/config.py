@@ -20,15 +20,20 @@ import tomli_w
 from notifyd.channels import TYPES as CHANNEL_TYPES
 from notifyd.errors import ConfigError
 from notifyd.fields import MAX_SEC, doc, docf
+from notifyd.models import ClaimRules, KindRules, LimitRule
 from notifyd.receipts import PROVIDERS
 
 DEFAULT_PORT = 7726
 DEFAULT_DB = "notifyd.db"
 SQLITE_URL = "sqlite:///"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
-STOP_RULES = ("resolved", "delivered")
+STOP_RULES = ("resolved", "delivered", "read")
+MEDIUMS = ("email", "sms", "push", "chat")  # what a person turns on and off per category
+SCHEDULE_RE = re.compile(r"^(hourly|daily ([01][0-9]|2[0-3]):[0-5][0-9]|"
+                         r"weekly (mon|tue|wed|thu|fri|sat|sun) ([01][0-9]|2[0-3]):[0-5][0-9])$")
 URGENCIES = ("urgent", "normal")
 SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
+ORIGIN_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
 SEND_SLACK_SEC = 5.0  # a send gets this long beyond its channel timeout before it is unknown
 
 
@@ -139,13 +144,24 @@ class KindConfig:
         "accept, or else when the previous step's timeout_sec window ends.", tuple)
     ttl_sec: int = doc("Time to live: steps not sent by then end expired.", 86400)
     urgency: str = doc("urgent (bypasses quiet hours, urgent lane) or normal.", "normal")
-    stop: str = doc("What ends the ladder: resolved (written from outside: the API, the CLI) or "
-                    "delivered (also a provider's or the app's receipt proving delivery).",
+    stop: str = doc("What ends the ladder: resolved (written from outside: the API, the CLI), "
+                    "delivered (also a provider's or the app's receipt proving delivery) or "
+                    "read (also the person reading its inbox item; needs inbox = true).",
                     "resolved")
-    category: str = doc("Preference category; empty means the kind's name. (Read by user "
-                        "preferences, which are not built yet.)", "")
-    inbox: bool = doc("Whether the notification also lands in the in-app inbox. (The inbox "
-                      "is not built yet.)", False)
+    category: str = doc("Preference category ([categories.NAME]); empty means the kind's name. "
+                        "People turn categories on and off per medium.", "")
+    inbox: bool = doc("Whether the notification also lands in the recipient's in-app inbox "
+                      "(written with it, whatever the preferences; templates KIND/LOCALE/"
+                      "inbox.title.j2 and optional inbox.body.j2).", False)
+    digest: str = doc("The digest kind that collects this kind's items held back by a limit "
+                      "([[limits]]) or by always_digest. Empty: an item over a limit is "
+                      "suppressed, reason rate_limited.", "")
+    always_digest: bool = doc("Hold every item for the digest instead of sending it.", False)
+    schedule: str = doc('Makes this a digest kind: "hourly", "daily HH:MM" or "weekly DAY HH:MM" '
+                        '(DAY: mon..sun) in the recipient\'s timezone. The digest scheduler '
+                        "creates one notification of it per recipient and window, whose "
+                        "templates get `items` (each held item's kind, params, created_at) and "
+                        "`count`.", "")
     allow_override: bool = doc("Whether a request may replace the ladder with fallback_chain.",
                                False)
     transactional: bool = doc("One-time codes, receipts, alerts: true. News and digests: false, "
@@ -155,7 +171,38 @@ class KindConfig:
                             "each is kept.", "")
 
 
+@dataclass(frozen=True)
+class CategoryConfig:
+    """A preference category: what a person may turn off, and what is on until they choose."""
+
+    optional: bool = doc("Whether a person may turn it off at all (one-time codes and security "
+                         "alerts: false, and their preferences are ignored).", True)
+    email: bool = doc("Email is on until the person chooses.", True)
+    sms: bool = doc("SMS is on until the person chooses.", True)
+    push: bool = doc("Push is on until the person chooses.", True)
+    chat: bool = doc("Chat is on until the person chooses.", True)
+
+
+@dataclass(frozen=True)
+class LimitConfig:
+    """At most `count` sends per `per_sec` to one person, of what the limit names."""
+
+    count: int = doc("Sends allowed in the window.", 3)
+    per_sec: float = doc("The window, sliding, in seconds.", 3600.0)
+    kind: str = doc("Only this kind. Empty: any.", "")
+    category: str = doc("Only this category. Empty: any.", "")
+    medium: str = doc("Only this medium (email, sms, push, chat). Empty: any.", "")
+
+
+@dataclass(frozen=True)
+class TenantConfig:
+    cors_origins: tuple[str, ...] = doc("Browser origins (https://app.example.com) whose pages "
+                                        "may call the inbox and preferences with a user token.",
+                                        ())
+
+
 BUILTIN_LOG = ChannelConfig(type="log", timeout_sec=1.0)
+DEFAULT_CATEGORY = CategoryConfig()
 
 
 def _default_channels() -> dict[str, ChannelConfig]:
@@ -180,10 +227,21 @@ class Config:
         "Channels by name; ladders refer to these names.", _default_channels)
     kinds: dict[str, KindConfig] = docf(
         "Notification kinds by name: each its ladder and policy.", _default_kinds)
+    categories: dict[str, CategoryConfig] = docf(
+        "Preference categories by name; a kind's category not listed here is optional with "
+        "every medium on.", dict)
+    limits: tuple[LimitConfig, ...] = docf("Send limits per person ([[limits]]).", tuple)
+    tenants: dict[str, TenantConfig] = docf("Per-tenant settings by tenant name.", dict)
     # Providers' delivery webhooks by provider name: each its receipts/<name>.py settings, on
     # when its secret is set. Built by _build_webhooks, not from a type hint.
     webhooks: dict[str, Any] = field(default_factory=dict, metadata={
         "doc": "Providers' delivery webhooks by provider name.", "webhooks": True})
+
+    def category(self, kind: str) -> tuple[str, CategoryConfig]:
+        """The kind's preference category and its settings (defaults when not configured)."""
+        k = self.kinds.get(kind)
+        name = (k.category if k else "") or kind
+        return name, self.categories.get(name, DEFAULT_CATEGORY)
 
     def webhook(self, name: str) -> Any | None:
         """The provider's settings if its webhook is on, else None."""
@@ -216,6 +274,34 @@ def load_config(path: str | Path | None) -> Config:
         cfg, store=dataclasses.replace(cfg.store, path=beside(cfg.store.path, folder)),
         templates=dataclasses.replace(cfg.templates,
                                       folder=str(folder / cfg.templates.folder)))
+
+
+def claim_rules(cfg: Config) -> ClaimRules:
+    """What the claim reads from the config: each channel's contact and medium, and each kind's
+    category, preference defaults, limits and digest."""
+    mediums = {name: CHANNEL_TYPES[ch.type].medium for name, ch in cfg.channels.items()}
+    people = [name for name, medium in mediums.items() if medium is not None]
+    kinds = {}
+    for name, kind in cfg.kinds.items():
+        category, cat = cfg.category(name)
+        limits = []
+        for lim in cfg.limits:
+            if lim.kind and lim.kind != name or lim.category and lim.category != category:
+                continue
+            counted = tuple(k for k in cfg.kinds if (not lim.kind or k == lim.kind) and (
+                not lim.category or cfg.category(k)[0] == lim.category))
+            channels = tuple(c for c in people if not lim.medium or mediums[c] == lim.medium)
+            of = lim.kind or lim.category
+            label = f"{lim.count} {lim.medium or 'sends'} per {lim.per_sec:g} s" + (
+                f" of {of}" if of else "")
+            limits.append(LimitRule(lim.count, int(lim.per_sec * 1000), counted if of else (),
+                                    channels, label))
+        digest = cfg.kinds.get(kind.digest)
+        kinds[name] = KindRules(category, cat.optional, {m: getattr(cat, m) for m in MEDIUMS},
+                                kind.transactional, tuple(limits), kind.digest,
+                                digest.schedule if digest else "", kind.always_digest)
+    return ClaimRules({name: CHANNEL_TYPES[ch.type].contact for name, ch in cfg.channels.items()},
+                      mediums, kinds)
 
 
 def beside(store: str, folder: Path) -> str:
@@ -354,6 +440,20 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         need(ch.timeout_sec + SEND_SLACK_SEC < cfg.scanner.lease_sec, f"{k}.timeout_sec",
              f"must be under scanner.lease_sec - {SEND_SLACK_SEC:g}, or a slow send would be "
              "taken over while still in flight")
+    for name in cfg.categories:
+        need(bool(NAME_RE.match(name)), f"categories.{name}",
+             "names are lower-case letters, digits, _ . -")
+    for i, lim in enumerate(cfg.limits):
+        k = f"limits[{i}]"
+        need(lim.count >= 1, f"{k}.count", "must be >= 1")
+        need(0 < lim.per_sec <= MAX_SEC, f"{k}.per_sec", f"must be 0..{MAX_SEC}")
+        need(not lim.kind or lim.kind in cfg.kinds, f"{k}.kind", f"unknown kind {lim.kind!r}")
+        need(not lim.medium or lim.medium in MEDIUMS, f"{k}.medium",
+             f"must be one of {', '.join(MEDIUMS)}, or empty")
+    for name, tenant in cfg.tenants.items():
+        for origin in tenant.cors_origins:
+            need(bool(ORIGIN_RE.match(origin)), f"tenants.{name}.cors_origins",
+                 f"{origin!r} is not an origin (scheme://host[:port], no path)")
     for name, settings in cfg.webhooks.items():
         for key, problem in settings.problems():
             need(False, f"webhooks.{name}.{key}", problem)
@@ -364,6 +464,20 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         need(0 < kind.ttl_sec <= MAX_SEC, f"{k}.ttl_sec", f"must be 1..{MAX_SEC} (a year)")
         need(kind.urgency in URGENCIES, f"{k}.urgency", f"must be one of {', '.join(URGENCIES)}")
         need(kind.stop in STOP_RULES, f"{k}.stop", f"must be one of {', '.join(STOP_RULES)}")
+        need(kind.stop != "read" or kind.inbox, f"{k}.stop",
+             'is "read" but the kind has no inbox item to read (set inbox = true)')
+        need(not kind.schedule or bool(SCHEDULE_RE.match(kind.schedule)), f"{k}.schedule",
+             'must be "hourly", "daily HH:MM" or "weekly DAY HH:MM" (DAY: mon..sun)')
+        if kind.digest:
+            target = cfg.kinds.get(kind.digest)
+            need(target is not None and bool(target.schedule), f"{k}.digest",
+                 f"{kind.digest!r} is not a digest kind (one with a schedule)")
+            need(kind.urgency != "urgent", f"{k}.digest",
+                 "an urgent kind is never held for a digest: a late code is a broken login")
+        need(not kind.always_digest or bool(kind.digest), f"{k}.always_digest",
+             "needs digest = the digest kind that collects the items")
+        need(not (kind.schedule and (kind.digest or kind.always_digest)), f"{k}.schedule",
+             "a digest kind cannot itself be held for a digest")
         for i, step in enumerate(kind.ladder):
             sk = f"{k}.ladder[{i}]"
             need(step.channel in cfg.channels, f"{sk}.channel",
@@ -405,6 +519,23 @@ def render_example() -> str:
         "#",
         "# [kinds.NAME]",
         *_commented(_render_fields(KindConfig(ladder=(LadderStep("log"),)))),
+        "",
+        "# Preference categories by name (a kind's `category`, else its name). A category not",
+        "# listed is optional with every medium on. A category table takes these keys:",
+        "#",
+        "# [categories.NAME]",
+        *_commented(_render_fields(CategoryConfig())),
+        "",
+        "# Send limits per person, as many as you like; an item over one is held for its kind's",
+        "# digest (or suppressed, rate_limited, when the kind has none). Each takes these keys:",
+        "#",
+        "# [[limits]]",
+        *_commented(_render_fields(LimitConfig())),
+        "",
+        "# Per-tenant settings:",
+        "#",
+        "# [tenants.NAME]",
+        *_commented(_render_fields(TenantConfig())),
         "",
         *_render_webhooks(),
         "# For example, a webhook channel and a kind that escalates from it to the log after ten",

@@ -32,6 +32,32 @@ def valid_timezone(name: str) -> bool:
     return True
 
 
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def window_end(schedule: str, at_ms: int, timezone: str | None) -> int:
+    """When the digest window holding the moment `at_ms` closes: the schedule's next boundary
+    after it, on the recipient's wall clock ("daily 09:00" is 09:00 local every day, 23 or 25
+    hours apart across a DST change). An unknown zone counts as UTC."""
+    try:
+        tz = ZoneInfo(timezone or "UTC")
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        tz = ZoneInfo("UTC")
+    local = datetime.fromtimestamp(at_ms / 1000, tz)
+    if schedule == "hourly":
+        top = local.replace(minute=0, second=0, microsecond=0)
+        return int((top.timestamp() + 3600) * 1000)
+    words = schedule.split()
+    at = parse_hhmm(words[-1])
+    nxt = local.replace(hour=at.hour, minute=at.minute, second=0, microsecond=0)
+    if words[0] == "weekly":
+        nxt += timedelta(days=(WEEKDAYS.index(words[1]) - local.weekday()) % 7)
+    step = timedelta(days=7 if words[0] == "weekly" else 1)
+    while nxt.timestamp() * 1000 <= at_ms:
+        nxt += step  # wall-clock arithmetic: the offset is the one of the new date
+    return int(nxt.timestamp() * 1000)
+
+
 def quiet_until(at_ms: int, recipient: Recipient | None) -> int | None:
     """If `at_ms` falls in the recipient's quiet hours, the end of that window; else None."""
     if recipient is None or not (recipient.quiet_start and recipient.quiet_end):
@@ -98,7 +124,7 @@ def plan_steps(
         dead = disabled.get(contact) if contact is not None else None
         if dead is not None:
             planned.append(PlannedStep(no, step.channel, at, StepState.SUPPRESSED,
-                                       reason=f"contact disabled: {dead}", cause=cause))
+                                       reason=f"suppression_list: {dead}", cause=cause))
             prev_at, prev_window = at, 0.0
             continue
         if quiet:

@@ -42,6 +42,7 @@ class StepState(StrEnum):
     CANCELLED = "cancelled"
     EXPIRED = "expired"
     DEAD = "dead"
+    HELD = "held"  # held back for a digest (over a limit, or a kind that always digests)
 
 
 REPLAYED = "replayed by an operator"  # the reason a replayed step carries until it is claimed
@@ -70,6 +71,7 @@ class Verdict(StrEnum):
     EXPIRE = "expire"  # its time to live passed, or will before it could go
     POSTPONE = "postpone"  # not now: a sibling in flight, quiet hours
     SUPPRESS = "suppress"  # not to this contact: it is disabled; the next step moves up
+    HOLD = "hold"  # not now, not alone: it waits for the recipient's digest
     DEAD = "dead"  # it can never go (its channel is gone); the next step takes its slot
 
 
@@ -82,7 +84,11 @@ class Why(StrEnum):
     QUIET_HOURS = "quiet_hours"
     SIBLING = "sibling_in_flight"
     NO_CONTACT = "no_contact"
-    CONTACT_DISABLED = "contact_disabled"
+    CONTACT_DISABLED = "suppression_list"
+    PREFERENCE = "preference"
+    OPTED_OUT = "opted_out"
+    RATE_LIMITED = "rate_limited"
+    DIGEST = "digest"
     CHANNEL_REMOVED = "channel_removed"
     REJECTED = "provider_rejected"
     RETRIES = "retries_exhausted"
@@ -95,7 +101,8 @@ class Why(StrEnum):
 # What each ending verdict makes of the step.
 ENDED: dict[Verdict, StepState] = {
     Verdict.CANCEL: StepState.CANCELLED, Verdict.EXPIRE: StepState.EXPIRED,
-    Verdict.SUPPRESS: StepState.SUPPRESSED, Verdict.DEAD: StepState.DEAD}
+    Verdict.SUPPRESS: StepState.SUPPRESSED, Verdict.DEAD: StepState.DEAD,
+    Verdict.HOLD: StepState.HELD}
 
 
 def current_state(resolved: bool, steps: Iterable[tuple[str, str]],
@@ -103,8 +110,8 @@ def current_state(resolved: bool, steps: Iterable[tuple[str, str]],
                   expired: bool = False) -> str:
     """delivered (a receipt proved it) or resolved; <channel>_<state> of the first open step;
     or how the ladder ended: sent (a provider took a step; presumed_delivered once the time to
-    live has passed with no receipt to prove it), expired, or undeliverable (every step failed,
-    was rejected or suppressed)."""
+    live has passed with no receipt to prove it), held (for a digest), expired, or undeliverable
+    (every step failed, was rejected or suppressed)."""
     if resolved:
         return "delivered" if resolution == "delivered" else "resolved"
     states = set()
@@ -116,6 +123,8 @@ def current_state(resolved: bool, steps: Iterable[tuple[str, str]],
         return "delivered"
     if "sent" in states:
         return "presumed_delivered" if expired else "sent"
+    if "held" in states:
+        return "held"  # its items wait for, or went out in, a digest
     return "expired" if "expired" in states else "undeliverable"
 
 
@@ -312,6 +321,9 @@ class Recipient:
     # The user's addresses that are on the suppression list, and why.
     disabled: tuple[DisabledContact, ...] = ()
     devices: tuple[Device, ...] = ()  # push targets, live and dead
+    # {"opt_out": bool, "categories": {category: {medium: bool}}}: what the person chose
+    preferences: Mapping[str, Any] = field(default_factory=dict)
+    pref_version: int = 0  # bumped by every change of preferences
 
 
 @dataclass(frozen=True)
@@ -374,6 +386,47 @@ class ClaimContext:
     recipient: Recipient | None
     contact: str | None  # the contact kind this channel sends to (None: no person's address)
     configured: bool = True  # False: the channel is no longer in the config
+    rules: KindRules | None = None  # the kind's preference and attention rules
+    medium: str | None = None  # what the channel sends as: email, sms, push, chat (None: no one)
+    over_limit: str | None = None  # the send limit this send would pass, in words (the store counts)
+
+
+@dataclass(frozen=True, slots=True)
+class LimitRule:
+    """At most `count` sends per `window_ms` to one person, of what it matches."""
+
+    count: int
+    window_ms: int
+    kinds: tuple[str, ...]  # the kinds it counts (all it could match); empty: every kind
+    channels: tuple[str, ...]  # the channels it counts (of its medium); empty: every channel
+    label: str  # "3 push per 3600 s", for reasons
+
+    def covers(self, kind: str, channel: str) -> bool:
+        return (not self.kinds or kind in self.kinds) and (
+            not self.channels or channel in self.channels)
+
+
+@dataclass(frozen=True)
+class ClaimRules:
+    """What the claim reads from the config beside the rows (config.claim_rules builds it)."""
+
+    contacts: Mapping[str, str | None]  # channel -> the contact kind it sends to
+    mediums: Mapping[str, str | None] = field(default_factory=dict)  # channel -> its medium
+    kinds: Mapping[str, KindRules] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class KindRules:
+    """What the claim policy knows of a kind beyond its ladder (config.claim_rules builds it)."""
+
+    category: str
+    optional: bool  # may a person turn the category off at all
+    defaults: Mapping[str, bool]  # medium -> on until the person chooses
+    transactional: bool
+    limits: tuple[LimitRule, ...] = ()
+    digest: str = ""  # the digest kind that collects held items ("": none)
+    digest_schedule: str = ""  # that digest kind's schedule ("daily 09:00")
+    always_digest: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,6 +438,7 @@ class Decision:
     until: int | None = None  # POSTPONE: the new send_after
     pull_next_at: int | None = None  # SUPPRESS, DEAD: the next step becomes due no later
     why: Why = Why.OK
+    digest: str | None = None  # HOLD: the digest kind that collects it
 
 
 @dataclass(frozen=True)

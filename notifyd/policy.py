@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from notifyd.ladder import quiet_label, quiet_until
+from notifyd.ladder import quiet_label, quiet_until, window_end
 from notifyd.models import (
     EVIDENCE_RANK,
     SUPPRESSING,
@@ -24,6 +24,7 @@ from notifyd.models import (
     StepState,
     Verdict,
     Why,
+    iso,
 )
 from notifyd.recipients import dead_contacts, device_kind, has_contact
 
@@ -44,6 +45,9 @@ def decide_claim(ctx: ClaimContext, now: int) -> Decision:
     if ctx.sibling_in_flight is not None:
         return Decision(Verdict.POSTPONE, f"waiting: step {ctx.sibling_in_flight} is in flight",
                         until=now + SIBLING_WAIT_MS, why=Why.SIBLING)
+    preference = _preference(ctx, now)
+    if preference is not None:
+        return preference
     if ctx.lane is not Lane.URGENT:  # again at claim: a retry or a pulled step may land in them
         quiet = _quiet(ctx, now)
         if quiet is not None:
@@ -52,13 +56,53 @@ def decide_claim(ctx: ClaimContext, now: int) -> Decision:
         if not has_contact(ctx.recipient, ctx.contact):
             what = f"live {device_kind(ctx.contact)} device" if device_kind(ctx.contact) \
                 else ctx.contact
-            return Decision(Verdict.SUPPRESS, f"no contact: the user has no {what}",
+            return Decision(Verdict.SUPPRESS, f"no_contact: the user has no {what}",
                             pull_next_at=now, why=Why.NO_CONTACT)
         dead = dead_contacts(ctx.recipient).get(ctx.contact)
         if dead is not None:
-            return Decision(Verdict.SUPPRESS, f"contact disabled: {dead}", pull_next_at=now,
+            return Decision(Verdict.SUPPRESS, f"suppression_list: {dead}", pull_next_at=now,
                             why=Why.CONTACT_DISABLED)
-    return SEND
+    return _attention(ctx, now)
+
+
+def _preference(ctx: ClaimContext, now: int) -> Decision | None:
+    """What the person chose, read at the last moment: a global opt-out (never for a
+    transactional kind), then the category's switch for this medium. A category that may not
+    be turned off (one-time codes, security alerts) ignores both."""
+    rules, who = ctx.rules, ctx.recipient
+    if rules is None or ctx.medium is None or not rules.optional:
+        return None
+    prefs = who.preferences if who is not None else {}
+    version = f"(preferences v{who.pref_version if who is not None else 0})"
+    if prefs.get("opt_out") and not rules.transactional:
+        return Decision(Verdict.SUPPRESS, f"opted_out: the person opted out of everything "
+                        f"{version}", pull_next_at=now, why=Why.OPTED_OUT)
+    chosen = (prefs.get("categories") or {}).get(rules.category, {})
+    on = chosen.get(ctx.medium, rules.defaults.get(ctx.medium, True))
+    if not on:
+        return Decision(Verdict.SUPPRESS, f"preference: {rules.category} by {ctx.medium} is off "
+                        f"{version}", pull_next_at=now, why=Why.PREFERENCE)
+    return None
+
+
+def _attention(ctx: ClaimContext, now: int) -> Decision:
+    """Send, unless the kind always digests or this send would pass a limit: then the item is
+    held for the recipient's digest (recorded, so a retry cannot spend another allowance), or
+    suppressed when the kind has no digest. Urgent work is never held."""
+    rules = ctx.rules
+    if rules is None or ctx.lane is Lane.URGENT:
+        return SEND
+    if not rules.always_digest and ctx.over_limit is None:
+        return SEND
+    if rules.digest:
+        who = ctx.recipient
+        until = window_end(rules.digest_schedule, now, who.timezone if who else None)
+        why = "this kind always arrives in a digest" if rules.always_digest else \
+            f"over the limit of {ctx.over_limit}"
+        return Decision(Verdict.HOLD, f"held for the {rules.digest} digest of {iso(until)}: "
+                        f"{why}", until=until, why=Why.DIGEST, digest=rules.digest)
+    return Decision(Verdict.SUPPRESS, f"rate_limited: over the limit of {ctx.over_limit}",
+                    why=Why.RATE_LIMITED)
 
 
 def _quiet(ctx: ClaimContext, now: int) -> Decision | None:

@@ -10,11 +10,10 @@ import asyncio
 import logging
 
 from notifyd.clock import Clock
-from notifyd.config import Config
+from notifyd.config import Config, claim_rules
 from notifyd.logs import step_line
 from notifyd.models import ENDED, ClaimContext, Decision, Verdict, iso
 from notifyd.policy import decide_claim
-from notifyd.recipients import contact_kinds
 from notifyd.sender import SenderPool
 from notifyd.store import StorageError, Store
 
@@ -32,7 +31,7 @@ class Scanner:
         self.cfg, self.store, self.pool, self.clock = cfg, store, pool, clock
         self.lease_ms = int(cfg.scanner.lease_sec * 1000)
         self.poll_ms = int(cfg.scanner.poll_interval_sec * 1000)
-        self.contacts = contact_kinds(cfg)
+        self.rules = claim_rules(cfg)
         self._decided: dict[tuple[str, int], tuple[str, Decision]] = {}
         self.alive_at = clock.now_ms()  # when the loop last made progress, for /readyz
         self._wake = asyncio.Event()
@@ -54,7 +53,7 @@ class Scanner:
         if not wants:
             return 0
         wants = [(ch, lane, min(n, self.cfg.scanner.claim_batch)) for ch, lane, n in wants]
-        claims = await self.store.claim_due(now, wants, self.lease_ms, self.contacts,
+        claims = await self.store.claim_due(now, wants, self.lease_ms, self.rules,
                                             self.decide, self.pool.budget(now))
         self._log_decided()
         self.pool.dispatch(await self.pool.prepare(claims, now), now)

@@ -413,7 +413,7 @@ class Engine:
         """Claim like the scanner does, rendering and freezing, without dispatching: a sender
         that never reports back."""
         claims = await self.store.claim_due(self.now, [(channel, Lane(lane), n)],
-                                            self.scanner.lease_ms, self.scanner.contacts,
+                                            self.scanner.lease_ms, self.scanner.rules,
                                             self.scanner.decide)
         return await self.pool.prepare(claims, self.now)
 

@@ -127,7 +127,7 @@ async def test_a_claim_checks_the_contacts_current_address_not_an_old_ones_bounc
         e.clock.advance(61)  # ... and the earlier notification's step 1 suppressed at claim
         await e.run_dry()
         s1 = await e.step(moved, 1)
-        assert (s1["state"], s1["reason"]) == ("suppressed", "contact disabled: 550 mailbox full "
+        assert (s1["state"], s1["reason"]) == ("suppressed", "suppression_list: 550 mailbox full "
                                                "for good")
 
 

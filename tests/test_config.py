@@ -12,10 +12,13 @@ from notifyd import config as config_module
 from notifyd.channels import TYPES as CHANNEL_TYPES
 from notifyd.cli import main
 from notifyd.config import (
+    CategoryConfig,
     ChannelConfig,
     Config,
     KindConfig,
     LadderStep,
+    LimitConfig,
+    TenantConfig,
     load_config,
     render_example,
     validate,
@@ -141,7 +144,8 @@ def test_example_shows_every_key() -> None:
     for cls in _config_dataclasses():
         if cls in (Config, LadderStep):
             continue
-        lead = "# " if cls in (ChannelConfig, KindConfig) else ""
+        lead = "# " if cls in (ChannelConfig, KindConfig, CategoryConfig, LimitConfig,
+                               TenantConfig) else ""
         for f in _keys(cls):
             assert f"\n{lead}{f.name} = " in text, f"{cls.__name__}.{f.name} missing"
 

@@ -289,7 +289,7 @@ async def test_rejected_disables_the_address_and_pulls_the_next_step_forward(
         again = await e.accept(user="u-1")
         s0, s1 = (await e.notification(again))["steps"]
         assert (s0["state"], s0["reason"]) == ("suppressed",
-                                               "contact disabled: HTTP 400")
+                                               "suppression_list: HTTP 400")
         assert (s1["state"], s1["send_after"]) == ("pending", e.now)  # its window collapsed
         await e.store.put_recipient(Recipient("default", "u-2", contacts={"email": "b@x"}), e.now)
         other = await e.accept(user="u-2")
@@ -303,7 +303,7 @@ async def test_a_user_without_the_channels_address_is_suppressed_and_the_ladder_
         nid = await e.accept(user="no-profile")
         await e.run_dry()
         s0, s1 = (await e.notification(nid))["steps"]
-        assert (s0["state"], s0["reason"]) == ("suppressed", "no contact: the user has no email")
+        assert (s0["state"], s0["reason"]) == ("suppressed", "no_contact: the user has no email")
         assert (s1["state"], s1["send_after"]) == ("sent", e.now)
         assert prov.seen == []
 
@@ -333,7 +333,7 @@ async def test_a_contact_disabled_after_accept_is_suppressed_at_claim_time(
         later = await _reject_after_accept(e, prov)
         await e.run_dry()
         s0 = await e.step(later, 0)
-        assert (s0["state"], s0["reason"]) == ("suppressed", "contact disabled: HTTP 400")
+        assert (s0["state"], s0["reason"]) == ("suppressed", "suppression_list: HTTP 400")
         assert s0["attempt_log"] == []
         assert f"{later}:0" not in prov.keys_seen()
 
@@ -589,7 +589,7 @@ async def test_each_decision_a_person_wants_to_know_of_is_one_log_line_with_its_
         f": {nid}:0 channel=hook reason=HTTP 503; retry 2") for level, m in lines)
     assert ("WARNING", f"step dead: {nid}:0 channel=hook reason=retry budget spent after 2 "
             "attempts; last: HTTP 503") in lines
-    assert ("INFO", f"step suppressed: {nid}:1 channel=mail reason=no contact: the user has no "
+    assert ("INFO", f"step suppressed: {nid}:1 channel=mail reason=no_contact: the user has no "
             "email") in lines
     record = next(r for r in caplog.records if "step dead" in r.getMessage())
     assert record.ids == {"notification_id": nid, "step_no": 0, "channel": "hook",  # type: ignore[attr-defined]

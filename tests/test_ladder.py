@@ -144,7 +144,7 @@ def test_a_disabled_contact_is_suppressed_and_the_next_step_takes_its_slot() -> 
     steps = plan(WINDOWS, NOW, r)
     assert [(s.channel, s.state) for s in steps] == [
         ("log", StepState.PENDING), ("sms", StepState.SUPPRESSED), ("email", StepState.PENDING)]
-    assert steps[1].reason == "contact disabled: number unreachable"
+    assert steps[1].reason == "suppression_list: number unreachable"
     assert times(steps) == [NOW, NOW + 30_000, NOW + 30_000]
 
 

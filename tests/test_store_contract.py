@@ -16,6 +16,7 @@ from notifyd.models import (
     AcceptInput,
     Claim,
     ClaimContext,
+    ClaimRules,
     Completion,
     Decision,
     Device,
@@ -33,7 +34,7 @@ BACKENDS: dict[str, Callable[[Path], str]] = {
     "sqlite": lambda tmp: f"sqlite:///{tmp / 'contract.db'}",
 }
 NOW = 1_790_000_000_000
-CONTACTS: dict[str, str | None] = {"a": None, "b": "email"}  # a: no person's address
+CONTACTS = ClaimRules({"a": None, "b": "email"})  # a: no person's address
 LEASE = 60_000
 
 
@@ -133,7 +134,7 @@ class TestStoreContract:
     async def test_a_postponed_or_ended_step_is_applied_as_decided(self, store: Store) -> None:
         await _accept(store, "n_1", "a", "a", gap=600_000)
         verdicts = iter([Decision(Verdict.POSTPONE, "later", until=NOW + 5_000),
-                         Decision(Verdict.SUPPRESS, "contact disabled: x", pull_next_at=NOW + 7)])
+                         Decision(Verdict.SUPPRESS, "suppression_list: x", pull_next_at=NOW + 7)])
         assert await _claim(store, decide=lambda c, n: next(verdicts)) == []
         s = (await store.get_notification("n_1")).steps  # type: ignore[union-attr]
         assert (s[0].send_after, s[0].reason) == (NOW + 5_000, "later")

@@ -8,7 +8,6 @@ Times are epoch milliseconds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,6 +18,7 @@ from notifyd.models import (
     ApiKey,
     Budget,
     Claim,
+    ClaimRules,
     Completion,
     DecideFn,
     Device,
@@ -217,7 +217,7 @@ class Store(Protocol):
 
     # the delivery engine
     async def claim_due(self, now: int, wants: list[tuple[str, Lane, int]], lease_ms: int,
-                        contacts: Mapping[str, str | None], decide: DecideFn,
+                        rules: ClaimRules, decide: DecideFn,
                         budget: Budget | None = None) -> list[Claim]:
         """Up to n due steps per (channel, lane) within the shared budget: each judged by
         `decide` on what this same transaction reads, and leased when it says send. Lapsed

@@ -1,4 +1,4 @@
--- user_version = 7
+-- user_version = 8
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -33,11 +33,40 @@ CREATE TABLE devices (
     updated_at  INTEGER NOT NULL,
     PRIMARY KEY (tenant, user_id, device_id)
 ) WITHOUT ROWID;
+CREATE TABLE digest_items (
+    notification_id TEXT NOT NULL,
+    step_no      INTEGER NOT NULL,
+    tenant       TEXT NOT NULL,
+    user_id      TEXT NOT NULL,
+    digest_kind  TEXT NOT NULL,
+    window_end   INTEGER NOT NULL,         -- when its digest is due (the recipient's schedule)
+    held_at      INTEGER NOT NULL,
+    digest_id    TEXT,                     -- the digest notification that carried it
+    PRIMARY KEY (notification_id, step_no)
+) WITHOUT ROWID;
 CREATE TABLE events (
     notification_id TEXT NOT NULL,
     step_no      INTEGER NOT NULL,
     at           INTEGER NOT NULL,
     what         TEXT NOT NULL
+);
+CREATE TABLE inbox_badges (
+    tenant  TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    unread  INTEGER NOT NULL,
+    PRIMARY KEY (tenant, user_id)
+) WITHOUT ROWID;
+CREATE TABLE inbox_items (
+    seq             INTEGER PRIMARY KEY,
+    tenant          TEXT NOT NULL,
+    user_id         TEXT NOT NULL,
+    notification_id TEXT NOT NULL UNIQUE,
+    kind            TEXT NOT NULL,
+    title           TEXT NOT NULL,
+    body            TEXT,
+    created_at      INTEGER NOT NULL,
+    read_at         INTEGER,
+    archived_at     INTEGER
 );
 CREATE TABLE notifications (
     id           TEXT PRIMARY KEY,
@@ -79,8 +108,13 @@ CREATE TABLE recipients (
     quiet_start TEXT,                      -- HH:MM local
     quiet_end   TEXT,
     contacts    TEXT NOT NULL,             -- JSON {email, phone, chat: {name: id}}
-    updated_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL, preferences TEXT, pref_version INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, user_id)
+) WITHOUT ROWID;
+CREATE TABLE signing_keys (
+    name       TEXT PRIMARY KEY,
+    secret     BLOB NOT NULL,
+    created_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE steps (
     notification_id TEXT NOT NULL REFERENCES notifications (id),
@@ -97,7 +131,7 @@ CREATE TABLE steps (
     payload      TEXT,                     -- frozen before the first provider call
     claim_token  TEXT,                     -- guards completion against a stale sender
     lease_until  INTEGER,
-    updated_at   INTEGER NOT NULL, retry_base INTEGER NOT NULL DEFAULT 0, planned_at INTEGER, cause TEXT, template TEXT, evidence TEXT,
+    updated_at   INTEGER NOT NULL, retry_base INTEGER NOT NULL DEFAULT 0, planned_at INTEGER, cause TEXT, template TEXT, evidence TEXT, pref_version INTEGER,
     PRIMARY KEY (notification_id, step_no)
 ) WITHOUT ROWID;
 CREATE TABLE suppressions (
@@ -110,7 +144,11 @@ CREATE TABLE suppressions (
     created_at   INTEGER NOT NULL,
     PRIMARY KEY (tenant, channel_type, address)
 ) WITHOUT ROWID;
+CREATE INDEX digest_items_due ON digest_items (window_end) WHERE digest_id IS NULL;
 CREATE INDEX events_notification ON events (notification_id, at);
+CREATE INDEX inbox_page ON inbox_items (tenant, user_id, created_at DESC, notification_id DESC);
+CREATE INDEX inbox_unread ON inbox_items (tenant, user_id)
+    WHERE read_at IS NULL AND archived_at IS NULL;
 CREATE UNIQUE INDEX notifications_dedup ON notifications (tenant, user_id, dedup_key);
 CREATE INDEX receipts_orphans ON receipts (provider_ref) WHERE notification_id IS NULL;
 CREATE INDEX receipts_step ON receipts (notification_id, step_no);

@@ -77,7 +77,7 @@ WHERE notification_id = ? AND step_no = ? AND ended_at IS NULL"""
 SELECT_DUE = """SELECT s.notification_id, s.step_no, s.channel, s.lane, s.send_after, s.attempts,
     s.retry_base, s.destination, s.payload, s.reason, n.tenant, n.user_id, n.kind, n.params, n.created_at,
     n.expires_at, n.resolved_at, n.resolution, r.timezone, r.locale, r.quiet_start, r.quiet_end,
-    r.contacts,
+    r.contacts, r.preferences, r.pref_version,
     (SELECT min(f.step_no) FROM steps f
      WHERE f.notification_id = s.notification_id AND f.state = 'sending') AS in_flight,
     EXISTS (SELECT 1 FROM suppressions d WHERE d.tenant IN (n.tenant, '*')
@@ -88,12 +88,22 @@ FROM steps s JOIN notifications n ON n.id = s.notification_id
 LEFT JOIN recipients r ON r.tenant = n.tenant AND r.user_id = n.user_id
 WHERE s.channel = ? AND s.lane = ? AND s.state IN ('pending', 'unknown') AND s.send_after <= ?
 ORDER BY s.send_after LIMIT ?"""
-END_STEP = """UPDATE steps SET state = ?, reason = ?, updated_at = ?
+END_STEP = """UPDATE steps SET state = ?, reason = ?, updated_at = ?, pref_version = ?
 WHERE notification_id = ? AND step_no = ?"""
+HOLD_ITEM = """INSERT OR IGNORE INTO digest_items
+    (notification_id, step_no, tenant, user_id, digest_kind, window_end, held_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)"""
+# Sends (first attempts) to one person within a window, of the kinds and channels a limit counts.
+COUNT_SENDS = """SELECT count(*) FROM notifications n
+JOIN attempts a ON a.notification_id = n.id AND a.attempt_no = 1 AND a.started_at > ?
+JOIN steps s ON s.notification_id = a.notification_id AND s.step_no = a.step_no
+WHERE n.tenant = ? AND n.user_id = ?
+    AND (? = '[]' OR n.kind IN (SELECT value FROM json_each(?)))
+    AND (? = '[]' OR s.channel IN (SELECT value FROM json_each(?)))"""
 POSTPONE_STEP = """UPDATE steps SET send_after = ?, reason = ?, updated_at = ?
 WHERE notification_id = ? AND step_no = ?"""
 CLAIM_STEP = """UPDATE steps SET state = 'sending', attempts = ?, claim_token = ?, lease_until = ?,
-    reason = NULL, updated_at = ?
+    reason = NULL, updated_at = ?, pref_version = ?
 WHERE notification_id = ? AND step_no = ?"""
 # Rendered after the claim, frozen before the first provider call; never changed once set.
 FREEZE_STEP = """UPDATE steps SET destination = ?, payload = ?, template = ?, updated_at = ?

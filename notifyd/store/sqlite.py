@@ -17,7 +17,7 @@ import os
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,12 +36,14 @@ from notifyd.models import (
     Budget,
     Claim,
     ClaimContext,
+    ClaimRules,
     Completion,
     DecideFn,
     Decision,
     Device,
     DisabledContact,
     Evidence,
+    KindRules,
     Lane,
     Notice,
     Outcome,
@@ -79,11 +81,13 @@ from notifyd.store.sql import (
     CLOSE_OPEN_ATTEMPTS,
     COMPLETE_STEP,
     COUNT_ORPHANS,
+    COUNT_SENDS,
     DELAY_STEP,
     DELETE_DEVICE,
     END_ATTEMPT,
     END_STEP,
     FREEZE_STEP,
+    HOLD_ITEM,
     INSERT_ATTEMPT,
     INSERT_EVENT,
     INSERT_KEY,
@@ -380,7 +384,7 @@ class SqliteStore:
     # --- the delivery engine ----------------------------------------------------------------
 
     async def claim_due(self, now: int, wants: list[tuple[str, Lane, int]], lease_ms: int,
-                        contacts: Mapping[str, str | None], decide: DecideFn,
+                        rules: ClaimRules, decide: DecideFn,
                         budget: Budget | None = None) -> list[Claim]:
         """Claim up to n due steps per (channel, lane), within the shared budget. Each due step
         is judged by `decide` on what this same transaction reads (promise 3: a resolution
@@ -399,7 +403,7 @@ class SqliteStore:
                     for row in rows:
                         if taken >= n:
                             break
-                        claim = _judge(c, row, contacts[channel], sending, decide, now, lease_ms)
+                        claim = _judge(c, row, rules, sending, decide, now, lease_ms)
                         if claim is not None:
                             claims.append(claim)
                             sending[claim.notification_id] = claim.step_no
@@ -486,10 +490,11 @@ class SqliteStore:
 
         def op(c: sqlite3.Connection) -> int:
             rows = c.execute(SELECT_UNCONFIGURED, (json.dumps(channels),)).fetchall()
-            for nid, no, channel, lane, send_after, resolution, expires_at in rows:
-                ctx = ClaimContext(nid, no, channel, Lane(lane), send_after, resolution,
-                                   expires_at, None, None, None, configured=False)
-                _apply(c, nid, no, None, decide(ctx, now), now)
+            for row in rows:
+                ctx = ClaimContext(row["notification_id"], row["step_no"], row["channel"],
+                                   Lane(row["lane"]), row["send_after"], row["resolution"],
+                                   row["expires_at"], None, None, None, configured=False)
+                _apply(c, row, decide(ctx, now), now, None)
             return len(rows)
 
         return await self.write(op)
@@ -652,10 +657,11 @@ def _mark_unknown(c: sqlite3.Connection, nid: str, no: int, now: int, why: str) 
     c.execute(CLOSE_OPEN_ATTEMPTS, (now, why, nid, no))
 
 
-def _judge(c: sqlite3.Connection, row: sqlite3.Row, contact: str | None, sending: dict[str, int],
+def _judge(c: sqlite3.Connection, row: sqlite3.Row, rules: ClaimRules, sending: dict[str, int],
            decide: DecideFn, now: int, lease_ms: int) -> Claim | None:
     """Read one due row into the policy's context, apply its decision; a Claim if it sends."""
-    nid, no = row["notification_id"], row["step_no"]
+    nid, no, channel, kind = row["notification_id"], row["step_no"], row["channel"], row["kind"]
+    contact = rules.contacts.get(channel)
     recipient = None
     if row["contacts"] is not None or row["has_disabled"] or row["has_devices"]:
         who = (row["tenant"], row["user_id"])
@@ -665,37 +671,63 @@ def _judge(c: sqlite3.Connection, row: sqlite3.Row, contact: str | None, sending
         recipient = _recipient(row["tenant"], row["user_id"],
                                row if row["contacts"] is not None else None, disabled, devices)
     in_flight = row["in_flight"] if row["in_flight"] is not None else sending.get(nid)
-    ctx = ClaimContext(nid, no, row["channel"], Lane(row["lane"]), row["send_after"],
+    kind_rules = rules.kinds.get(kind)
+    ctx = ClaimContext(nid, no, channel, Lane(row["lane"]), row["send_after"],
                        row["resolution"] if row["resolved_at"] is not None else None,
-                       row["expires_at"], in_flight, recipient, contact)
+                       row["expires_at"], in_flight, recipient, contact, rules=kind_rules,
+                       medium=rules.mediums.get(channel),
+                       over_limit=_over_limit(c, row, kind_rules, now) if kind_rules else None)
     decision = decide(ctx, now)
+    version = recipient.pref_version if recipient is not None else None
     if decision.verdict is not Verdict.SEND:
-        _apply(c, nid, no, row["reason"], decision, now)
+        _apply(c, row, decision, now, version)
         return None
     attempt = row["attempts"] + 1
     token = secrets.token_hex(8)
-    c.execute(CLAIM_STEP, (attempt, token, now + lease_ms, now, nid, no))
+    c.execute(CLAIM_STEP, (attempt, token, now + lease_ms, now, version, nid, no))
     c.execute(INSERT_ATTEMPT, (nid, no, attempt, token, now))
     frozen = row["payload"]
     notice = None if frozen is not None else Notice(
-        row["kind"], row["tenant"], row["user_id"], orjson.loads(row["params"]),
+        kind, row["tenant"], row["user_id"], orjson.loads(row["params"]),
         row["created_at"], recipient)
-    return Claim(nid, no, row["channel"], ctx.lane, attempt, attempt - row["retry_base"], token,
+    return Claim(nid, no, channel, ctx.lane, attempt, attempt - row["retry_base"], token,
                  row["expires_at"], contact, row["destination"],
                  None if frozen is None else json.loads(frozen), notice)
 
 
-def _apply(c: sqlite3.Connection, nid: str, no: int, reason: str | None, d: Decision,
-           now: int) -> None:
-    """Apply a verdict other than send: postpone the step, or end it (and pull the next). A
-    postponement is an event when its reason is new (not each second a sibling stays out)."""
+def _over_limit(c: sqlite3.Connection, row: sqlite3.Row, rules: KindRules,
+                now: int) -> str | None:
+    """The first send limit this step's first send would pass (sends of the window counted in
+    this transaction, earlier claims of it included); None when none would. Retries never
+    count again: their first attempt already did."""
+    if row["attempts"] > 0:
+        return None
+    for lim in rules.limits:
+        if not lim.covers(row["kind"], row["channel"]):
+            continue
+        kinds, channels = json.dumps(lim.kinds), json.dumps(lim.channels)
+        sent = c.execute(COUNT_SENDS, (now - lim.window_ms, row["tenant"], row["user_id"],
+                                       kinds, kinds, channels, channels)).fetchone()[0]
+        if sent >= lim.count:
+            return lim.label
+    return None
+
+
+def _apply(c: sqlite3.Connection, row: sqlite3.Row, d: Decision, now: int,
+           version: int | None) -> None:
+    """Apply a verdict other than send: postpone the step, or end it (and pull the next), or
+    hold it for its digest. A postponement is an event when its reason is new (not each second
+    a sibling stays out). The preference version read is kept with the decision."""
+    nid, no = row["notification_id"], row["step_no"]
     if d.verdict is Verdict.POSTPONE:
         c.execute(POSTPONE_STEP, (d.until, d.reason, now, nid, no))
-        if d.reason != reason:
+        if d.reason != row["reason"]:
             c.execute(INSERT_EVENT, (nid, no, now, f"postponed to {iso(d.until)}: {d.reason}"))
         return
     state = ENDED[d.verdict]
-    c.execute(END_STEP, (state, d.reason, now, nid, no))
+    c.execute(END_STEP, (state, d.reason, now, version, nid, no))
+    if d.verdict is Verdict.HOLD and d.digest and d.until is not None:
+        c.execute(HOLD_ITEM, (nid, no, row["tenant"], row["user_id"], d.digest, d.until, now))
     if d.pull_next_at is not None:  # the ladder moves on rather than sit out this step's window
         _pull_next(c, nid, f"step {no} {state}", no, d.pull_next_at, now)
 
@@ -769,8 +801,12 @@ def _recipient(tenant: str, user_id: str, row: Any, disabled: list[Any],
     dead = tuple(DisabledContact(kind, address, listed[(CONTACT_CHANNEL[kind], address)])
                  for kind, address in contacts.items()
                  if kind in CONTACT_CHANNEL and (CONTACT_CHANNEL[kind], address) in listed)
+    keys = row.keys()
+    prefs = row["preferences"] if "preferences" in keys else None
     return Recipient(tenant, user_id, row["timezone"], row["locale"], row["quiet_start"],
-                     row["quiet_end"], contacts, dead, targets)
+                     row["quiet_end"], contacts, dead, targets,
+                     json.loads(prefs) if prefs else {},
+                     row["pref_version"] if "pref_version" in keys else 0)
 
 
 __all__ = ["SqliteStore", "StoreClosed", "migrate", "migrations", "schema_sql"]
