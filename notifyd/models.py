@@ -184,6 +184,8 @@ class AcceptResult:
     conflict: bool = False  # same dedup key, different input
     existing_kind: str | None = None  # a retry or conflict: the kind of what the key names
     first_due: int | None = None  # earliest pending send_after, so the scanner can wake for it
+    inbox_seq: int | None = None  # its inbox item's stream position, when it wrote one
+    badge: int | None = None  # the recipient's unread count after it
 
 
 class Evidence(StrEnum):

@@ -8,7 +8,11 @@ from __future__ import annotations
 from notifyd.store.base import (
     Attempt,
     DeadLetter,
+    DigestDue,
+    DigestMember,
     Event,
+    InboxChange,
+    InboxItem,
     KeyRecord,
     Notification,
     Overloaded,
@@ -50,6 +54,7 @@ async def open_store(url: str, synchronous: str = "FULL", busy_timeout_ms: int =
     return store
 
 
-__all__ = ["Attempt", "DeadLetter", "Event", "KeyRecord", "Notification", "Overloaded", "Proof",
+__all__ = ["Attempt", "DeadLetter", "DigestDue", "DigestMember", "Event", "InboxChange",
+           "InboxItem", "KeyRecord", "Notification", "Overloaded", "Proof",
            "SqliteStore", "Step", "StorageError", "Store", "StoreClosed", "StoreMissing",
            "StoreUnavailable", "Suppression", "open_store", "sqlite_path"]

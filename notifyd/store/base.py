@@ -157,6 +157,50 @@ class KeyRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class InboxItem:
+    seq: int  # the stream's event id: grows with every item written
+    notification_id: str  # the item's id too
+    kind: str
+    title: str
+    body: str | None
+    created_at: int
+    read_at: int | None
+    archived_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class InboxChange:
+    """What a read or an archive did: whether the item changed, the badge after it, and the
+    notification it resolved (a kind with stop = "read"), if any."""
+
+    changed: bool
+    badge: int
+    resolved: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DigestDue:
+    """A recipient's held items whose digest window has closed."""
+
+    tenant: str
+    user_id: str
+    digest_kind: str
+    window_end: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class DigestMember:
+    """One held item, as the digest's templates get it."""
+
+    notification_id: str
+    step_no: int
+    kind: str
+    params: dict[str, Any]
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
 class Suppression:
     tenant: str  # '*': every tenant
     channel_type: str
@@ -205,7 +249,8 @@ class Store(Protocol):
 
     # accept, resolve, read
     async def accept(self, inp: AcceptInput, notification_id: str, plan: PlanFn,
-                     ttl_sec: int, now: int) -> AcceptResult:
+                     ttl_sec: int, now: int, inbox: tuple[str, str | None] | None = None
+                     ) -> AcceptResult:
         """Claim the dedup key and write the notification with its whole ladder, atomically;
         `plan` runs inside that transaction with the recipient as it is read there."""
         ...
@@ -249,6 +294,29 @@ class Store(Protocol):
     async def suppressions(self, tenant: str, address: str | None = None,
                            limit: int = 1000) -> list[Suppression]: ...
     async def orphan_count(self) -> int: ...
+    # the person's side
+    async def put_preferences(self, tenant: str, user_id: str, preferences: dict[str, Any],
+                              now: int) -> int: ...
+    async def inbox_page(self, tenant: str, user_id: str, before: tuple[int, str] | None,
+                         limit: int, archived: bool = False) -> list[InboxItem]: ...
+    async def inbox_since(self, tenant: str, user_id: str, seq: int,
+                          limit: int) -> list[InboxItem]: ...
+    async def badge(self, tenant: str, user_id: str) -> int: ...
+    async def read_item(self, tenant: str, user_id: str, item_id: str, now: int,
+                        stop_on_read: frozenset[str]) -> InboxChange | None: ...
+    async def read_all(self, tenant: str, user_id: str, now: int,
+                       stop_on_read: frozenset[str]) -> InboxChange: ...
+    async def archive_item(self, tenant: str, user_id: str, item_id: str,
+                           now: int) -> InboxChange | None: ...
+    async def rebuild_badges(self) -> int: ...
+    async def signing_key(self, name: str, now: int) -> bytes: ...
+    async def due_digests(self, now: int, limit: int) -> list[DigestDue]: ...
+    async def digest_members(self, due: DigestDue) -> list[DigestMember]: ...
+    async def make_digest(self, due: DigestDue, inp: AcceptInput, notification_id: str,
+                          plan: PlanFn, ttl_sec: int, now: int,
+                          inbox: tuple[str, str | None] | None, members: list[tuple[str, int]],
+                          rollover: int) -> AcceptResult: ...
+    async def next_digest_at(self) -> int | None: ...
     async def lapse_leases(self, now: int) -> int:
         """Steps whose lease has run out become unknown (retried under the same key)."""
         ...

@@ -17,8 +17,15 @@ ON CONFLICT (tenant, user_id) DO UPDATE SET timezone = excluded.timezone,
     locale = excluded.locale, quiet_start = excluded.quiet_start,
     quiet_end = excluded.quiet_end, contacts = excluded.contacts,
     updated_at = excluded.updated_at"""
-SELECT_RECIPIENT = """SELECT tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts
+SELECT_RECIPIENT = """SELECT tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts,
+    preferences, pref_version
 FROM recipients WHERE tenant = ? AND user_id = ?"""
+# Every change of preferences bumps the version the claim records with its decision.
+PUT_PREFERENCES = """INSERT INTO recipients (tenant, user_id, contacts, updated_at, preferences,
+    pref_version) VALUES (?, ?, '{}', ?, ?, 1)
+ON CONFLICT (tenant, user_id) DO UPDATE SET preferences = excluded.preferences,
+    pref_version = pref_version + 1, updated_at = excluded.updated_at
+RETURNING pref_version"""
 # The suppressions of a user's addresses (a JSON list), in their tenant or for every tenant.
 SELECT_SUPPRESSED = """SELECT channel_type, address, reason FROM suppressions
 WHERE tenant IN (?, '*') AND address IN (SELECT value FROM json_each(?))"""
@@ -183,3 +190,66 @@ COUNT_ORPHANS = "SELECT count(*) FROM receipts WHERE notification_id IS NULL"
 SELECT_DEAD_COUNT = "SELECT count(*) FROM steps WHERE state = 'dead'"
 SELECT_DEAD = """SELECT notification_id, step_no, channel, attempts, reason, updated_at FROM steps
 WHERE state = 'dead' ORDER BY updated_at DESC LIMIT ?"""
+
+# --- the inbox --------------------------------------------------------------------------------
+
+INSERT_INBOX = """INSERT OR IGNORE INTO inbox_items
+    (tenant, user_id, notification_id, kind, title, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+RETURNING seq"""
+BUMP_BADGE = """INSERT INTO inbox_badges (tenant, user_id, unread) VALUES (?, ?, max(0, ?))
+ON CONFLICT (tenant, user_id) DO UPDATE SET unread = max(0, unread + excluded.unread)
+RETURNING unread"""
+SELECT_BADGE = "SELECT unread FROM inbox_badges WHERE tenant = ? AND user_id = ?"
+COUNT_UNREAD = """SELECT count(*) FROM inbox_items INDEXED BY inbox_unread
+WHERE tenant = ? AND user_id = ? AND read_at IS NULL AND archived_at IS NULL"""
+SET_BADGE = """INSERT INTO inbox_badges (tenant, user_id, unread) VALUES (?, ?, ?)
+ON CONFLICT (tenant, user_id) DO UPDATE SET unread = excluded.unread"""
+# Every badge recomputed from the rows (notifyd inbox rebuild-badges): how many were wrong.
+DRIFTED_BADGES = """SELECT b.tenant, b.user_id, b.unread, (SELECT count(*) FROM inbox_items i
+    WHERE i.tenant = b.tenant AND i.user_id = b.user_id AND i.read_at IS NULL
+    AND i.archived_at IS NULL) AS actual FROM inbox_badges b
+UNION ALL
+SELECT DISTINCT i.tenant, i.user_id, NULL, (SELECT count(*) FROM inbox_items j
+    WHERE j.tenant = i.tenant AND j.user_id = i.user_id AND j.read_at IS NULL
+    AND j.archived_at IS NULL) FROM inbox_items i
+WHERE NOT EXISTS (SELECT 1 FROM inbox_badges b WHERE b.tenant = i.tenant AND b.user_id = i.user_id)"""
+INBOX_COLUMNS = "seq, notification_id, kind, title, body, created_at, read_at, archived_at"
+SELECT_INBOX_PAGE = f"""SELECT {INBOX_COLUMNS} FROM inbox_items INDEXED BY inbox_page
+WHERE tenant = ? AND user_id = ? AND (created_at, notification_id) < (?, ?)
+    AND (? OR archived_at IS NULL)
+ORDER BY created_at DESC, notification_id DESC LIMIT ?"""
+SELECT_INBOX_SINCE = f"""SELECT {INBOX_COLUMNS} FROM inbox_items
+WHERE tenant = ? AND user_id = ? AND seq > ? ORDER BY seq LIMIT ?"""
+SELECT_INBOX_ITEM = f"""SELECT {INBOX_COLUMNS} FROM inbox_items
+WHERE tenant = ? AND user_id = ? AND notification_id = ?"""
+READ_ITEM = """UPDATE inbox_items SET read_at = ?
+WHERE tenant = ? AND user_id = ? AND notification_id = ? AND read_at IS NULL
+RETURNING archived_at IS NULL"""
+ARCHIVE_ITEM = """UPDATE inbox_items SET archived_at = ?
+WHERE tenant = ? AND user_id = ? AND notification_id = ? AND archived_at IS NULL
+RETURNING read_at IS NULL"""
+READ_ALL = """UPDATE inbox_items SET read_at = ?
+WHERE tenant = ? AND user_id = ? AND read_at IS NULL RETURNING notification_id, kind"""
+
+# --- keys that sign links and user tokens, made on first use ---------------------------------
+
+INSERT_SIGNING_KEY = """INSERT OR IGNORE INTO signing_keys (name, secret, created_at)
+VALUES (?, ?, ?)"""
+SELECT_SIGNING_KEY = "SELECT secret FROM signing_keys WHERE name = ?"
+
+# --- digests ----------------------------------------------------------------------------------
+
+# Recipients with held items whose window has closed, oldest window first.
+SELECT_DUE_DIGESTS = """SELECT tenant, user_id, digest_kind, window_end, count(*) AS n
+FROM digest_items WHERE digest_id IS NULL AND window_end <= ?
+GROUP BY tenant, user_id, digest_kind, window_end ORDER BY window_end LIMIT ?"""
+SELECT_DIGEST_MEMBERS = """SELECT d.notification_id, d.step_no, n.kind, n.params, n.created_at
+FROM digest_items d JOIN notifications n ON n.id = d.notification_id
+WHERE d.tenant = ? AND d.user_id = ? AND d.digest_kind = ? AND d.window_end = ?
+    AND d.digest_id IS NULL ORDER BY n.created_at, d.notification_id"""
+MARK_DIGESTED_ITEM = """UPDATE digest_items SET digest_id = ?
+WHERE notification_id = ? AND step_no = ? AND digest_id IS NULL"""
+# Items held for a window after its digest was read move to the next window: never dropped.
+ROLL_DIGEST = """UPDATE digest_items SET window_end = ?
+WHERE tenant = ? AND user_id = ? AND digest_kind = ? AND window_end = ? AND digest_id IS NULL"""
+NEXT_DIGEST = "SELECT min(window_end) FROM digest_items WHERE digest_id IS NULL"

@@ -63,7 +63,11 @@ from notifyd.models import (
 from notifyd.store.base import (
     Attempt,
     DeadLetter,
+    DigestDue,
+    DigestMember,
     Event,
+    InboxChange,
+    InboxItem,
     KeyRecord,
     Notification,
     Proof,
@@ -76,41 +80,59 @@ from notifyd.store.base import (
 )
 from notifyd.store.migrate import migrate, migrations, schema_sql
 from notifyd.store.sql import (
+    ARCHIVE_ITEM,
+    BUMP_BADGE,
     CANCEL_PENDING,
     CLAIM_STEP,
     CLOSE_OPEN_ATTEMPTS,
     COMPLETE_STEP,
     COUNT_ORPHANS,
     COUNT_SENDS,
+    COUNT_UNREAD,
     DELAY_STEP,
     DELETE_DEVICE,
+    DRIFTED_BADGES,
     END_ATTEMPT,
     END_STEP,
     FREEZE_STEP,
     HOLD_ITEM,
     INSERT_ATTEMPT,
     INSERT_EVENT,
+    INSERT_INBOX,
     INSERT_KEY,
     INSERT_NOTIFICATION,
     INSERT_RECEIPT,
+    INSERT_SIGNING_KEY,
     INSERT_STEP,
     KILL_DEVICE,
     KILL_TENANT_DEVICE,
+    MARK_DIGESTED_ITEM,
     MARK_UNKNOWN,
     MATCH_RECEIPT,
+    NEXT_DIGEST,
     POSTPONE_STEP,
     PULL_NEXT,
+    PUT_PREFERENCES,
+    READ_ALL,
+    READ_ITEM,
     REPLAY_STEPS,
     RESOLVE,
     REVIVE_DEVICE,
     REVOKE_KEY,
+    ROLL_DIGEST,
     SELECT_ATTEMPTS,
+    SELECT_BADGE,
     SELECT_DEAD,
     SELECT_DEAD_COUNT,
     SELECT_DEDUP,
     SELECT_DEVICES,
+    SELECT_DIGEST_MEMBERS,
     SELECT_DUE,
+    SELECT_DUE_DIGESTS,
     SELECT_EVENTS,
+    SELECT_INBOX_ITEM,
+    SELECT_INBOX_PAGE,
+    SELECT_INBOX_SINCE,
     SELECT_KEY,
     SELECT_KEYS,
     SELECT_LAPSED,
@@ -124,11 +146,13 @@ from notifyd.store.sql import (
     SELECT_RECEIPTS,
     SELECT_RECIPIENT,
     SELECT_RESOLUTION,
+    SELECT_SIGNING_KEY,
     SELECT_STEP_STATES,
     SELECT_STEPS,
     SELECT_SUPPRESSED,
     SELECT_SUPPRESSIONS,
     SELECT_UNCONFIGURED,
+    SET_BADGE,
     SET_EVIDENCE,
     STEP_BY_REF,
     SUPPRESS,
@@ -304,34 +328,130 @@ class SqliteStore:
     # --- accept ------------------------------------------------------------------------------
 
     async def accept(self, inp: AcceptInput, notification_id: str, plan: PlanFn,
-                     ttl_sec: int, now: int) -> AcceptResult:
-        """Claim the dedup key and write the notification with its whole ladder, atomically."""
+                     ttl_sec: int, now: int, inbox: tuple[str, str | None] | None = None
+                     ) -> AcceptResult:
+        """Claim the dedup key and write the notification with its whole ladder, and its inbox
+        item (title, body) when it has one, atomically."""
+        params = orjson.dumps(inp.params).decode()
+        return await self.write(  # past max_queue waiting, refused: 503, retry
+            lambda c: _accept(c, inp, notification_id, params, plan, ttl_sec, now, inbox),
+            shed=True)
 
+    async def make_digest(self, due: DigestDue, inp: AcceptInput, notification_id: str,
+                          plan: PlanFn, ttl_sec: int, now: int,
+                          inbox: tuple[str, str | None] | None, members: list[tuple[str, int]],
+                          rollover: int) -> AcceptResult:
+        """Write the digest notification and mark the held items it carries, in one
+        transaction: a rebuild finds them carried and can never notify them again. Items held
+        for the same window after `members` were read move to the next window (`rollover`)."""
         params = orjson.dumps(inp.params).decode()
 
         def op(c: sqlite3.Connection) -> AcceptResult:
-            expires_at = now + ttl_sec * 1000
-            inserted = c.execute(INSERT_NOTIFICATION, (
-                notification_id, inp.tenant, inp.user_id, inp.kind, inp.dedup_key,
-                inp.request_hash, params, inp.key_name, now, expires_at)).rowcount
-            if not inserted:
-                hit = c.execute(SELECT_DEDUP, (inp.tenant, inp.user_id, inp.dedup_key)).fetchone()
-                same = hit["request_hash"] == inp.request_hash
-                resolved = c.execute(SELECT_RESOLUTION, (hit["id"],)).fetchone()["resolved_at"]
-                state = current_state(resolved is not None,
-                                      c.execute(SELECT_STEP_STATES, (hit["id"],)).fetchall())
-                return AcceptResult(hit["id"], created=False, state=state, conflict=not same,
-                                    existing_kind=hit["kind"])
-            recipient = _load_recipient(c, inp.tenant, inp.user_id)
-            steps, lane = plan(recipient)
-            c.executemany(INSERT_STEP, [
-                (notification_id, s.step_no, s.channel, lane, s.send_after, s.state,
-                 s.reason, s.note, now, s.send_after, s.cause) for s in steps])
-            due = [s.send_after for s in steps if s.state == StepState.PENDING]
-            state = current_state(False, ((s.channel, s.state) for s in steps))
-            return AcceptResult(notification_id, True, state, first_due=min(due, default=None))
+            result = _accept(c, inp, notification_id, params, plan, ttl_sec, now, inbox)
+            if result.created:
+                c.executemany(MARK_DIGESTED_ITEM, [(notification_id, nid, no)
+                                                   for nid, no in members])
+            c.execute(ROLL_DIGEST, (rollover, due.tenant, due.user_id, due.digest_kind,
+                                    due.window_end))
+            return result
 
-        return await self.write(op, shed=True)  # past max_queue waiting, refused: 503, retry
+        return await self.write(op)
+
+    async def digest_members(self, due: DigestDue) -> list[DigestMember]:
+        rows = await self._fetchall(SELECT_DIGEST_MEMBERS, (
+            due.tenant, due.user_id, due.digest_kind, due.window_end))
+        return [DigestMember(r["notification_id"], r["step_no"], r["kind"],
+                             orjson.loads(r["params"]), r["created_at"]) for r in rows]
+
+    async def due_digests(self, now: int, limit: int) -> list[DigestDue]:
+        return [DigestDue(*r) for r in await self._fetchall(SELECT_DUE_DIGESTS, (now, limit))]
+
+    async def next_digest_at(self) -> int | None:
+        return await self._scalar(NEXT_DIGEST, ())
+
+    # --- preferences and the inbox ------------------------------------------------------------
+
+    async def put_preferences(self, tenant: str, user_id: str, preferences: dict[str, Any],
+                              now: int) -> int:
+        """Set the person's preferences; the new version, which the next claim records."""
+        text = json.dumps(preferences, sort_keys=True)
+        return int(await self.write(lambda c: c.execute(PUT_PREFERENCES, (
+            tenant, user_id, now, text)).fetchone()[0]))
+
+    async def inbox_page(self, tenant: str, user_id: str, before: tuple[int, str] | None,
+                         limit: int, archived: bool = False) -> list[InboxItem]:
+        """Newest first, strictly before the (created_at, id) cursor."""
+        at, nid = before if before is not None else (2**62, "")
+        rows = await self._fetchall(SELECT_INBOX_PAGE, (tenant, user_id, at, nid, archived,
+                                                        limit))
+        return [InboxItem(*r) for r in rows]
+
+    async def inbox_since(self, tenant: str, user_id: str, seq: int,
+                          limit: int) -> list[InboxItem]:
+        rows = await self._fetchall(SELECT_INBOX_SINCE, (tenant, user_id, seq, limit))
+        return [InboxItem(*r) for r in rows]
+
+    async def badge(self, tenant: str, user_id: str) -> int:
+        return await self._scalar(SELECT_BADGE, (tenant, user_id)) or 0
+
+    async def read_item(self, tenant: str, user_id: str, item_id: str, now: int,
+                        stop_on_read: frozenset[str]) -> InboxChange | None:
+        """Mark one item read; a kind with stop = "read" is resolved by it, in the same
+        transaction. None: no such item of this user's."""
+
+        def op(c: sqlite3.Connection) -> InboxChange | None:
+            item = c.execute(SELECT_INBOX_ITEM, (tenant, user_id, item_id)).fetchone()
+            if item is None:
+                return None
+            row = c.execute(READ_ITEM, (now, tenant, user_id, item_id)).fetchone()
+            unread = bool(row and row[0])  # it counted in the badge: unread and not archived
+            badge = _bump_badge(c, tenant, user_id, -1) if unread else _badge(c, tenant, user_id)
+            done = _resolve_read(c, [(item_id, item["kind"])], stop_on_read, now) if row else ()
+            return InboxChange(row is not None, badge, done)
+
+        return await self.write(op)
+
+    async def read_all(self, tenant: str, user_id: str, now: int,
+                       stop_on_read: frozenset[str]) -> InboxChange:
+        def op(c: sqlite3.Connection) -> InboxChange:
+            rows = c.execute(READ_ALL, (now, tenant, user_id)).fetchall()
+            c.execute(SET_BADGE, (tenant, user_id, 0))
+            done = _resolve_read(c, [(r[0], r[1]) for r in rows], stop_on_read, now)
+            return InboxChange(bool(rows), 0, done)
+
+        return await self.write(op)
+
+    async def archive_item(self, tenant: str, user_id: str, item_id: str,
+                           now: int) -> InboxChange | None:
+        def op(c: sqlite3.Connection) -> InboxChange | None:
+            if c.execute(SELECT_INBOX_ITEM, (tenant, user_id, item_id)).fetchone() is None:
+                return None
+            row = c.execute(ARCHIVE_ITEM, (now, tenant, user_id, item_id)).fetchone()
+            unread = bool(row and row[0])
+            badge = _bump_badge(c, tenant, user_id, -1) if unread else _badge(c, tenant, user_id)
+            return InboxChange(row is not None, badge)
+
+        return await self.write(op)
+
+    async def rebuild_badges(self) -> int:
+        """Every badge recomputed from the rows; how many had drifted."""
+
+        def op(c: sqlite3.Connection) -> int:
+            wrong = [(t, u, actual) for t, u, kept, actual in c.execute(DRIFTED_BADGES)
+                     if kept != actual]
+            c.executemany(SET_BADGE, wrong)
+            return len(wrong)
+
+        return await self.write(op)
+
+    async def signing_key(self, name: str, now: int) -> bytes:
+        """The named signing key, made (32 random bytes) the first time it is asked for."""
+
+        def op(c: sqlite3.Connection) -> bytes:
+            c.execute(INSERT_SIGNING_KEY, (name, secrets.token_bytes(32), now))
+            return bytes(c.execute(SELECT_SIGNING_KEY, (name,)).fetchone()[0])
+
+        return await self.write(op)
 
     # --- resolution --------------------------------------------------------------------------
 
@@ -569,6 +689,63 @@ class SqliteStore:
 
     async def dead_letters(self, limit: int) -> list[DeadLetter]:
         return [DeadLetter(*r) for r in await self._fetchall(SELECT_DEAD, (limit,))]
+
+
+def _accept(c: sqlite3.Connection, inp: AcceptInput, notification_id: str, params: str,
+            plan: PlanFn, ttl_sec: int, now: int,
+            inbox: tuple[str, str | None] | None) -> AcceptResult:
+    expires_at = now + ttl_sec * 1000
+    inserted = c.execute(INSERT_NOTIFICATION, (
+        notification_id, inp.tenant, inp.user_id, inp.kind, inp.dedup_key,
+        inp.request_hash, params, inp.key_name, now, expires_at)).rowcount
+    if not inserted:
+        hit = c.execute(SELECT_DEDUP, (inp.tenant, inp.user_id, inp.dedup_key)).fetchone()
+        same = hit["request_hash"] == inp.request_hash
+        resolved = c.execute(SELECT_RESOLUTION, (hit["id"],)).fetchone()["resolved_at"]
+        state = current_state(resolved is not None,
+                              c.execute(SELECT_STEP_STATES, (hit["id"],)).fetchall())
+        return AcceptResult(hit["id"], created=False, state=state, conflict=not same,
+                            existing_kind=hit["kind"])
+    recipient = _load_recipient(c, inp.tenant, inp.user_id)
+    steps, lane = plan(recipient)
+    c.executemany(INSERT_STEP, [
+        (notification_id, s.step_no, s.channel, lane, s.send_after, s.state,
+         s.reason, s.note, now, s.send_after, s.cause) for s in steps])
+    due = [s.send_after for s in steps if s.state == StepState.PENDING]
+    state = current_state(False, ((s.channel, s.state) for s in steps))
+    seq = badge = None
+    if inbox is not None:  # the person's history, whatever the preferences say of the sends
+        seq = c.execute(INSERT_INBOX, (inp.tenant, inp.user_id, notification_id, inp.kind,
+                                       inbox[0], inbox[1], now)).fetchone()[0]
+        badge = _bump_badge(c, inp.tenant, inp.user_id, 1)
+    return AcceptResult(notification_id, True, state, first_due=min(due, default=None),
+                        inbox_seq=seq, badge=badge)
+
+
+def _bump_badge(c: sqlite3.Connection, tenant: str, user_id: str, by: int) -> int:
+    """The badge moved by `by`; one that would go below zero has drifted: rebuilt from rows."""
+    kept = _badge(c, tenant, user_id)
+    if kept + by < 0:
+        actual = c.execute(COUNT_UNREAD, (tenant, user_id)).fetchone()[0]
+        c.execute(SET_BADGE, (tenant, user_id, actual))
+        return int(actual)
+    return int(c.execute(BUMP_BADGE, (tenant, user_id, by)).fetchone()[0])
+
+
+def _badge(c: sqlite3.Connection, tenant: str, user_id: str) -> int:
+    row = c.execute(SELECT_BADGE, (tenant, user_id)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _resolve_read(c: sqlite3.Connection, items: list[tuple[str, str]],
+                  stop_on_read: frozenset[str], now: int) -> tuple[str, ...]:
+    """Resolve, as "read", the notifications of kinds that stop when read (seed 000)."""
+    done = []
+    for nid, kind in items:
+        if kind in stop_on_read and c.execute(RESOLVE, (now, "read", "inbox", nid)).rowcount:
+            c.execute(CANCEL_PENDING, ("resolved: read", now, nid))
+            done.append(nid)
+    return tuple(done)
 
 
 def _record(c: sqlite3.Connection, r: Receipt, now: int, rules: ReceiptRules) -> str:
