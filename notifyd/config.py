@@ -52,6 +52,9 @@ class ServerConfig:
                                     "keep-alive), or it is closed.", 10.0)
     body_timeout_sec: float = doc("A request's body must arrive this soon once its handler "
                                   "reads it, or the answer is 408 request_timeout.", 10.0)
+    max_streams: int = doc("Most inbox streams (GET .../inbox/stream) open at once; they do not "
+                           "count against max_connections, but each needs a file descriptor.",
+                           10000)
     public_url: str = doc("Where providers and browsers reach this daemon (behind a proxy, its "
                           "public https URL), for status callbacks and unsubscribe links. Empty: "
                           "none are sent.", "")
@@ -409,6 +412,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(0 <= cfg.server.port <= 65535, "server.port", "must be 0..65535")
     need(cfg.server.max_body_bytes >= 1024, "server.max_body_bytes", "must be at least 1024")
     need(cfg.server.max_connections >= 1, "server.max_connections", "must be >= 1")
+    need(cfg.server.max_streams >= 0, "server.max_streams", "must be >= 0")
     need(cfg.server.header_timeout_sec > 0, "server.header_timeout_sec", "must be > 0")
     need(cfg.server.body_timeout_sec > 0, "server.body_timeout_sec", "must be > 0")
     need(cfg.store.synchronous in SYNCHRONOUS, "store.synchronous",

@@ -23,12 +23,14 @@ from typing import IO
 
 from aiohttp import web
 
-from notifyd import __version__, evidence
+from notifyd import __version__, evidence, signed
 from notifyd.auth import KeyCache
 from notifyd.clock import Clock, SystemClock
 from notifyd.config import Config
+from notifyd.digests import Digester
 from notifyd.guard import BACKLOG, ConnectionGuard, GuardedSite, loop_errors
 from notifyd.health import Health
+from notifyd.httpkit import Context
 from notifyd.ingest import Ingest
 from notifyd.logs import ServerLog
 from notifyd.render import load_templates
@@ -36,7 +38,7 @@ from notifyd.scanner import Scanner
 from notifyd.sender import SenderPool, build_adapters
 from notifyd.store import Store, StoreUnavailable, open_store, sqlite_path
 from notifyd.templates import Templates
-from notifyd.web import Context, make_app
+from notifyd.web import make_app
 
 log = logging.getLogger("notifyd")
 
@@ -192,19 +194,24 @@ class Daemon:
         pool = SenderPool(cfg, store, self.clock, build_adapters(cfg), templates=self.templates,
                           receipt_rules=evidence.rules(cfg))
         scanner = Scanner(cfg, store, pool, self.clock)
-        ingest = Ingest(cfg, store, self.clock, wake=scanner.wake)
+        ingest = Ingest(cfg, store, self.clock, wake=scanner.wake, templates=self.templates)
+        digester = Digester(cfg, store, ingest, self.clock)
         health = Health(cfg, store, pool, scanner, self.clock)
         ctx = Context(cfg, ingest, KeyCache(store, self.clock), self.clock, health)
+        ctx.link_key = pool.renderer.link_key = await store.signing_key(signed.LINKS_KEY,
+                                                                       self.clock.now_ms())
         stop_claiming = asyncio.Event()
         srv = cfg.server
         guard = ConnectionGuard(self.clock, fit_connections(srv.max_connections, self.files),
                                 srv.header_timeout_sec, backlog_for(self.files), pool.metrics)
+        ctx.guard = guard
         try:
             async with asyncio.TaskGroup() as peers:
                 peers.create_task(self._serve_http(ctx, sock, guard, stop, stop_claiming),
                                   name="http")
                 peers.create_task(scanner.run(stop_claiming), name="scanner")
                 peers.create_task(guard.run(stop_claiming), name="connection-guard")
+                peers.create_task(digester.run(stop_claiming), name="digests")
         finally:
             # One grace period in all: what the HTTP drain used is not given again here.
             left = cfg.daemon.grace_sec - (time.monotonic() - self._stopping_at)
@@ -242,6 +249,7 @@ class Daemon:
         finally:
             self._stopping_at = time.monotonic()
             ctx.draining = True
+            ctx.closing.set()  # open inbox streams end; their pages reconnect elsewhere
             stop_claiming.set()  # what is accepted from here on waits, durable, for the next start
             await runner.cleanup()
 

@@ -19,6 +19,7 @@ CATALOG: dict[str, ErrorSpec] = {
     "bad_signature": ErrorSpec(401, "the webhook's signature or credentials did not verify; "
                                     "nothing was stored"),
     "kind_not_allowed": ErrorSpec(403, "this API key may not post this kind"),
+    "wrong_user": ErrorSpec(403, "this user token is for another user"),
     "scope_not_allowed": ErrorSpec(403, "this API key's scopes do not allow this call"),
     "not_found": ErrorSpec(404, "no such resource"),
     "method_not_allowed": ErrorSpec(405, "this method is not allowed on this path"),

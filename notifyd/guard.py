@@ -110,6 +110,11 @@ class ConnectionGuard:
         self.open[conn.transport] = conn
         return True
 
+    def release(self, transport: asyncio.BaseTransport) -> None:
+        """A connection that became a long-lived stream leaves the count and the guard: it is
+        neither evicted nor timed out (server.max_streams bounds those)."""
+        self.open.pop(transport, None)
+
     def forget(self, conn: Guarded) -> None:
         if conn.transport is not None:
             self.open.pop(conn.transport, None)

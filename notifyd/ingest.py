@@ -10,6 +10,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+import jinja2
 import orjson
 
 from notifyd.clock import Clock
@@ -25,10 +26,13 @@ from notifyd.models import (
     PlannedStep,
     Recipient,
     StepState,
+    iso,
     new_id,
 )
 from notifyd.recipients import contact_kinds, dead_contacts
 from notifyd.store import Store
+from notifyd.stream import Event, Hub
+from notifyd.templates import TemplateError, Templates
 from notifyd.validate import check_depth, check_fields, get_str, header_value, parse_object
 
 MAX_TTL_SEC = 30 * 86400
@@ -44,11 +48,14 @@ class Ingest:
     """The write path: four things, validate, claim the key, write the rows, ack."""
 
     def __init__(self, cfg: Config, store: Store, clock: Clock,
-                 wake: Callable[[int], None] | None = None) -> None:
+                 wake: Callable[[int], None] | None = None, templates: Templates | None = None,
+                 hub: Hub | None = None) -> None:
         self.cfg = cfg
         self.store = store
         self.clock = clock
         self.wake = wake
+        self.templates = templates  # renders inbox items at accept
+        self.hub = hub or Hub()  # open inbox streams hear of each new item after its commit
         self._contacts = contact_kinds(cfg)
 
     def parse(self, body: bytes, key: ApiKey, idempotency_key: str | None) -> AcceptInput:
@@ -140,10 +147,46 @@ class Ingest:
 
         return plan
 
+    async def inbox_item(self, inp: AcceptInput, notification_id: str,
+                         locale: str | None = None) -> tuple[str, str | None] | None:
+        """The inbox item's (title, body) for a kind with inbox = true, rendered now in the
+        recipient's locale, so history does not change when a template does. Params the
+        template cannot render are the request's fault: 422, nothing accepted."""
+        if not self.cfg.kinds[inp.kind].inbox:
+            return None
+        if self.templates is None:
+            raise ApiError("internal", "the inbox needs templates, and none are loaded")
+        if locale is None:
+            locale = await self.store.locale_of(inp.tenant, inp.user_id)
+        try:
+            done = self.templates.render(inp.kind, "inbox", locale, inp.params, extra={
+                "notification_id": notification_id, "user_id": inp.user_id})
+        except TemplateError as e:  # an undefined name is named; other texts may hold values
+            why = f"{type(e.error).__name__}: {e.error}" if isinstance(
+                e.error, jinja2.UndefinedError) else type(e.error).__name__
+            raise ApiError("invalid_field", f"params: the inbox template {e.template} cannot "
+                           f"render them ({why})", "params") from None
+        return done.parts["title"], done.parts.get("body")
+
+    def announce(self, inp: AcceptInput, result: AcceptResult,
+                 inbox: tuple[str, str | None] | None, now: int) -> None:
+        """Tell open inbox streams of a new item, once it is committed."""
+        if inbox is None or result.inbox_seq is None:
+            return
+        item = {"id": result.notification_id, "kind": inp.kind, "title": inbox[0],
+                "body": inbox[1], "created_at": iso(now), "read": False, "archived": False}
+        self.hub.publish(inp.tenant, inp.user_id,
+                         Event("item", item, result.inbox_seq),
+                         Event("badge", {"unread": result.badge}))
+
     async def accept(self, inp: AcceptInput) -> AcceptResult:
         now = self.clock.now_ms()
         plan = self.planner(inp, now)
-        result = await self.store.accept(inp, new_id("n_", now), plan, self.ttl_sec(inp), now)
+        nid = new_id("n_", now)
+        inbox = await self.inbox_item(inp, nid)
+        result = await self.store.accept(inp, nid, plan, self.ttl_sec(inp), now, inbox)
+        if result.created:
+            self.announce(inp, result, inbox, now)
         if result.conflict:  # name what holds the key only to a key that may read it
             readable = not inp.key_kinds or result.existing_kind in inp.key_kinds
             by = f" by {result.notification_id}" if readable else ""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from notifyd import signed
 from notifyd.channels import TYPES
 from notifyd.channels.base import Channel, RenderError, RenderInput
 from notifyd.config import Config
@@ -36,6 +37,8 @@ def requirements(cfg: Config) -> dict[str, set[str]]:
     need: dict[str, set[str]] = {}
     for name, kind in cfg.kinds.items():
         media = {TYPES[cfg.channels[s.channel].type].medium for s in kind.ladder}
+        if kind.inbox:
+            media.add("inbox")
         if media - {None}:
             need[name] = {m for m in media if m is not None}
     return need
@@ -53,8 +56,23 @@ def load_templates(cfg: Config) -> tuple[Templates | None, list[str]]:
 
 
 class Renderer:
-    def __init__(self, cfg: Config, templates: Templates | None) -> None:
+    def __init__(self, cfg: Config, templates: Templates | None,
+                 link_key: bytes | None = None) -> None:
         self.cfg, self.templates = cfg, templates
+        self.link_key = link_key  # signs unsubscribe links (the daemon's, from the store)
+
+    def unsubscribe_url(self, kind: str, tenant: str, user_id: str) -> str | None:
+        """A one-click unsubscribe link for a kind people may turn off (not transactional, its
+        category optional), when there is a public URL to put in it."""
+        k = self.cfg.kinds.get(kind)
+        base = self.cfg.server.public_url.rstrip("/")
+        if k is None or k.transactional or not base or self.link_key is None:
+            return None
+        category, settings = self.cfg.category(kind)
+        if not settings.optional:
+            return None
+        token = signed.make_unsubscribe(self.link_key, tenant, user_id, category)
+        return f"{base}/v1/unsubscribe/{token}"
 
     def freeze(self, claim: Claim, adapter: Channel, now: int) -> Frozen:
         """Render a claimed step that has never been frozen; raises RenderError (or anything a
@@ -72,6 +90,7 @@ class Renderer:
         kind = self.cfg.kinds.get(notice.kind)
         content: dict[str, str] = {}
         template = None
+        unsubscribe = self.unsubscribe_url(notice.kind, notice.tenant, notice.user_id)
         if medium is not None:
             if self.templates is None:
                 raise RenderError(f"{notice.kind}/{medium}", LookupError("no templates"))
@@ -79,7 +98,7 @@ class Renderer:
                                          notice.params, extra={
                                              "notification_id": claim.notification_id,
                                              "user_id": notice.user_id,
-                                             "unsubscribe_url": None})
+                                             "unsubscribe_url": unsubscribe})
             content = done.parts
             template = f"{notice.kind}/{done.locale}/{medium}@{done.version}"
         devices = device_kind(claim.contact)
@@ -93,4 +112,4 @@ class Renderer:
             urgent=claim.lane is Lane.URGENT,
             transactional=kind.transactional if kind else True,
             collapse_key=(kind.collapse_key or None) if kind else None,
-            unsubscribe_url=None), template
+            unsubscribe_url=unsubscribe), template

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from notifyd import evidence, resolution, suppressions
-from notifyd.auth import KeyCache
-from notifyd.clock import Clock
-from notifyd.config import Config
+from notifyd import evidence, people, resolution, suppressions
 from notifyd.errors import ApiError
-from notifyd.health import Health
-from notifyd.ingest import Ingest
-from notifyd.metrics import CONTENT_TYPE, Metrics
+from notifyd.httpkit import (
+    CTX,
+    Context,
+    Handler,
+    authorise,
+    error_response,
+    errors_middleware,
+    read_body,
+    read_object,
+    user_id_of,
+)
+from notifyd.metrics import CONTENT_TYPE
 from notifyd.models import ApiKey, ResolveResult, iso
 from notifyd.openapi import spec
 from notifyd.recipients import device_view, parse_device, parse_recipient, recipient_view
@@ -28,84 +32,6 @@ from notifyd.validate import check_fields, get_str, parse_object
 from notifyd.views import status_view
 
 log = logging.getLogger("notifyd.web")
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-CTX: web.AppKey[Context] = web.AppKey("ctx")
-
-
-class Context:
-    def __init__(self, cfg: Config, ingest: Ingest, keys: KeyCache, clock: Clock,
-                 health: Health | None = None, metrics: Metrics | None = None) -> None:
-        self.cfg = cfg
-        self.ingest = ingest
-        self.store = ingest.store
-        self.keys = keys
-        self.clock = clock
-        self.health = health  # None: an app without the delivery engine (API tests)
-        self.metrics = health.metrics if health else metrics or Metrics()
-        self.draining = False  # set at shutdown: answer 503 instead of accepting
-        self.receipt_rules = evidence.rules(cfg)
-        self.fetch = evidence.Fetcher()  # the SNS certificate, for the ses webhook
-
-
-def error_response(err: ApiError) -> web.Response:
-    response = web.json_response(err.body(), status=err.status)
-    if err.code in RETRY_AFTER:
-        response.headers["Retry-After"] = RETRY_AFTER[err.code]
-    return response
-
-
-RETRY_AFTER = {"overloaded": "1", "storage_unavailable": "5", "shutting_down": "5"}
-
-
-@web.middleware
-async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except ApiError as e:
-        return error_response(e)
-    except Overloaded:
-        return error_response(ApiError("overloaded"))
-    except StorageError as e:
-        return error_response(ApiError("storage_unavailable", f"the database cannot take "
-                                       f"writes now: {e}"))
-    except web.HTTPRequestEntityTooLarge:
-        return error_response(ApiError("body_too_large"))
-    except web.HTTPNotFound:
-        return error_response(ApiError("not_found", f"no route for {request.path}"))
-    except web.HTTPMethodNotAllowed as e:
-        allowed = ", ".join(sorted(e.allowed_methods))
-        response = error_response(ApiError("method_not_allowed", f"{request.method} is not "
-                                           f"allowed on {request.path} (allowed: {allowed})"))
-        response.headers["Allow"] = allowed
-        return response
-    except Exception:
-        log.exception("unhandled error on %s %s", request.method, request.path)
-        return error_response(ApiError("internal"))
-
-
-async def authorise(request: web.Request, scope: str) -> ApiKey:
-    """The request's key, if it may do `scope` (post, read, resolve, users)."""
-    key = await request.app[CTX].keys.find(request.headers.get("Authorization"))
-    if key is None:
-        raise ApiError("unauthorized")
-    if not key.may(scope):
-        raise ApiError("scope_not_allowed", f"this API key may not {scope} (its scopes: "
-                       f"{', '.join(sorted(key.scopes)) or 'none'})")
-    return key
-
-
-async def read_body(request: web.Request) -> bytes:
-    """The body, within server.body_timeout_sec: a client dribbling it holds nothing long."""
-    try:
-        async with asyncio.timeout(request.app[CTX].cfg.server.body_timeout_sec):
-            return await request.read()
-    except TimeoutError:
-        raise ApiError("request_timeout") from None
-
-
-async def read_object(request: web.Request) -> dict[str, Any]:
-    body = await read_body(request)
-    return parse_object(body) if body else {}
 
 
 async def post_notification(request: web.Request) -> web.Response:
@@ -183,13 +109,6 @@ async def post_resolution(request: web.Request) -> web.Response:
     check_fields(data, frozenset({"user_id", "dedup_key", "resolution"}))
     user_id, dedup_key = get_str(data, "user_id"), get_str(data, "dedup_key")
     return await _resolve(request, key, Ref(user_id=user_id, dedup_key=dedup_key), data)
-
-
-def user_id_of(request: web.Request) -> str:
-    """The path's user id, held to the same limits as a body's."""
-    user_id = get_str({"user_id": request.match_info["user_id"]}, "user_id")
-    assert user_id is not None
-    return user_id
 
 
 async def put_user(request: web.Request) -> web.Response:
@@ -398,9 +317,9 @@ ROUTES: list[tuple[str, str, Handler]] = [
 
 def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:
     """The app; `outer` middlewares (the connection guard's) run before the error catalog's."""
-    app = web.Application(middlewares=[*(outer or []), errors_middleware],
+    app = web.Application(middlewares=[*(outer or []), people.cors_middleware, errors_middleware],
                           client_max_size=ctx.cfg.server.max_body_bytes)
     app[CTX] = ctx
-    for method, path, handler in ROUTES:
+    for method, path, handler in [*ROUTES, *people.ROUTES]:
         app.router.add_route(method, path, handler)
     return app

@@ -13,9 +13,10 @@ from support import START_MS, Api, make_config
 from notifyd.auth import KeyCache
 from notifyd.clock import FakeClock
 from notifyd.config import Config
+from notifyd.httpkit import Context
 from notifyd.ingest import Ingest
 from notifyd.store import SqliteStore, open_store
-from notifyd.web import Context, make_app
+from notifyd.web import make_app
 
 
 @pytest.fixture(autouse=True)

@@ -22,7 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from notifyd.auth import KeyCache
 from notifyd.health import Health
-from notifyd.web import Context, make_app
+from notifyd.httpkit import Context
+from notifyd.web import make_app
 
 
 def _values(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -40,9 +40,10 @@ from yarl import URL
 from notifyd.auth import KeyCache, hash_key, new_key
 from notifyd.clock import FakeClock
 from notifyd.config import load_config
+from notifyd.httpkit import Context
 from notifyd.render import load_templates
 from notifyd.views import status_view, timeline
-from notifyd.web import Context, make_app
+from notifyd.web import make_app
 
 PUBLIC = "https://notify.example.com/base"
 FROM = "+15005550006"
@@ -445,7 +446,8 @@ def test_the_signed_url_keeps_the_path_and_query_as_received(tmp_path: Path) -> 
 
     from aiohttp.test_utils import make_mocked_request
 
-    from notifyd.web import CTX, public_url
+    from notifyd.httpkit import CTX
+    from notifyd.web import public_url
 
     config = tmp_path / "n.toml"
     for base, expected in (("", "http://notify.internal:7726"), (PUBLIC + "/", PUBLIC)):

@@ -20,6 +20,7 @@ ON CONFLICT (tenant, user_id) DO UPDATE SET timezone = excluded.timezone,
 SELECT_RECIPIENT = """SELECT tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts,
     preferences, pref_version
 FROM recipients WHERE tenant = ? AND user_id = ?"""
+SELECT_LOCALE = "SELECT locale FROM recipients WHERE tenant = ? AND user_id = ?"
 # Every change of preferences bumps the version the claim records with its decision.
 PUT_PREFERENCES = """INSERT INTO recipients (tenant, user_id, contacts, updated_at, preferences,
     pref_version) VALUES (?, ?, '{}', ?, ?, 1)

@@ -138,6 +138,7 @@ from notifyd.store.sql import (
     SELECT_LAPSED,
     SELECT_LATER_PENDING,
     SELECT_LEASED,
+    SELECT_LOCALE,
     SELECT_NEXT_DUE,
     SELECT_NEXT_LAPSE,
     SELECT_NOTIFICATION,
@@ -370,6 +371,15 @@ class SqliteStore:
         return await self._scalar(NEXT_DIGEST, ())
 
     # --- preferences and the inbox ------------------------------------------------------------
+
+    async def locale_of(self, tenant: str, user_id: str) -> str | None:
+        row = await self._fetchone(SELECT_LOCALE, (tenant, user_id))
+        return row[0] if row else None
+
+    async def find_signing_key(self, name: str) -> bytes | None:
+        """The named key if it was made; never makes one (a forged token names any tenant)."""
+        row = await self._fetchone(SELECT_SIGNING_KEY, (name,))
+        return bytes(row[0]) if row else None
 
     async def put_preferences(self, tenant: str, user_id: str, preferences: dict[str, Any],
                               now: int) -> int:

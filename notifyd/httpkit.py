@@ -1,0 +1,119 @@
+"""What every HTTP handler shares: the app's context, the error catalog's answers, API-key and
+user-token authorisation, bounded body reads. web.py assembles the app; api handlers live in
+web.py (producers) and people.py (a person's own inbox and preferences)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from notifyd import evidence
+from notifyd.auth import KeyCache
+from notifyd.clock import Clock
+from notifyd.config import Config
+from notifyd.errors import ApiError
+from notifyd.health import Health
+from notifyd.ingest import Ingest
+from notifyd.metrics import Metrics
+from notifyd.models import ApiKey
+from notifyd.store import Overloaded, StorageError
+from notifyd.stream import Hub
+from notifyd.validate import get_str, parse_object
+
+log = logging.getLogger("notifyd.web")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+CTX: web.AppKey[Context] = web.AppKey("ctx")
+
+
+class Context:
+    def __init__(self, cfg: Config, ingest: Ingest, keys: KeyCache, clock: Clock,
+                 health: Health | None = None, metrics: Metrics | None = None) -> None:
+        self.cfg = cfg
+        self.ingest = ingest
+        self.store = ingest.store
+        self.keys = keys
+        self.clock = clock
+        self.health = health  # None: an app without the delivery engine (API tests)
+        self.metrics = health.metrics if health else metrics or Metrics()
+        self.draining = False  # set at shutdown: answer 503 instead of accepting
+        self.receipt_rules = evidence.rules(cfg)
+        self.fetch = evidence.Fetcher()  # the SNS certificate, for the ses webhook
+        self.hub: Hub = ingest.hub  # open inbox streams, told of changes after they commit
+        self.link_key: bytes | None = None  # signs unsubscribe links (set at start)
+        self.token_keys: dict[str, bytes] = {}  # tenant -> its user-token key, once read
+        self.guard: Any = None  # the connection guard, when serving: streams leave its count
+        self.closing = asyncio.Event()  # set at shutdown: open inbox streams end
+
+
+def error_response(err: ApiError) -> web.Response:
+    response = web.json_response(err.body(), status=err.status)
+    if err.code in RETRY_AFTER:
+        response.headers["Retry-After"] = RETRY_AFTER[err.code]
+    return response
+
+
+RETRY_AFTER = {"overloaded": "1", "storage_unavailable": "5", "shutting_down": "5"}
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as e:
+        return error_response(e)
+    except Overloaded:
+        return error_response(ApiError("overloaded"))
+    except StorageError as e:
+        return error_response(ApiError("storage_unavailable", f"the database cannot take "
+                                       f"writes now: {e}"))
+    except web.HTTPRequestEntityTooLarge:
+        return error_response(ApiError("body_too_large"))
+    except web.HTTPNotFound:
+        return error_response(ApiError("not_found", f"no route for {request.path}"))
+    except web.HTTPMethodNotAllowed as e:
+        allowed = ", ".join(sorted(e.allowed_methods))
+        response = error_response(ApiError("method_not_allowed", f"{request.method} is not "
+                                           f"allowed on {request.path} (allowed: {allowed})"))
+        response.headers["Allow"] = allowed
+        return response
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return error_response(ApiError("internal"))
+
+
+async def authorise(request: web.Request, scope: str) -> ApiKey:
+    """The request's key, if it may do `scope` (post, read, resolve, users)."""
+    key = await request.app[CTX].keys.find(request.headers.get("Authorization"))
+    if key is None:
+        raise ApiError("unauthorized")
+    if not key.may(scope):
+        raise ApiError("scope_not_allowed", f"this API key may not {scope} (its scopes: "
+                       f"{', '.join(sorted(key.scopes)) or 'none'})")
+    return key
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The body, within server.body_timeout_sec: a client dribbling it holds nothing long."""
+    try:
+        async with asyncio.timeout(request.app[CTX].cfg.server.body_timeout_sec):
+            return await request.read()
+    except TimeoutError:
+        raise ApiError("request_timeout") from None
+
+
+async def read_object(request: web.Request) -> dict[str, Any]:
+    body = await read_body(request)
+    return parse_object(body) if body else {}
+
+
+def user_id_of(request: web.Request) -> str:
+    """The path's user id, held to the same limits as a body's."""
+    user_id = get_str({"user_id": request.match_info["user_id"]}, "user_id")
+    assert user_id is not None
+    return user_id
+
+

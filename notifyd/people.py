@@ -1,0 +1,383 @@
+"""The person's side of the API: their preferences, their inbox (pages, reads, archives, the
+badge, a live stream), the user tokens a producer's backend mints for their pages, one-click
+unsubscribe links, and CORS for those pages.
+
+A request acts for one person: either a producer's API key with the `users` scope (any user of
+its tenant), or a user token, checked on every request, for exactly the user in the path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import html
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from notifyd import preferences, signed
+from notifyd.config import DEFAULT_CATEGORY
+from notifyd.errors import ApiError
+from notifyd.httpkit import CTX, Handler, authorise, read_body, read_object, user_id_of
+from notifyd.models import iso
+from notifyd.store import InboxItem
+from notifyd.stream import CLOSE, Event
+from notifyd.validate import check_fields, parse_object
+
+log = logging.getLogger("notifyd.people")
+PAGE_MAX = 100
+PAGE_DEFAULT = 50
+TOKEN_TTL_DEFAULT = 3600
+TOKEN_TTL_MAX = 86400
+KEEPALIVE_SEC = 25.0  # a comment on an idle stream, so proxies keep it open
+BACKLOG_MAX = 500  # items resent to a stream that resumes with Last-Event-ID
+CORS_HEADERS = "Authorization, Content-Type, Last-Event-ID"
+
+
+# --- who the request acts for -----------------------------------------------------------------
+
+
+async def person(request: web.Request) -> tuple[str, str]:
+    """(tenant, user_id) of the path's user, if the request may act for them."""
+    user_id = user_id_of(request)
+    header = request.headers.get("Authorization", "")
+    token = header[7:].strip() if header[:7].lower() == "bearer " else ""
+    token = token or request.query.get("token", "")  # EventSource cannot send headers
+    if token.startswith(signed.USER_TOKEN):
+        who = await _user_token(request, token)
+        if who.user_id != user_id:
+            raise ApiError("wrong_user", "this user token is for another user")
+        tenant = who.tenant
+    else:
+        tenant = (await authorise(request, "users")).tenant
+    request["tenant"] = tenant  # CORS answers by the tenant's origins
+    return tenant, user_id
+
+
+async def _user_token(request: web.Request, token: str) -> signed.UserToken:
+    ctx = request.app[CTX]
+    try:
+        tenant = signed.token_tenant(token)
+        key = ctx.token_keys.get(tenant)
+        if key is None:
+            key = await ctx.store.find_signing_key(signed.tenant_key_name(tenant))
+            if key is None:
+                raise signed.BadToken("no such tenant has user tokens")
+            ctx.token_keys[tenant] = key
+        return signed.read_user_token(token, key, ctx.clock.now_ms() // 1000)
+    except signed.BadToken as e:
+        raise ApiError("unauthorized", f"user token: {e}") from None
+
+
+async def post_token(request: web.Request) -> web.Response:
+    """A short-lived token for one user's own inbox and preferences, minted for a producer's
+    page; only a producer's key may ask."""
+    ctx = request.app[CTX]
+    key = await authorise(request, "users")
+    user_id = user_id_of(request)
+    data = await read_object(request)
+    check_fields(data, frozenset({"ttl_sec"}))
+    ttl = data.get("ttl_sec", TOKEN_TTL_DEFAULT)
+    if not isinstance(ttl, int) or isinstance(ttl, bool) or not 60 <= ttl <= TOKEN_TTL_MAX:
+        raise ApiError("invalid_field", f"ttl_sec must be an integer 60..{TOKEN_TTL_MAX}",
+                       "ttl_sec")
+    now = ctx.clock.now_ms()
+    secret = await ctx.store.signing_key(signed.tenant_key_name(key.tenant), now)
+    expires = now // 1000 + ttl
+    return web.json_response({"token": signed.make_user_token(secret, key.tenant, user_id,
+                                                               expires),
+                              "user_id": user_id, "expires_at": iso(expires * 1000)},
+                             status=201)
+
+
+# --- preferences ------------------------------------------------------------------------------
+
+
+async def get_preferences(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    tenant, user_id = await person(request)
+    return web.json_response(preferences.view(
+        ctx.cfg, await ctx.store.get_recipient(tenant, user_id)))
+
+
+async def put_preferences(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    tenant, user_id = await person(request)
+    body = await read_body(request)
+    if not body:
+        raise ApiError("body_not_object", "send the preferences as a JSON object")
+    prefs = preferences.parse(ctx.cfg, parse_object(body))
+    await ctx.store.put_preferences(tenant, user_id, prefs, ctx.clock.now_ms())
+    return web.json_response(preferences.view(
+        ctx.cfg, await ctx.store.get_recipient(tenant, user_id)))
+
+
+# --- the inbox --------------------------------------------------------------------------------
+
+
+def item_view(item: InboxItem) -> dict[str, Any]:
+    return {"id": item.notification_id, "kind": item.kind, "title": item.title,
+            "body": item.body, "created_at": iso(item.created_at),
+            "read": item.read_at is not None, "read_at": iso(item.read_at),
+            "archived": item.archived_at is not None}
+
+
+def _cursor(item: InboxItem) -> str:
+    return base64.urlsafe_b64encode(f"{item.created_at}.{item.notification_id}".encode()
+                                    ).decode().rstrip("=")
+
+
+def _read_cursor(text: str) -> tuple[int, str]:
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
+        at, _, nid = raw.partition(".")
+        return int(at), nid
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise ApiError("invalid_field", "before must be a cursor from a previous page's "
+                       "next", "before") from None
+
+
+def _query(request: web.Request, known: frozenset[str]) -> None:
+    unknown = sorted(set(request.query) - known - {"token"})
+    if unknown:
+        raise ApiError("unknown_field", f"unknown query parameter {unknown[0]!r} (known: "
+                       f"{', '.join(sorted(known))})", unknown[0])
+
+
+async def get_inbox(request: web.Request) -> web.Response:
+    """A page, newest first, by a stable (created_at, id) cursor: `next` is the `before` of
+    the page after it (null on the last)."""
+    ctx = request.app[CTX]
+    tenant, user_id = await person(request)
+    _query(request, frozenset({"before", "limit", "archived"}))
+    limit_text = request.query.get("limit", str(PAGE_DEFAULT))
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= PAGE_MAX:
+        raise ApiError("invalid_field", f"limit must be 1..{PAGE_MAX}", "limit")
+    archived = request.query.get("archived", "false")
+    if archived not in ("true", "false"):
+        raise ApiError("invalid_field", "archived must be true or false", "archived")
+    before = request.query.get("before")
+    limit = int(limit_text)
+    items = await ctx.store.inbox_page(tenant, user_id, _read_cursor(before) if before else None,
+                                       limit + 1, archived == "true")
+    more = len(items) > limit
+    items = items[:limit]
+    return web.json_response({"items": [item_view(i) for i in items],
+                              "next": _cursor(items[-1]) if more else None})
+
+
+async def get_badge(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    tenant, user_id = await person(request)
+    return web.json_response({"unread": await ctx.store.badge(tenant, user_id)})
+
+
+def _stops_on_read(request: web.Request) -> frozenset[str]:
+    kinds = request.app[CTX].cfg.kinds
+    return frozenset(name for name, kind in kinds.items() if kind.stop == "read")
+
+
+async def post_read(request: web.Request) -> web.Response:
+    """Mark an item read; a kind with stop = "read" is resolved by it, ending its ladder."""
+    ctx = request.app[CTX]
+    tenant, user_id = await person(request)
+    item_id = request.match_info["item_id"]
+    change = await ctx.store.read_item(tenant, user_id, item_id, ctx.clock.now_ms(),
+                                       _stops_on_read(request))
+    if change is None:
+        raise ApiError("not_found", f"no inbox item {item_id!r}", "item_id")
+    if change.changed:
+        ctx.hub.publish(tenant, user_id, Event("read", {"id": item_id}),
+                        Event("badge", {"unread": change.badge}))
+    return web.json_response({"id": item_id, "read": True, "unread": change.badge,
+                              "resolved": bool(change.resolved)})
+
+
+async def post_read_all(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    tenant, user_id = await person(request)
+    change = await ctx.store.read_all(tenant, user_id, ctx.clock.now_ms(),
+                                      _stops_on_read(request))
+    ctx.hub.publish(tenant, user_id, Event("badge", {"unread": 0}))
+    return web.json_response({"unread": 0, "resolved": len(change.resolved)})
+
+
+async def post_archive(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    tenant, user_id = await person(request)
+    item_id = request.match_info["item_id"]
+    change = await ctx.store.archive_item(tenant, user_id, item_id, ctx.clock.now_ms())
+    if change is None:
+        raise ApiError("not_found", f"no inbox item {item_id!r}", "item_id")
+    if change.changed:
+        ctx.hub.publish(tenant, user_id, Event("archived", {"id": item_id}),
+                        Event("badge", {"unread": change.badge}))
+    return web.json_response({"id": item_id, "archived": True, "unread": change.badge})
+
+
+async def get_stream(request: web.Request) -> web.StreamResponse:
+    """Server-Sent Events: `item` for each new item (its id resumes the stream: Last-Event-ID),
+    `badge` after each change, `read` and `archived`. An idle stream costs a task and a queue;
+    it does not count against server.max_connections, but against server.max_streams."""
+    ctx = request.app[CTX]
+    tenant, user_id = await person(request)
+    _query(request, frozenset({"last_event_id"}))
+    last_text = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
+    if last_text is not None and not last_text.isdigit():
+        raise ApiError("invalid_field", "Last-Event-ID must be an event id from this stream",
+                       "Last-Event-ID")
+    if ctx.hub.open >= ctx.cfg.server.max_streams:
+        raise ApiError("overloaded", f"{ctx.hub.open} inbox streams are open "
+                       "(server.max_streams)")
+    if ctx.guard is not None and request.transport is not None:
+        ctx.guard.release(request.transport)  # a stream is meant to stay open
+    queue = ctx.hub.subscribe(tenant, user_id)
+    try:
+        response = web.StreamResponse(headers={
+            "Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no"})
+        _cors_headers(request, response)
+        await response.prepare(request)
+        await response.write(b"retry: 3000\n\n")
+        sent = int(last_text) if last_text is not None else 0
+        if last_text is not None:
+            for item in await ctx.store.inbox_since(tenant, user_id, sent, BACKLOG_MAX):
+                await response.write(Event("item", item_view(item), item.seq).encode())
+                sent = item.seq
+        await response.write(Event("badge", {"unread": await ctx.store.badge(
+            tenant, user_id)}).encode())
+        while not ctx.closing.is_set():
+            try:
+                async with asyncio.timeout(KEEPALIVE_SEC):
+                    event = await queue.get()
+            except TimeoutError:
+                await response.write(b": keepalive\n\n")
+                continue
+            if event is CLOSE:
+                break
+            if event.id is not None and event.id <= sent:
+                continue  # already sent from the rows while resuming
+            await response.write(event.encode())
+            sent = event.id or sent
+        return response
+    finally:
+        ctx.hub.unsubscribe(tenant, user_id, queue)
+
+
+# --- one-click unsubscribe (RFC 8058) ---------------------------------------------------------
+
+PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1"><title>{title}</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem}}
+button{{font-size:1rem;padding:.5rem 1rem}}</style></head><body><h1>{title}</h1>{body}
+</body></html>"""
+
+
+def _page(title: str, body: str, status: int = 200) -> web.Response:
+    return web.Response(text=PAGE.format(title=html.escape(title), body=body), status=status,
+                        content_type="text/html",
+                        headers={"Cache-Control": "no-store", "X-Robots-Tag": "noindex",
+                                 "Referrer-Policy": "no-referrer"})
+
+
+def _link(request: web.Request) -> signed.Unsubscribe | None:
+    key = request.app[CTX].link_key
+    if key is None:
+        return None
+    try:
+        return signed.read_unsubscribe(request.match_info["token"], key)
+    except signed.BadToken:
+        return None
+
+
+async def get_unsubscribe(request: web.Request) -> web.Response:
+    """The confirmation page: a mail client's link preview or a scanner fetching it changes
+    nothing; the button (or the mail client's one-click POST) does."""
+    link = _link(request)
+    if link is None:
+        return _page("This link does not work", "<p>It may have been changed or cut short "
+                     "in copying.</p>", 404)
+    return _page(f"Stop {link.category} messages?",
+                 f"<p>You will no longer receive <b>{html.escape(link.category)}</b> messages "
+                 "by email, SMS, push or chat. Other messages are not affected.</p>"
+                 '<form method="post"><input type="hidden" name="List-Unsubscribe" '
+                 'value="One-Click"><button type="submit">Unsubscribe</button></form>')
+
+
+async def post_unsubscribe(request: web.Request) -> web.Response:
+    """RFC 8058 one-click: the category is off for this person at once (a new preference
+    version, which every claim from now reads)."""
+    ctx = request.app[CTX]
+    await read_body(request)  # List-Unsubscribe=One-Click, or the page's form: either works
+    link = _link(request)
+    if link is None:
+        return _page("This link does not work", "<p>Nothing was changed.</p>", 404)
+    if not ctx.cfg.categories.get(link.category, DEFAULT_CATEGORY).optional:
+        return _page("These messages cannot be turned off",
+                     f"<p>{html.escape(link.category)} messages are about your account's "
+                     "security or what you asked for, so they always go out.</p>", 400)
+    r = await ctx.store.get_recipient(link.tenant, link.user_id)
+    await ctx.store.put_preferences(link.tenant, link.user_id,
+                                    preferences.unsubscribed(r, link.category),
+                                    ctx.clock.now_ms())
+    log.info("unsubscribed %s/%s from %s by one-click link", link.tenant, link.user_id,
+             link.category)
+    return _page("You are unsubscribed", f"<p>You will no longer receive "
+                 f"<b>{html.escape(link.category)}</b> messages.</p>")
+
+
+# --- CORS for a person's pages ----------------------------------------------------------------
+
+
+def _person_path(path: str) -> bool:
+    return path.startswith("/v1/users/") and any(
+        part in path for part in ("/inbox", "/preferences"))
+
+
+def _cors_headers(request: web.Request, response: web.StreamResponse) -> None:
+    origin = request.headers.get("Origin")
+    tenant = request.get("tenant")
+    if origin is None or tenant is None:
+        return
+    allowed = request.app[CTX].cfg.tenants.get(tenant)
+    if allowed is not None and origin in allowed.cors_origins:
+        response.headers["Access-Control-Allow-Origin"] = origin
+        response.headers["Vary"] = "Origin"
+
+
+@web.middleware
+async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A browser page of a tenant's origin may call a person's inbox and preferences with a
+    user token: the preflight is answered for an origin some tenant lists (it carries no
+    token), and each answer names the origin only if the token's tenant lists it."""
+    if "Origin" not in request.headers or not _person_path(request.path):
+        return await handler(request)
+    if request.method == "OPTIONS":
+        origin = request.headers["Origin"]
+        if not any(origin in t.cors_origins for t in request.app[CTX].cfg.tenants.values()):
+            return web.Response(status=403, text="origin not allowed")
+        return web.Response(status=204, headers={
+            "Access-Control-Allow-Origin": origin, "Vary": "Origin",
+            "Access-Control-Allow-Methods": "GET, PUT, POST",
+            "Access-Control-Allow-Headers": CORS_HEADERS, "Access-Control-Max-Age": "600"})
+    response = await handler(request)
+    if not response.prepared:
+        _cors_headers(request, response)
+    return response
+
+
+ROUTES: list[tuple[str, str, Handler]] = [
+    ("POST", "/v1/users/{user_id}/tokens", post_token),
+    ("GET", "/v1/users/{user_id}/preferences", get_preferences),
+    ("PUT", "/v1/users/{user_id}/preferences", put_preferences),
+    ("GET", "/v1/users/{user_id}/inbox", get_inbox),
+    ("GET", "/v1/users/{user_id}/inbox/badge", get_badge),
+    ("GET", "/v1/users/{user_id}/inbox/stream", get_stream),
+    ("POST", "/v1/users/{user_id}/inbox/read-all", post_read_all),
+    ("POST", "/v1/users/{user_id}/inbox/{item_id}/read", post_read),
+    ("POST", "/v1/users/{user_id}/inbox/{item_id}/archive", post_archive),
+    ("GET", "/v1/unsubscribe/{token}", get_unsubscribe),
+    ("POST", "/v1/unsubscribe/{token}", post_unsubscribe),
+]

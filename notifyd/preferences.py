@@ -1,0 +1,75 @@
+"""A person's preferences as the API and the unsubscribe page see them: a switch per category and
+medium, and one global opt-out. The claim reads them (policy._preference); this module only
+checks what is written and shows what holds.
+
+PUT replaces the whole document, so a page that shows them can save what it shows. A category
+that may not be turned off (`optional = false`: one-time codes, security alerts) is shown but
+refuses a change; a global opt-out never silences a transactional kind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from notifyd.config import DEFAULT_CATEGORY, MEDIUMS, Config
+from notifyd.errors import ApiError
+from notifyd.models import Recipient
+from notifyd.validate import check_fields
+
+FIELDS = frozenset({"opt_out", "categories"})
+
+
+def categories(cfg: Config) -> list[str]:
+    """Every category a person can see: the configured ones and those the kinds name."""
+    return sorted({cfg.category(kind)[0] for kind in cfg.kinds} | set(cfg.categories))
+
+
+def parse(cfg: Config, data: dict[str, Any]) -> dict[str, Any]:
+    """The preferences document of a PUT body; an ApiError names the first wrong field."""
+    check_fields(data, FIELDS)
+    opt_out = data.get("opt_out", False)
+    if not isinstance(opt_out, bool):
+        raise ApiError("invalid_field", "opt_out must be true or false", "opt_out")
+    chosen = data.get("categories", {})
+    if not isinstance(chosen, dict):
+        raise ApiError("invalid_field", "categories must be an object: {category: {medium: "
+                       "true|false}}", "categories")
+    known = categories(cfg)
+    out: dict[str, dict[str, bool]] = {}
+    for name, switches in chosen.items():
+        where = f"categories.{name}"
+        if name not in known:
+            raise ApiError("invalid_field", f"unknown category {name!r} (known: "
+                           f"{', '.join(known)})", where)
+        if not isinstance(switches, dict) or not all(
+                m in MEDIUMS and isinstance(v, bool) for m, v in switches.items()):
+            raise ApiError("invalid_field", f"{where} must map mediums ({', '.join(MEDIUMS)}) "
+                           "to true or false", where)
+        if not cfg.categories.get(name, DEFAULT_CATEGORY).optional and not all(switches.values()):
+            raise ApiError("invalid_field", f"{name} may not be turned off (one-time codes "
+                           "and security alerts always go out)", where)
+        out[name] = dict(sorted(switches.items()))
+    return {"opt_out": opt_out, "categories": out}
+
+
+def view(cfg: Config, r: Recipient | None) -> dict[str, Any]:
+    """What holds now: the person's switches over each category's defaults, and the version."""
+    prefs = r.preferences if r is not None else {}
+    chosen = prefs.get("categories") or {}
+    shown = {}
+    for name in categories(cfg):
+        cat = cfg.categories.get(name, DEFAULT_CATEGORY)
+        mine = chosen.get(name, {})
+        shown[name] = {"optional": cat.optional, **{
+            m: bool(mine.get(m, getattr(cat, m))) if cat.optional else True for m in MEDIUMS}}
+    return {"version": r.pref_version if r is not None else 0,
+            "opt_out": bool(prefs.get("opt_out", False)), "categories": shown}
+
+
+def unsubscribed(r: Recipient | None, category: str) -> dict[str, Any]:
+    """The preferences with every medium of `category` off (what one-click unsubscribe does)."""
+    prefs = dict(r.preferences) if r is not None else {}
+    chosen = dict(prefs.get("categories") or {})
+    chosen[category] = {m: False for m in MEDIUMS}
+    return {"opt_out": bool(prefs.get("opt_out", False)), "categories": chosen}
+

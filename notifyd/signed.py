@@ -1,0 +1,131 @@
+"""Signed strings notifyd hands out and later trusts: a person's user token (their own inbox and
+preferences, for a while) and a one-click unsubscribe link (one category, for good).
+
+Both are base64url(JSON payload) + "." + base64url(HMAC-SHA256(key, "<prefix>" + payload part)),
+checked in constant time. A user token's key is its tenant's (`notifyd tokens secret` prints it,
+so a producer's backend can make tokens itself: README shows how in Python and JavaScript); a
+link's key is the daemon's own. The keys live in the store (signing_keys), made on first use.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+
+USER_TOKEN = "nut1."  # a user token starts so
+LINK = "unsub1."  # an unsubscribe link's token starts so
+MAX_TOKEN_BYTES = 2048
+
+
+class BadToken(Exception):
+    """Not a token notifyd made, changed, or expired; the message says which, never the key."""
+
+
+@dataclass(frozen=True)
+class UserToken:
+    tenant: str
+    user_id: str
+    expires_at: int  # epoch seconds
+
+
+@dataclass(frozen=True)
+class Unsubscribe:
+    tenant: str
+    user_id: str
+    category: str
+
+
+def tenant_key_name(tenant: str) -> str:
+    return f"tokens:{tenant}"
+
+
+LINKS_KEY = "links"
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        raise BadToken("not base64url") from None
+
+
+def _sign(key: bytes, prefix: str, payload: str) -> str:
+    return _b64(hmac.new(key, (prefix + payload).encode(), hashlib.sha256).digest())
+
+
+def _make(key: bytes, prefix: str, body: dict[str, object]) -> str:
+    payload = _b64(json.dumps(body, separators=(",", ":"), sort_keys=True).encode())
+    return f"{prefix}{payload}.{_sign(key, prefix, payload)}"
+
+
+def _open(token: str, prefix: str) -> tuple[str, str, dict[str, object]]:
+    """The payload part, the signature part and the decoded payload, before any check of the
+    signature: the caller needs the tenant in it to find the key."""
+    if len(token) > MAX_TOKEN_BYTES or not token.startswith(prefix):
+        raise BadToken("not a token of this kind")
+    payload, dot, signature = token[len(prefix):].partition(".")
+    if not dot or not payload or not signature:
+        raise BadToken("malformed")
+    try:
+        body = json.loads(_unb64(payload))
+    except (ValueError, UnicodeDecodeError):
+        raise BadToken("malformed") from None
+    if not isinstance(body, dict):
+        raise BadToken("malformed")
+    return payload, signature, body
+
+
+def _check(key: bytes, prefix: str, payload: str, signature: str) -> None:
+    if not hmac.compare_digest(_sign(key, prefix, payload), signature):
+        raise BadToken("signature does not match")
+
+
+# --- user tokens ------------------------------------------------------------------------------
+
+
+def make_user_token(key: bytes, tenant: str, user_id: str, expires_at: int) -> str:
+    return _make(key, USER_TOKEN, {"t": tenant, "u": user_id, "exp": expires_at})
+
+
+def token_tenant(token: str) -> str:
+    """The tenant a user token claims, to find its key; nothing is trusted yet."""
+    tenant = _open(token, USER_TOKEN)[2].get("t")
+    if not isinstance(tenant, str) or not tenant:
+        raise BadToken("malformed")
+    return tenant
+
+
+def read_user_token(token: str, key: bytes, now_sec: int) -> UserToken:
+    payload, signature, body = _open(token, USER_TOKEN)
+    _check(key, USER_TOKEN, payload, signature)
+    tenant, user_id, exp = body.get("t"), body.get("u"), body.get("exp")
+    if not (isinstance(tenant, str) and isinstance(user_id, str) and isinstance(exp, int)
+            and not isinstance(exp, bool)):
+        raise BadToken("malformed")
+    if exp <= now_sec:
+        raise BadToken("expired")
+    return UserToken(tenant, user_id, exp)
+
+
+# --- unsubscribe links ------------------------------------------------------------------------
+
+
+def make_unsubscribe(key: bytes, tenant: str, user_id: str, category: str) -> str:
+    return _make(key, LINK, {"t": tenant, "u": user_id, "c": category})
+
+
+def read_unsubscribe(token: str, key: bytes) -> Unsubscribe:
+    payload, signature, body = _open(token, LINK)
+    _check(key, LINK, payload, signature)
+    tenant, user_id, category = body.get("t"), body.get("u"), body.get("c")
+    if not (isinstance(tenant, str) and isinstance(user_id, str) and isinstance(category, str)):
+        raise BadToken("malformed")
+    return Unsubscribe(tenant, user_id, category)
