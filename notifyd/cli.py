@@ -8,6 +8,7 @@ one line naming the problem and the fix, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import json
 import re
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 
 import click
 
-from notifyd import resolution, suppressions
+from notifyd import resolution, signed, suppressions
 from notifyd.auth import hash_key, new_key
 from notifyd.channels import TYPES
 from notifyd.channels.webpush import generate_vapid_keys
@@ -590,3 +591,64 @@ def vapid_generate() -> None:
     private, public = generate_vapid_keys()
     click.echo(f"vapid_private_key = \"{private}\"   # the channel's settings; a secret")
     click.echo(f"public key (the page's applicationServerKey): {public}")
+
+
+@main.group()
+def inbox() -> None:
+    """The in-app inbox's upkeep.
+
+    Example: notifyd inbox rebuild-badges
+    """
+
+
+@inbox.command("rebuild-badges")
+@global_options
+@click.pass_context
+def inbox_rebuild_badges(ctx: click.Context) -> None:
+    """Recount every unread badge from the inbox rows (safe beside a running daemon).
+
+    Example: notifyd --config /etc/notifyd/notifyd.toml inbox rebuild-badges
+    """
+    fixed = _with_store(ctx, lambda s: s.rebuild_badges(), WRITE)
+    click.echo(f"{plural(fixed, 'badge')} had drifted and {'was' if fixed == 1 else 'were'} "
+               "rebuilt" if fixed else "every badge matches its rows")
+
+
+@main.group()
+def tokens() -> None:
+    """User tokens: what a person's page uses to read their own inbox and preferences.
+
+    Example: notifyd tokens secret --tenant acme
+    """
+
+
+@tokens.command("secret")
+@global_options
+@click.option("--tenant", default="default", show_default=True)
+@click.pass_context
+def tokens_secret(ctx: click.Context, tenant: str) -> None:
+    """Print the tenant's user-token key (base64url), made on first use, so a producer's
+    backend can sign user tokens itself (README: "User tokens"). Keep it like an API key.
+
+    Example: notifyd tokens secret --tenant acme
+    """
+    key = _with_store(ctx, lambda s: s.signing_key(signed.tenant_key_name(tenant),
+                                                   SystemClock().now_ms()), WRITE)
+    click.echo(base64.urlsafe_b64encode(key).decode().rstrip("="))
+
+
+@tokens.command("create")
+@global_options
+@click.argument("user_id")
+@click.option("--tenant", default="default", show_default=True)
+@click.option("--ttl", "ttl_sec", type=click.IntRange(60, 86400), default=3600,
+              show_default=True, help="Seconds the token is valid.")
+@click.pass_context
+def tokens_create(ctx: click.Context, user_id: str, tenant: str, ttl_sec: int) -> None:
+    """Print a user token for one user (to try the inbox API by hand).
+
+    Example: notifyd tokens create ada --tenant acme --ttl 600
+    """
+    now = SystemClock().now_ms()
+    key = _with_store(ctx, lambda s: s.signing_key(signed.tenant_key_name(tenant), now), WRITE)
+    click.echo(signed.make_user_token(key, tenant, user_id, now // 1000 + ttl_sec))

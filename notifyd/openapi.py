@@ -44,9 +44,10 @@ def _errors(*statuses: int) -> dict[str, Any]:
 
 STATE_DOC = ("delivered (proved by a receipt) or resolved; <channel>_pending, <channel>_sending "
              "or <channel>_unknown for the first open step; or how the ladder ended: sent, "
-             "presumed_delivered (sent, unproven, past the time to live), expired, undeliverable")
+             "presumed_delivered (sent, unproven, past the time to live), held (for a digest), "
+             "expired, undeliverable")
 _STATE = {"type": "string", "description": STATE_DOC, "pattern":
-          r"^(resolved|delivered|sent|presumed_delivered|expired|undeliverable"
+          r"^(resolved|delivered|sent|presumed_delivered|held|expired|undeliverable"
           r"|.+_(pending|sending|unknown))$"}
 
 SCHEMAS: dict[str, Any] = {
@@ -73,6 +74,7 @@ SCHEMAS: dict[str, Any] = {
         "status": {"type": "string", "enum": [s.value for s in StepState]},
         "send_after": _TIME, "attempts": {"type": "integer"}, "reason": _NSTR, "note": _NSTR,
         "provider_ref": _NSTR, "template": _NSTR, "updated_at": _TIME,
+        "pref_version": {"type": ["integer", "null"]},
         "evidence": {"type": ["string", "null"], "enum": [None, "accepted", "delivered",
                                                           "shown", "opened"]},
         "timed_out": {"type": "boolean"},

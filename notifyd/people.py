@@ -34,6 +34,7 @@ TOKEN_TTL_MAX = 86400
 KEEPALIVE_SEC = 25.0  # a comment on an idle stream, so proxies keep it open
 BACKLOG_MAX = 500  # items resent to a stream that resumes with Last-Event-ID
 CORS_HEADERS = "Authorization, Content-Type, Last-Event-ID"
+TENANT: web.RequestKey[str] = web.RequestKey("tenant", str)  # whose person the request is for
 
 
 # --- who the request acts for -----------------------------------------------------------------
@@ -52,7 +53,7 @@ async def person(request: web.Request) -> tuple[str, str]:
         tenant = who.tenant
     else:
         tenant = (await authorise(request, "users")).tenant
-    request["tenant"] = tenant  # CORS answers by the tenant's origins
+    request[TENANT] = tenant  # CORS answers by the tenant's origins
     return tenant, user_id
 
 
@@ -338,7 +339,7 @@ def _person_path(path: str) -> bool:
 
 def _cors_headers(request: web.Request, response: web.StreamResponse) -> None:
     origin = request.headers.get("Origin")
-    tenant = request.get("tenant")
+    tenant = request.get(TENANT)
     if origin is None or tenant is None:
         return
     allowed = request.app[CTX].cfg.tenants.get(tenant)

@@ -23,7 +23,8 @@ VERDICT_LOG = {Verdict.CANCEL: (logging.DEBUG, "cancelled"),
                Verdict.POSTPONE: (logging.DEBUG, "postponed"),
                Verdict.EXPIRE: (logging.INFO, "expired"),
                Verdict.SUPPRESS: (logging.INFO, "suppressed"),
-               Verdict.DEAD: (logging.WARNING, "dead")}
+               Verdict.DEAD: (logging.WARNING, "dead"),
+               Verdict.HOLD: (logging.DEBUG, "held for a digest")}
 
 
 class Scanner:

@@ -74,6 +74,7 @@ def _step_view(n: Notification, s: Step) -> dict[str, Any]:
         "note": s.note,
         "provider_ref": s.provider_ref,
         "template": s.template,
+        "pref_version": s.pref_version,
         "evidence": s.evidence,
         "timed_out": timed_out(n, s),
         "receipts": [{"provider": p.provider, "event": p.event, "occurred_at": iso(p.occurred_at),
@@ -148,6 +149,8 @@ def _step_events(n: Notification, s: Step, moves: list[Event]) -> list[tuple[int
             started += f" ({before[-1] if before else due_because(s.cause, True)})"
         if a.attempt_no == 1 and s.template:
             started += f"; message from template {s.template}"
+        if a.attempt_no == 1 and s.pref_version is not None:
+            started += f"; preferences v{s.pref_version}"
         events.append((a.started_at, 2, started))
         if a.ended_at is not None:
             ref = f" ref={a.provider_ref}" if a.provider_ref else ""

@@ -459,7 +459,8 @@ async def engine_for(cfg: Config, *, seed: int = 1, clock: FakeClock | None = No
     pool = SenderPool(cfg, store, clock, build_adapters(cfg), rng=random.Random(seed),
                       templates=templates, receipt_rules=evidence.rules(cfg))
     scan = Scanner(cfg, store, pool, clock)
-    eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=scan.wake),
+    eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=scan.wake,
+                                                       templates=templates),
                  Path(cfg.store.path))
     try:
         yield eng

@@ -18,9 +18,6 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,113 +27,32 @@ import pytest
 import standardwebhooks
 import tomli_w
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
-from engine_support import Engine, engine_for
-from fake_smtp import FakeSmtp
-from fake_twilio import ACCOUNT, TOKEN, FakeTwilio, message_resource, twilio_app
+from fake_twilio import ACCOUNT, TOKEN, message_resource
+from stack_support import ADDRESS, FROM, PHONE, PUBLIC, Stack
+from stack_support import stack as make_stack
 from twilio.request_validator import RequestValidator
 from yarl import URL
 
-from notifyd.auth import KeyCache, hash_key, new_key
-from notifyd.clock import FakeClock
 from notifyd.config import load_config
-from notifyd.httpkit import Context
-from notifyd.render import load_templates
-from notifyd.views import status_view, timeline
-from notifyd.web import make_app
+from notifyd.views import timeline
 
-PUBLIC = "https://notify.example.com/base"
-FROM = "+15005550006"
-PHONE = "+14155550123"
-ADDRESS = "ada@example.org"
 MAILGUN_KEY = "key-" + "5f" * 16
 RECEIPT_SECRET = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
-TEMPLATES = {"sms.text.j2": "{{ what }}", "email.subject.j2": "About {{ what }}",
-             "email.text.j2": "Hello,\n{{ what }}\n"}
+
+WEBHOOK_SETTINGS: dict[str, Any] = {
+    "kinds": {
+        # push -> 30 s -> SMS in seed 001; here SMS -> 60 s -> email, ending on delivery
+        "alert": {"stop": "delivered", "ladder": [{"channel": "sms", "timeout_sec": 60},
+                                                  {"channel": "email"}]},
+        "notice": {"ladder": [{"channel": "email", "timeout_sec": 600}, {"channel": "sms"}]},
+    },
+    "webhooks": {"twilio": {"auth_token": TOKEN}, "mailgun": {"signing_key": MAILGUN_KEY},
+                 "delivery-receipt": {"secret": RECEIPT_SECRET}},
+}
 
 
-@dataclass
-class Stack:
-    e: Engine
-    client: TestClient[Any, Any]
-    ctx: Context
-    twilio: FakeTwilio
-    smtp: FakeSmtp
-
-    async def user(self, user_id: str = "ada", **contacts: str) -> None:
-        r = await self.client.put(f"/v1/users/{user_id}", json=contacts or {
-            "email": ADDRESS, "phone": PHONE}, headers={"Authorization": f"Bearer {self.key}"})
-        assert r.status == 200, await r.text()
-
-    key: str = ""
-
-    async def status(self, nid: str) -> dict[str, Any]:
-        return status_view(await self.e.record(nid), self.e.now)
-
-    def rows(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-        return self.e.rows(sql, *args)
-
-
-@asynccontextmanager
-async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
-    twilio, smtp = FakeTwilio(), await FakeSmtp().start()
-    runner = web.AppRunner(twilio_app(twilio), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    twilio.port = runner.addresses[0][1]
-    for kind in ("alert", "notice"):
-        for name, text in TEMPLATES.items():
-            path = tmp_path / "templates" / kind / "en" / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-    fast = {"rate_per_sec": 1_000_000.0, "burst": 1_000_000, "backoff_base_sec": 1.0}
-    config = tmp_path / "notifyd.toml"
-    config.write_text(tomli_w.dumps({
-        "server": {"public_url": PUBLIC},
-        "store": {"path": "n.db", "synchronous": "NORMAL"},
-        "templates": {"folder": "templates"},
-        "channels": {
-            "sms": {"type": "twilio", "account_sid": ACCOUNT, "auth_token": TOKEN,
-                    "from_number": FROM, "base_url": twilio.base_url, **fast},
-            "email": {"type": "smtp", "host": "127.0.0.1", "port": smtp.port, "tls": "none",
-                      "from_address": "Acme <alerts@acme.example>", "relay": "mailgun",
-                      **fast},
-        },
-        "kinds": {
-            # push -> 30 s -> SMS in seed 001; here SMS -> 60 s -> email, ending on delivery
-            "alert": {"stop": "delivered", "ladder": [{"channel": "sms", "timeout_sec": 60},
-                                                      {"channel": "email"}]},
-            "notice": {"ladder": [{"channel": "email", "timeout_sec": 600},
-                                  {"channel": "sms"}]},
-        },
-        "webhooks": {"twilio": {"auth_token": TOKEN}, "mailgun": {"signing_key": MAILGUN_KEY},
-                     "delivery-receipt": {"secret": RECEIPT_SECRET}},
-    }))
-    cfg = load_config(config)
-    templates, problems = load_templates(cfg)
-    assert problems == []
-    try:
-        # The fake clock starts at the wall clock: providers' signed timestamps are checked
-        # against it.
-        clock = FakeClock(int(time.time() * 1000))
-        async with engine_for(cfg, templates=templates, clock=clock) as e:
-            ctx = Context(cfg, e.ingest, KeyCache(e.store, e.clock), e.clock)
-            async with TestClient(TestServer(make_app(ctx))) as client:
-                s = Stack(e, client, ctx, twilio, smtp)
-                s.key = await _key(e)
-                yield s
-            await ctx.fetch.close()
-    finally:
-        await runner.cleanup()
-        await smtp.stop()
-
-
-async def _key(e: Engine) -> str:
-    key = new_key()
-    await e.store.create_key(hash_key(key), "t", "default", (), e.now,
-                             frozenset({"post", "read", "resolve", "users"}))
-    return key
+def stack(tmp_path: Path) -> Any:
+    return make_stack(tmp_path, WEBHOOK_SETTINGS)
 
 
 async def accept(s: Stack, kind: str, user: str = "ada", dedup: str | None = None) -> str:

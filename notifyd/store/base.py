@@ -91,6 +91,7 @@ class Step:
     cause: str | None = None  # why due then: 'after SEC', 'window STEP SEC', None: at accept
     template: str | None = None  # kind/locale/medium@version its message was rendered from
     evidence: str | None = None  # the strongest good evidence: accepted < delivered < shown < opened
+    pref_version: int | None = None  # the preference version the claim read when it decided
 
 
 @dataclass(frozen=True, slots=True)

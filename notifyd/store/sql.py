@@ -198,7 +198,7 @@ INSERT_INBOX = """INSERT OR IGNORE INTO inbox_items
     (tenant, user_id, notification_id, kind, title, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
 RETURNING seq"""
 BUMP_BADGE = """INSERT INTO inbox_badges (tenant, user_id, unread) VALUES (?, ?, max(0, ?))
-ON CONFLICT (tenant, user_id) DO UPDATE SET unread = max(0, unread + excluded.unread)
+ON CONFLICT (tenant, user_id) DO UPDATE SET unread = max(0, unread + ?)
 RETURNING unread"""
 SELECT_BADGE = "SELECT unread FROM inbox_badges WHERE tenant = ? AND user_id = ?"
 COUNT_UNREAD = """SELECT count(*) FROM inbox_items INDEXED BY inbox_unread

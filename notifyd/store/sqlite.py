@@ -739,7 +739,7 @@ def _bump_badge(c: sqlite3.Connection, tenant: str, user_id: str, by: int) -> in
         actual = c.execute(COUNT_UNREAD, (tenant, user_id)).fetchone()[0]
         c.execute(SET_BADGE, (tenant, user_id, actual))
         return int(actual)
-    return int(c.execute(BUMP_BADGE, (tenant, user_id, by)).fetchone()[0])
+    return int(c.execute(BUMP_BADGE, (tenant, user_id, by, by)).fetchone()[0])
 
 
 def _badge(c: sqlite3.Connection, tenant: str, user_id: str) -> int:
@@ -960,7 +960,7 @@ def _notification_record(n: sqlite3.Row, steps: list[sqlite3.Row], attempts: lis
                  s["provider_ref"], s["destination"], s["payload"], s["claim_token"],
                  s["lease_until"], s["updated_at"], s["retry_base"],
                  tuple(a for a in attempts if a.step_no == s["step_no"]), s["planned_at"],
-                 s["cause"], s["template"], s["evidence"])
+                 s["cause"], s["template"], s["evidence"], s["pref_version"])
             for s in steps), events)
 
 

@@ -1,0 +1,114 @@
+"""Digest windows on the recipient's wall clock (across DST changes), and the inbox badge
+against its rows under any mix of writes, reads, read-alls and archives (hypothesis)."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from notifyd.ladder import window_end
+from notifyd.models import AcceptInput, Lane, PlannedStep, StepState
+from notifyd.store import SqliteStore, open_store
+
+PARIS = ZoneInfo("Europe/Paris")
+
+
+def ms(text: str, tz: ZoneInfo = PARIS) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=tz).timestamp() * 1000)
+
+
+def local(at_ms: int, tz: ZoneInfo = PARIS) -> str:
+    return datetime.fromtimestamp(at_ms / 1000, tz).isoformat()
+
+
+@pytest.mark.parametrize(("held", "closes"), [
+    # Spring forward (2026-03-29 02:00 -> 03:00): the window that spans it is 23 hours long.
+    ("2026-03-28T10:00:00", "2026-03-29T09:00:00+02:00"),
+    ("2026-03-29T08:59:59", "2026-03-29T09:00:00+02:00"),
+    ("2026-03-29T09:00:00", "2026-03-30T09:00:00+02:00"),
+    # Fall back (2026-10-25 03:00 -> 02:00): 25 hours, and still 09:00 on the clock.
+    ("2026-10-24T09:30:00", "2026-10-25T09:00:00+01:00"),
+    ("2026-10-25T02:30:00", "2026-10-25T09:00:00+01:00"),
+])
+def test_a_daily_digest_closes_at_nine_on_the_recipients_clock(held: str, closes: str) -> None:
+    assert local(window_end("daily 09:00", ms(held), "Europe/Paris")) == closes
+
+
+def test_the_windows_around_a_dst_change_are_23_and_25_hours_long() -> None:
+    spring = window_end("daily 09:00", ms("2026-03-28T09:00:00"), "Europe/Paris")
+    assert spring - ms("2026-03-28T09:00:00") == 23 * 3600_000
+    autumn = window_end("daily 09:00", ms("2026-10-24T09:00:00"), "Europe/Paris")
+    assert autumn - ms("2026-10-24T09:00:00") == 25 * 3600_000
+
+
+def test_hourly_and_weekly_windows_and_an_unknown_zone() -> None:
+    assert local(window_end("hourly", ms("2026-03-29T01:30:00"), "Europe/Paris")) == \
+        "2026-03-29T03:00:00+02:00"  # the next top of the hour, past the skipped one
+    assert local(window_end("weekly mon 08:00", ms("2026-11-30T08:00:00"), "Europe/Paris")) == \
+        "2026-12-07T08:00:00+01:00"  # a Monday at 08:00 closes the next Monday's window
+    assert local(window_end("weekly mon 08:00", ms("2026-12-02T12:00:00"), "Europe/Paris")) == \
+        "2026-12-07T08:00:00+01:00"
+    utc = ZoneInfo("UTC")
+    assert local(window_end("daily 09:00", ms("2026-06-01T10:00:00", utc), "Mars/Olympus"),
+                 utc) == "2026-06-02T09:00:00+00:00"
+
+
+# --- the badge is the count of unread rows, whatever happens ---------------------------------
+
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("write"), st.sampled_from(["ada", "bob"])),
+    st.tuples(st.just("read"), st.integers(0, 40)),
+    st.tuples(st.just("archive"), st.integers(0, 40)),
+    st.tuples(st.just("read_all"), st.sampled_from(["ada", "bob"])),
+), max_size=40)
+
+
+async def _run(store: SqliteStore, ops: list[tuple[str, object]]) -> None:
+    made: list[tuple[str, str]] = []
+    now = 1_790_000_000_000
+    for op, arg in ops:
+        now += 1
+        if op == "write":
+            user = str(arg)
+            nid = f"n_{len(made):018d}"
+            inp = AcceptInput("t", user, "k", {}, None, None, None, "h", "key")
+            step = PlannedStep(0, "log", now, StepState.CANCELLED)
+            await store.accept(inp, nid, lambda _, s=step: ([s], Lane.BULK), 60, now,
+                               ("title", None))
+            made.append((user, nid))
+        elif op in ("read", "archive") and made:
+            user, nid = made[int(str(arg)) % len(made)]
+            if op == "read":
+                await store.read_item("t", user, nid, now, frozenset())
+            else:
+                await store.archive_item("t", user, nid, now)
+        elif op == "read_all":
+            await store.read_all("t", str(arg), now, frozenset())
+    for user in ("ada", "bob"):
+        rows = await store._fetchall(
+            "SELECT count(*) FROM inbox_items WHERE tenant = 't' AND user_id = ? "
+            "AND read_at IS NULL AND archived_at IS NULL", (user,))
+        assert await store.badge("t", user) == rows[0][0], (user, ops)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS)
+def test_the_badge_equals_the_unread_rows_after_any_mix(ops: list[tuple[str, object]]) -> None:
+    async def scenario() -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            store = await open_store(str(Path(folder) / "n.db"), "NORMAL")
+            assert isinstance(store, SqliteStore)
+            try:
+                await _run(store, ops)
+            finally:
+                await store.close()
+
+    asyncio.run(scenario())

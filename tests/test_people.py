@@ -1,0 +1,411 @@
+"""The person's side, end to end through the HTTP API over the real engine and store: preferences
+read at the claim (seed 002's Cy and Ada), categories that may not be turned off, limits that hold
+a mention storm for one digest, the inbox with its badge and cursor, reads that resolve, user
+tokens, CORS, the live stream, one-click unsubscribe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email
+import hashlib
+import hmac
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from stack_support import ADDRESS, PHONE, PUBLIC, TEMPLATES, Stack, stack
+
+from notifyd.digests import Digester
+from notifyd.views import timeline
+
+DIGEST_TEMPLATES = {
+    "email.subject.j2": "{{ count }} new mentions",
+    "email.text.j2": "{% for i in items %}{{ i.params.what }}\n{% endfor %}"}
+REPORT_TEMPLATES = {**TEMPLATES, "email.text.j2": "{{ what }}\nStop: {{ unsubscribe_url }}\n"}
+SETTINGS: dict[str, Any] = {
+    "categories": {"security": {"optional": False}},
+    "limits": [{"kind": "mention", "medium": "sms", "count": 1, "per_sec": 3600}],
+    "tenants": {"default": {"cors_origins": ["https://app.example.com"]}},
+    "kinds": {
+        "report": {"category": "reports", "transactional": False, "inbox": True,
+                   "ladder": [{"channel": "email"}]},
+        "otp": {"category": "security", "urgency": "urgent", "ladder": [{"channel": "sms"}]},
+        "mention": {"category": "social", "transactional": False, "inbox": True,
+                    "digest": "social_digest", "ladder": [{"channel": "sms"}]},
+        "social_digest": {"category": "social", "transactional": False,
+                          "schedule": "daily 09:00", "ladder": [{"channel": "email"}]},
+        "task": {"inbox": True, "stop": "read",
+                 "ladder": [{"channel": "sms", "timeout_sec": 60}, {"channel": "email"}]},
+    },
+}
+
+
+@asynccontextmanager
+async def people(tmp_path: Path) -> AsyncIterator[Stack]:
+    async with stack(tmp_path, SETTINGS, {"social_digest": DIGEST_TEMPLATES,
+                                          "report": REPORT_TEMPLATES}) as s:
+        yield s
+
+
+def auth(s: Stack, token: str | None = None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token or s.key}"}
+
+
+async def post(s: Stack, kind: str, user: str = "ada", what: str = "x",
+               dedup: str | None = None) -> str:
+    r = await s.client.post("/v1/notifications", headers=auth(s), json={
+        "user_id": user, "kind": kind, "params": {"what": what},
+        **({"dedup_key": dedup} if dedup else {})})
+    assert r.status == 202, await r.text()
+    return str((await r.json())["notification_id"])
+
+
+async def put_prefs(s: Stack, user: str, body: dict[str, Any],
+                    token: str | None = None) -> tuple[int, dict[str, Any]]:
+    r = await s.client.put(f"/v1/users/{user}/preferences", json=body, headers=auth(s, token))
+    return r.status, await r.json()
+
+
+# --- preferences at the claim -----------------------------------------------------------------
+
+
+async def test_an_opt_out_before_the_claim_suppresses_and_one_after_does_not(
+        tmp_path: Path) -> None:
+    """Seed 002: Cy opts out after routing, before dispatch: suppressed, and his version-one
+    preference says why. Ada opts out while her email is at the provider: it is not recalled."""
+    async with people(tmp_path) as s:
+        await s.user("ada")
+        await s.user("cy", email="cy@example.org")
+        ada, cy = await post(s, "report", "ada"), await post(s, "report", "cy")
+        status, shown = await put_prefs(s, "cy", {"categories": {"reports": {"email": False}}})
+        assert status == 200 and shown["version"] == 1
+        assert shown["categories"]["reports"] == {"optional": True, "email": False, "sms": True,
+                                                  "push": True, "chat": True}
+        s.smtp.hold = asyncio.Event()  # Ada's email sits at the provider
+        assert await s.e.tick() == 1
+        await put_prefs(s, "ada", {"categories": {"reports": {"email": False}}})
+        s.smtp.hold.set()
+        await s.e.settle()
+
+        a = (await s.status(ada))["steps"][0]
+        c = (await s.status(cy))["steps"][0]
+        assert (a["status"], a["pref_version"]) == ("sent", 0)  # decided under version 0
+        assert (c["status"], c["pref_version"]) == ("suppressed", 1)
+        assert c["reason"] == "preference: reports by email is off (preferences v1)"
+        assert len(s.smtp.received) == 1
+        shown_ada = "\n".join(timeline(await s.e.record(ada), s.e.now))
+        assert "step 0 email: attempt 1 started; message from template report/en/email@" in \
+            shown_ada and "; preferences v0" in shown_ada
+        # Zero sends is a recorded outcome: Cy's notification says so.
+        assert (await s.status(cy))["current_state"] == "undeliverable"
+
+
+async def test_security_messages_cannot_be_turned_off_and_a_global_opt_out_spares_them(
+        tmp_path: Path) -> None:
+    async with people(tmp_path) as s:
+        await s.user("ada")
+        status, body = await put_prefs(s, "ada", {"categories": {"security": {"sms": False}}})
+        assert status == 422 and body["error"]["field"] == "categories.security"
+        status, body = await put_prefs(s, "ada", {"categories": {"news": {"sms": False}}})
+        assert status == 422 and "unknown category 'news'" in body["error"]["message"]
+        status, body = await put_prefs(s, "ada", {"opt_out": True})
+        assert status == 200 and body["opt_out"] is True
+        assert body["categories"]["security"]["optional"] is False
+        code, report = await post(s, "otp", what="123456"), await post(s, "report")
+        await s.e.run_dry()
+        assert (await s.status(code))["steps"][0]["status"] == "sent"  # transactional
+        step = (await s.status(report))["steps"][0]
+        assert step["status"] == "suppressed" and step["reason"].startswith("opted_out:")
+
+
+# --- attention: a mention storm -----------------------------------------------------------------
+
+
+async def test_a_mention_storm_makes_200_inbox_rows_one_sms_and_one_digest(
+        tmp_path: Path) -> None:
+    async with people(tmp_path) as s:
+        await s.user("ada")
+        await s.client.put("/v1/users/ada", headers=auth(s), json={
+            "email": ADDRESS, "phone": PHONE, "timezone": "Europe/Paris"})
+        ids = [await post(s, "mention", what=f"m{i}") for i in range(200)]
+        await s.e.run_dry()
+        assert len(s.twilio.created) == 1  # one push of attention, the rest held
+        held = s.rows("SELECT count(*), min(window_end) = max(window_end) FROM digest_items "
+                      "WHERE digest_id IS NULL")
+        assert held == [(199, 1)]
+        step = (await s.status(ids[1]))["steps"][0]
+        assert step["status"] == "held" and "over the limit of 1 sms per 3600 s" in step["reason"]
+        r = await s.client.get("/v1/users/ada/inbox/badge", headers=auth(s))
+        assert (await r.json())["unread"] == 200
+        assert s.rows("SELECT count(*) FROM inbox_items") == [(200,)]
+
+        digester = Digester(s.e.cfg, s.e.store, s.e.ingest, s.e.clock)
+        assert await digester.run_once(s.e.now) == 0  # its window has not closed
+        window_end = s.rows("SELECT window_end FROM digest_items LIMIT 1")[0][0]
+        s.e.clock.advance((window_end - s.e.now) / 1000)
+        assert await digester.run_once(s.e.now) == 1
+        assert await digester.run_once(s.e.now) == 0  # rebuilding notifies nothing again
+        await s.e.run_dry()
+        [mail] = s.smtp.received
+        message = email.message_from_bytes(mail.data)
+        assert message["Subject"] == "199 new mentions"
+        assert s.rows("SELECT count(*) FROM digest_items WHERE digest_id IS NULL") == [(0,)]
+        digest_id = s.rows("SELECT DISTINCT digest_id FROM digest_items")[0][0]
+        assert (await s.status(digest_id))["kind"] == "social_digest"
+        assert len(s.twilio.created) == 1
+
+
+async def test_a_retry_does_not_spend_another_allowance(tmp_path: Path) -> None:
+    """The held decision is recorded: scanning again never reconsiders it."""
+    async with people(tmp_path) as s:
+        await s.user("ada")
+        first, second = await post(s, "mention"), await post(s, "mention")
+        await s.e.run_dry()
+        await s.e.run_dry()
+        states = [(await s.status(n))["steps"][0]["status"] for n in (first, second)]
+        assert sorted(states) == ["held", "sent"]  # due together: either may go first
+        assert s.rows("SELECT count(*) FROM digest_items") == [(1,)]
+
+
+# --- the inbox --------------------------------------------------------------------------------
+
+
+async def test_the_inbox_pages_by_cursor_and_keeps_its_badge(tmp_path: Path) -> None:
+    async with people(tmp_path) as s:
+        await s.user("ada")
+        ids = []
+        for i in range(120):
+            ids.append(await post(s, "report", what=f"r{i}"))
+            s.e.clock.advance(0.001 * (i % 2))  # some share a millisecond: the id breaks ties
+        pages, before = [], None
+        while True:
+            q = f"?limit=50{'&before=' + before if before else ''}"
+            body = await (await s.client.get(f"/v1/users/ada/inbox{q}", headers=auth(s))).json()
+            pages.append([item["id"] for item in body["items"]])
+            before = body["next"]
+            if before is None:
+                break
+        assert [len(p) for p in pages] == [50, 50, 20]
+        seen = [i for p in pages for i in p]
+        newest_first = [r[0] for r in s.rows(
+            "SELECT notification_id FROM inbox_items ORDER BY created_at DESC, "
+            "notification_id DESC")]
+        assert seen == newest_first and sorted(seen) == sorted(ids)
+
+        r = await s.client.post(f"/v1/users/ada/inbox/{ids[0]}/read", headers=auth(s))
+        assert (await r.json())["unread"] == 119
+        r = await s.client.post(f"/v1/users/ada/inbox/{ids[0]}/read", headers=auth(s))
+        assert (await r.json())["unread"] == 119  # reading twice counts once
+        r = await s.client.post(f"/v1/users/ada/inbox/{ids[1]}/archive", headers=auth(s))
+        assert (await r.json())["unread"] == 118
+        body = await (await s.client.get("/v1/users/ada/inbox?limit=100",
+                                         headers=auth(s))).json()
+        assert ids[1] not in [item["id"] for item in body["items"]]
+        r = await s.client.post("/v1/users/ada/inbox/read-all", headers=auth(s))
+        assert (await r.json())["unread"] == 0
+        r = await s.client.post("/v1/users/ada/inbox/n_nope/read", headers=auth(s))
+        assert r.status == 404
+
+
+async def test_reading_an_item_resolves_a_stop_read_kind(tmp_path: Path) -> None:
+    async with people(tmp_path) as s:
+        await s.user("ada")
+        nid = await post(s, "task")
+        await s.e.run_dry()
+        r = await s.client.post(f"/v1/users/ada/inbox/{nid}/read", headers=auth(s))
+        assert (await r.json())["resolved"] is True
+        doc = await s.status(nid)
+        assert doc["resolution"]["resolution"] == "read"
+        assert [st["status"] for st in doc["steps"]] == ["sent", "cancelled"]
+
+
+async def test_a_badge_that_drifted_is_rebuilt(tmp_path: Path) -> None:
+    async with people(tmp_path) as s:
+        await s.user("ada")
+        for _ in range(3):
+            await post(s, "report")
+        s.e.rows("SELECT 1")  # the rows are there
+        await s.e.store.write(lambda c: c.execute("UPDATE inbox_badges SET unread = 40"))
+        assert await s.e.store.rebuild_badges() == 1
+        assert await s.e.store.badge("default", "ada") == 3
+        await s.e.store.write(lambda c: c.execute("UPDATE inbox_badges SET unread = 0"))
+        nid = s.rows("SELECT notification_id FROM inbox_items LIMIT 1")[0][0]
+        r = await s.client.post(f"/v1/users/ada/inbox/{nid}/read", headers=auth(s))
+        assert (await r.json())["unread"] == 2  # below zero: recounted from the rows
+
+
+async def test_an_inbox_template_that_cannot_render_the_params_is_a_422(tmp_path: Path) -> None:
+    async with people(tmp_path) as s:
+        r = await s.client.post("/v1/notifications", headers=auth(s), json={
+            "user_id": "ada", "kind": "report", "params": {}})
+        body = await r.json()
+        assert r.status == 422 and body["error"]["field"] == "params"
+        assert "'what' is undefined" in body["error"]["message"]
+        assert s.rows("SELECT count(*) FROM notifications") == [(0,)]
+
+
+# --- user tokens and CORS ---------------------------------------------------------------------
+
+
+async def test_a_user_token_reads_only_its_own_users_inbox(tmp_path: Path) -> None:
+    async with people(tmp_path) as s:
+        await post(s, "report", "ada")
+        await post(s, "report", "bob")
+        r = await s.client.post("/v1/users/ada/tokens", headers=auth(s), json={"ttl_sec": 600})
+        assert r.status == 201
+        token = (await r.json())["token"]
+        r = await s.client.get("/v1/users/ada/inbox", headers=auth(s, token))
+        assert r.status == 200 and len((await r.json())["items"]) == 1
+        r = await s.client.get("/v1/users/bob/inbox", headers=auth(s, token))
+        assert r.status == 403 and (await r.json())["error"]["code"] == "wrong_user"
+        r = await s.client.post("/v1/users/bob/inbox/read-all", headers=auth(s, token))
+        assert r.status == 403
+        r = await s.client.put("/v1/users/bob/preferences", headers=auth(s, token),
+                               json={"opt_out": True})
+        assert r.status == 403
+        r = await s.client.post("/v1/users/ada/tokens", headers=auth(s, token))
+        assert r.status == 401  # a user token mints nothing
+        forged = token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1]
+        r = await s.client.get("/v1/users/ada/inbox", headers=auth(s, forged))
+        assert r.status == 401
+        s.e.clock.advance(601)
+        r = await s.client.get("/v1/users/ada/inbox", headers=auth(s, token))
+        assert r.status == 401 and "expired" in (await r.json())["error"]["message"]
+
+
+async def test_a_backend_signs_a_user_token_itself(tmp_path: Path) -> None:
+    """The README's recipe, in a few lines of hmac: the tenant's key, then the token."""
+    async with people(tmp_path) as s:
+        from notifyd import signed
+        secret = await s.e.store.signing_key(signed.tenant_key_name("default"), s.e.now)
+
+        def b64(data: bytes) -> str:
+            return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+        payload = b64(json.dumps({"t": "default", "u": "ada",
+                                  "exp": s.e.now // 1000 + 300}).encode())
+        sig = b64(hmac.new(secret, f"nut1.{payload}".encode(), hashlib.sha256).digest())
+        r = await s.client.get("/v1/users/ada/inbox/badge",
+                               headers=auth(s, f"nut1.{payload}.{sig}"))
+        assert r.status == 200
+
+
+async def test_cors_answers_by_the_tokens_tenant(tmp_path: Path) -> None:
+    async with people(tmp_path) as s:
+        ok, other = "https://app.example.com", "https://evil.example.net"
+        pre = await s.client.options("/v1/users/ada/inbox", headers={
+            "Origin": ok, "Access-Control-Request-Method": "GET"})
+        assert pre.status == 204 and pre.headers["Access-Control-Allow-Origin"] == ok
+        assert "Authorization" in pre.headers["Access-Control-Allow-Headers"]
+        bad = await s.client.options("/v1/users/ada/inbox", headers={"Origin": other})
+        assert bad.status == 403
+        token = (await (await s.client.post("/v1/users/ada/tokens",
+                                            headers=auth(s))).json())["token"]
+        r = await s.client.get("/v1/users/ada/inbox", headers={**auth(s, token), "Origin": ok})
+        assert r.headers.get("Access-Control-Allow-Origin") == ok
+        r = await s.client.get("/v1/users/ada/inbox", headers={**auth(s, token),
+                                                               "Origin": other})
+        assert "Access-Control-Allow-Origin" not in r.headers
+
+
+# --- the live stream ---------------------------------------------------------------------------
+
+
+async def read_events(resp: Any, n: int) -> list[tuple[str | None, str, dict[str, Any]]]:
+    """The next `n` events (id, name, data), comments skipped; bounded in time."""
+    out: list[tuple[str | None, str, dict[str, Any]]] = []
+    fields: dict[str, str] = {}
+    async with asyncio.timeout(10):
+        while len(out) < n:
+            line = (await resp.content.readline()).decode().rstrip("\n")
+            if line == "":
+                if "event" in fields:
+                    out.append((fields.get("id"), fields["event"], json.loads(fields["data"])))
+                fields = {}
+            elif not line.startswith(":"):
+                name, _, value = line.partition(": ")
+                fields[name] = value
+    return out
+
+
+async def test_the_stream_pushes_new_items_and_resumes_after_the_last_event(
+        tmp_path: Path) -> None:
+    async with people(tmp_path) as s:
+        token = (await (await s.client.post("/v1/users/ada/tokens",
+                                            headers=auth(s))).json())["token"]
+        first = await post(s, "report", what="one")
+        resp = await s.client.get(f"/v1/users/ada/inbox/stream?token={token}")
+        assert resp.status == 200 and resp.headers["Content-Type"] == "text/event-stream"
+        [(_, name, badge)] = await read_events(resp, 1)
+        assert (name, badge) == ("badge", {"unread": 1})
+        second = await post(s, "report", what="two")
+        (seq, name, item), (_, _, badge) = await read_events(resp, 2)
+        assert name == "item" and item["id"] == second and item["title"] == "two"
+        assert badge == {"unread": 2}
+        await s.client.post(f"/v1/users/ada/inbox/{first}/read", headers=auth(s))
+        (_, name, read), (_, _, badge) = await read_events(resp, 2)
+        assert (name, read, badge) == ("read", {"id": first}, {"unread": 1})
+        resp.close()
+
+        third = await post(s, "report", what="three")  # while no page listens
+        again = await s.client.get("/v1/users/ada/inbox/stream",
+                                   headers={**auth(s, token), "Last-Event-ID": str(seq)})
+        (_, name, item), (_, _, badge) = await read_events(again, 2)
+        assert (name, item["id"], badge) == ("item", third, {"unread": 2})
+        again.close()
+        assert s.ctx.hub.open <= 1  # closed streams leave (the last one on its next write)
+
+
+# --- one-click unsubscribe ----------------------------------------------------------------------
+
+
+async def test_one_click_unsubscribe_turns_the_category_off(tmp_path: Path) -> None:
+    async with people(tmp_path) as s:
+        await s.user("ada")
+        await post(s, "report")
+        await s.e.run_dry()
+        [mail] = s.smtp.received
+        message = email.message_from_bytes(mail.data)
+        header = message["List-Unsubscribe"]
+        assert header.startswith(f"<{PUBLIC}/v1/unsubscribe/unsub1.")
+        assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+        link = header.strip("<>")
+        assert link in message.get_payload(decode=True).decode()  # {{ unsubscribe_url }}
+        path = link[len(PUBLIC):]
+
+        page = await s.client.get(path)
+        assert page.status == 200 and "Stop reports messages?" in await page.text()
+        assert s.rows("SELECT pref_version FROM recipients") == [(0,)]  # a GET changes nothing
+        r = await s.client.post(path, data="List-Unsubscribe=One-Click",
+                                headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert r.status == 200 and "unsubscribed" in await r.text()
+        prefs = await (await s.client.get("/v1/users/ada/preferences", headers=auth(s))).json()
+        assert prefs["version"] == 1 and prefs["categories"]["reports"]["email"] is False
+        later = await post(s, "report")
+        await s.e.run_dry()
+        assert (await s.status(later))["steps"][0]["status"] == "suppressed"
+        assert (await s.client.get(path[:-3] + "xyz")).status == 404  # a changed link
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ({"t": {"stop": "read", "ladder": [{"channel": "log"}]}}, "set inbox = true"),
+    ({"t": {"digest": "x", "ladder": [{"channel": "log"}]}}, "'x' is not a digest kind"),
+    ({"t": {"always_digest": True, "ladder": [{"channel": "log"}]}}, "needs digest"),
+    ({"t": {"schedule": "daily 9am", "ladder": [{"channel": "log"}]}}, "must be \"hourly\""),
+])
+def test_the_config_refuses_a_kind_it_cannot_serve(tmp_path: Path, table: dict[str, Any],
+                                                   message: str) -> None:
+    import tomli_w
+
+    from notifyd.config import load_config
+    from notifyd.errors import ConfigError
+
+    path = tmp_path / "c.toml"
+    path.write_text(tomli_w.dumps({"kinds": table}))
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)
