@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from notifyd import __version__
+from notifyd.config import MEDIUMS
 from notifyd.errors import CATALOG
 from notifyd.models import SUPPRESSION_TYPES, StepState
 from notifyd.receipts import PROVIDERS
@@ -145,6 +146,36 @@ SCHEMAS: dict[str, Any] = {
                        "scope": {"type": "string", "enum": ["tenant", "all tenants"]}}},
     "Suppressions": {"type": "object", "required": ["suppressions"], "properties": {
         "suppressions": {"type": "array", "items": _ref("Suppression")}}},
+    "Preferences": {"type": "object", "required": ["version", "opt_out", "categories"],
+                    "properties": {
+        "version": {"type": "integer", "description": "bumped by every change; each claim "
+                                                     "records the version it read"},
+        "opt_out": {"type": "boolean"},
+        "categories": {"type": "object", "additionalProperties": {
+            "type": "object", "required": ["optional", *MEDIUMS], "properties": {
+                "optional": {"type": "boolean"}, **{m: {"type": "boolean"} for m in MEDIUMS}}}}}},
+    "PreferencesRequest": {"type": "object", "additionalProperties": False, "properties": {
+        "opt_out": {"type": "boolean"},
+        "categories": {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": False,
+            "properties": {m: {"type": "boolean"} for m in MEDIUMS}}}}},
+    "InboxItem": {"type": "object", "required": ["id", "kind", "title", "created_at", "read"],
+                  "properties": {"id": _STR, "kind": _STR, "title": _STR, "body": _NSTR,
+                                 "created_at": _TIME, "read": {"type": "boolean"},
+                                 "read_at": _TIME, "archived": {"type": "boolean"}}},
+    "InboxPage": {"type": "object", "required": ["items", "next"], "properties": {
+        "items": {"type": "array", "items": _ref("InboxItem")},
+        "next": {"type": ["string", "null"], "description": "the before= of the next page"}}},
+    "Badge": {"type": "object", "required": ["unread"],
+              "properties": {"unread": {"type": "integer", "minimum": 0}}},
+    "InboxChange": {"type": "object", "required": ["unread"], "properties": {
+        "id": _STR, "read": {"type": "boolean"}, "archived": {"type": "boolean"},
+        "unread": {"type": "integer", "minimum": 0},
+        "resolved": {"type": ["boolean", "integer"]}}},
+    "TokenRequest": {"type": "object", "additionalProperties": False, "properties": {
+        "ttl_sec": {"type": "integer", "minimum": 60, "maximum": 86400}}},
+    "Token": {"type": "object", "required": ["token", "user_id", "expires_at"], "properties": {
+        "token": _STR, "user_id": _STR, "expires_at": _TIME}},
     "Devices": {"type": "object", "required": ["devices"],
                 "properties": {"devices": {"type": "array", "items": _ref("Device")}}},
     "Ready": {"type": "object", "required": ["status", "checks"], "properties": {
@@ -159,7 +190,8 @@ def _op(summary: str, ok: str, schema: str, errors: tuple[int, ...],
                                                             **_errors(*errors)}}
     if body:
         op["requestBody"] = {"required": body in ("AcceptRequest", "ResolutionRequest", "User",
-                                                  "DeviceRequest", "SuppressionRequest"),
+                                                  "DeviceRequest", "SuppressionRequest",
+                                                  "PreferencesRequest"),
                              "content": {"application/json": {"schema": _ref(body)}}}
     return op
 
@@ -188,7 +220,19 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> d
                    "Suppression", (400, 401, 403, 404, 408, 422), "SuppressionRequest")
     suppress["responses"]["200"] = _json(_ref("Suppression"), "it already was")
     idp = [{"name": "id", "in": "path", "required": True, "schema": _STR}]
+    token_param = [{"name": "token", "in": "query", "required": False, "schema": _STR,
+                    "description": "a user token, for pages that cannot send headers"}]
+    html_page = {"description": "a page for a person", "content": {"text/html": {
+        "schema": _STR}}}
+    link_param = {"name": "token", "in": "path", "required": True, "schema": _STR}
     uidp = [{"name": "user_id", "in": "path", "required": True, "schema": _ID}]
+    item_params = [*uidp, {"name": "item_id", "in": "path", "required": True, "schema": _STR}]
+
+    def person(op: dict[str, Any]) -> dict[str, Any]:
+        """A person's own call: a producer's key (scope users) or that user's token."""
+        return {**op, "parameters": uidp, "security": [{"bearer": []}],
+                "description": "Authorization: Bearer <API key with the users scope> or "
+                               "Bearer <that user's user token>"}
     return {
         "openapi": "3.1.0",
         "info": {"title": "notifyd", "version": __version__},
@@ -225,6 +269,54 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> d
                             "schema": _STR}],
                 "responses": {"204": {"description": "removed"},
                               **_errors(401, 403, 404, 422)}}},
+            "/v1/users/{user_id}/tokens": {"post": {
+                **_op("A short-lived user token for one user's own inbox and preferences "
+                      "(a producer's key only)", "201", "Token", (400, 401, 403, 408, 422),
+                      "TokenRequest"), "parameters": uidp}},
+            "/v1/users/{user_id}/preferences": {
+                "get": {**person(_op("The person's preferences, with each category's "
+                                     "defaults", "200", "Preferences", (401, 403, 422)))},
+                "put": {**person(_op("Replace the person's preferences (a new version)", "200",
+                                     "Preferences", (400, 401, 403, 408, 422),
+                                     "PreferencesRequest"))}},
+            "/v1/users/{user_id}/inbox": {"get": {**person(_op(
+                "A page of the inbox, newest first, by a stable (created_at, id) cursor",
+                "200", "InboxPage", (401, 403, 422))), "parameters": [
+                *uidp, *token_param,
+                {"name": "before", "in": "query", "required": False, "schema": _STR},
+                {"name": "limit", "in": "query", "required": False,
+                 "schema": {"type": "integer", "minimum": 1, "maximum": 100}},
+                {"name": "archived", "in": "query", "required": False,
+                 "schema": {"type": "string", "enum": ["true", "false"]}}]}},
+            "/v1/users/{user_id}/inbox/badge": {"get": {**person(_op(
+                "The unread count (a maintained counter)", "200", "Badge", (401, 403, 422)))}},
+            "/v1/users/{user_id}/inbox/stream": {"get": {
+                "summary": "Server-Sent Events: item (id: its seq; resume with Last-Event-ID), "
+                           "badge, read, archived", "parameters": [
+                    *uidp, *token_param,
+                    {"name": "Last-Event-ID", "in": "header", "required": False,
+                     "schema": {"type": "string", "pattern": "^[0-9]+$"}}],
+                "responses": {"200": {"description": "the stream", "content": {
+                    "text/event-stream": {"schema": _STR}}}, **_errors(401, 403, 422, 503)}}},
+            "/v1/users/{user_id}/inbox/read-all": {"post": {**person(_op(
+                "Mark every item read (kinds with stop = read are resolved)", "200",
+                "InboxChange", (401, 403, 422)))}},
+            "/v1/users/{user_id}/inbox/{item_id}/read": {"post": {**person(_op(
+                "Mark one item read (a kind with stop = read is resolved)", "200",
+                "InboxChange", (401, 403, 404, 422))), "parameters": [*item_params]}},
+            "/v1/users/{user_id}/inbox/{item_id}/archive": {"post": {**person(_op(
+                "Archive one item (out of pages and the badge)", "200", "InboxChange",
+                (401, 403, 404, 422))), "parameters": [*item_params]}},
+            "/v1/unsubscribe/{token}": {
+                "get": {"summary": "One-click unsubscribe: the confirmation page",
+                        "security": [], "parameters": [link_param],
+                        "responses": {"200": html_page, "404": html_page}},
+                "post": {"summary": "One-click unsubscribe (RFC 8058): the category is off at once",
+                         "security": [], "parameters": [link_param],
+                         "requestBody": {"required": False, "content": {
+                             "application/x-www-form-urlencoded": {"schema": {}}}},
+                         "responses": {"200": html_page, "400": html_page,
+                                       "404": html_page, **_errors(408, 413)}}},
             "/v1/suppressions": {
                 "get": {**_op("The tenant's suppression list (and the account-wide one), "
                               "newest first", "200", "Suppressions", (401, 403, 422)),

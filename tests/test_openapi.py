@@ -8,6 +8,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from support import Api
 
+from notifyd import people
 from notifyd.errors import CATALOG
 from notifyd.openapi import spec
 from notifyd.web import ROUTES
@@ -28,7 +29,7 @@ def declared(method: str, path: str) -> set[str]:
 
 
 def test_every_route_is_described_and_nothing_else() -> None:
-    routes = {(path, method.lower()) for method, path, _ in ROUTES}
+    routes = {(path, method.lower()) for method, path, _ in [*ROUTES, *people.ROUTES]}
     described = {(path, method) for path, ops in spec()["paths"].items() for method in ops}
     assert routes == described
 
