@@ -250,6 +250,7 @@ class Daemon:
             self._stopping_at = time.monotonic()
             ctx.draining = True
             ctx.closing.set()  # open inbox streams end; their pages reconnect elsewhere
+            ctx.hub.close_all()
             stop_claiming.set()  # what is accepted from here on waits, durable, for the next start
             await runner.cleanup()
 

@@ -133,8 +133,9 @@ class ConnectionGuard:
             conn.idle_since = None
         try:
             response = await handler(request)
-            await response.prepare(request)  # aiohttp's own prepare and write_eof are then no-ops
-            await response.write_eof()
+            with contextlib.suppress(ConnectionResetError):  # the client left: nothing to send
+                await response.prepare(request)  # aiohttp's own prepare and write_eof are then
+                await response.write_eof()  # no-ops
             return response
         finally:
             if conn is not None and request.transport in self.open:

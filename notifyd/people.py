@@ -235,11 +235,11 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     if ctx.guard is not None and request.transport is not None:
         ctx.guard.release(request.transport)  # a stream is meant to stay open
     queue = ctx.hub.subscribe(tenant, user_id)
+    response = web.StreamResponse(headers={
+        "Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+        "X-Accel-Buffering": "no"})
+    _cors_headers(request, response)
     try:
-        response = web.StreamResponse(headers={
-            "Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no"})
-        _cors_headers(request, response)
         await response.prepare(request)
         await response.write(b"retry: 3000\n\n")
         sent = int(last_text) if last_text is not None else 0
@@ -262,9 +262,11 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
                 continue  # already sent from the rows while resuming
             await response.write(event.encode())
             sent = event.id or sent
-        return response
+    except ConnectionResetError:  # the page went away: nothing to answer
+        pass
     finally:
         ctx.hub.unsubscribe(tenant, user_id, queue)
+    return response
 
 
 # --- one-click unsubscribe (RFC 8058) ---------------------------------------------------------

@@ -59,6 +59,14 @@ class Hub:
                     break
                 queue.put_nowait(event)
 
+    def close_all(self) -> None:
+        """Shutting down: every stream ends now (its page reconnects, to another instance)."""
+        for streams in self._streams.values():
+            for queue in streams:
+                while queue.full():
+                    queue.get_nowait()
+                queue.put_nowait(CLOSE)
+
     @property
     def open(self) -> int:
         return sum(len(s) for s in self._streams.values())

@@ -154,3 +154,34 @@ def test_out_of_file_descriptors_is_one_line_a_while_and_the_daemon_recovers(
     stamps = [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
               for line in log.splitlines() if "out of file descriptors" in line]
     assert all((b - a).total_seconds() >= 9.5 for a, b in itertools.pairwise(stamps)), stamps
+
+
+def test_inbox_streams_leave_the_connection_count_and_are_bounded(tmp_path: Path) -> None:
+    """A page's live inbox stays open for hours: ten of them beside a limit of four connections
+    still let a client in, and server.max_streams bounds them instead."""
+    config = tmp_path / "n.toml"
+    config.write_text("[server]\nmax_connections = 4\nmax_streams = 10\n")
+    key = create_key(tmp_path / "n.db", config)
+    d = Daemon(tmp_path / "n.db", config=config)
+    streams: list[socket.socket] = []
+    try:
+        for i in range(11):
+            s = socket.create_connection(("127.0.0.1", _port(d)), timeout=10)
+            s.sendall(f"GET /v1/users/u{i}/inbox/stream HTTP/1.1\r\nHost: x\r\n"
+                      f"Authorization: Bearer {key}\r\n\r\n".encode())
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += s.recv(4096)
+            streams.append(s)
+            status = head.split(b" ")[1]
+            if i < 10:
+                assert status == b"200", head
+            else:  # the eleventh is over server.max_streams
+                assert status == b"503", head
+        with urllib.request.urlopen(f"{d.url}/healthz", timeout=10) as resp:
+            assert resp.status == 200  # streams are not connections the guard counts
+    finally:
+        for s in streams:
+            s.close()
+        assert d.stop() == 0, d.stderr()
+    assert "Traceback" not in d.stderr()
