@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -49,6 +50,22 @@ async def post(session: aiohttp.ClientSession, url: str, body: bytes, headers: d
         return Unknown(f"timeout: {who} may have the message")
     except aiohttp.ClientError as e:
         return Unknown(f"connection lost after sending: {type(e).__name__}")
+
+
+def url_problem(base_url: str) -> str | None:
+    """What is wrong with a provider's base URL setting, or None: an http(s) origin, perhaps
+    with a path, and nothing that would leak or be ignored (query, fragment, credentials)."""
+    try:
+        parts = urlsplit(base_url)
+        parts.port  # noqa: B018 - raises on a port out of range
+    except ValueError:
+        return "must be an http(s) URL with a host"
+    if (parts.scheme not in ("http", "https") or not parts.hostname
+            or any(c.isspace() or ord(c) < 32 for c in base_url)):
+        return "must be an http(s) URL with a host"
+    if parts.query or parts.fragment or parts.username or parts.password:
+        return "must carry no query, fragment or credentials"
+    return None
 
 
 async def read_bounded(resp: aiohttp.ClientResponse, limit: int = MAX_BODY_BYTES) -> bytes:

@@ -36,7 +36,6 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -53,7 +52,7 @@ from notifyd.channels.base import (
     Sent,
     Unknown,
 )
-from notifyd.channels.http import parse_json, parse_retry_after, post
+from notifyd.channels.http import parse_json, parse_retry_after, post, url_problem
 from notifyd.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://slack.com"
@@ -77,20 +76,6 @@ OURS = frozenset({"not_authed", "invalid_auth", "account_inactive", "token_revok
                   "accesslimited", "enterprise_is_restricted", "org_login_required",
                   "two_factor_setup_required", "messages_tab_disabled", "not_in_channel",
                   "restricted_action", "metadata_must_be_sent_from_app", "user_not_visible"})
-
-
-def url_problem(base_url: str) -> str | None:
-    try:
-        parts = urlsplit(base_url)
-        parts.port  # noqa: B018 - raises on a port out of range
-    except ValueError:
-        return "must be an http(s) URL with a host"
-    if (parts.scheme not in ("http", "https") or not parts.hostname
-            or any(c.isspace() or ord(c) < 32 for c in base_url)):
-        return "must be an http(s) URL with a host"
-    if parts.query or parts.fragment or parts.username or parts.password:
-        return "must carry no query, fragment or credentials"
-    return None
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from notifyd.channels.base import (
     RenderInput,
     Sent,
 )
-from notifyd.channels.http import parse_json, parse_retry_after, post
+from notifyd.channels.http import parse_json, parse_retry_after, post, url_problem
 from notifyd.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
@@ -75,20 +75,6 @@ DEAD_CHAT: tuple[tuple[int, str, str], ...] = (
 )
 STATUS_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                 409: "conflict", 429: "too_many_requests"}
-
-
-def url_problem(base_url: str) -> str | None:
-    try:
-        parts = urlsplit(base_url)
-        parts.port  # noqa: B018 - raises on a port out of range
-    except ValueError:
-        return "must be an http(s) URL with a host"
-    if (parts.scheme not in ("http", "https") or not parts.hostname
-            or any(c.isspace() or ord(c) < 32 for c in base_url)):
-        return "must be an http(s) URL with a host"
-    if parts.query or parts.fragment or parts.username or parts.password:
-        return "must carry no query, fragment or credentials"
-    return None
 
 
 @dataclass(frozen=True)
