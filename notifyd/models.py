@@ -391,6 +391,7 @@ class ClaimContext:
     rules: KindRules | None = None  # the kind's preference and attention rules
     medium: str | None = None  # what the channel sends as: email, sms, push, chat (None: no one)
     over_limit: str | None = None  # the send limit this send would pass, in words (the store counts)
+    attempts: int = 0  # calls made for this step so far: a retry goes under its first decision
 
 
 @dataclass(frozen=True, slots=True)

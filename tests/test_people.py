@@ -409,3 +409,24 @@ def test_the_config_refuses_a_kind_it_cannot_serve(tmp_path: Path, table: dict[s
     path.write_text(tomli_w.dumps({"kinds": table}))
     with pytest.raises(ConfigError, match=message):
         load_config(path)
+
+
+async def test_a_retry_goes_under_its_first_decision(tmp_path: Path) -> None:
+    """Seed 002: an intent already in flight keeps the decision that let it go. Ada's email
+    times out at the provider (unknown), she opts out, and the retry under the same key still
+    goes; a step not yet tried reads the new preferences."""
+    async with people(tmp_path) as s:
+        await s.user("ada")
+        first = await post(s, "report", what="one")
+        s.smtp.drop_at = "DATA"  # the message arrives; the answer is lost
+        await s.e.run_dry()
+        assert (await s.status(first))["steps"][0]["status"] == "unknown"
+        await put_prefs(s, "ada", {"categories": {"reports": {"email": False}}})
+        second = await post(s, "report", what="two")
+        s.smtp.drop_at = None
+        s.e.clock.advance(600)
+        await s.e.run_dry()
+        step = (await s.status(first))["steps"][0]
+        assert (step["status"], step["attempts"], step["pref_version"]) == ("sent", 2, 0)
+        later = (await s.status(second))["steps"][0]
+        assert (later["status"], later["pref_version"]) == ("suppressed", 1)

@@ -111,7 +111,7 @@ WHERE n.tenant = ? AND n.user_id = ?
 POSTPONE_STEP = """UPDATE steps SET send_after = ?, reason = ?, updated_at = ?
 WHERE notification_id = ? AND step_no = ?"""
 CLAIM_STEP = """UPDATE steps SET state = 'sending', attempts = ?, claim_token = ?, lease_until = ?,
-    reason = NULL, updated_at = ?, pref_version = ?
+    reason = NULL, updated_at = ?, pref_version = COALESCE(pref_version, ?)
 WHERE notification_id = ? AND step_no = ?"""
 # Rendered after the claim, frozen before the first provider call; never changed once set.
 FREEZE_STEP = """UPDATE steps SET destination = ?, payload = ?, template = ?, updated_at = ?

@@ -863,7 +863,8 @@ def _judge(c: sqlite3.Connection, row: sqlite3.Row, rules: ClaimRules, sending: 
                        row["resolution"] if row["resolved_at"] is not None else None,
                        row["expires_at"], in_flight, recipient, contact, rules=kind_rules,
                        medium=rules.mediums.get(channel),
-                       over_limit=_over_limit(c, row, kind_rules, now) if kind_rules else None)
+                       over_limit=_over_limit(c, row, kind_rules, now) if kind_rules else None,
+                       attempts=row["attempts"] - row["retry_base"])
     decision = decide(ctx, now)
     version = recipient.pref_version if recipient is not None else None
     if decision.verdict is not Verdict.SEND:
