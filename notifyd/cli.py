@@ -652,3 +652,26 @@ def tokens_create(ctx: click.Context, user_id: str, tenant: str, ttl_sec: int) -
     now = SystemClock().now_ms()
     key = _with_store(ctx, lambda s: s.signing_key(signed.tenant_key_name(tenant), now), WRITE)
     click.echo(signed.make_user_token(key, tenant, user_id, now // 1000 + ttl_sec))
+
+
+@main.group()
+def experiment() -> None:
+    """Experiments a developer runs to see notifyd's guarantees at work.
+
+    Example: notifyd experiment recovery
+    """
+
+
+@experiment.command("recovery")
+@click.option("--timeout-before-accept", is_flag=True,
+              help="The provider times out before accepting, and Ada turns email off while her "
+                   "send is in flight.")
+def experiment_recovery(timeout_before_accept: bool) -> None:
+    """Seed 002's recovery experiment on the real engine, in private temporary files: where
+    notifyd records permission to send, and how it recovers a send whose reply was lost.
+
+    Example: notifyd experiment recovery --timeout-before-accept
+    """
+    from notifyd.experiment import main as run_experiment
+
+    click.echo("\n".join(run_experiment(timeout_before_accept)))
