@@ -293,7 +293,7 @@ def resolve(ctx: click.Context, ref: str, tenant: str, what: str) -> None:
 
     async def run(store: Store) -> str:
         n = await _find(store, ref, tenant)
-        r = await resolution.resolve(store, n, what, "cli", SystemClock().now_ms())
+        r = await resolution.resolve(store, n.id, what, "cli", SystemClock().now_ms())
         if not r.changed:
             return f"{r.notification_id} was already resolved: {r.resolution}"
         return (f"{r.notification_id} resolved: {r.resolution}; cancelled "

@@ -335,6 +335,7 @@ class ResolveResult:
     resolved_at: int
     changed: bool  # False: an earlier resolution had already won
     cancelled_steps: int
+    depth: int = 0  # steps that had gone out when it was resolved (the escalation depth)
 
 
 @dataclass(frozen=True, slots=True)

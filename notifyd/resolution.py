@@ -9,12 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from notifyd.models import ResolveResult, StepState
+from notifyd.models import ResolveResult
 from notifyd.store import Notification, Store
 
 DEFAULT_RESOLUTION = "resolved"
-GONE_OUT = frozenset({StepState.SENT, StepState.DELIVERED, StepState.SENDING,
-                      StepState.UNKNOWN})
 
 
 @dataclass(frozen=True)
@@ -61,14 +59,22 @@ async def find(store: Store, ref: Ref, tenant: str | None) -> Notification | Non
     return n
 
 
-def depth(n: Notification) -> int:
-    """How many steps had gone out when it was resolved: the step at which it stopped."""
-    return max((s.step_no + 1 for s in n.steps if s.state in GONE_OUT), default=0)
+async def find_head(store: Store, ref: Ref, tenant: str) -> tuple[str, str] | None:
+    """(id, kind) of the notification `ref` names in `tenant`, without reading its steps: what
+    resolving needs (the hot path: producers resolve as often as they post)."""
+    nid = ref.notification_id
+    if nid is None:
+        assert ref.user_id is not None and ref.dedup_key is not None
+        nid = await store.find_by_dedup(tenant, ref.user_id, ref.dedup_key)
+    head = await store.head(nid) if nid else None
+    if nid is None or head is None or head[0] != tenant:
+        return None
+    return nid, head[1]
 
 
-async def resolve(store: Store, n: Notification, resolution: str, by: str,
+async def resolve(store: Store, notification_id: str, resolution: str, by: str,
                   now: int) -> ResolveResult:
     """Resolve once; a later call reports the first resolution unchanged."""
-    r = await store.resolve(n.id, resolution, by, now)
-    assert r is not None  # n was read from this store, and notifications are never deleted
+    r = await store.resolve(notification_id, resolution, by, now)
+    assert r is not None  # it was found in this store, and notifications are never deleted
     return r

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 from aiohttp import web
@@ -65,11 +65,15 @@ async def _owned(request: web.Request, key: ApiKey, ref: Ref) -> Notification:
     else is simply not found, so ids of others are not confirmed to exist."""
     n = await resolution.find(request.app[CTX].store, ref, key.tenant)
     if n is None or not key.allows(n.kind):
-        if ref.notification_id is not None:
-            raise ApiError("not_found", f"no notification {ref.notification_id!r}", "id")
-        raise ApiError("not_found", f"no notification for user {ref.user_id!r} with dedup key "
-                       f"{ref.dedup_key!r}", "dedup_key")
+        _not_found(ref)
     return n
+
+
+def _not_found(ref: Ref) -> NoReturn:
+    if ref.notification_id is not None:
+        raise ApiError("not_found", f"no notification {ref.notification_id!r}", "id")
+    raise ApiError("not_found", f"no notification for user {ref.user_id!r} with dedup key "
+                   f"{ref.dedup_key!r}", "dedup_key")
 
 
 async def get_notification(request: web.Request) -> web.Response:
@@ -81,12 +85,15 @@ async def get_notification(request: web.Request) -> web.Response:
 async def _resolve(request: web.Request, key: ApiKey, ref: Ref,
                    data: dict[str, Any]) -> web.Response:
     ctx = request.app[CTX]
-    n = await _owned(request, key, ref)
+    found = await resolution.find_head(ctx.store, ref, key.tenant)
+    if found is None or not key.allows(found[1]):
+        _not_found(ref)
+    nid, kind = found
     what = get_str(data, "resolution", required=False, max_len=200)
-    r = await resolution.resolve(ctx.store, n, what or resolution.DEFAULT_RESOLUTION,
+    r = await resolution.resolve(ctx.store, nid, what or resolution.DEFAULT_RESOLUTION,
                                  f"key:{key.name}", ctx.clock.now_ms())
     if r.changed:
-        ctx.metrics.resolved(n.kind, resolution.depth(n), r.cancelled_steps)
+        ctx.metrics.resolved(kind, r.depth, r.cancelled_steps)
     return _resolved(r)
 
 

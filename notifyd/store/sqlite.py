@@ -18,6 +18,7 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -125,11 +126,13 @@ from notifyd.store.sql import (
     SELECT_DEAD,
     SELECT_DEAD_COUNT,
     SELECT_DEDUP,
+    SELECT_DEPTH,
     SELECT_DEVICES,
     SELECT_DIGEST_MEMBERS,
     SELECT_DUE,
     SELECT_DUE_DIGESTS,
     SELECT_EVENTS,
+    SELECT_HEAD,
     SELECT_INBOX_ITEM,
     SELECT_INBOX_PAGE,
     SELECT_INBOX_SINCE,
@@ -182,6 +185,11 @@ class SqliteStore:
         self.busy_timeout_ms = busy_timeout_ms
         self._writer = Writer(self.path, self._connect, max_queue)
         self._reader: aiosqlite.Connection | None = None
+        # Snapshot reads (a notification with its steps, attempts, events and receipts in one
+        # transaction) on one thread and one connection kept open: a fresh connection per read
+        # cost ~0.75 ms of CPU (connect, pragma, begin, close).
+        self._snapshots = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notifyd-snapshot")
+        self._snapshot: sqlite3.Connection | None = None
         self._check = False
 
     @property
@@ -250,6 +258,13 @@ class SqliteStore:
         if self._reader is not None:
             await self._reader.close()
             self._reader = None
+        await asyncio.get_running_loop().run_in_executor(self._snapshots, self._close_snapshot)
+        self._snapshots.shutdown(wait=True)
+
+    def _close_snapshot(self) -> None:
+        if self._snapshot is not None:
+            self._snapshot.close()
+            self._snapshot = None
 
     async def write(self, op: Callable[[sqlite3.Connection], T], shed: bool = False) -> T:
         """Run `op` on the writer inside a transaction; return once its commit is durable."""
@@ -258,10 +273,13 @@ class SqliteStore:
     # --- reads -------------------------------------------------------------------------------
 
     async def _fetchall(self, sql: str, args: tuple[Any, ...] | dict[str, Any]) -> list[Any]:
+        """One statement run to its end in one call on the reader's thread. A cursor held open
+        across an await would keep a read transaction open on the shared connection, and a
+        read issued meanwhile (after a write that had committed) would see the older snapshot:
+        PUT a user, then read it back, and find nothing. One call is also one thread hop."""
         assert self._reader is not None
         try:
-            async with self._reader.execute(sql, args) as cur:
-                return list(await cur.fetchall())
+            return list(await self._reader.execute_fetchall(sql, args))
         except sqlite3.Error as e:
             raise _read_fault(e) from None
 
@@ -474,14 +492,20 @@ class SqliteStore:
             row = c.execute(SELECT_RESOLUTION, (notification_id,)).fetchone()
             if row is None:
                 return None
-            cancelled = 0
+            cancelled = depth = 0
             if changed:
+                depth = c.execute(SELECT_DEPTH, (notification_id,)).fetchone()[0]
                 cancelled = c.execute(CANCEL_PENDING, (
                     f"resolved: {resolution}", now, notification_id)).rowcount
             return ResolveResult(notification_id, row["resolution"], row["resolved_at"],
-                                 changed, cancelled)
+                                 changed, cancelled, depth)
 
         return await self.write(op)
+
+    async def head(self, notification_id: str) -> tuple[str, str] | None:
+        """(tenant, kind) of a notification: who may see it, in one indexed read."""
+        row = await self._fetchone(SELECT_HEAD, (notification_id,))
+        return (row[0], row[1]) if row else None
 
     async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None:
         row = await self._fetchone(SELECT_DEDUP, (tenant, user_id, dedup_key))
@@ -491,14 +515,20 @@ class SqliteStore:
         """The notification with its steps and attempts, read in one snapshot so that the three
         agree. It runs on a connection of its own: a transaction on the shared reader would
         hold every other read back in time."""
-        return await asyncio.to_thread(self._read_notification, notification_id)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._snapshots, self._read_notification, notification_id)
+        except sqlite3.Error as e:
+            raise _read_fault(e) from None
 
     def _read_notification(self, notification_id: str) -> Notification | None:
-        conn = sqlite3.connect(self.path, isolation_level=None)
+        if self._snapshot is None:
+            self._snapshot = sqlite3.connect(self.path, isolation_level=None)
+            self._snapshot.row_factory = sqlite3.Row
+            self._snapshot.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        conn = self._snapshot
+        conn.execute("BEGIN")
         try:
-            conn.row_factory = sqlite3.Row
-            conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
-            conn.execute("BEGIN")
             n = conn.execute(SELECT_NOTIFICATION, (notification_id,)).fetchone()
             if n is None:
                 return None
@@ -507,7 +537,7 @@ class SqliteStore:
             events = tuple(Event(*e) for e in conn.execute(SELECT_EVENTS, (notification_id,)))
             proofs = tuple(Proof(*p) for p in conn.execute(SELECT_RECEIPTS, (notification_id,)))
         finally:
-            conn.close()
+            conn.execute("COMMIT")
         return dataclasses.replace(_notification_record(n, steps, attempts, events),
                                    proofs=proofs)
 
