@@ -25,7 +25,7 @@ from engine_support import (
 )
 
 from notifyd.clock import FakeClock
-from notifyd.models import Completion, StepState
+from notifyd.models import Completion, Lane, StepState
 
 LEASE_MS = 60_000  # ScannerConfig's default lease
 HOUR = 3600  # a window long enough that step 1 stays out of the way
@@ -164,11 +164,15 @@ async def test_at_most_one_attempt_per_notification_is_active(
     async with engine(tmp_path, {"hook": webhook(prov.url)}, {"k": two_step(window_sec=1)}) as e:
         nid = await e.accept()
         assert await e.tick() == 1
+        planned = (await e.step(nid, 1))["send_after"]
         e.clock.advance(2)  # step 1 is due while step 0 is still out
         assert await e.tick() == 0
         s1 = await e.step(nid, 1)
-        assert (s1["state"], s1["reason"]) == ("pending", "waiting: step 0 is in flight")
-        assert s1["send_after"] == e.now + 1000
+        # It waits where it is: not moved behind later work (issue 14), and not reported as
+        # due, so the scanner does not spin on it; step 0's completion wakes the scanner.
+        assert (s1["state"], s1["reason"], s1["send_after"]) == ("pending", None, planned)
+        assert await e.store.next_due([("hook", Lane.BULK)]) == e.rows(
+            "SELECT lease_until FROM steps WHERE state = 'sending'")[0][0]
         assert e.rows("SELECT count(*) FROM steps WHERE state = 'sending'") == [(1,)]
 
         gate.set()

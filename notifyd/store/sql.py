@@ -87,12 +87,12 @@ CLOSE_OPEN_ATTEMPTS = """UPDATE attempts SET ended_at = ?, outcome = 'unknown', 
 WHERE notification_id = ? AND step_no = ? AND ended_at IS NULL"""
 # A due step with everything the claim policy reads about it, in one statement: the notification,
 # the recipient's profile, whether the user has disabled contacts, and a sibling in flight.
+# Due steps in due order, skipping those whose notification has a step in flight (promise 4):
+# they keep their place, and come up again when that send completes (the scanner is woken).
 SELECT_DUE = """SELECT s.notification_id, s.step_no, s.channel, s.lane, s.send_after, s.attempts,
     s.retry_base, s.destination, s.payload, s.reason, n.tenant, n.user_id, n.kind, n.params, n.created_at,
     n.expires_at, n.resolved_at, n.resolution, r.timezone, r.locale, r.quiet_start, r.quiet_end,
     r.contacts, r.preferences, r.pref_version,
-    (SELECT min(f.step_no) FROM steps f
-     WHERE f.notification_id = s.notification_id AND f.state = 'sending') AS in_flight,
     EXISTS (SELECT 1 FROM suppressions d WHERE d.tenant IN (n.tenant, '*')
             AND d.address IN (SELECT value FROM json_each(r.contacts))) AS has_disabled,
     EXISTS (SELECT 1 FROM devices v
@@ -100,6 +100,8 @@ SELECT_DUE = """SELECT s.notification_id, s.step_no, s.channel, s.lane, s.send_a
 FROM steps s JOIN notifications n ON n.id = s.notification_id
 LEFT JOIN recipients r ON r.tenant = n.tenant AND r.user_id = n.user_id
 WHERE s.channel = ? AND s.lane = ? AND s.state IN ('pending', 'unknown') AND s.send_after <= ?
+    AND NOT EXISTS (SELECT 1 FROM steps f
+                    WHERE f.notification_id = s.notification_id AND f.state = 'sending')
 ORDER BY s.send_after LIMIT ?"""
 END_STEP = """UPDATE steps SET state = ?, reason = ?, updated_at = ?, pref_version = ?
 WHERE notification_id = ? AND step_no = ?"""
@@ -163,6 +165,19 @@ WHERE notification_id = ? AND step_no > ? AND state = 'pending' ORDER BY step_no
 DELAY_STEP = "UPDATE steps SET send_after = ?, updated_at = ? WHERE notification_id = ? AND step_no = ?"
 SELECT_NEXT_DUE = """SELECT min(send_after) FROM steps
 WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown')"""
+# The earliest moment the scanner has work: a due step that may go (none of its notification's
+# steps in flight) on one of the given (channel, lane) pairs, or a lease's end. One statement
+# for all pairs, so a scanner about to sleep makes one read, not one per pair.
+_NEXT_DUE_PAIR = """SELECT min(s.send_after) AS at FROM steps s
+    WHERE s.channel = ? AND s.lane = ? AND s.state IN ('pending', 'unknown')
+    AND NOT EXISTS (SELECT 1 FROM steps f
+                    WHERE f.notification_id = s.notification_id AND f.state = 'sending')"""
+_NEXT_LAPSE = "SELECT min(lease_until) AS at FROM steps WHERE state = 'sending'"
+
+
+def next_due_sql(pairs: int) -> str:
+    return "SELECT min(at) FROM (" + " UNION ALL ".join([_NEXT_DUE_PAIR] * pairs + [
+        _NEXT_LAPSE]) + ")"
 SELECT_NEXT_LAPSE = "SELECT min(lease_until) FROM steps WHERE state = 'sending'"
 SELECT_LEASED = "SELECT count(*), max(lease_until) FROM steps WHERE state = 'sending'"
 REPLAY_STEPS = """UPDATE steps SET state = 'pending', send_after = ?, retry_base = attempts,

@@ -143,7 +143,6 @@ from notifyd.store.sql import (
     SELECT_LEASED,
     SELECT_LOCALE,
     SELECT_NEXT_DUE,
-    SELECT_NEXT_LAPSE,
     SELECT_NOTIFICATION,
     SELECT_ORPHANS,
     SELECT_RECEIPT_STEP,
@@ -165,6 +164,7 @@ from notifyd.store.sql import (
     UPSERT_DEVICE,
     UPSERT_RECIPIENT,
     WRITE_PROBE,
+    next_due_sql,
 )
 from notifyd.store.writer import Writer, storage_fault
 
@@ -627,10 +627,10 @@ class SqliteStore:
         return int(row[0]), row[1]
 
     async def next_due(self, pairs: list[tuple[str, Lane]]) -> int | None:
-        """The earliest send_after among open steps, or lease end among in-flight ones."""
-        found = [await self._scalar(SELECT_NEXT_DUE, pair) for pair in pairs]
-        found.append(await self._scalar(SELECT_NEXT_LAPSE, ()))
-        return min((f for f in found if f is not None), default=None)
+        """The earliest send_after among open steps that may go, or lease end among in-flight
+        ones: one read."""
+        return await self._scalar(next_due_sql(len(pairs)),
+                                  tuple(x for pair in pairs for x in pair))
 
     async def replay(self, notification_id: str, step_no: int | None, now: int) -> int:
         """Put dead or unknown steps back to pending under their original key and payload."""
@@ -887,7 +887,7 @@ def _judge(c: sqlite3.Connection, row: sqlite3.Row, rules: ClaimRules, sending: 
         devices = c.execute(SELECT_DEVICES, who).fetchall() if row["has_devices"] else []
         recipient = _recipient(row["tenant"], row["user_id"],
                                row if row["contacts"] is not None else None, disabled, devices)
-    in_flight = row["in_flight"] if row["in_flight"] is not None else sending.get(nid)
+    in_flight = sending.get(nid)  # SELECT_DUE skips steps with a sibling in flight already
     kind_rules = rules.kinds.get(kind)
     ctx = ClaimContext(nid, no, channel, Lane(row["lane"]), row["send_after"],
                        row["resolution"] if row["resolved_at"] is not None else None,
