@@ -49,6 +49,7 @@ class Guarded(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.admitted = False
         self.idle_since: int | None = None  # None while a request is being handled
+        self.lost = asyncio.Event()  # set when the peer is gone (a stream's handler waits on it)
         inner.__class__ = JsonErrors  # the same object, answering parse errors in our shape
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -68,6 +69,7 @@ class Guarded(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.lost.set()
         self.guard.forget(self)
         if self.admitted:
             self.inner.connection_lost(exc)
@@ -110,10 +112,12 @@ class ConnectionGuard:
         self.open[conn.transport] = conn
         return True
 
-    def release(self, transport: asyncio.BaseTransport) -> None:
+    def release(self, transport: asyncio.BaseTransport) -> asyncio.Event | None:
         """A connection that became a long-lived stream leaves the count and the guard: it is
-        neither evicted nor timed out (server.max_streams bounds those)."""
-        self.open.pop(transport, None)
+        neither evicted nor timed out (server.max_streams bounds those). What is returned is
+        set when the peer goes, so the stream ends then, not at its next write."""
+        conn = self.open.pop(transport, None)
+        return conn.lost if conn is not None else None
 
     def forget(self, conn: Guarded) -> None:
         if conn.transport is not None:

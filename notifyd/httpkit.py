@@ -9,6 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from notifyd import evidence
@@ -47,6 +48,15 @@ class Context:
         self.token_keys: dict[str, bytes] = {}  # tenant -> its user-token key, once read
         self.guard: Any = None  # the connection guard, when serving: streams leave its count
         self.closing = asyncio.Event()  # set at shutdown: open inbox streams end
+
+
+def json_response(data: Any, status: int = 200) -> web.Response:
+    """web.json_response with orjson: ~10x cheaper than the stdlib encoder on a page of 50."""
+    return web.json_response(data, status=status, dumps=_dumps)
+
+
+def _dumps(data: Any) -> str:
+    return orjson.dumps(data).decode()
 
 
 def error_response(err: ApiError) -> web.Response:

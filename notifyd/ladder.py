@@ -13,13 +13,13 @@ from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from notifyd.config import LadderStep
-from notifyd.models import PlannedStep, Recipient, StepState
+from notifyd.models import PlannedStep, Recipient, StepState, is_digits
 
 
 def parse_hhmm(text: str) -> time:
     """'22:30' -> time(22, 30); raises ValueError on anything else."""
     hh, sep, mm = text.partition(":")
-    if not sep or len(hh) != 2 or len(mm) != 2 or not (hh + mm).isdigit():
+    if not sep or len(hh) != 2 or len(mm) != 2 or not is_digits(hh + mm):
         raise ValueError(f"expected HH:MM, got {text!r}")
     return time(int(hh), int(mm))
 

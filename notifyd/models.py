@@ -20,6 +20,12 @@ def new_id(prefix: str, now_ms: int) -> str:
     return prefix + "".join([_B32_PAIRS[(n >> shift) & 1023] for shift in range(80, -1, -10)])
 
 
+def is_digits(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also takes '²' and '٣', which int() then refuses or reads
+    as numbers nobody wrote."""
+    return bool(text) and text.isascii() and text.isdigit()
+
+
 def plural(n: int, word: str) -> str:
     """'1 step', '2 steps'."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
@@ -223,7 +229,7 @@ def message_key(message_id: str | None) -> str | None:
         return None
     local = message_id.strip().strip("<>").partition("@")[0]
     nid, dot, step = local.rpartition(".")
-    if dot and nid.startswith("n_") and step.isdigit():
+    if dot and nid.startswith("n_") and is_digits(step):
         return f"{nid}:{step}"
     return None
 

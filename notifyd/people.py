@@ -20,8 +20,16 @@ from aiohttp import web
 from notifyd import preferences, signed
 from notifyd.config import DEFAULT_CATEGORY
 from notifyd.errors import ApiError
-from notifyd.httpkit import CTX, Handler, authorise, read_body, read_object, user_id_of
-from notifyd.models import iso
+from notifyd.httpkit import (
+    CTX,
+    Handler,
+    authorise,
+    json_response,
+    read_body,
+    read_object,
+    user_id_of,
+)
+from notifyd.models import is_digits, iso
 from notifyd.store import InboxItem
 from notifyd.stream import CLOSE, Event
 from notifyd.validate import check_fields, parse_object
@@ -32,7 +40,7 @@ PAGE_DEFAULT = 50
 TOKEN_TTL_DEFAULT = 3600
 TOKEN_TTL_MAX = 86400
 KEEPALIVE_SEC = 25.0  # a comment on an idle stream, so proxies keep it open
-BACKLOG_MAX = 500  # items resent to a stream that resumes with Last-Event-ID
+BACKLOG_PAGE = 500  # items read at a time for a stream that resumes with Last-Event-ID
 CORS_HEADERS = "Authorization, Content-Type, Last-Event-ID"
 TENANT: web.RequestKey[str] = web.RequestKey("tenant", str)  # whose person the request is for
 
@@ -87,7 +95,7 @@ async def post_token(request: web.Request) -> web.Response:
     now = ctx.clock.now_ms()
     secret = await ctx.store.signing_key(signed.tenant_key_name(key.tenant), now)
     expires = now // 1000 + ttl
-    return web.json_response({"token": signed.make_user_token(secret, key.tenant, user_id,
+    return json_response({"token": signed.make_user_token(secret, key.tenant, user_id,
                                                                expires),
                               "user_id": user_id, "expires_at": iso(expires * 1000)},
                              status=201)
@@ -99,7 +107,7 @@ async def post_token(request: web.Request) -> web.Response:
 async def get_preferences(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
-    return web.json_response(preferences.view(
+    return json_response(preferences.view(
         ctx.cfg, await ctx.store.get_recipient(tenant, user_id)))
 
 
@@ -111,7 +119,7 @@ async def put_preferences(request: web.Request) -> web.Response:
         raise ApiError("body_not_object", "send the preferences as a JSON object")
     prefs = preferences.parse(ctx.cfg, parse_object(body))
     await ctx.store.put_preferences(tenant, user_id, prefs, ctx.clock.now_ms())
-    return web.json_response(preferences.view(
+    return json_response(preferences.view(
         ctx.cfg, await ctx.store.get_recipient(tenant, user_id)))
 
 
@@ -154,7 +162,7 @@ async def get_inbox(request: web.Request) -> web.Response:
     tenant, user_id = await person(request)
     _query(request, frozenset({"before", "limit", "archived"}))
     limit_text = request.query.get("limit", str(PAGE_DEFAULT))
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= PAGE_MAX:
+    if not is_digits(limit_text) or not 1 <= int(limit_text) <= PAGE_MAX:
         raise ApiError("invalid_field", f"limit must be 1..{PAGE_MAX}", "limit")
     archived = request.query.get("archived", "false")
     if archived not in ("true", "false"):
@@ -165,14 +173,14 @@ async def get_inbox(request: web.Request) -> web.Response:
                                        limit + 1, archived == "true")
     more = len(items) > limit
     items = items[:limit]
-    return web.json_response({"items": [item_view(i) for i in items],
+    return json_response({"items": [item_view(i) for i in items],
                               "next": _cursor(items[-1]) if more else None})
 
 
 async def get_badge(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
-    return web.json_response({"unread": await ctx.store.badge(tenant, user_id)})
+    return json_response({"unread": await ctx.store.badge(tenant, user_id)})
 
 
 def _stops_on_read(request: web.Request) -> frozenset[str]:
@@ -192,7 +200,7 @@ async def post_read(request: web.Request) -> web.Response:
     if change.changed:
         ctx.hub.publish(tenant, user_id, Event("read", {"id": item_id}),
                         Event("badge", {"unread": change.badge}))
-    return web.json_response({"id": item_id, "read": True, "unread": change.badge,
+    return json_response({"id": item_id, "read": True, "unread": change.badge,
                               "resolved": bool(change.resolved)})
 
 
@@ -202,7 +210,7 @@ async def post_read_all(request: web.Request) -> web.Response:
     change = await ctx.store.read_all(tenant, user_id, ctx.clock.now_ms(),
                                       _stops_on_read(request))
     ctx.hub.publish(tenant, user_id, Event("badge", {"unread": 0}))
-    return web.json_response({"unread": 0, "resolved": len(change.resolved)})
+    return json_response({"unread": 0, "resolved": len(change.resolved)})
 
 
 async def post_archive(request: web.Request) -> web.Response:
@@ -215,7 +223,7 @@ async def post_archive(request: web.Request) -> web.Response:
     if change.changed:
         ctx.hub.publish(tenant, user_id, Event("archived", {"id": item_id}),
                         Event("badge", {"unread": change.badge}))
-    return web.json_response({"id": item_id, "archived": True, "unread": change.badge})
+    return json_response({"id": item_id, "archived": True, "unread": change.badge})
 
 
 async def get_stream(request: web.Request) -> web.StreamResponse:
@@ -226,47 +234,72 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     tenant, user_id = await person(request)
     _query(request, frozenset({"last_event_id"}))
     last_text = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
-    if last_text is not None and not last_text.isdigit():
+    if last_text is not None and not is_digits(last_text):
         raise ApiError("invalid_field", "Last-Event-ID must be an event id from this stream",
                        "Last-Event-ID")
     if ctx.hub.open >= ctx.cfg.server.max_streams:
         raise ApiError("overloaded", f"{ctx.hub.open} inbox streams are open "
                        "(server.max_streams)")
-    if ctx.guard is not None and request.transport is not None:
-        ctx.guard.release(request.transport)  # a stream is meant to stay open
+    lost = ctx.guard.release(request.transport) if ctx.guard is not None and \
+        request.transport is not None else None
     queue = ctx.hub.subscribe(tenant, user_id)
     response = web.StreamResponse(headers={
         "Content-Type": "text/event-stream", "Cache-Control": "no-cache",
         "X-Accel-Buffering": "no"})
+    response.force_close()  # a stream's connection ends with it, never back to keep-alive
     _cors_headers(request, response)
     try:
         await response.prepare(request)
         await response.write(b"retry: 3000\n\n")
         sent = int(last_text) if last_text is not None else 0
-        if last_text is not None:
-            for item in await ctx.store.inbox_since(tenant, user_id, sent, BACKLOG_MAX):
+        while last_text is not None:  # what the page missed, page by page, then live
+            missed = await ctx.store.inbox_since(tenant, user_id, sent, BACKLOG_PAGE)
+            for item in missed:
                 await response.write(Event("item", item_view(item), item.seq).encode())
                 sent = item.seq
+            if len(missed) < BACKLOG_PAGE:
+                break
         await response.write(Event("badge", {"unread": await ctx.store.badge(
             tenant, user_id)}).encode())
         while not ctx.closing.is_set():
-            try:
-                async with asyncio.timeout(KEEPALIVE_SEC):
-                    event = await queue.get()
-            except TimeoutError:
-                await response.write(b": keepalive\n\n")
-                continue
+            event = await _next_event(queue, lost)
             if event is CLOSE:
                 break
+            if event is None:
+                await response.write(b": keepalive\n\n")
+                continue
             if event.id is not None and event.id <= sent:
                 continue  # already sent from the rows while resuming
             await response.write(event.encode())
             sent = event.id or sent
     except ConnectionResetError:  # the page went away: nothing to answer
         pass
+    except Exception as e:  # noqa: BLE001 - the head is sent: an error page would corrupt it
+        log.warning("inbox stream of %s/%s ended: %s", tenant, user_id, type(e).__name__)
     finally:
         ctx.hub.unsubscribe(tenant, user_id, queue)
     return response
+
+
+async def _next_event(queue: asyncio.Queue[Event], lost: asyncio.Event | None) -> Event | None:
+    """The next event; None after KEEPALIVE_SEC of quiet; CLOSE once the page is gone."""
+    if lost is None:  # no guard (an app under test): a write finds a gone page
+        try:
+            async with asyncio.timeout(KEEPALIVE_SEC):
+                return await queue.get()
+        except TimeoutError:
+            return None
+    get, gone = asyncio.ensure_future(queue.get()), asyncio.ensure_future(lost.wait())
+    try:
+        await asyncio.wait({get, gone}, timeout=KEEPALIVE_SEC,
+                           return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not get.done():
+            get.cancel()
+    if get.done() and not get.cancelled():
+        return get.result()
+    return CLOSE if lost.is_set() else None
 
 
 # --- one-click unsubscribe (RFC 8058) ---------------------------------------------------------

@@ -23,7 +23,7 @@ from notifyd.httpkit import (
     user_id_of,
 )
 from notifyd.metrics import CONTENT_TYPE
-from notifyd.models import ApiKey, ResolveResult, iso
+from notifyd.models import ApiKey, ResolveResult, is_digits, iso
 from notifyd.openapi import spec
 from notifyd.recipients import device_view, parse_device, parse_recipient, recipient_view
 from notifyd.resolution import Ref
@@ -185,7 +185,7 @@ async def get_suppressions(request: web.Request) -> web.Response:
 def _limit(text: str | None, most: int = 1000) -> int:
     if text is None:
         return most
-    if not text.isdigit() or not 1 <= int(text) <= most:
+    if not is_digits(text) or not 1 <= int(text) <= most:
         raise ApiError("invalid_field", f"limit must be 1..{most}", "limit")
     return int(text)
 

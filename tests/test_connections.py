@@ -185,3 +185,38 @@ def test_inbox_streams_leave_the_connection_count_and_are_bounded(tmp_path: Path
             s.close()
         assert d.stop() == 0, d.stderr()
     assert "Traceback" not in d.stderr()
+
+
+def test_a_stream_whose_page_left_frees_its_place_at_once(tmp_path: Path) -> None:
+    """server.max_streams counts open pages: one that went away leaves at once, not at its
+    next keepalive."""
+    config = tmp_path / "n.toml"
+    config.write_text("[server]\nmax_streams = 2\n")
+    key = create_key(tmp_path / "n.db", config)
+    d = Daemon(tmp_path / "n.db", config=config)
+
+    def open_stream(user: str) -> tuple[socket.socket, bytes]:
+        s = socket.create_connection(("127.0.0.1", _port(d)), timeout=10)
+        s.sendall(f"GET /v1/users/{user}/inbox/stream HTTP/1.1\r\nHost: x\r\n"
+                  f"Authorization: Bearer {key}\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += s.recv(4096)
+        return s, head.split(b" ")[1]
+
+    try:
+        first = [open_stream(f"u{i}") for i in range(2)]
+        assert [status for _, status in first] == [b"200", b"200"]
+        for s, _ in first:
+            s.close()
+        deadline = time.monotonic() + 5  # bounded: the daemon hears the close at once
+        while True:
+            s, status = open_stream("u9")
+            s.close()
+            if status == b"200" or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert status == b"200"
+    finally:
+        assert d.stop() == 0, d.stderr()
+    assert "Traceback" not in d.stderr()

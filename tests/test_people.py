@@ -430,3 +430,31 @@ async def test_a_retry_goes_under_its_first_decision(tmp_path: Path) -> None:
         assert (step["status"], step["attempts"], step["pref_version"]) == ("sent", 2, 0)
         later = (await s.status(second))["steps"][0]
         assert (later["status"], later["pref_version"]) == ("suppressed", 1)
+
+
+async def test_a_stream_resuming_after_many_items_gets_them_all_in_pages(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from notifyd import people as people_module
+
+    monkeypatch.setattr(people_module, "BACKLOG_PAGE", 3)
+    async with people(tmp_path) as s:
+        first = await post(s, "report", what="zero")
+        seq = s.rows("SELECT seq FROM inbox_items WHERE notification_id = ?", first)[0][0]
+        later = [await post(s, "report", what=f"r{i}") for i in range(7)]
+        resp = await s.client.get("/v1/users/ada/inbox/stream",
+                                  headers={**auth(s), "Last-Event-ID": str(seq)})
+        events = await read_events(resp, 8)
+        assert [data["id"] for _, name, data in events if name == "item"] == later
+        assert events[-1][1:] == ("badge", {"unread": 8})
+        resp.close()
+
+
+@pytest.mark.parametrize(("path", "header"), [
+    ("/v1/users/ada/inbox?limit=²", {}),
+    ("/v1/users/ada/inbox/stream", {"Last-Event-ID": "²"}),
+])
+async def test_digits_that_are_not_ascii_are_refused_before_anything_starts(
+        tmp_path: Path, path: str, header: dict[str, str]) -> None:
+    async with people(tmp_path) as s:
+        r = await s.client.get(path, headers={**auth(s), **header})
+        assert r.status == 422 and r.headers["Content-Type"].startswith("application/json")

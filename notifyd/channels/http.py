@@ -94,7 +94,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)

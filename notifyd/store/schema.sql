@@ -1,4 +1,4 @@
--- user_version = 8
+-- user_version = 9
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -147,6 +147,7 @@ CREATE TABLE suppressions (
 CREATE INDEX digest_items_due ON digest_items (window_end) WHERE digest_id IS NULL;
 CREATE INDEX events_notification ON events (notification_id, at);
 CREATE INDEX inbox_page ON inbox_items (tenant, user_id, created_at DESC, notification_id DESC);
+CREATE INDEX inbox_since ON inbox_items (tenant, user_id, seq);
 CREATE INDEX inbox_unread ON inbox_items (tenant, user_id)
     WHERE read_at IS NULL AND archived_at IS NULL;
 CREATE UNIQUE INDEX notifications_dedup ON notifications (tenant, user_id, dedup_key);

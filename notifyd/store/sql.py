@@ -239,7 +239,7 @@ SELECT_INBOX_PAGE = f"""SELECT {INBOX_COLUMNS} FROM inbox_items INDEXED BY inbox
 WHERE tenant = ? AND user_id = ? AND (created_at, notification_id) < (?, ?)
     AND (? OR archived_at IS NULL)
 ORDER BY created_at DESC, notification_id DESC LIMIT ?"""
-SELECT_INBOX_SINCE = f"""SELECT {INBOX_COLUMNS} FROM inbox_items
+SELECT_INBOX_SINCE = f"""SELECT {INBOX_COLUMNS} FROM inbox_items INDEXED BY inbox_since
 WHERE tenant = ? AND user_id = ? AND seq > ? ORDER BY seq LIMIT ?"""
 SELECT_INBOX_ITEM = f"""SELECT {INBOX_COLUMNS} FROM inbox_items
 WHERE tenant = ? AND user_id = ? AND notification_id = ?"""

@@ -57,6 +57,7 @@ from notifyd.models import (
     StepState,
     Verdict,
     current_state,
+    is_digits,
     iso,
     message_key,
     normal_address,
@@ -813,7 +814,7 @@ def _match(c: sqlite3.Connection, r: Receipt) -> tuple[str, int] | None:
     for key in (r.key, message_key(r.message_id)):
         nid, _, rest = (key or "").partition(":")
         step = rest.partition(":")[0]
-        if nid and step.isdigit() and c.execute(
+        if nid and is_digits(step) and c.execute(
                 SELECT_RECEIPT_STEP, (nid, int(step))).fetchone() is not None:
             return nid, int(step)
     if r.provider_ref:
