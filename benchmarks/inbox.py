@@ -79,7 +79,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from channels import ROOT, child_env, die_with_parent, stop_proc, thread_cpu  # noqa: E402
 from httpload import Conn, closed_loop, percentile, post  # noqa: E402
-from receipts import STARTED, Daemon, loadavg, notifyd_cli  # noqa: E402
+from receipts import STARTED, Daemon, cpu_wait, loadavg, notifyd_cli  # noqa: E402
 
 import notifyd  # noqa: E402
 from notifyd.store.sql import SELECT_BADGE, SELECT_INBOX_PAGE, SELECT_INBOX_SINCE  # noqa: E402
@@ -519,11 +519,12 @@ class Bench:
                 for k in range(procs)]
         for kid in kids:
             kid.expect("ready", 60)
-        cpu0, t0 = thread_cpu(self.pid), time.perf_counter()
+        cpu0, wait0, t0 = thread_cpu(self.pid), cpu_wait(self.pid), time.perf_counter()
         for kid in kids:
             kid.send("go")
         results = [kid.result(spec["seconds"] + 60) for kid in kids]
         cpu1, wall = thread_cpu(self.pid), time.perf_counter() - t0
+        waited = cpu_wait(self.pid) - wait0
         lat = [x for r in results for x in r["lat"]]
         bad = Counter()
         for r in results:
@@ -531,13 +532,16 @@ class Bench:
         loop, rest = (b - a for a, b in zip(cpu0, cpu1, strict=True))
         seconds = max(r["wall"] for r in results)
         return {"lat": lat, "rate": len(lat) / seconds, "bad": dict(bad),
-                "loop": loop / wall, "rest": rest / wall,
+                "loop": loop / wall, "rest": rest / wall, "waited": waited / wall,
+                "per": (loop + rest) / max(len(lat), 1) * 1e6,
                 "client": sum(r["cpu"] for r in results) / seconds}
 
 
 def cpu_text(r: dict[str, Any]) -> str:
-    return (f"daemon CPU loop {r['loop']:.0%} + other threads {r['rest']:.0%}, client "
-            f"{r['client']:.0%}")
+    """The daemon's CPU (its event loop thread, its other threads), per request, and the time
+    its threads were runnable but waited for a CPU; the load generators' CPU."""
+    return (f"daemon CPU loop {r['loop']:.0%} + others {r['rest']:.0%} ({r['per']:.0f} us a "
+            f"request), waited for a CPU {r['waited']:.0%}; clients {r['client']:.0%}")
 
 
 # --- set-up: items through the API ------------------------------------------------------------
@@ -832,8 +836,8 @@ def fanout_tabs(b: Bench, n: int, token: str) -> dict[str, Any]:
             "after": after, "live": live}
 
 
-async def first_event(port: int, path: str, headers: dict[str, str]) -> tuple[int, float,
-                                                                              asyncio.StreamWriter]:
+async def first_event(port: int, path: str, headers: dict[str, str]) -> tuple[
+        int, float, asyncio.StreamReader, asyncio.StreamWriter]:
     """Open a stream: its status and the ms to its first badge event (or to the error answer)."""
     began = time.perf_counter()
     reader, writer = await asyncio.open_connection(HOST, port)
@@ -845,14 +849,14 @@ async def first_event(port: int, path: str, headers: dict[str, str]) -> tuple[in
             if not chunk:
                 break
             data += chunk
-    return int(data[9:12] or b"0"), (time.perf_counter() - began) * 1000, writer
+    return int(data[9:12] or b"0"), (time.perf_counter() - began) * 1000, reader, writer
 
 
 async def resumes(b: Bench, user: str, last_id: int, n: int) -> list[float]:
     times = []
     for _ in range(n):
-        status, ms, writer = await first_event(b.port, f"/v1/users/{user}/inbox/stream",
-                                               {**b.auth, "Last-Event-ID": str(last_id)})
+        status, ms, _, writer = await first_event(b.port, f"/v1/users/{user}/inbox/stream",
+                                                  {**b.auth, "Last-Event-ID": str(last_id)})
         writer.close()
         if status == 200:
             times.append(ms)
@@ -876,44 +880,82 @@ def resume_check(b: Bench) -> None:
               f"items: connect to its badge event {stats(times)} (10 times, one after another)")
 
 
-async def stale_rounds(port: int, auth: dict[str, str], n: int) -> list[Counter[int]]:
+async def until_eof(reader: asyncio.StreamReader, began: float, limit: float) -> float:
+    """Seconds from `began` until the stream's end (nan if it did not end within `limit`)."""
+    try:
+        async with asyncio.timeout(limit):
+            while await reader.read(65536):
+                pass
+    except TimeoutError:
+        return float("nan")
+    except OSError:
+        pass
+    return time.perf_counter() - began
+
+
+async def stale_rounds(daemon: Daemon, auth: dict[str, str], n: int) -> dict[str, Any]:
+    """Three rounds of n streams: the first closed by the client; the second at once after it;
+    after one new item to each user (which wakes the closed streams' handlers), the third, left
+    open while the daemon gets SIGTERM."""
     users = [f"t{i}" for i in range(n)]
-
-    async def round_of() -> tuple[Counter[int], list[asyncio.StreamWriter]]:
-        got = await asyncio.gather(*(first_event(port, f"/v1/users/{u}/inbox/stream", auth)
-                                     for u in users))
-        return Counter(s for s, _, _ in got), [w for _, _, w in got]
-
-    rounds = []
+    rounds: list[Counter[int]] = []
     for step in range(3):
-        statuses, writers = await round_of()
-        rounds.append(statuses)
-        for w in writers:
-            w.close()
+        got = await asyncio.gather(*(first_event(daemon.port, f"/v1/users/{u}/inbox/stream",
+                                                 auth) for u in users))
+        rounds.append(Counter(status for status, *_ in got))
+        if step == 2:
+            break
+        for *_, writer in got:
+            writer.close()
         await asyncio.sleep(0.5)
-        if step == 1:  # wake the closed streams' handlers: each writes, fails and unsubscribes
+        if step == 1:  # each closed stream's handler wakes, writes, fails and unsubscribes
             body = [post("/v1/notifications", item_body(u, i), auth) for i, u in enumerate(users)]
-            await closed_loop(HOST, port, 8, n, body.__getitem__)
+            await closed_loop(HOST, daemon.port, 8, n, body.__getitem__)
             await asyncio.sleep(0.5)
-    return rounds
+    began = time.perf_counter()
+    stopping = asyncio.create_task(asyncio.to_thread(daemon.stop))
+    ends = await asyncio.gather(*(until_eof(reader, began, 60) for _, _, reader, _ in got))
+    warnings = await stopping
+    return {"rounds": rounds, "ends": ends, "stop_s": time.perf_counter() - began,
+            "warnings": warnings}
 
 
 def stale_check(b: Bench) -> bool:
     """A second daemon with server.max_streams = 20: 20 streams opened and closed by their
-    client, then 20 again at once: are the closed ones still counted?"""
+    client, then 20 again at once: are the closed ones still counted? Then SIGTERM with 20
+    streams open: how soon do they end, and the daemon?"""
     n = 20
     daemon, key = b.start("stale", max_streams=n)
     try:
-        rounds = asyncio.run(stale_rounds(daemon.port, {"Authorization": f"Bearer {key}"}, n))
+        r = asyncio.run(stale_rounds(daemon, {"Authorization": f"Bearer {key}"}, n))
     finally:
         daemon.stop()
+    rounds = r["rounds"]
     held = rounds[1].get(200, 0) < n
     print(f"  closed streams still counted? (second daemon, server.max_streams = {n}): "
           f"{n} opened {dict(rounds[0])}, closed by the client; 0.5 s later {n} more "
           f"{dict(rounds[1])}; after one new item to each of those users, {n} more "
           f"{dict(rounds[2])}" + ("  -> YES: a stream whose client left stays open in the "
                                   "daemon until its next event or keepalive" if held else ""))
+    ends = [x for x in r["ends"] if x == x]
+    print(f"  SIGTERM with {n} streams open: they ended after {min(ends, default=float('nan')):.1f}"
+          f" to {max(ends, default=float('nan')):.1f} s ({len(r['ends']) - len(ends)} not within 60"
+          f" s); the daemon exited after {r['stop_s']:.1f} s (daemon.grace_sec 10)")
+    log_summary("the second daemon", r["warnings"])
+    b.figures["stop_with_streams"] = r["stop_s"]
     return held
+
+
+LOG_LINE = re.compile(r"^\S+ \S+ (WARNING|ERROR) (\S+): (.*)$")
+
+
+def log_summary(label: str, lines: list[str]) -> None:
+    """The daemon's warning and error log lines, counted by message (users' ids folded)."""
+    kinds = Counter(re.sub(r"/v1/users/[^/ ]+", "/v1/users/{u}", " ".join(m.groups()))
+                    for m in map(LOG_LINE.match, lines) if m)
+    if kinds:
+        print(f"  ! {label} logged: " + "; ".join(f"{n} x {text[:110]}"
+                                                  for text, n in kinds.most_common(4)))
 
 
 def part_streams(b: Bench) -> None:
@@ -1008,10 +1050,10 @@ def run(b: Bench) -> None:
         if "streams" in args.only:
             part_streams(b)
     finally:
+        began = time.perf_counter()
         warnings = b.daemon.stop()
-        if warnings:
-            print(f"  ! the daemon logged {len(warnings)} warning/error line(s), e.g. "
-                  f"{warnings[0][:300]}")
+        print(f"\nthe daemon stopped (SIGTERM to exit) in {time.perf_counter() - began:.1f} s")
+        log_summary("the daemon", warnings)
 
 
 def parse_args() -> argparse.Namespace:
