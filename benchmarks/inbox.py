@@ -75,6 +75,9 @@ from pathlib import Path
 from queue import Empty, Queue
 from typing import Any
 
+import aiosqlite
+import orjson
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from channels import ROOT, child_env, die_with_parent, stop_proc, thread_cpu  # noqa: E402
@@ -82,6 +85,8 @@ from httpload import Conn, closed_loop, percentile, post  # noqa: E402
 from receipts import STARTED, Daemon, cpu_wait, loadavg, notifyd_cli  # noqa: E402
 
 import notifyd  # noqa: E402
+from notifyd.people import item_view  # noqa: E402
+from notifyd.store import InboxItem  # noqa: E402
 from notifyd.store.sql import SELECT_BADGE, SELECT_INBOX_PAGE, SELECT_INBOX_SINCE  # noqa: E402
 
 HOST = "127.0.0.1"
@@ -668,6 +673,58 @@ def sql_alone(b: Bench) -> None:
         conn.close()
 
 
+def us_per(fn: Callable[[], Any], n: int = 300) -> float:
+    """Median microseconds of one call of fn, over n calls."""
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e6)
+    return percentile(times, 50)
+
+
+async def aiosqlite_us(db: Path, args: tuple[Any, ...], n: int = 300) -> float:
+    """The page query as the daemon's store runs it (aiosqlite: execute, fetchall and close,
+    each a hop to its thread and back; notifyd/store/sqlite.py _fetchall), median us."""
+    conn = await aiosqlite.connect(f"file:{db}?mode=ro", uri=True)
+    conn.row_factory = aiosqlite.Row
+    times = []
+    try:
+        for _ in range(n):
+            t = time.perf_counter()
+            async with conn.execute(SELECT_INBOX_PAGE, args) as cur:
+                list(await cur.fetchall())
+            times.append((time.perf_counter() - t) * 1e6)
+    finally:
+        await conn.close()
+    return percentile(times, 50)
+
+
+def page_cpu(b: Bench) -> None:
+    """Where a page's CPU goes, stage by stage, with notifyd's own functions in this process:
+    the query, the rows into InboxItems, item_view (two iso() datetimes an item), the JSON
+    body as web.json_response makes it (stdlib json.dumps), orjson for comparison."""
+    conn = sqlite3.connect(f"file:{b.db}?mode=ro", uri=True, timeout=10)
+    conn.row_factory = sqlite3.Row
+    args = (TENANT, HEAVY, 2**62, "", False, PAGE + 1)
+    try:
+        rows = conn.execute(SELECT_INBOX_PAGE, args).fetchall()
+        sql = us_per(lambda: conn.execute(SELECT_INBOX_PAGE, args).fetchall())
+    finally:
+        conn.close()
+    items = [InboxItem(*r) for r in rows]
+    page = {"items": [item_view(i) for i in items[:PAGE]], "next": "x" * 40}
+    parts = {"query (sqlite3, sync)": sql,
+             "query through aiosqlite": asyncio.run(aiosqlite_us(b.db, args)),
+             "rows -> InboxItem": us_per(lambda: [InboxItem(*r) for r in rows]),
+             "item_view x 50": us_per(lambda: [item_view(i) for i in items[:PAGE]]),
+             "json.dumps (json_response)": us_per(lambda: json.dumps(page).encode()),
+             "orjson.dumps instead": us_per(lambda: orjson.dumps(page))}
+    print("  where a first page's CPU goes, notifyd's functions timed in this process (median "
+          "us): " + ", ".join(f"{k} {v:.0f}" for k, v in parts.items())
+          + f"; the body is {len(json.dumps(page))} bytes")
+
+
 def part_pages(b: Bench) -> None:
     print(f"\n== 1. pages of {PAGE} for a user with {b.args.items} items (load average "
           f"{loadavg()}) ==")
@@ -683,6 +740,7 @@ def part_pages(b: Bench) -> None:
                   f"pages, {r['rate']:5.0f}/s, {stats(r['lat'])}"
                   + (f", non-200 {r['bad']}" if r["bad"] else "") + f"; {cpu_text(r)}")
     sql_alone(b)
+    page_cpu(b)
     print(mem_line("after the pages", memory(b.pid)))
     print(f"  (load average {loadavg()} at the end of part 1)")
 
