@@ -33,6 +33,7 @@ SCHEDULE_RE = re.compile(r"^(hourly|daily ([01][0-9]|2[0-3]):[0-5][0-9]|"
                          r"weekly (mon|tue|wed|thu|fri|sat|sun) ([01][0-9]|2[0-3]):[0-5][0-9])$")
 URGENCIES = ("urgent", "normal")
 SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 ORIGIN_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
 SEND_SLACK_SEC = 5.0  # a send gets this long beyond its channel timeout before it is unknown
 
@@ -101,6 +102,9 @@ class DaemonConfig:
     grace_sec: float = doc("On SIGTERM, how long in-flight sends may finish before exit.", 10.0)
     ready_max_due_lag_sec: float = doc("GET /readyz fails while the oldest due step has waited "
                                        "longer than this.", 60.0)
+    event_loop: str = doc('"asyncio" (the standard event loop), "uvloop" (a faster drop-in on '
+                          'libuv; out of file descriptors, it closes new connections at once '
+                          'and says nothing) or "auto" (uvloop when installed).', "asyncio")
 
 
 @dataclass(frozen=True)
@@ -426,6 +430,8 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(cfg.scanner.lease_sec > 0, "scanner.lease_sec", "must be > 0")
     need(cfg.daemon.grace_sec >= 0, "daemon.grace_sec", "must be >= 0")
     need(cfg.daemon.ready_max_due_lag_sec > 0, "daemon.ready_max_due_lag_sec", "must be > 0")
+    need(cfg.daemon.event_loop in EVENT_LOOPS, "daemon.event_loop",
+         f"must be one of {', '.join(EVENT_LOOPS)}")
     for name, ch in cfg.channels.items():
         k = f"channels.{name}"
         need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")

@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -257,10 +258,12 @@ class Daemon:
     def _started(self, ctx: Context) -> None:
         cfg = self.cfg
         config = str(Path(self.config_path).resolve()) if self.config_path else "built-in"
+        loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
         log.info("notifyd %s listening on http://%s:%s; database %s; config %s; channels %s; "
-                 "kinds %s", __version__, cfg.server.host, self.port, ctx.store.url, config,
+                 "kinds %s; event loop %s", __version__, cfg.server.host, self.port,
+                 ctx.store.url, config,
                  ", ".join(f"{n} ({c.type})" for n, c in sorted(cfg.channels.items())),
-                 ", ".join(sorted(cfg.kinds)))
+                 ", ".join(sorted(cfg.kinds)), loop)
 
 
 def serve(cfg: Config, config_path: str | None = None, access_log: bool = False) -> None:
@@ -286,4 +289,20 @@ def serve(cfg: Config, config_path: str | None = None, access_log: bool = False)
     # loop; the default 5 ms switch interval leaves it waiting, and accepts with it. 1 ms
     # measured about 20% more accepts/s (benchmarks/accept.py).
     sys.setswitchinterval(0.001)
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=loop_factory(cfg.daemon.event_loop)) as runner:
+        runner.run(main())
+
+
+def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop to run on: uvloop's (a drop-in on libuv, cheaper per callback and per
+    socket event) when asked for or, with "auto", when installed; else the standard one."""
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise StartError("daemon.event_loop is uvloop, but uvloop is not installed "
+                             "(pip install uvloop)") from None
+        return None
+    return uvloop.new_event_loop

@@ -19,6 +19,7 @@ import errno
 import itertools
 import logging
 import socket
+import typing
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -53,10 +54,10 @@ class Guarded(asyncio.Protocol):
         inner.__class__ = JsonErrors  # the same object, answering parse errors in our shape
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses; they have its methods.
+        self.transport = typing.cast(asyncio.Transport, transport)
         if not self.guard.admit(self):
-            transport.abort()
+            self.transport.abort()
             return
         self.admitted = True
         self.inner.connection_made(transport)

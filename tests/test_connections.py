@@ -220,3 +220,28 @@ def test_a_stream_whose_page_left_frees_its_place_at_once(tmp_path: Path) -> Non
     finally:
         assert d.stop() == 0, d.stderr()
     assert "Traceback" not in d.stderr()
+
+
+def test_the_daemon_runs_on_uvloop_too(tmp_path: Path) -> None:
+    """daemon.event_loop = "uvloop": the same API, the same guard (a slowloris beside a healthy
+    client), on libuv's transports."""
+    config = tmp_path / "n.toml"
+    config.write_text("[server]\nmax_connections = 20\n[daemon]\nevent_loop = \"uvloop\"\n")
+    key = create_key(tmp_path / "n.db", config)
+    d = Daemon(tmp_path / "n.db", config=config)
+    sockets: list[socket.socket] = []
+    try:
+        assert "event loop uvloop" in d.stderr()
+        request = urllib.request.Request(
+            f"{d.url}/v1/notifications", method="POST",
+            data=json.dumps({"user_id": "u1", "kind": "demo", "params": {}}).encode(),
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            assert resp.status == 202
+        sockets += _half_open(_port(d), 40)
+        assert _healthy(d, tries=20) == 200
+    finally:
+        for s in sockets:
+            s.close()
+        assert d.stop() == 0, d.stderr()
+    assert "Traceback" not in d.stderr()
