@@ -9,6 +9,7 @@ the engine moves only when a test calls `tick()` / `settle()`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 from collections.abc import AsyncIterator
@@ -21,6 +22,7 @@ from click.testing import CliRunner, Result
 from engine_support import (
     MAILER,
     Engine,
+    MailerSettings,
     Provider,
     Seen,
     accepted,
@@ -37,7 +39,16 @@ from engine_support import (
     webhook,
 )
 
-from notifyd.channels.base import Failed, Unknown
+from notifyd.channels.base import (
+    ChannelType,
+    Failed,
+    Message,
+    Outcome,
+    Rendered,
+    RenderInput,
+    Unknown,
+    standard_payload,
+)
 from notifyd.cli import main
 from notifyd.clock import FakeClock
 from notifyd.config import ChannelConfig, KindConfig, LadderStep
@@ -633,3 +644,61 @@ async def test_the_next_steps_window_starts_when_the_step_before_it_was_sent(
             shown = "\n".join(timeline(await e.record(nid), e.now))
             assert "step 1 hook: attempt 1 started (step 0's 60 s window ended unresolved)" in shown
             assert "step 0 hook: timed out" in shown and "step 1 hook: timed out" not in shown
+
+
+# --- the sender's own deadline and a stop past the grace --------------------------------------
+
+
+class Stuck:
+    """An adapter that never answers and ignores its own timeout: the sender's deadline
+    (timeout_sec + SEND_SLACK_SEC) is what ends the send."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+
+    def render(self, step: RenderInput) -> Rendered:
+        return Rendered("nowhere", standard_payload(step))
+
+    async def send(self, message: Message) -> Outcome:
+        self.started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        pass
+
+
+STUCK = ChannelType("stuck", "test: never answers", MailerSettings, None,
+                    lambda name, settings, limits: Stuck(), medium=None)
+
+
+async def test_a_send_that_never_answers_ends_unknown_at_the_senders_deadline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("notifyd.sender.SEND_SLACK_SEC", 0.05)
+    kinds = {"k": KindConfig(ladder=(LadderStep("hook"),))}
+    with registered(STUCK):
+        channel = dataclasses.replace(webhook("http://127.0.0.1:9/"), type="stuck",
+                                      settings=MailerSettings(), timeout_sec=0.05)
+        async with engine(tmp_path, {"hook": channel}, kinds) as e:
+            nid = await e.accept()
+            await e.cycle()
+            step = await e.step(nid, 0)
+    assert step["state"] == "unknown"
+    assert "no answer within the send timeout" in step["reason"]
+
+
+async def test_a_send_cancelled_past_the_grace_gives_its_lease_back(tmp_path: Path) -> None:
+    kinds = {"k": KindConfig(ladder=(LadderStep("hook"),))}
+    with registered(STUCK):
+        channel = dataclasses.replace(webhook("http://127.0.0.1:9/"), type="stuck",
+                                      settings=MailerSettings())
+        async with engine(tmp_path, {"hook": channel}, kinds) as e:
+            nid = await e.accept()
+            await e.tick()
+            stuck = e.pool.channels["hook"].adapter
+            assert isinstance(stuck, Stuck)
+            await asyncio.wait_for(stuck.started.wait(), 10)
+            await e.pool.drain(0.01)
+            step = await e.step(nid, 0)
+    assert step["state"] == "unknown"
+    assert step["reason"] == "interrupted: notifyd stopped during the send"
