@@ -11,8 +11,9 @@ Processes, so that no client's CPU is counted as the daemon's:
   header prints the notifyd/__init__.py it imports; the port is read from its "listening on" log
   line), with one kind "soak" whose ladder is three steps on one `webhook` channel, a window of
   2 s after each sent step (step 0 due at accept, step 1 2 s after step 0 was sent, step 2 2 s
-  after step 1), the channel's token bucket out of the way (rate_per_sec 1e6, burst 1e6) and 64
-  sends per lane; store.synchronous FULL (the default); daemon.event_loop from --event-loop;
+  after step 1), the channel's token bucket out of the way (rate_per_sec 1e6, burst 1e6) and
+  --concurrency (64) sends per lane; store.synchronous FULL (the default); daemon.event_loop
+  from --event-loop;
 - the receiver, benchmarks/provider.py: answers 200 at once and records each call's wall-clock
   arrival (ns) and its Idempotency-Key `{notification_id}:{step_no}`;
 - the accept generator (`--gen accepts`): POST /v1/notifications open loop, request i due at
@@ -124,8 +125,8 @@ url = "http://127.0.0.1:{receiver}/hook"
 timeout_sec = 10
 rate_per_sec = 1000000.0
 burst = 1000000
-urgent_concurrency = 64
-bulk_concurrency = 64
+urgent_concurrency = {concurrency}
+bulk_concurrency = {concurrency}
 [kinds.{kind}]
 ttl_sec = 3600
 ladder = [ {{ channel = "hook", timeout_sec = {w} }}, {{ channel = "hook", timeout_sec = {w} }},
@@ -467,13 +468,53 @@ def start_profile(args: argparse.Namespace, work: Path, pid: int) -> tuple[Any, 
         print("  ! --profile: py-spy not found; no profile")
     if exe is None:
         return None
-    out = work / "profile.speedscope.json"
+    # --gil: only the thread holding the GIL is sampled, so the profile shows what the one core
+    # the interpreter can use is spent on; raw (folded stacks) is what profile_summary reads.
+    out = work / "profile.folded"
     proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--duration", str(int(args.seconds)),
-                             "--rate", "100", "--nonblocking", "--threads", "--format",
-                             "speedscope", "--output", str(out)],
+                             "--rate", "200", "--nonblocking", "--threads", "--gil", "--format",
+                             "raw", "--output", str(out)],
                             stdout=subprocess.DEVNULL, stderr=(work / "py-spy.log").open("wb"))
     STARTED.append(proc)
     return proc, out
+
+
+# Where a sample's stack says the GIL holder is: the first pattern found in its frames, leaf
+# first, names the part of the daemon (a rough map from code to the issue's costs).
+PARTS = (("writer (SQLite work)", ("store/writer.py", "store/sqlite.py")),
+         ("sending (adapter, aiohttp client)", ("channels/", "aiohttp/client", "aiohttp/connector")),
+         ("HTTP API (aiohttp server, handlers)", ("aiohttp/web", "aiohttp/http_", "notifyd/web.py",
+                                                  "notifyd/ingest.py", "notifyd/httpkit.py",
+                                                  "notifyd/guard.py")),
+         ("scanner and sender pool", ("notifyd/scanner.py", "notifyd/sender.py")),
+         ("aiosqlite reader", ("aiosqlite/",)),
+         ("event loop plumbing", ("asyncio/", "uvloop/", "selectors.py")))
+
+
+def profile_summary(path: Path, top: int = 25) -> None:
+    """The GIL holder's samples by part of the daemon and its 25 busiest leaf functions."""
+    parts: Counter[str] = Counter()
+    leaves: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        frames = stack.split(";")
+        total += n
+        leaves[re.sub(r"\(/\S*?/(site-packages|python3\.\d+|notifyd)/", "(", frames[-1])] += n
+        part = next((name for frame in reversed(frames) for name, marks in PARTS
+                     if any(m in frame for m in marks)), "other")
+        parts[part] += n
+    if not total:
+        return
+    print(f"  GIL held in {total} samples; by part (innermost match):")
+    for name, n in parts.most_common():
+        print(f"    {100 * n / total:5.1f}%  {name}")
+    print("  busiest leaf functions:")
+    for name, n in leaves.most_common(top):
+        print(f"    {100 * n / total:5.1f}%  {name}")
 
 
 def wait_until(limit: float, probe: Any) -> float | None:
@@ -757,7 +798,7 @@ def header(args: argparse.Namespace) -> None:
     print(f"run: accepts at {args.rate:.0f}/s for {args.seconds:.0f} s open loop ({ACCEPT_POOL} "
           f"keep-alive connections), every even one resolved {RESOLVE_AFTER_S:.0f} s after its 202 "
           f"({RESOLVE_POOL} connections); ladder of 3 webhook steps, {WINDOW_SEC} s windows; "
-          f"synchronous FULL; event loop {args.event_loop}")
+          f"{args.concurrency} sends per lane; synchronous FULL; event loop {args.event_loop}")
 
 
 def summary(args: argparse.Namespace, figures: dict[str, Any], counts: dict[str, int]) -> None:
@@ -798,8 +839,10 @@ def report(args: argparse.Namespace, ph: Phase, db: Path, work: Path, calls: Pat
     finally:
         conn.close()
     if ph.profile is not None:
-        print(f"profile (py-spy, speedscope format): {ph.profile}"
+        print(f"profile (py-spy --gil, folded stacks): {ph.profile}"
               + ("" if ph.profile.exists() else f" MISSING; see {work / 'py-spy.log'}"))
+        if ph.profile.exists():
+            profile_summary(ph.profile)
     summary(args, {"accept": a, "lag": lag, "rss": rss, "load_end": ph.load_end}, counts)
     return complete and not any(counts.values())
 
@@ -808,7 +851,7 @@ def run(args: argparse.Namespace, work: Path) -> bool:
     db, cfg = work / "notifyd.db", work / "notifyd.toml"
     receiver = Receiver()
     cfg.write_text(CONFIG.format(db=db, event_loop=args.event_loop, receiver=receiver.port,
-                                 kind=KIND, w=WINDOW_SEC))
+                                 kind=KIND, w=WINDOW_SEC, concurrency=args.concurrency))
     api_key = notifyd_cli(cfg, "keys", "create", "--name", "soak").split()[0]
     daemon = Daemon(cfg, work)
     m = re.search(r"event loop (\w+)", daemon.log.read_text(errors="replace"))
@@ -831,9 +874,11 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="100/s for 10 s")
     ap.add_argument("--event-loop", default="asyncio", choices=("asyncio", "uvloop", "auto"),
                     help="the daemon's [daemon] event_loop")
+    ap.add_argument("--concurrency", type=int, default=64,
+                    help="the channel's sends in flight per lane (64)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--profile", action="store_true",
-                    help="py-spy record the daemon over the timed phase (speedscope); keeps the "
+                    help="py-spy record the daemon over the timed phase (GIL holder, folded); keeps the "
                          "scratch folder")
     ap.add_argument("--gen", nargs=2, metavar=("WHAT", "SPEC"), help=argparse.SUPPRESS)
     args = ap.parse_args()
