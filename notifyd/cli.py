@@ -293,7 +293,9 @@ def resolve(ctx: click.Context, ref: str, tenant: str, what: str) -> None:
 
     async def run(store: Store) -> str:
         n = await _find(store, ref, tenant)
-        r = await resolution.resolve(store, n.id, what, "cli", SystemClock().now_ms())
+        r = await resolution.resolve(store, resolution.Ref(notification_id=n.id), what, "cli",
+                                     SystemClock().now_ms())
+        assert r is not None  # just found, and notifications are never deleted
         if not r.changed:
             return f"{r.notification_id} was already resolved: {r.resolution}"
         return (f"{r.notification_id} resolved: {r.resolution}; cancelled "

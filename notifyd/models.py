@@ -342,6 +342,7 @@ class ResolveResult:
     changed: bool  # False: an earlier resolution had already won
     cancelled_steps: int
     depth: int = 0  # steps that had gone out when it was resolved (the escalation depth)
+    kind: str = ""
 
 
 @dataclass(frozen=True, slots=True)

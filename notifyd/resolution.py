@@ -59,22 +59,17 @@ async def find(store: Store, ref: Ref, tenant: str | None) -> Notification | Non
     return n
 
 
-async def find_head(store: Store, ref: Ref, tenant: str) -> tuple[str, str] | None:
-    """(id, kind) of the notification `ref` names in `tenant`, without reading its steps: what
-    resolving needs (the hot path: producers resolve as often as they post)."""
+async def resolve(store: Store, ref: Ref, resolution: str, by: str, now: int,
+                  tenant: str | None = None, kinds: tuple[str, ...] = ()
+                  ) -> ResolveResult | None:
+    """Resolve once; a later call reports the first resolution unchanged. With `tenant` (and
+    `kinds`), what lies outside them is not found (None). By id this is one write, the scope
+    checked inside it (the hot path: producers resolve as often as they post); a user and
+    dedup key are looked up first, within the tenant (operators: "default")."""
     nid = ref.notification_id
     if nid is None:
         assert ref.user_id is not None and ref.dedup_key is not None
-        nid = await store.find_by_dedup(tenant, ref.user_id, ref.dedup_key)
-    head = await store.head(nid) if nid else None
-    if nid is None or head is None or head[0] != tenant:
-        return None
-    return nid, head[1]
-
-
-async def resolve(store: Store, notification_id: str, resolution: str, by: str,
-                  now: int) -> ResolveResult:
-    """Resolve once; a later call reports the first resolution unchanged."""
-    r = await store.resolve(notification_id, resolution, by, now)
-    assert r is not None  # it was found in this store, and notifications are never deleted
-    return r
+        nid = await store.find_by_dedup(tenant or "default", ref.user_id, ref.dedup_key)
+        if nid is None:
+            return None
+    return await store.resolve(nid, resolution, by, now, tenant, kinds)

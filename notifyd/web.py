@@ -85,15 +85,13 @@ async def get_notification(request: web.Request) -> web.Response:
 async def _resolve(request: web.Request, key: ApiKey, ref: Ref,
                    data: dict[str, Any]) -> web.Response:
     ctx = request.app[CTX]
-    found = await resolution.find_head(ctx.store, ref, key.tenant)
-    if found is None or not key.allows(found[1]):
-        _not_found(ref)
-    nid, kind = found
     what = get_str(data, "resolution", required=False, max_len=200)
-    r = await resolution.resolve(ctx.store, nid, what or resolution.DEFAULT_RESOLUTION,
-                                 f"key:{key.name}", ctx.clock.now_ms())
+    r = await resolution.resolve(ctx.store, ref, what or resolution.DEFAULT_RESOLUTION,
+                                 f"key:{key.name}", ctx.clock.now_ms(), key.tenant, key.kinds)
+    if r is None:
+        _not_found(ref)
     if r.changed:
-        ctx.metrics.resolved(kind, r.depth, r.cancelled_steps)
+        ctx.metrics.resolved(r.kind, r.depth, r.cancelled_steps)
     return _resolved(r)
 
 

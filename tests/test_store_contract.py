@@ -112,6 +112,16 @@ class TestStoreContract:
         n = await store.get_notification("n_1")
         assert n is not None and n.state == "resolved" and n.resolved_by == "key:k"
 
+    async def test_a_scoped_resolution_sees_only_its_tenant_and_kinds(self, store: Store) -> None:
+        await _accept(store, "n_1", "a", "b")  # tenant acme, kind k
+        assert await store.resolve("n_1", "x", "key:o", NOW, tenant="other") is None
+        assert await store.resolve("n_1", "x", "key:o", NOW, "acme", ("other-kind",)) is None
+        n = await store.get_notification("n_1")
+        assert n is not None and n.resolved_at is None  # nothing written out of scope
+        r = await store.resolve("n_1", "paid", "key:k", NOW + 5, "acme", ("k",))
+        assert r is not None and (r.changed, r.kind, r.resolved_at, r.depth) == (
+            True, "k", NOW + 5, 0)
+
     async def test_the_claim_judges_each_due_step_on_what_it_read(self, store: Store) -> None:
         await _accept(store, "n_1", "a")
         await _accept(store, "n_2", "a", user="u2")

@@ -66,9 +66,8 @@ INSERT_EVENT = "INSERT INTO events (notification_id, step_no, at, what) VALUES (
 
 RESOLVE = """UPDATE notifications SET resolved_at = ?, resolution = ?, resolved_by = ?
 WHERE id = ? AND resolved_at IS NULL"""
-SELECT_RESOLUTION = "SELECT resolved_at, resolution FROM notifications WHERE id = ?"
-# Who may see a notification (its tenant and kind), without reading its steps.
-SELECT_HEAD = "SELECT tenant, kind FROM notifications WHERE id = ?"
+SELECT_RESOLUTION = """SELECT resolved_at, resolution, tenant, kind FROM notifications
+WHERE id = ?"""
 # The escalation depth at resolution: the last step that had gone out.
 SELECT_DEPTH = """SELECT coalesce(max(step_no) + 1, 0) FROM steps
 WHERE notification_id = ? AND state IN ('sent', 'delivered', 'sending', 'unknown')"""

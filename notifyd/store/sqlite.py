@@ -133,7 +133,6 @@ from notifyd.store.sql import (
     SELECT_DUE,
     SELECT_DUE_DIGESTS,
     SELECT_EVENTS,
-    SELECT_HEAD,
     SELECT_INBOX_ITEM,
     SELECT_INBOX_PAGE,
     SELECT_INBOX_SINCE,
@@ -484,29 +483,30 @@ class SqliteStore:
 
     # --- resolution --------------------------------------------------------------------------
 
-    async def resolve(self, notification_id: str, resolution: str, by: str,
-                      now: int) -> ResolveResult | None:
-        """Resolve once; the first resolution wins and later calls report it unchanged."""
+    async def resolve(self, notification_id: str, resolution: str, by: str, now: int,
+                      tenant: str | None = None, kinds: tuple[str, ...] = ()
+                      ) -> ResolveResult | None:
+        """Resolve once; the first resolution wins and later calls report it unchanged.
+        With `tenant` (and `kinds`, empty: any), a notification outside them is not found
+        and nothing is written: an API key's scope checked in the same transaction, so
+        resolving by id is one trip to the writer (issue 14's soak)."""
 
         def op(c: sqlite3.Connection) -> ResolveResult | None:
-            changed = c.execute(RESOLVE, (now, resolution, by, notification_id)).rowcount > 0
             row = c.execute(SELECT_RESOLUTION, (notification_id,)).fetchone()
-            if row is None:
+            if row is None or (tenant is not None and row["tenant"] != tenant) or (
+                    kinds and row["kind"] not in kinds):
                 return None
-            cancelled = depth = 0
-            if changed:
-                depth = c.execute(SELECT_DEPTH, (notification_id,)).fetchone()[0]
-                cancelled = c.execute(CANCEL_PENDING, (
-                    f"resolved: {resolution}", now, notification_id)).rowcount
-            return ResolveResult(notification_id, row["resolution"], row["resolved_at"],
-                                 changed, cancelled, depth)
+            changed = c.execute(RESOLVE, (now, resolution, by, notification_id)).rowcount > 0
+            if not changed:
+                return ResolveResult(notification_id, row["resolution"], row["resolved_at"],
+                                     False, 0, 0, row["kind"])
+            depth = c.execute(SELECT_DEPTH, (notification_id,)).fetchone()[0]
+            cancelled = c.execute(CANCEL_PENDING, (
+                f"resolved: {resolution}", now, notification_id)).rowcount
+            return ResolveResult(notification_id, resolution, now, True, cancelled, depth,
+                                 row["kind"])
 
         return await self.write(op)
-
-    async def head(self, notification_id: str) -> tuple[str, str] | None:
-        """(tenant, kind) of a notification: who may see it, in one indexed read."""
-        row = await self._fetchone(SELECT_HEAD, (notification_id,))
-        return (row[0], row[1]) if row else None
 
     async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None:
         row = await self._fetchone(SELECT_DEDUP, (tenant, user_id, dedup_key))
