@@ -319,7 +319,7 @@ TOKEN_ENDPOINT_CASES: list[tuple[str, Reply, str]] = [
      "access token: HTTP 200 without a usable access_token"),
     ("200 token with CRLF", answer(200, {"access_token": "a\r\nX-Evil: 1", "expires_in": 60}),
      "access token: HTTP 200 without a usable access_token"),
-    ("dropped", drop(), "access token: connection failed: ServerDisconnectedError"),
+    ("dropped", drop(), "access token: connection lost after sending: closed by the peer"),
 ]
 
 
@@ -414,7 +414,7 @@ CASES: list[tuple[str, Reply, type, str, float | None]] = [
     ("302", answer(302, headers={"Location": "https://elsewhere.example/"}), Failed,
      "HTTP 302: redirected; check base_url", None),
     ("408 bare", answer(408), Failed, "HTTP 408", None),
-    ("dropped", drop(), Unknown, "connection lost after sending: ServerDisconnectedError", None),
+    ("dropped", drop(), Unknown, "connection lost after sending: closed by the peer", None),
 ]
 
 
@@ -502,13 +502,15 @@ async def test_a_refused_token_endpoint_is_failed(settings: FcmSettings) -> None
         await ch.close()
 
 
-async def test_close_closes_the_session(channel: FcmChannel) -> None:
+async def test_close_closes_the_connections_and_a_later_send_opens_more(
+        channel: FcmChannel) -> None:
     await channel.send(message(channel, step(TOKEN_A)))
-    session = channel._session
-    assert session is not None
+    kept = [c for idle in channel.http._idle.values() for c in idle]
+    assert kept
     await channel.close()
-    assert session.closed and channel._session is None
+    assert all(c.closed for c in kept) and not channel.http._idle
     await channel.close()  # twice is harmless
+    assert isinstance(answers(await channel.send(message(channel, step(TOKEN_A))))[0], Sent)
 
 
 # --- settings ------------------------------------------------------------------------------

@@ -347,7 +347,7 @@ async def test_a_held_answer_is_unknown_and_a_refused_connection_failed(
     got = answers(await ch.send(freeze(ch, step(held, dropped, refused))))
     assert got == {
         "held": Unknown("timeout: the push service may have the message"),
-        "dropped": Unknown("connection lost after sending: ServerDisconnectedError"),
+        "dropped": Unknown("connection lost after sending: closed by the peer"),
         "refused": Failed("connect failed: ConnectionRefusedError")}
     await ch.close()
 

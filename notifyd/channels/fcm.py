@@ -41,9 +41,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
-import aiohttp
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from yarl import URL
@@ -62,7 +61,8 @@ from notifyd.channels.base import (
     RenderInput,
     Sent,
 )
-from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code, read_bounded
+from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
+from notifyd.channels.wire import Client, NotSent, WireError
 from notifyd.clock import Clock, SystemClock
 from notifyd.fields import doc
 
@@ -221,7 +221,7 @@ class AccessTokens:
     def _cached(self) -> str | None:
         return self._token if self._token and self._now() < self._refresh_at else None
 
-    async def get(self, session: aiohttp.ClientSession, timeout: float) -> str:
+    async def get(self, http: Client, timeout: float) -> str:
         if token := self._cached():
             return token
         seen = self._finished
@@ -231,7 +231,7 @@ class AccessTokens:
             if self._finished != seen and self._failure is not None:
                 raise TokenError(self._failure)  # it failed while we waited: do not pile on
             try:
-                token, expires_in = await self._fetch(session, timeout)
+                token, expires_in = await self._fetch(http, timeout)
             except TokenError as e:
                 self._failure = e.reason
                 raise
@@ -247,16 +247,16 @@ class AccessTokens:
         if self._token == token:
             self._token = None
 
-    async def _fetch(self, session: aiohttp.ClientSession, timeout: float) -> tuple[str, float]:
+    async def _fetch(self, http: Client, timeout: float) -> tuple[str, float]:
         # Signing takes about a millisecond, once an hour; a thread keeps it off the loop anyway.
         jwt = await asyncio.to_thread(self.account.assertion, self.token_url, int(self._now()))
-        form = {"grant_type": JWT_BEARER, "assertion": jwt}
+        form = urlencode({"grant_type": JWT_BEARER, "assertion": jwt}).encode()
         try:
-            async with session.post(self.token_url, data=form, allow_redirects=False,
-                                    timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                status, body = resp.status, await read_bounded(resp)
-        except (aiohttp.ClientError, TimeoutError) as e:
+            answer = await http.post(self.token_url, form, {
+                "Content-Type": "application/x-www-form-urlencoded"}, timeout)
+        except (WireError, TimeoutError) as e:
             raise TokenError(f"access token: {_transport(e)}") from None
+        status, body = answer.status, answer.body
         data = parse_json(body)
         if status != 200 or not isinstance(data, dict):
             raise TokenError(f"access token: HTTP {status}{provider_code(data, ('error',))}")
@@ -270,11 +270,11 @@ class AccessTokens:
 
 
 def _transport(e: BaseException) -> str:
-    if isinstance(e, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
+    if isinstance(e, NotSent):
         return "connect failed"
     if isinstance(e, TimeoutError):
         return "the token endpoint timed out"
-    return f"connection failed: {type(e).__name__}"
+    return e.reason if isinstance(e, WireError) else f"connection failed: {type(e).__name__}"
 
 
 class FcmChannel:
@@ -295,13 +295,7 @@ class FcmChannel:
                                    or DEFAULT_TOKEN_URL, clock or SystemClock())
         self.timeout_sec = limits.timeout_sec
         self.max_connections = max(1, limits.max_connections) * CONNECTIONS_PER_SEND
-        self._session: aiohttp.ClientSession | None = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.max_connections))
-        return self._session
+        self.http = Client(self.max_connections, self.timeout_sec)
 
     def render(self, step: RenderInput) -> Rendered:
         title, body = (_text(step, part) for part in ("title", "body"))
@@ -347,7 +341,7 @@ class FcmChannel:
         body = request_body(base, str(token), key)
         loop = asyncio.get_running_loop()
         try:
-            access = await self.tokens.get(self._client(), max(0.001, deadline - loop.time()))
+            access = await self.tokens.get(self.http, max(0.001, deadline - loop.time()))
         except TokenError as e:
             return Failed(e.reason)
         left = deadline - loop.time()
@@ -360,12 +354,10 @@ class FcmChannel:
                 self.tokens.drop(access)  # expired or revoked: the next send fetches another
             return classify(status, resp_headers, raw)
 
-        return await post(self._client(), self.url, body, headers, read, "FCM", timeout=left)
+        return await post(self.http, self.url, body, headers, read, "FCM", timeout=left)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.http.close()
 
 
 def _text(step: RenderInput, part: str) -> str:

@@ -14,9 +14,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-import aiohttp
-
 from notifyd.channels.base import Failed, Outcome, Unknown
+from notifyd.channels.wire import Client, Lost, NotSent
 
 MAX_BODY_BYTES = 64 * 1024  # a provider answer is read up to this, never whole
 CODE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -25,7 +24,7 @@ CODE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 A = TypeVar("A", bound=Outcome)
 
 
-async def post(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str],
+async def post(client: Client, url: str, body: bytes, headers: dict[str, str],
                classify: Callable[[int, Any, bytes], A], who: str = "the provider",
                timeout: float | None = None) -> A | Failed | Unknown:
     """POST `body` and classify (status, headers, body) into the provider's answer. Nothing left
@@ -34,22 +33,14 @@ async def post(session: aiohttp.ClientSession, url: str, body: bytes, headers: d
     name the error's class, never its text, which carries the host and port of a URL that may
     hold a secret."""
     try:
-        request = session.post(url, data=body, headers=headers, allow_redirects=False) \
-            if timeout is None else session.post(url, data=body, headers=headers,
-                                                 allow_redirects=False,
-                                                 timeout=aiohttp.ClientTimeout(total=timeout))
-        async with request as resp:
-            return classify(resp.status, resp.headers, await read_bounded(resp))
-    except aiohttp.InvalidURL:
-        return Failed("not sent: the URL is not valid")
-    except aiohttp.ClientConnectorError as e:
-        return Failed(f"connect failed: {type(getattr(e, 'os_error', e)).__name__}")
-    except aiohttp.ConnectionTimeoutError:  # before TimeoutError: nothing was sent
-        return Failed("connect timed out")
+        answer = await client.post(url, body, headers, timeout, MAX_BODY_BYTES)
+    except NotSent as e:
+        return Failed(e.reason)
+    except Lost as e:
+        return Unknown(e.reason)
     except TimeoutError:
         return Unknown(f"timeout: {who} may have the message")
-    except aiohttp.ClientError as e:
-        return Unknown(f"connection lost after sending: {type(e).__name__}")
+    return classify(answer.status, answer.headers, answer.body)
 
 
 def url_problem(base_url: str) -> str | None:
@@ -66,19 +57,6 @@ def url_problem(base_url: str) -> str | None:
     if parts.query or parts.fragment or parts.username or parts.password:
         return "must carry no query, fragment or credentials"
     return None
-
-
-async def read_bounded(resp: aiohttp.ClientResponse, limit: int = MAX_BODY_BYTES) -> bytes:
-    """At most `limit` bytes of the body; the rest is left unread (the connection is dropped)."""
-    chunks: list[bytes] = []
-    size = 0
-    while size < limit:
-        chunk = await resp.content.read(limit - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
 
 
 def parse_json(body: bytes) -> object:

@@ -48,7 +48,6 @@ from dataclasses import dataclass
 from email.utils import parseaddr
 from typing import Any
 
-import aiohttp
 from yarl import URL
 
 from notifyd.channels.base import (
@@ -64,6 +63,7 @@ from notifyd.channels.base import (
     Sent,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
+from notifyd.channels.wire import Client
 from notifyd.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://api.resend.com"
@@ -127,16 +127,10 @@ class ResendChannel:
         self.name = name
         self.settings = settings
         self.endpoint = settings.base_url.rstrip("/") + "/emails"
-        self.timeout = aiohttp.ClientTimeout(total=timeout_sec)
         # As many connections as the lanes may send at once, so no send waits for a pooled one.
         self.max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
+        self.http = Client(max_connections, timeout_sec)
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=self.timeout, connector=aiohttp.TCPConnector(limit=self.max_connections))
-        return self._session
 
     def render(self, step: RenderInput) -> Rendered:
         address = (step.address or "").strip()
@@ -172,12 +166,10 @@ class ResendChannel:
         headers = {"Authorization": f"Bearer {self.settings.api_key}",
                    "Content-Type": "application/json",
                    "Idempotency-Key": message.idempotency_key}
-        return await post(self._client(), self.endpoint, body, headers, classify, "Resend")
+        return await post(self.http, self.endpoint, body, headers, classify, "Resend")
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.http.close()
 
 
 def _list_headers(step: RenderInput) -> dict[str, str]:

@@ -37,8 +37,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
 from notifyd.channels.base import (
     ChannelType,
     Failed,
@@ -53,6 +51,7 @@ from notifyd.channels.base import (
     Unknown,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, url_problem
+from notifyd.channels.wire import Client
 from notifyd.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://slack.com"
@@ -62,7 +61,6 @@ USER_ID_RE = re.compile(r"[UW][A-Z0-9]{2,30}")  # U... or W... (Enterprise Grid)
 CHANNEL_RE = re.compile(r"[CDG][A-Z0-9]{2,30}")
 CODE_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")  # channel_not_found, ratelimited, ...
 EVENT_TYPE = "notifyd_step"
-CONNECT_SHARE = 0.5  # of the call's timeout, for the connection: past it nothing was sent
 
 # This user cannot be messaged by this app: the contact is dead.
 DEAD_USER = frozenset({"channel_not_found", "user_not_found", "user_disabled", "cannot_dm_bot",
@@ -109,19 +107,12 @@ class SlackChannel:
         self.settings = settings
         self._url = f"{settings.base_url.rstrip('/')}/api/chat.postMessage"
         self._auth = f"Bearer {settings.bot_token}"
-        self.timeout = aiohttp.ClientTimeout(total=timeout_sec,
-                                             connect=timeout_sec * CONNECT_SHARE)
         self.max_connections = max_connections  # a send never waits for a pooled connection
-        self._session: aiohttp.ClientSession | None = None
+        self.http = Client(max_connections, timeout_sec)
 
     def __repr__(self) -> str:
         return f"SlackChannel({self.name!r})"
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=self.timeout, connector=aiohttp.TCPConnector(limit=self.max_connections))
-        return self._session
 
     def render(self, step: RenderInput) -> Rendered:
         user_id = step.address or ""
@@ -145,12 +136,10 @@ class SlackChannel:
         body = json.dumps(payload, sort_keys=True).encode()
         headers = {"Content-Type": "application/json; charset=utf-8",
                    "Authorization": self._auth}
-        return await post(self._client(), self._url, body, headers, classify, "Slack")
+        return await post(self.http, self._url, body, headers, classify, "Slack")
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.http.close()
 
 
 def classify(status: int, headers: Any, body: bytes) -> Outcome:

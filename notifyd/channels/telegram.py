@@ -17,7 +17,7 @@ credentials, never the contact's fault. A refused connection or a connect timeou
 timeout or a connection lost after sending -> Unknown.
 
 The bot token is a secret that travels in the URL path, so no reason, log line or exception text
-here ever includes the URL; aiohttp's exception texts may, so only their class names are used.
+here ever includes the URL; exception texts may, so only their class names are used.
 
 Telegram has no idempotency key and no message metadata: a retry after Unknown may deliver the
 message twice. Every retry sends the frozen payload byte for byte.
@@ -37,8 +37,6 @@ from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urlsplit
 
-import aiohttp
-
 from notifyd.channels.base import (
     ChannelType,
     Failed,
@@ -52,6 +50,7 @@ from notifyd.channels.base import (
     Sent,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, url_problem
+from notifyd.channels.wire import Client
 from notifyd.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
@@ -59,7 +58,6 @@ MAX_TEXT_CHARS = 4096  # sendMessage: "1-4096 characters after entities parsing"
 TOKEN_RE = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{20,100}")  # BotFather's "123456:ABC-..."
 CHAT_ID_RE = re.compile(r"-?[0-9]{1,19}")  # a numeric chat id; bots cannot DM an @username
 PARSE_MODES = ("", "HTML")
-CONNECT_SHARE = 0.5  # of the call's timeout, for the connection: past it nothing was sent
 
 # (status, words in the description, short code): this chat is dead for this bot, and no retry
 # will change that until the person does something (unblocks, presses Start).
@@ -105,19 +103,12 @@ class TelegramChannel:
         self.name = name
         self.settings = settings
         self._url = f"{settings.base_url.rstrip('/')}/bot{settings.bot_token}/sendMessage"
-        self.timeout = aiohttp.ClientTimeout(total=timeout_sec,
-                                             connect=timeout_sec * CONNECT_SHARE)
         self.max_connections = max_connections  # a send never waits for a pooled connection
-        self._session: aiohttp.ClientSession | None = None
+        self.http = Client(max_connections, timeout_sec)
 
     def __repr__(self) -> str:  # the URL holds the token
         return f"TelegramChannel({self.name!r})"
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=self.timeout, connector=aiohttp.TCPConnector(limit=self.max_connections))
-        return self._session
 
     def render(self, step: RenderInput) -> Rendered:
         chat_id = step.address or ""
@@ -142,13 +133,11 @@ class TelegramChannel:
 
     async def send(self, message: Message) -> Outcome:
         body = json.dumps(message.payload, sort_keys=True).encode()
-        return await post(self._client(), self._url, body,
+        return await post(self.http, self._url, body,
                           {"Content-Type": "application/json"}, classify, "Telegram")
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.http.close()
 
 
 def classify(status: int, headers: Any, body: bytes) -> Outcome:

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import aiohttp
 from yarl import URL
 
 from notifyd.channels.base import (
@@ -54,6 +53,7 @@ from notifyd.channels.base import (
     Sent,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post
+from notifyd.channels.wire import Client
 from notifyd.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://api.twilio.com"
@@ -144,16 +144,10 @@ class TwilioChannel:
             self.authorization = basic_auth(settings.api_key_sid, settings.api_key_secret)
         else:
             self.authorization = basic_auth(settings.account_sid, settings.auth_token)
-        self.timeout = aiohttp.ClientTimeout(total=timeout_sec)
         # As many connections as the lanes may send at once, so no send waits for a pooled one.
         self.max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
+        self.http = Client(max_connections, timeout_sec)
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=self.timeout, connector=aiohttp.TCPConnector(limit=self.max_connections))
-        return self._session
 
     def render(self, step: RenderInput) -> Rendered:
         number = (step.address or "").strip()
@@ -184,16 +178,14 @@ class TwilioChannel:
         body = urlencode(sorted(fields.items())).encode()
         headers = {"Authorization": self.authorization, "Accept": "application/json",
                    "Content-Type": "application/x-www-form-urlencoded"}
-        return await post(self._client(), self.endpoint, body, headers, classify, "Twilio")
+        return await post(self.http, self.endpoint, body, headers, classify, "Twilio")
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.http.close()
 
 
 def basic_auth(user: str, password: str) -> str:
-    """RFC 7617 credentials (aiohttp.BasicAuth is deprecated from 3.14; we support 3.9 on)."""
+    """RFC 7617 credentials for the Authorization header."""
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
 
 

@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 from yarl import URL
 
 from notifyd.channels.base import (
@@ -33,6 +32,7 @@ from notifyd.channels.base import (
     standard_payload,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
+from notifyd.channels.wire import Client
 from notifyd.fields import doc, sensitive
 
 
@@ -84,17 +84,9 @@ class WebhookChannel:
         self.name = name
         self.url = url
         self.keys = [k for k in map(signing_key, secrets) if k is not None]
-        self.timeout = aiohttp.ClientTimeout(total=timeout_sec)
         # As many connections as the lanes may send at once: a send must never wait for a
         # pooled connection, or that wait would eat its timeout and end as a false unknown.
-        self.max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=self.timeout, connector=aiohttp.TCPConnector(limit=self.max_connections))
-        return self._session
+        self.http = Client(max_connections, timeout_sec)
 
     def render(self, step: RenderInput) -> Rendered:
         return Rendered(self.url, standard_payload(step))
@@ -109,12 +101,10 @@ class WebhookChannel:
                             "webhook-timestamp": str(now),
                             "webhook-signature": sign(self.keys, message.idempotency_key, now,
                                                       body)})
-        return await post(self._client(), message.destination, body, headers, classify)
+        return await post(self.http, message.destination, body, headers, classify)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.http.close()
 
 
 def classify(status: int, headers: Any, body: bytes) -> Outcome:

@@ -25,7 +25,7 @@ Wire facts relied on:
 pywebpush (2.5, read in the venv) is not used to send: webpush() blocks on requests, and
 WebPusher.send_async encrypts on the event loop, reads whole bodies with resp.text() (which fails
 on a non-UTF-8 body) and leaves responses unreleased. Its own building blocks are used instead:
-http_ece for the encryption (in a thread) and py_vapid for the token, with aiohttp posting.
+http_ece for the encryption (in a thread) and py_vapid for the token, with notifyd.channels.wire posting.
 
 A retry sends the same bytes: render freezes a random seed, from which each device's ECDH key pair
 and salt are derived, so the ciphertext is a pure function of the frozen payload (RFC 8291 asks
@@ -48,7 +48,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import http_ece  # type: ignore[import-untyped]
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -71,6 +70,7 @@ from notifyd.channels.base import (
     Sent,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
+from notifyd.channels.wire import Client
 from notifyd.fields import doc, sensitive
 from notifyd.models import iso
 
@@ -270,14 +270,8 @@ class WebPushChannel:
         self._pool = ThreadPoolExecutor(2, thread_name_prefix=f"webpush-{name}")
         # A POST starts only with a pooled connection free for it, so its timeout is all its own.
         self._slots = asyncio.Semaphore(self.max_connections)
-        self._session: aiohttp.ClientSession | None = None
+        self.http = Client(self.max_connections, self.timeout_sec)
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self.timeout_sec),
-                connector=aiohttp.TCPConnector(limit=self.max_connections))
-        return self._session
 
     def endpoint_problem(self, endpoint: object) -> str | None:
         """Why a subscription endpoint must not be contacted, or None."""
@@ -408,13 +402,11 @@ class WebPushChannel:
             self._slots.release()
 
     async def _post(self, s: Sealed, headers: dict[str, str], timeout: float) -> Answer:
-        return await post(self._client(), s.endpoint, s.body, headers, classify,
+        return await post(self.http, s.endpoint, s.body, headers, classify,
                           "the push service", timeout=timeout)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.http.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
