@@ -242,17 +242,26 @@ def keys_revoke(ctx: click.Context, name: str) -> None:
     click.echo(f"revoked {name}")
 
 
-async def _find(store: Store, ref: str, tenant: str) -> Notification:
+def _ref(ref: str, tenant: str) -> tuple[resolution.Ref, str | None]:
+    """REF parsed, and the tenant to look in: an id is found in any tenant (this is the
+    operator), user_id:dedup_key within --tenant."""
     try:
         parsed = resolution.parse_ref(ref)
     except resolution.BadRef as e:
         raise click.ClickException(str(e)) from None
-    # An id is found in any tenant (this is the operator); user_id:dedup_key within --tenant.
-    n = await resolution.find(store, parsed, None if parsed.notification_id else tenant)
+    return parsed, None if parsed.notification_id else tenant
+
+
+def _no_such(ref: str, within: str | None) -> click.ClickException:
+    where = f" in tenant {within!r} (--tenant)" if within is not None else ""
+    return click.ClickException(f"no notification {ref!r}{where}; REF is {resolution.FORMS}")
+
+
+async def _find(store: Store, ref: str, tenant: str) -> Notification:
+    parsed, within = _ref(ref, tenant)
+    n = await resolution.find(store, parsed, within)
     if n is None:
-        where = "" if parsed.notification_id else f" in tenant {tenant!r} (--tenant)"
-        raise click.ClickException(f"no notification {ref!r}{where}; REF is "
-                                   f"{resolution.FORMS}")
+        raise _no_such(ref, within)
     return n
 
 
@@ -292,10 +301,10 @@ def resolve(ctx: click.Context, ref: str, tenant: str, what: str) -> None:
     """
 
     async def run(store: Store) -> str:
-        n = await _find(store, ref, tenant)
-        r = await resolution.resolve(store, resolution.Ref(notification_id=n.id), what, "cli",
-                                     SystemClock().now_ms())
-        assert r is not None  # just found, and notifications are never deleted
+        parsed, within = _ref(ref, tenant)
+        r = await resolution.resolve(store, parsed, what, "cli", SystemClock().now_ms(), within)
+        if r is None:
+            raise _no_such(ref, within)
         if not r.changed:
             return f"{r.notification_id} was already resolved: {r.resolution}"
         return (f"{r.notification_id} resolved: {r.resolution}; cancelled "

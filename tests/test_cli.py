@@ -244,6 +244,11 @@ def test_resolve_by_id_then_by_dedup_key(seeded: tuple[Path, str]) -> None:
 
     text = run(db, "inspect", "u1:inv-1").stdout
     assert "resolved 'confirmed' by cli" in text
+    missing = run(db, "resolve", "u1:inv-1", "--tenant", "other")
+    assert missing.exit_code == 1
+    assert "no notification 'u1:inv-1' in tenant 'other' (--tenant)" in missing.output
+    unknown = run(db, "resolve", "n_" + "0" * 18)
+    assert unknown.exit_code == 1 and f"no notification 'n_{'0' * 18}'; REF is" in unknown.output
     assert "step 0 log: cancelled: resolved: confirmed" in text
     assert text.splitlines()[-1] == "  state now: resolved"
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from fake_smtp import self_signed
 
 from notifyd.channels.wire import Client, Lost, NotSent, target
 
@@ -255,10 +255,7 @@ def test_the_target_keeps_path_and_query_and_names_the_host() -> None:
 
 
 async def test_tls_is_verified_against_the_trust_store(tmp_path: Path, client: Client) -> None:
-    key, cert = tmp_path / "k.pem", tmp_path / "c.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
-                    str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1"],
-                   check=True, capture_output=True)
+    cert, key = self_signed(tmp_path)
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)
     server = await serve(answering(OK), tls=tls)

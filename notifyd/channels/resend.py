@@ -128,9 +128,7 @@ class ResendChannel:
         self.settings = settings
         self.endpoint = settings.base_url.rstrip("/") + "/emails"
         # As many connections as the lanes may send at once, so no send waits for a pooled one.
-        self.max_connections = max_connections
         self.http = Client(max_connections, timeout_sec)
-
 
     def render(self, step: RenderInput) -> Rendered:
         address = (step.address or "").strip()

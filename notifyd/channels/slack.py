@@ -107,12 +107,10 @@ class SlackChannel:
         self.settings = settings
         self._url = f"{settings.base_url.rstrip('/')}/api/chat.postMessage"
         self._auth = f"Bearer {settings.bot_token}"
-        self.max_connections = max_connections  # a send never waits for a pooled connection
-        self.http = Client(max_connections, timeout_sec)
+        self.http = Client(max_connections, timeout_sec)  # a send never waits for a connection
 
     def __repr__(self) -> str:
         return f"SlackChannel({self.name!r})"
-
 
     def render(self, step: RenderInput) -> Rendered:
         user_id = step.address or ""

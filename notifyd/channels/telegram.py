@@ -103,12 +103,10 @@ class TelegramChannel:
         self.name = name
         self.settings = settings
         self._url = f"{settings.base_url.rstrip('/')}/bot{settings.bot_token}/sendMessage"
-        self.max_connections = max_connections  # a send never waits for a pooled connection
-        self.http = Client(max_connections, timeout_sec)
+        self.http = Client(max_connections, timeout_sec)  # a send never waits for a connection
 
     def __repr__(self) -> str:  # the URL holds the token
         return f"TelegramChannel({self.name!r})"
-
 
     def render(self, step: RenderInput) -> Rendered:
         chat_id = step.address or ""

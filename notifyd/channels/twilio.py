@@ -145,9 +145,7 @@ class TwilioChannel:
         else:
             self.authorization = basic_auth(settings.account_sid, settings.auth_token)
         # As many connections as the lanes may send at once, so no send waits for a pooled one.
-        self.max_connections = max_connections
         self.http = Client(max_connections, timeout_sec)
-
 
     def render(self, step: RenderInput) -> Rendered:
         number = (step.address or "").strip()

@@ -496,10 +496,10 @@ class SqliteStore:
             if row is None or (tenant is not None and row["tenant"] != tenant) or (
                     kinds and row["kind"] not in kinds):
                 return None
-            changed = c.execute(RESOLVE, (now, resolution, by, notification_id)).rowcount > 0
-            if not changed:
+            if row["resolved_at"] is not None:  # read inside the write: an earlier one won
                 return ResolveResult(notification_id, row["resolution"], row["resolved_at"],
                                      False, 0, 0, row["kind"])
+            c.execute(RESOLVE, (now, resolution, by, notification_id))
             depth = c.execute(SELECT_DEPTH, (notification_id,)).fetchone()[0]
             cancelled = c.execute(CANCEL_PENDING, (
                 f"resolved: {resolution}", now, notification_id)).rowcount
