@@ -1,13 +1,17 @@
 """The due-work scanner: claims due steps inside the stop-condition transaction, hands them to senders.
 
-It wakes when an accept writes a step that is already due, when a sender frees a slot, when the
-next send_after arrives, and at least every poll interval so a lost wake-up costs one interval.
+It wakes when an accept writes a step that is already due, when a sender frees a slot of a lane
+that was full, when the next send_after arrives, and at least every poll interval so a lost
+wake-up costs one interval. Any other finished send only makes it look again at when the next step
+is due (one read): the send may have pulled a step forward, and otherwise nothing changed, so an
+empty claim transaction per send (issue 14's idle cost) is not paid.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 
 from notifyd.clock import Clock
 from notifyd.config import Config, claim_rules
@@ -36,9 +40,16 @@ class Scanner:
         self._decided: dict[tuple[str, int], tuple[str, Decision]] = {}
         self.alive_at = clock.now_ms()  # when the loop last made progress, for /readyz
         self._wake = asyncio.Event()
+        self._look = asyncio.Event()  # a send finished on a lane that had room: re-read next due
+        self._full = False  # the last claim filled some lane's request: more may be due
         self._sleep_until: int | None = None
         self._wake_at: int | None = None  # earliest due time reported while we were scanning
-        pool.on_free = self._wake.set
+        pool.on_free = self._freed
+
+    def _freed(self, was_full: bool) -> None:
+        """A send ended. Its lane was full: due work may wait for that slot, so claim. Else
+        only look again at the next due time (the send may have pulled a step forward)."""
+        (self._wake if was_full else self._look).set()
 
     def wake(self, at_ms: int) -> None:
         """Called by ingest: a step is due at `at_ms`. Asleep, wake if that is before the alarm;
@@ -56,6 +67,8 @@ class Scanner:
         wants = [(ch, lane, min(n, self.cfg.scanner.claim_batch)) for ch, lane, n in wants]
         claims = await self.store.claim_due(now, wants, self.lease_ms, self.rules,
                                             self.decide, self.pool.budget(now))
+        taken = Counter((c.channel, c.lane) for c in claims)
+        self._full = any(taken[(ch, lane)] >= n for ch, lane, n in wants)
         self._log_decided()
         self.pool.dispatch(await self.pool.prepare(claims, now), now)
         return len(claims)
@@ -93,9 +106,9 @@ class Scanner:
             self._wake.clear()
             now = self.alive_at = self.clock.now_ms()
             try:
-                claimed = await self.run_once(now)
-                if claimed and self.pool.wants(self.clock.now_ms()):
-                    continue  # more capacity and maybe more due work: scan again at once
+                await self.run_once(now)
+                if self._full and self.pool.wants(self.clock.now_ms()):
+                    continue  # a lane took all it asked for, and has room: scan again at once
                 await self._sleep(now, stop)
             except Exception as e:  # noqa: BLE001 - a full disk must not become a spin
                 self._failed(e)
@@ -130,26 +143,34 @@ class Scanner:
         poll interval, whichever comes first; return at once if due work can be claimed now
         (a step the last claim pulled forward, say)."""
         alarm = now + self.poll_ms
-        # Due work on lanes that can take it now (and lease ends); lanes that cannot are woken
-        # by a freed slot, a token or a breaker's cooldown, below.
-        ready = [(ch, lane) for ch, lane, _ in self.pool.wants(now)]
-        due = await self.store.next_due(ready)
-        if due is not None and due <= now:
-            return
-        if due is not None:
-            alarm = min(alarm, due)
-        if self._wake_at is not None:  # after the awaits above: wake-ups during them count
-            alarm, self._wake_at = min(alarm, self._wake_at), None
-        refill = self.pool.ms_until_capacity(now)
-        if refill is not None:
-            alarm = min(alarm, now + refill)
-        await self._wait(alarm, stop)
+        while True:
+            self._look.clear()  # before the read: a send ending during it looks again
+            # Due work on lanes that can take it now (and lease ends); lanes that cannot are
+            # woken by a freed slot, a token or a breaker's cooldown, below.
+            ready = [(ch, lane) for ch, lane, _ in self.pool.wants(now)]
+            due = await self.store.next_due(ready)
+            if due is not None and due <= now:
+                return
+            if due is not None:
+                alarm = min(alarm, due)
+            if self._wake_at is not None:  # after the awaits above: wake-ups during them count
+                alarm, self._wake_at = min(alarm, self._wake_at), None
+            refill = self.pool.ms_until_capacity(now)
+            if refill is not None:
+                alarm = min(alarm, now + refill)
+            if not await self._wait(alarm, stop, look=True):
+                return
+            now = self.clock.now_ms()
 
-    async def _wait(self, alarm: int, stop: asyncio.Event) -> None:
+    async def _wait(self, alarm: int, stop: asyncio.Event, look: bool = False) -> bool:
+        """Wait for the alarm, a wake-up or stop (and, with `look`, a finished send). True
+        when only a finished send ended the wait: look at the next due time again."""
         delay = (alarm - self.clock.now_ms()) / 1000
         if delay <= 0:
-            return
+            return False
         waiters = {asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())}
+        if look:
+            waiters.add(asyncio.ensure_future(self._look.wait()))
         self._sleep_until = alarm  # only while actually waiting: wake() compares against it
         try:
             await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
@@ -157,3 +178,5 @@ class Scanner:
             self._sleep_until = None
             for w in waiters:
                 w.cancel()
+        return self._look.is_set() and not self._wake.is_set() and not stop.is_set() \
+            and self.clock.now_ms() < alarm

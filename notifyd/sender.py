@@ -219,7 +219,8 @@ class SenderPool:
             breaker = breakers.setdefault(ch.vendor or name, Breaker(ch))
             self.channels[name] = ChannelSender(name, ch, adapters[name], breaker, now)
         self.tasks: set[asyncio.Task[None]] = set()
-        self.on_free: Callable[[], None] = lambda: None  # the scanner's wake-up
+        # The scanner's wake-up: True when the lane had no free slot before this one.
+        self.on_free: Callable[[bool], None] = lambda was_full: None
 
     def pairs(self) -> list[tuple[str, Lane]]:
         return [(name, lane) for lane in LANES for name in self.channels]
@@ -345,8 +346,9 @@ class SenderPool:
                 _log_completion(claim, done)
                 self.metrics.step_ended(done.state, done.why)
         finally:
+            was_full = ch.in_flight[claim.lane] >= ch.ceiling[claim.lane]
             ch.in_flight[claim.lane] -= 1
-            self.on_free()
+            self.on_free(was_full)
 
     async def _give_back(self, claim: Claim) -> None:
         """This process stops mid-send: the step becomes unknown now, under its claim token,

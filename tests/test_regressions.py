@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +187,74 @@ async def test_a_step_pulled_forward_by_a_claim_time_suppression_is_sent_at_once
             s0, s1 = (await e.notification(n2))["steps"]
             assert (s0["state"], s1["note"]) == ("suppressed", "pulled forward: step 0 suppressed")
             assert [s.key for s in prov.seen] == [f"{n1}:0", f"{n2}:1"]
+        finally:
+            await stopped(task, stop)
+
+
+# --- 3b. a finished send on a lane with room costs a read, not a claim ---------------------------
+
+
+async def until(condition: Callable[[], bool], timeout: float = PROMPT_SEC) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.005)
+
+
+async def test_a_send_on_a_lane_with_room_costs_no_empty_claim_transaction(
+        tmp_path: Path, prov: Provider) -> None:
+    """Issue 14's idle cost: each finished send woke the scanner for a claim transaction that
+    found nothing, and each claim that took fewer steps than it asked for was followed by
+    another at once. Now the claim that took one step is the only one, and the finished send
+    makes the scanner read the next due time once."""
+    async with engine(tmp_path, {"hook": webhook(prov.url)}, ONE_STEP, scanner=LONG_POLL) as e:
+        log: list[str] = []  # "claim N" per claim transaction, "next" per next-due read
+        real_claim, real_next = e.store.claim_due, e.store.next_due
+
+        async def counting_claim(*args: Any, **kw: Any) -> list[Claim]:
+            got = await real_claim(*args, **kw)
+            log.append(f"claim {len(got)}")
+            return got
+
+        async def counting_next(*args: Any, **kw: Any) -> int | None:
+            log.append("next")
+            return await real_next(*args, **kw)
+
+        e.store.claim_due = counting_claim  # type: ignore[method-assign]
+        e.store.next_due = counting_next  # type: ignore[method-assign]
+        stop = asyncio.Event()
+        task = asyncio.create_task(e.scanner.run(stop))
+        try:
+            await until(lambda: "next" in log)  # the start-up scan is done and it sleeps
+            log.clear()
+            nid = await e.accept()
+            await wait_for_key(prov, f"{nid}:0")
+            # Asleep after the claim, then awake for the freed slot and asleep again: two reads.
+            await until(lambda: "claim 1" in log
+                        and log[log.index("claim 1"):].count("next") >= 2)
+            assert (await e.step(nid, 0))["state"] == "sent"
+            assert [x for x in log if x.startswith("claim")] == ["claim 1"]
+        finally:
+            await stopped(task, stop)
+
+
+async def test_a_step_pulled_forward_by_a_send_on_a_lane_with_room_goes_at_once(
+        tmp_path: Path, prov: Provider) -> None:
+    """The finished send does not claim, but its look at the next due time finds the step it
+    pulled forward (the address was rejected: step 1 is due now), well before the poll."""
+    prov.reply = lambda seen: (answer(404, "no such user") if seen.path == "/b"
+                               else accepted())(seen)
+    base = f"http://127.0.0.1:{prov.port}"
+    channels = {"a": webhook(f"{base}/a"), "b": mailer(f"{base}/b")}
+    kinds = {"k": KindConfig(ladder=(LadderStep("b", timeout_sec=600), LadderStep("a")))}
+    async with engine(tmp_path, channels, kinds, scanner=LONG_POLL) as e:
+        await e.store.put_recipient(Recipient(TENANT, "u", contacts={"email": "u@x"}), e.now)
+        stop = asyncio.Event()
+        task = asyncio.create_task(e.scanner.run(stop))
+        try:
+            nid = await e.accept("k", user="u")
+            seen = await wait_for_key(prov, f"{nid}:1")
+            assert seen.path == "/a"
+            assert (await e.step(nid, 0))["state"] == "rejected"
         finally:
             await stopped(task, stop)
 
