@@ -87,12 +87,12 @@ sys.path.insert(0, str(ROOT))
 from httpload import Conn, percentile, post  # noqa: E402
 
 import notifyd  # noqa: E402
-from notifyd.auth import hash_key, new_key  # noqa: E402
 from notifyd.channels.webpush import generate_vapid_keys  # noqa: E402
-from notifyd.clock import SystemClock  # noqa: E402
 from notifyd.config import Config, load_config  # noqa: E402
-from notifyd.ingest import Ingest  # noqa: E402
-from notifyd.models import ApiKey, Device, Recipient, new_id  # noqa: E402
+from notifyd.core.clock import SystemClock  # noqa: E402
+from notifyd.core.models import ApiKey, Device, Recipient, new_id  # noqa: E402
+from notifyd.engine.ingest import Ingest  # noqa: E402
+from notifyd.http.auth import hash_key, new_key  # noqa: E402
 from notifyd.store import SqliteStore  # noqa: E402
 
 HOST = "127.0.0.1"
@@ -981,9 +981,9 @@ def where(frame: Any) -> str:
 
 def host_daemon(cfg_path: Path, db: Path, port: int, out: Path, gc_freeze: bool) -> None:
     """Run notifyd.daemon.Daemon as `notifyd serve` does, with the stall monitor on its loop."""
+    from notifyd.core.logs import setup_logging
     from notifyd.daemon import Daemon
-    from notifyd.guard import loop_errors
-    from notifyd.logs import setup_logging
+    from notifyd.http.guard import loop_errors
 
     cfg = loaded_config(cfg_path, db)
     cfg = dataclasses.replace(cfg, server=dataclasses.replace(cfg.server, port=port))

@@ -85,7 +85,7 @@ from httpload import Conn, closed_loop, percentile, post  # noqa: E402
 from receipts import STARTED, Daemon, cpu_wait, loadavg, notifyd_cli  # noqa: E402
 
 import notifyd  # noqa: E402
-from notifyd.people import item_view  # noqa: E402
+from notifyd.http.people import item_view  # noqa: E402
 from notifyd.store import InboxItem  # noqa: E402
 from notifyd.store.sql import SELECT_BADGE, SELECT_INBOX_PAGE, SELECT_INBOX_SINCE  # noqa: E402
 

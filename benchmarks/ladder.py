@@ -61,15 +61,15 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 from httpload import open_loop, percentile, post  # noqa: E402
 
-from notifyd.clock import SystemClock  # noqa: E402
 from notifyd.config import (  # noqa: E402
     Config,
     claim_rules,  # noqa: E402
     load_config,
 )
-from notifyd.ingest import Ingest  # noqa: E402
-from notifyd.models import ApiKey, Lane, new_id  # noqa: E402
-from notifyd.policy import decide_claim  # noqa: E402
+from notifyd.core.clock import SystemClock  # noqa: E402
+from notifyd.core.models import ApiKey, Lane, new_id  # noqa: E402
+from notifyd.domain.policy import decide_claim  # noqa: E402
+from notifyd.engine.ingest import Ingest  # noqa: E402
 from notifyd.store import SqliteStore  # noqa: E402
 from notifyd.store.migrate import migrate  # noqa: E402
 from notifyd.store.sql import (  # noqa: E402

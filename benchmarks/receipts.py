@@ -7,7 +7,7 @@ Where the time goes: --probe (below); variants: --rate 250 / 500, --accept-rate 
 
 POST /v1/webhooks/delivery-receipt verifies the Standard Webhooks signature over the raw body,
 then commits the receipt and applies it (the notification resolved, its next step cancelled) in
-one transaction before the 2xx (notifyd/web.py post_webhook, store.record_receipts). So "webhook
+one transaction before the 2xx (notifyd/http/app.py post_webhook, store.record_receipts). So "webhook
 to committed resolution" is the time from a request's scheduled send to its 2xx at the client.
 
 1. Set-up, untimed: a scratch folder, a config (one kind, stop = "delivered", a ladder of two
@@ -229,7 +229,7 @@ OP_NAME = re.compile(r"(\w+)\.<locals>")
 
 
 def instrument(probe: dict[str, list[Any]]) -> None:
-    from notifyd import web
+    from notifyd.http import app as web
     from notifyd.store.writer import Writer
 
     run0, write0 = Writer._run, Writer.write
@@ -288,8 +288,8 @@ def instrument(probe: dict[str, list[Any]]) -> None:
 
 def host_daemon(cfg_path: Path, out: Path) -> None:
     from notifyd.config import load_config
+    from notifyd.core.logs import setup_logging
     from notifyd.daemon import Daemon, serve
-    from notifyd.logs import setup_logging
 
     probe: dict[str, list[Any]] = {"writes": [], "batches": [], "handlers": []}
     instrument(probe)

@@ -481,12 +481,11 @@ def start_profile(args: argparse.Namespace, work: Path, pid: int) -> tuple[Any, 
 
 # Where a sample's stack says the GIL holder is: the first pattern found in its frames, leaf
 # first, names the part of the daemon (a rough map from code to the costs).
-PARTS = (("writer (SQLite work)", ("store/writer.py", "store/sqlite.py")),
+PARTS = (("writer (SQLite work)", ("notifyd/store/",)),
          ("sending (adapter, aiohttp client)", ("channels/", "aiohttp/client", "aiohttp/connector")),
-         ("HTTP API (aiohttp server, handlers)", ("aiohttp/web", "aiohttp/http_", "notifyd/web.py",
-                                                  "notifyd/ingest.py", "notifyd/httpkit.py",
-                                                  "notifyd/guard.py")),
-         ("scanner and sender pool", ("notifyd/scanner.py", "notifyd/sender.py")),
+         ("HTTP API (aiohttp server, handlers)", ("aiohttp/web", "aiohttp/http_", "notifyd/http/",
+                                                  "notifyd/engine/ingest.py")),
+         ("scanner and sender pool", ("notifyd/engine/scanner.py", "notifyd/engine/sender.py")),
          ("aiosqlite reader", ("aiosqlite/",)),
          ("event loop plumbing", ("asyncio/", "uvloop/", "selectors.py")))
 

@@ -18,20 +18,21 @@ from typing import Any, TypeVar
 
 import click
 
-from notifyd import resolution, signed, suppressions
-from notifyd.auth import hash_key, new_key
 from notifyd.channels import TYPES
 from notifyd.channels.webpush import generate_vapid_keys
-from notifyd.clock import SystemClock
 from notifyd.config import NAME_RE, Config, load_config, render_example
-from notifyd.errors import ApiError, ConfigError
-from notifyd.logs import LOG_FORMATS, LOG_LEVELS
-from notifyd.models import REPLAYED, SCOPES, SUPPRESSION_TYPES, iso, plural
-from notifyd.recipients import address_of, contact_kinds, dead_contacts
-from notifyd.render import load_templates, requirements
+from notifyd.core.clock import SystemClock
+from notifyd.core.errors import ApiError, ConfigError
+from notifyd.core.logs import LOG_FORMATS, LOG_LEVELS
+from notifyd.core.models import REPLAYED, SCOPES, SUPPRESSION_TYPES, iso, plural
+from notifyd.domain import signed, suppressions
+from notifyd.domain.recipients import address_of, contact_kinds, dead_contacts
+from notifyd.domain.views import status_view, timeline
+from notifyd.engine import resolution
+from notifyd.engine.render import load_templates, requirements
+from notifyd.engine.templates import MEDIA, TemplateError, Templates, write_starter
+from notifyd.http.auth import hash_key, new_key
 from notifyd.store import Notification, Store, StoreUnavailable, open_store, sqlite_path
-from notifyd.templates import MEDIA, TemplateError, Templates, write_starter
-from notifyd.views import status_view, timeline
 
 T = TypeVar("T")
 READ, WRITE, CREATE = "read", "write", "create"  # what a command does to the database
@@ -120,9 +121,9 @@ def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str
 
     Example: notifyd --config /etc/notifyd/notifyd.toml serve --port 7726
     """
+    from notifyd.core.logs import setup_logging
     from notifyd.daemon import StartError
     from notifyd.daemon import serve as run_serve
-    from notifyd.logs import setup_logging
 
     cfg = _config(ctx)
     server = dataclasses.replace(cfg.server, host=host or cfg.server.host,
@@ -482,7 +483,7 @@ def stats(ctx: click.Context, url: str | None) -> None:
     import urllib.error
     import urllib.request
 
-    from notifyd.metrics import summary
+    from notifyd.engine.metrics import summary
 
     cfg = _config(ctx)
     base = url or f"http://{cfg.server.host}:{cfg.server.port}"

@@ -18,9 +18,9 @@ from typing import Any
 import tomli_w
 
 from notifyd.channels import TYPES as CHANNEL_TYPES
-from notifyd.errors import ConfigError
-from notifyd.fields import MAX_SEC, doc, docf
-from notifyd.models import ClaimRules, KindRules, LimitRule
+from notifyd.core.errors import ConfigError
+from notifyd.core.fields import MAX_SEC, doc, docf
+from notifyd.core.models import ClaimRules, KindRules, LimitRule
 from notifyd.receipts import PROVIDERS
 
 DEFAULT_PORT = 7726

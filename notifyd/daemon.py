@@ -24,22 +24,24 @@ from typing import IO
 
 from aiohttp import web
 
-from notifyd import __version__, evidence, signed
-from notifyd.auth import KeyCache
-from notifyd.clock import Clock, SystemClock
+from notifyd import __version__
 from notifyd.config import Config
-from notifyd.digests import Digester
-from notifyd.guard import BACKLOG, ConnectionGuard, GuardedSite, loop_errors
-from notifyd.health import Health
-from notifyd.httpkit import Context
-from notifyd.ingest import Ingest
-from notifyd.logs import ServerLog
-from notifyd.render import load_templates
-from notifyd.scanner import Scanner
-from notifyd.sender import SenderPool, build_adapters
+from notifyd.core.clock import Clock, SystemClock
+from notifyd.domain import signed
+from notifyd.engine import evidence
+from notifyd.engine.digests import Digester
+from notifyd.engine.ingest import Ingest
+from notifyd.engine.render import load_templates
+from notifyd.engine.scanner import Scanner
+from notifyd.engine.sender import SenderPool, build_adapters
+from notifyd.engine.templates import Templates
+from notifyd.http.app import make_app
+from notifyd.http.auth import KeyCache
+from notifyd.http.guard import BACKLOG, ConnectionGuard, GuardedSite, loop_errors
+from notifyd.http.health import Health
+from notifyd.http.kit import Context
+from notifyd.http.serverlog import ServerLog
 from notifyd.store import Store, StoreUnavailable, open_store, sqlite_path
-from notifyd.templates import Templates
-from notifyd.web import make_app
 
 log = logging.getLogger("notifyd")
 

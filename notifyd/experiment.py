@@ -34,18 +34,18 @@ import aiohttp
 import tomli_w
 from aiohttp import web
 
-from notifyd.auth import KeyCache, hash_key, new_key
 from notifyd.channels.base import Message
-from notifyd.clock import FakeClock
 from notifyd.config import Config, load_config
-from notifyd.evidence import rules as receipt_rules
-from notifyd.httpkit import Context
-from notifyd.ingest import Ingest
-from notifyd.render import load_templates
-from notifyd.scanner import Scanner
-from notifyd.sender import SenderPool, build_adapters
+from notifyd.core.clock import FakeClock
+from notifyd.engine.evidence import rules as receipt_rules
+from notifyd.engine.ingest import Ingest
+from notifyd.engine.render import load_templates
+from notifyd.engine.scanner import Scanner
+from notifyd.engine.sender import SenderPool, build_adapters
+from notifyd.http.app import make_app
+from notifyd.http.auth import KeyCache, hash_key, new_key
+from notifyd.http.kit import Context
 from notifyd.store import SqliteStore, open_store
-from notifyd.web import make_app
 
 TIMEOUT_SEC = 0.5  # the email channel's call timeout: the provider's lost reply outlasts it
 WHSEC = "whsec_" + base64.b64encode(b"recovery-experiment-secret-0001").decode()

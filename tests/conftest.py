@@ -10,13 +10,13 @@ from aiohttp.test_utils import TestClient, TestServer
 from engine_support import Daemon
 from support import START_MS, Api, make_config
 
-from notifyd.auth import KeyCache
-from notifyd.clock import FakeClock
 from notifyd.config import Config
-from notifyd.httpkit import Context
-from notifyd.ingest import Ingest
+from notifyd.core.clock import FakeClock
+from notifyd.engine.ingest import Ingest
+from notifyd.http.app import make_app
+from notifyd.http.auth import KeyCache
+from notifyd.http.kit import Context
 from notifyd.store import SqliteStore, open_store
-from notifyd.web import make_app
 
 
 @pytest.fixture(autouse=True)

@@ -31,7 +31,6 @@ from typing import Any
 
 from aiohttp import web
 
-from notifyd import evidence
 from notifyd.channels import TYPES
 from notifyd.channels.base import (
     ChannelType,
@@ -45,7 +44,6 @@ from notifyd.channels.base import (
     standard_payload,
 )
 from notifyd.channels.webhook import WebhookChannel, WebhookSettings
-from notifyd.clock import FakeClock
 from notifyd.config import (
     ChannelConfig,
     Config,
@@ -56,12 +54,14 @@ from notifyd.config import (
     StoreConfig,
     validate,
 )
-from notifyd.ingest import Ingest
-from notifyd.models import ApiKey, Claim, Lane
-from notifyd.scanner import Scanner
-from notifyd.sender import SenderPool, build_adapters
+from notifyd.core.clock import FakeClock
+from notifyd.core.models import ApiKey, Claim, Lane
+from notifyd.engine import evidence
+from notifyd.engine.ingest import Ingest
+from notifyd.engine.scanner import Scanner
+from notifyd.engine.sender import SenderPool, build_adapters
+from notifyd.engine.templates import Templates
 from notifyd.store import Notification, SqliteStore, open_store
-from notifyd.templates import Templates
 
 START_MS = 1_790_000_000_000
 KEY = ApiKey("k", "default", (), "h")

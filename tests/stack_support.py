@@ -19,14 +19,14 @@ from engine_support import Engine, engine_for
 from fake_smtp import FakeSmtp
 from fake_twilio import ACCOUNT, TOKEN, FakeTwilio, twilio_app
 
-from notifyd import signed
-from notifyd.auth import KeyCache, hash_key, new_key
-from notifyd.clock import FakeClock
 from notifyd.config import load_config
-from notifyd.httpkit import Context
-from notifyd.render import load_templates
-from notifyd.views import status_view
-from notifyd.web import make_app
+from notifyd.core.clock import FakeClock
+from notifyd.domain import signed
+from notifyd.domain.views import status_view
+from notifyd.engine.render import load_templates
+from notifyd.http.app import make_app
+from notifyd.http.auth import KeyCache, hash_key, new_key
+from notifyd.http.kit import Context
 
 PUBLIC = "https://notify.example.com/base"
 FROM = "+15005550006"

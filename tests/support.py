@@ -13,8 +13,6 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
-from notifyd.auth import hash_key, new_key
-from notifyd.clock import FakeClock
 from notifyd.config import (
     ChannelConfig,
     Config,
@@ -24,7 +22,9 @@ from notifyd.config import (
     StoreConfig,
     validate,
 )
-from notifyd.models import SCOPES
+from notifyd.core.clock import FakeClock
+from notifyd.core.models import SCOPES
+from notifyd.http.auth import hash_key, new_key
 from notifyd.store import SqliteStore
 
 START_MS = 1_790_000_000_000  # 2026-09-21T14:13:20Z; FakeClock's own default, named here

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from support import START_MS, query
 
-from notifyd.clock import FakeClock
 from notifyd.config import Config
-from notifyd.errors import ApiError
-from notifyd.ingest import Ingest
-from notifyd.models import AcceptResult, ApiKey, Recipient
+from notifyd.core.clock import FakeClock
+from notifyd.core.errors import ApiError
+from notifyd.core.models import AcceptResult, ApiKey, Recipient
+from notifyd.engine.ingest import Ingest
 from notifyd.store import SqliteStore
 
 KEY = ApiKey("test", "acme", (), "hash")

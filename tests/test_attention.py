@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from notifyd.ladder import window_end
-from notifyd.models import AcceptInput, Lane, PlannedStep, StepState
+from notifyd.core.models import AcceptInput, Lane, PlannedStep, StepState
+from notifyd.domain.ladder import window_end
 from notifyd.store import SqliteStore, open_store
 
 PARIS = ZoneInfo("Europe/Paris")

@@ -56,8 +56,8 @@ from notifyd.channels.base import (
     Unknown,
 )
 from notifyd.channels.webpush import generate_vapid_keys
-from notifyd.models import Device
-from notifyd.templates import MEDIA
+from notifyd.core.models import Device
+from notifyd.engine.templates import MEDIA
 
 ALL_TYPES = sorted(TYPES)
 TIMEOUT = 0.5  # Limits.timeout_sec for every adapter here

@@ -49,8 +49,8 @@ from notifyd.channels.base import (
     Unknown,
 )
 from notifyd.channels.fcm import TYPE, FcmChannel, FcmSettings
-from notifyd.clock import FakeClock
-from notifyd.sender import aggregate
+from notifyd.core.clock import FakeClock
+from notifyd.engine.sender import aggregate
 
 START_MS = 1_790_000_000_000
 EMAIL = "notifyd@demo-project.iam.gserviceaccount.com"

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from engine_support import engine, execute, webhook
 
-from notifyd.auth import KeyCache, hash_key, new_key
 from notifyd.channels import TYPES
 from notifyd.channels.base import (
     ChannelType,
@@ -29,10 +28,11 @@ from notifyd.channels.base import (
     Sent,
     standard_payload,
 )
-from notifyd.clock import FakeClock
 from notifyd.config import ChannelConfig, KindConfig, LadderStep
-from notifyd.models import ClaimContext, Lane, Recipient, Verdict
-from notifyd.policy import decide_claim
+from notifyd.core.clock import FakeClock
+from notifyd.core.models import ClaimContext, Lane, Recipient, Verdict
+from notifyd.domain.policy import decide_claim
+from notifyd.http.auth import KeyCache, hash_key, new_key
 from notifyd.store import open_store
 
 

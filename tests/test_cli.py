@@ -15,10 +15,10 @@ from click.testing import CliRunner, Result
 from support import START_MS
 
 from notifyd.cli import main
-from notifyd.clock import FakeClock
 from notifyd.config import Config, StoreConfig
-from notifyd.ingest import Ingest
-from notifyd.models import ApiKey
+from notifyd.core.clock import FakeClock
+from notifyd.core.models import ApiKey
+from notifyd.engine.ingest import Ingest
 from notifyd.store import open_store
 
 README = Path(__file__).resolve().parent.parent / "README.md"

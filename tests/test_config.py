@@ -23,7 +23,7 @@ from notifyd.config import (
     render_example,
     validate,
 )
-from notifyd.errors import ConfigError
+from notifyd.core.errors import ConfigError
 from notifyd.receipts import PROVIDERS
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "notifyd.example.toml"

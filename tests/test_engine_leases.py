@@ -24,8 +24,8 @@ from engine_support import (
     webhook,
 )
 
-from notifyd.clock import FakeClock
-from notifyd.models import Completion, Lane, StepState
+from notifyd.core.clock import FakeClock
+from notifyd.core.models import Completion, Lane, StepState
 
 LEASE_MS = 60_000  # ScannerConfig's default lease
 HOUR = 3600  # a window long enough that step 1 stays out of the way

@@ -50,11 +50,11 @@ from notifyd.channels.base import (
     standard_payload,
 )
 from notifyd.cli import main
-from notifyd.clock import FakeClock
 from notifyd.config import ChannelConfig, KindConfig, LadderStep
-from notifyd.models import Claim, Lane, Recipient, StepState, iso
-from notifyd.sender import backoff_ms, decide
-from notifyd.views import timeline
+from notifyd.core.clock import FakeClock
+from notifyd.core.models import Claim, Lane, Recipient, StepState, iso
+from notifyd.domain.views import timeline
+from notifyd.engine.sender import backoff_ms, decide
 
 HOUR = 3600
 YEAR = 365 * 86400  # long enough to survive moving the fake clock up to the CLI's real clock
@@ -674,7 +674,7 @@ STUCK = ChannelType("stuck", "test: never answers", MailerSettings, None,
 
 async def test_a_send_that_never_answers_ends_unknown_at_the_senders_deadline(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("notifyd.sender.SEND_SLACK_SEC", 0.05)
+    monkeypatch.setattr("notifyd.engine.sender.SEND_SLACK_SEC", 0.05)
     kinds = {"k": KindConfig(ladder=(LadderStep("hook"),))}
     with registered(STUCK):
         channel = dataclasses.replace(webhook("http://127.0.0.1:9/"), type="stuck",

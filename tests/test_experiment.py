@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from notifyd import policy
 from notifyd.cli import main as cli
+from notifyd.core.models import Claim
+from notifyd.domain import policy
 from notifyd.experiment import main
-from notifyd.models import Claim
 
 EXPECTED = """\
 route new event: True

@@ -24,9 +24,9 @@ import pytest
 from engine_support import Daemon, clean_env, create_key, notifyd_cmd, query
 from support import make_config
 
-from notifyd.clock import FakeClock
-from notifyd.ingest import Ingest
-from notifyd.models import ApiKey
+from notifyd.core.clock import FakeClock
+from notifyd.core.models import ApiKey
+from notifyd.engine.ingest import Ingest
 from notifyd.store import Overloaded, SqliteStore
 
 KEY = ApiKey("k", "acme", (), "h")

@@ -20,10 +20,10 @@ from engine_support import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from notifyd.auth import KeyCache
-from notifyd.health import Health
-from notifyd.httpkit import Context
-from notifyd.web import make_app
+from notifyd.http.app import make_app
+from notifyd.http.auth import KeyCache
+from notifyd.http.health import Health
+from notifyd.http.kit import Context
 
 
 def _values(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

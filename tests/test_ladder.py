@@ -8,9 +8,9 @@ from zoneinfo import ZoneInfo
 from support import Api, query
 
 from notifyd.config import LadderStep
-from notifyd.ladder import plan_steps, quiet_until
-from notifyd.models import DisabledContact, PlannedStep, Recipient, StepState
-from notifyd.recipients import dead_contacts
+from notifyd.core.models import DisabledContact, PlannedStep, Recipient, StepState
+from notifyd.domain.ladder import plan_steps, quiet_until
+from notifyd.domain.recipients import dead_contacts
 
 CONTACTS = {"log": "channel:log", "sms": "channel:sms", "email": "channel:email"}
 NY, PARIS = "America/New_York", "Europe/Paris"

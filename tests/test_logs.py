@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import logging
 
-from notifyd.clock import FakeClock
-from notifyd.logs import JsonFormatter, RateLimit, TextFormatter, step_line
+from notifyd.core.clock import FakeClock
+from notifyd.core.logs import JsonFormatter, RateLimit, TextFormatter, step_line
 
 
 def _record(msg: str, *args: object, **extra: object) -> logging.LogRecord:

@@ -8,10 +8,10 @@ import pytest
 from jsonschema import Draft202012Validator
 from support import Api
 
-from notifyd import people
-from notifyd.errors import CATALOG
-from notifyd.openapi import spec
-from notifyd.web import ROUTES
+from notifyd.core.errors import CATALOG
+from notifyd.http import people
+from notifyd.http.app import ROUTES
+from notifyd.http.openapi import spec
 
 BODY = {"user_id": "u1", "kind": "alert", "dedup_key": "d1", "params": {"n": 1}}
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from stack_support import ADDRESS, PHONE, PUBLIC, TEMPLATES, Stack, stack
 
-from notifyd.digests import Digester
-from notifyd.views import timeline
+from notifyd.domain.views import timeline
+from notifyd.engine.digests import Digester
 
 DIGEST_TEMPLATES = {
     "email.subject.j2": "{{ count }} new mentions",
@@ -281,7 +281,7 @@ async def test_a_user_token_reads_only_its_own_users_inbox(tmp_path: Path) -> No
 async def test_a_backend_signs_a_user_token_itself(tmp_path: Path) -> None:
     """The README's recipe, in a few lines of hmac: the tenant's key, then the token."""
     async with people(tmp_path) as s:
-        from notifyd import signed
+        from notifyd.domain import signed
         secret = await s.e.store.signing_key(signed.tenant_key_name("default"), s.e.now)
 
         def b64(data: bytes) -> str:
@@ -403,7 +403,7 @@ def test_the_config_refuses_a_kind_it_cannot_serve(tmp_path: Path, table: dict[s
     import tomli_w
 
     from notifyd.config import load_config
-    from notifyd.errors import ConfigError
+    from notifyd.core.errors import ConfigError
 
     path = tmp_path / "c.toml"
     path.write_text(tomli_w.dumps({"kinds": table}))
@@ -434,7 +434,7 @@ async def test_a_retry_goes_under_its_first_decision(tmp_path: Path) -> None:
 
 async def test_a_stream_resuming_after_many_items_gets_them_all_in_pages(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from notifyd import people as people_module
+    from notifyd.http import people as people_module
 
     monkeypatch.setattr(people_module, "BACKLOG_PAGE", 3)
     async with people(tmp_path) as s:

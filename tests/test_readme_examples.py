@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from notifyd import signed
+from notifyd.domain import signed
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 TOKENS = README[README.index("**User tokens.**"):]

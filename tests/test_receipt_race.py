@@ -12,9 +12,9 @@ from pathlib import Path
 
 from engine_support import accepted, engine, provider, two_step, webhook
 
-from notifyd import evidence
 from notifyd.config import ScannerConfig
-from notifyd.models import Evidence, Receipt
+from notifyd.core.models import Evidence, Receipt
+from notifyd.engine import evidence
 from notifyd.store import SqliteStore, open_store
 
 RUNS = 1000

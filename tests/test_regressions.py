@@ -36,11 +36,11 @@ from engine_support import (
 from support import Api
 
 from notifyd.config import Config, KindConfig, LadderStep, ScannerConfig, validate
-from notifyd.errors import ConfigError
-from notifyd.models import Claim, Recipient
-from notifyd.policy import decide_claim
-from notifyd.sender import TokenBucket
-from notifyd.views import timeline
+from notifyd.core.errors import ConfigError
+from notifyd.core.models import Claim, Recipient
+from notifyd.domain.policy import decide_claim
+from notifyd.domain.views import timeline
+from notifyd.engine.sender import TokenBucket
 
 LONG_POLL = ScannerConfig(poll_interval_sec=60, claim_batch=1024)  # a lost wake-up costs a minute
 PROMPT_SEC = 5.0  # bounded wait for a send that should go out at once; far below LONG_POLL

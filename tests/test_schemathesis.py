@@ -14,7 +14,7 @@ from engine_support import Daemon, create_key
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from notifyd.openapi import spec
+from notifyd.http.openapi import spec
 
 schema = schemathesis.openapi.from_dict(spec(["demo"], ["log"]))  # the built-in config
 # A stream never ends: tests/test_people.py reads it.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from notifyd.models import (
+from notifyd.core.models import (
     AcceptInput,
     Claim,
     ClaimContext,
@@ -27,7 +27,7 @@ from notifyd.models import (
     StepState,
     Verdict,
 )
-from notifyd.policy import decide_claim
+from notifyd.domain.policy import decide_claim
 from notifyd.store import Store, open_store
 
 BACKENDS: dict[str, Callable[[Path], str]] = {

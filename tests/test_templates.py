@@ -12,7 +12,7 @@ import pytest
 from jinja2.exceptions import SecurityError
 
 from notifyd.channels.base import RenderError
-from notifyd.templates import (
+from notifyd.engine.templates import (
     DEFAULT_MAX_OUTPUT_BYTES,
     MEDIA,
     LineBreakInSubject,

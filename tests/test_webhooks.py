@@ -34,7 +34,7 @@ from twilio.request_validator import RequestValidator
 from yarl import URL
 
 from notifyd.config import load_config
-from notifyd.views import timeline
+from notifyd.domain.views import timeline
 
 MAILGUN_KEY = "key-" + "5f" * 16
 RECEIPT_SECRET = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
@@ -362,8 +362,8 @@ def test_the_signed_url_keeps_the_path_and_query_as_received(tmp_path: Path) -> 
 
     from aiohttp.test_utils import make_mocked_request
 
-    from notifyd.httpkit import CTX
-    from notifyd.web import public_url
+    from notifyd.http.app import public_url
+    from notifyd.http.kit import CTX
 
     config = tmp_path / "n.toml"
     for base, expected in (("", "http://notify.internal:7726"), (PUBLIC + "/", PUBLIC)):

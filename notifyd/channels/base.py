@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from notifyd.models import Device, iso
+from notifyd.core.models import Device, iso
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,8 +63,8 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.channels.wire import Client, NotSent, WireError
-from notifyd.clock import Clock, SystemClock
-from notifyd.fields import doc
+from notifyd.core.clock import Clock, SystemClock
+from notifyd.core.fields import doc
 
 DEFAULT_BASE_URL = "https://fcm.googleapis.com"
 DEFAULT_TOKEN_URL = "https://oauth2.googleapis.com/token"

@@ -64,7 +64,7 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.channels.wire import Client
-from notifyd.fields import doc, sensitive
+from notifyd.core.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://api.resend.com"
 SHORT_RETRY_SEC = 1.0  # an overlapping attempt under the same key: wait for it, then ask again

@@ -52,7 +52,7 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, url_problem
 from notifyd.channels.wire import Client
-from notifyd.fields import doc, sensitive
+from notifyd.core.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://slack.com"
 MAX_TEXT_CHARS = 40_000  # Slack truncates longer messages (chat.postMessage "Truncating content")

@@ -66,7 +66,7 @@ from notifyd.channels.base import (
     Sent,
     Unknown,
 )
-from notifyd.fields import doc, sensitive
+from notifyd.core.fields import doc, sensitive
 
 TLS_MODES = ("starttls", "tls", "none")
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})

@@ -51,7 +51,7 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, url_problem
 from notifyd.channels.wire import Client
-from notifyd.fields import doc, sensitive
+from notifyd.core.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
 MAX_TEXT_CHARS = 4096  # sendMessage: "1-4096 characters after entities parsing"

@@ -54,7 +54,7 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post
 from notifyd.channels.wire import Client
-from notifyd.fields import doc, sensitive
+from notifyd.core.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://api.twilio.com"
 WEBHOOK_PATH = "/v1/webhooks/twilio"

@@ -33,7 +33,7 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.channels.wire import Client
-from notifyd.fields import doc, sensitive
+from notifyd.core.fields import doc, sensitive
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,8 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.channels.wire import Client
-from notifyd.fields import doc, sensitive
-from notifyd.models import iso
+from notifyd.core.fields import doc, sensitive
+from notifyd.core.models import iso
 
 KNOWN_PUSH_HOSTS = ("fcm.googleapis.com", "updates.push.services.mozilla.com",
                     "*.notify.windows.com", "*.push.apple.com")

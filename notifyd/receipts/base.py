@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from notifyd.models import Evidence, Receipt, message_key
+from notifyd.core.models import Evidence, Receipt, message_key
 
 __all__ = ["BadReceipt", "BadSignature", "Event", "Evidence", "Fetch", "Parser", "RawRequest",
            "Receipt", "ReceiptProvider", "Reply", "message_key"]

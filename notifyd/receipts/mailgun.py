@@ -45,7 +45,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from notifyd.fields import doc, sensitive
+from notifyd.core.fields import doc, sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from notifyd.fields import doc, sensitive
+from notifyd.core.fields import doc, sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,

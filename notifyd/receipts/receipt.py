@@ -40,7 +40,7 @@ from datetime import datetime
 from typing import Any
 
 from notifyd.channels.webhook import signing_key
-from notifyd.fields import sensitive
+from notifyd.core.fields import sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,

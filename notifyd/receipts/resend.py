@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from notifyd.channels.webhook import signing_key
-from notifyd.fields import sensitive
+from notifyd.core.fields import sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     Event,

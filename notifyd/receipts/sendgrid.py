@@ -44,7 +44,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_der_public_key
 
-from notifyd.fields import doc
+from notifyd.core.fields import doc
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,

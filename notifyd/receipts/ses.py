@@ -63,7 +63,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from notifyd.fields import doc
+from notifyd.core.fields import doc
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,

@@ -48,7 +48,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs, parse_qsl, urlsplit
 
-from notifyd.fields import sensitive
+from notifyd.core.fields import sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from notifyd.models import (
+from notifyd.core.models import (
     SCOPES,
     AcceptInput,
     AcceptResult,

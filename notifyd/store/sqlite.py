@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import aiosqlite
 import orjson
 
-from notifyd.models import (
+from notifyd.core.models import (
     CONTACT_CHANNEL,
     ENDED,
     REPLAYED,

@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from notifyd.clock import SystemClock
-from notifyd.logs import RateLimit
+from notifyd.core.clock import SystemClock
+from notifyd.core.logs import RateLimit
 from notifyd.store.base import Overloaded, StorageError, StoreClosed
 
 T = TypeVar("T")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from notifyd.models import ResolveResult
+from notifyd.core.models import ResolveResult
 from notifyd.store import Notification, Store
 
 DEFAULT_RESOLUTION = "resolved"

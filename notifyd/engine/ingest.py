@@ -13,11 +13,10 @@ from typing import Any
 import jinja2
 import orjson
 
-from notifyd.clock import Clock
 from notifyd.config import Config, LadderStep
-from notifyd.errors import ApiError
-from notifyd.ladder import plan_steps
-from notifyd.models import (
+from notifyd.core.clock import Clock
+from notifyd.core.errors import ApiError
+from notifyd.core.models import (
     AcceptInput,
     AcceptResult,
     ApiKey,
@@ -29,11 +28,12 @@ from notifyd.models import (
     iso,
     new_id,
 )
-from notifyd.recipients import contact_kinds, dead_contacts
+from notifyd.domain.ladder import plan_steps
+from notifyd.domain.recipients import contact_kinds, dead_contacts
+from notifyd.domain.validate import check_depth, check_fields, get_str, header_value, parse_object
+from notifyd.engine.stream import Event, Hub
+from notifyd.engine.templates import TemplateError, Templates
 from notifyd.store import Store
-from notifyd.stream import Event, Hub
-from notifyd.templates import TemplateError, Templates
-from notifyd.validate import check_depth, check_fields, get_str, header_value, parse_object
 
 MAX_TTL_SEC = 30 * 86400
 ACCEPT_FIELDS = frozenset({"user_id", "kind", "params", "dedup_key", "fallback_chain",

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 
-from notifyd.clock import Clock
 from notifyd.config import Config
-from notifyd.metrics import BREAKER_STATE, Metrics
-from notifyd.scanner import Scanner
-from notifyd.sender import SenderPool
+from notifyd.core.clock import Clock
+from notifyd.engine.metrics import BREAKER_STATE, Metrics
+from notifyd.engine.scanner import Scanner
+from notifyd.engine.sender import SenderPool
 from notifyd.store import StorageError, Store
 
 PING_TIMEOUT_SEC = 2.0

@@ -14,8 +14,8 @@ import aiohttp
 
 from notifyd.channels import TYPES as CHANNEL_TYPES
 from notifyd.config import Config
-from notifyd.models import ReceiptRules
-from notifyd.policy import judge_receipt
+from notifyd.core.models import ReceiptRules
+from notifyd.domain.policy import judge_receipt
 from notifyd.receipts import PROVIDERS, BadReceipt, BadSignature, RawRequest, ReceiptProvider
 from notifyd.store import Store
 

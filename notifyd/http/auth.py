@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from notifyd.clock import Clock
-from notifyd.models import ApiKey
+from notifyd.core.clock import Clock
+from notifyd.core.models import ApiKey
 from notifyd.store import Store
 
 KEY_PREFIX = "nfy_"

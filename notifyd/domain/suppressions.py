@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from notifyd.errors import ApiError
-from notifyd.models import SUPPRESSION_TYPES, iso, normal_address
-from notifyd.recipients import E164, EMAIL
+from notifyd.core.errors import ApiError
+from notifyd.core.models import SUPPRESSION_TYPES, iso, normal_address
+from notifyd.domain.recipients import E164, EMAIL
+from notifyd.domain.validate import check_fields, get_str
 from notifyd.store import Suppression
-from notifyd.validate import check_fields, get_str
 
 DEVICE_ID = re.compile(r"^d_[0-9a-f]{16}$")
 FIELDS = frozenset({"channel_type", "address", "reason"})

@@ -13,12 +13,12 @@ import asyncio
 import logging
 from collections import Counter
 
-from notifyd.clock import Clock
 from notifyd.config import Config, claim_rules
-from notifyd.logs import step_line
-from notifyd.models import ENDED, ClaimContext, Decision, Verdict, iso
-from notifyd.policy import decide_claim
-from notifyd.sender import SenderPool
+from notifyd.core.clock import Clock
+from notifyd.core.logs import step_line
+from notifyd.core.models import ENDED, ClaimContext, Decision, Verdict, iso
+from notifyd.domain.policy import decide_claim
+from notifyd.engine.sender import SenderPool
 from notifyd.store import StorageError, Store
 
 log = logging.getLogger("notifyd.scanner")

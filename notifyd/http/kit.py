@@ -12,18 +12,18 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from notifyd import evidence
-from notifyd.auth import KeyCache
-from notifyd.clock import Clock
 from notifyd.config import Config
-from notifyd.errors import ApiError
-from notifyd.health import Health
-from notifyd.ingest import Ingest
-from notifyd.metrics import Metrics
-from notifyd.models import ApiKey
+from notifyd.core.clock import Clock
+from notifyd.core.errors import ApiError
+from notifyd.core.models import ApiKey
+from notifyd.domain.validate import get_str, parse_object
+from notifyd.engine import evidence
+from notifyd.engine.ingest import Ingest
+from notifyd.engine.metrics import Metrics
+from notifyd.engine.stream import Hub
+from notifyd.http.auth import KeyCache
+from notifyd.http.health import Health
 from notifyd.store import Overloaded, StorageError
-from notifyd.stream import Hub
-from notifyd.validate import get_str, parse_object
 
 log = logging.getLogger("notifyd.web")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -13,7 +13,7 @@ from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from notifyd.config import LadderStep
-from notifyd.models import PlannedStep, Recipient, StepState, is_digits
+from notifyd.core.models import PlannedStep, Recipient, StepState, is_digits
 
 
 def parse_hhmm(text: str) -> time:

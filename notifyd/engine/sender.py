@@ -29,11 +29,10 @@ from notifyd.channels.base import (
     Sent,
     Unknown,
 )
-from notifyd.clock import Clock
 from notifyd.config import SEND_SLACK_SEC, ChannelConfig, Config
-from notifyd.logs import step_line
-from notifyd.metrics import Metrics
-from notifyd.models import (
+from notifyd.core.clock import Clock
+from notifyd.core.logs import step_line
+from notifyd.core.models import (
     Budget,
     Claim,
     Completion,
@@ -45,10 +44,11 @@ from notifyd.models import (
     iso,
     plural,
 )
-from notifyd.recipients import device_kind
-from notifyd.render import Frozen, Renderer
+from notifyd.domain.recipients import device_kind
+from notifyd.engine.metrics import Metrics
+from notifyd.engine.render import Frozen, Renderer
+from notifyd.engine.templates import Templates
 from notifyd.store import StorageError, Store
-from notifyd.templates import Templates
 
 log = logging.getLogger("notifyd.sender")
 LANES = (Lane.URGENT, Lane.BULK)  # urgent asked first

@@ -12,7 +12,7 @@ from collections import Counter as Tally
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from notifyd.models import OPEN_STEP_STATES, StepState, Why
+from notifyd.core.models import OPEN_STEP_STATES, StepState, Why
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BREAKER_STATE = {"closed": 0, "open": 1, "half-open": 2}

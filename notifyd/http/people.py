@@ -17,10 +17,13 @@ from typing import Any
 
 from aiohttp import web
 
-from notifyd import preferences, signed
 from notifyd.config import DEFAULT_CATEGORY
-from notifyd.errors import ApiError
-from notifyd.httpkit import (
+from notifyd.core.errors import ApiError
+from notifyd.core.models import is_digits, iso
+from notifyd.domain import preferences, signed
+from notifyd.domain.validate import check_fields, parse_object
+from notifyd.engine.stream import CLOSE, Event
+from notifyd.http.kit import (
     CTX,
     Handler,
     authorise,
@@ -29,10 +32,7 @@ from notifyd.httpkit import (
     read_object,
     user_id_of,
 )
-from notifyd.models import is_digits, iso
 from notifyd.store import InboxItem
-from notifyd.stream import CLOSE, Event
-from notifyd.validate import check_fields, parse_object
 
 log = logging.getLogger("notifyd.people")
 PAGE_MAX = 100

@@ -27,10 +27,10 @@ import orjson
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from notifyd.clock import Clock
-from notifyd.errors import CATALOG
-from notifyd.logs import RateLimit
-from notifyd.metrics import Metrics
+from notifyd.core.clock import Clock
+from notifyd.core.errors import CATALOG
+from notifyd.core.logs import RateLimit
+from notifyd.engine.metrics import Metrics
 
 log = logging.getLogger("notifyd.http")
 SWEEP_SEC = 1.0

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from notifyd.config import DEFAULT_CATEGORY, MEDIUMS, Config
-from notifyd.errors import ApiError
-from notifyd.models import Recipient
-from notifyd.validate import check_fields
+from notifyd.core.errors import ApiError
+from notifyd.core.models import Recipient
+from notifyd.domain.validate import check_fields
 
 FIELDS = frozenset({"opt_out", "categories"})
 

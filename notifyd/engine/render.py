@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from notifyd import signed
 from notifyd.channels import TYPES
 from notifyd.channels.base import Channel, RenderError, RenderInput
 from notifyd.config import Config
-from notifyd.models import Claim, Lane
-from notifyd.recipients import address_of, device_kind, live_devices
-from notifyd.templates import Templates
+from notifyd.core.models import Claim, Lane
+from notifyd.domain import signed
+from notifyd.domain.recipients import address_of, device_kind, live_devices
+from notifyd.engine.templates import Templates
 
 
 @dataclass(frozen=True, slots=True)

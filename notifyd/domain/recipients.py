@@ -18,10 +18,10 @@ from yarl import URL
 
 from notifyd.channels import TYPES
 from notifyd.config import Config
-from notifyd.errors import ApiError
-from notifyd.ladder import parse_hhmm, valid_timezone
-from notifyd.models import Device, Recipient, normal_address
-from notifyd.validate import check_fields, get_str
+from notifyd.core.errors import ApiError
+from notifyd.core.models import Device, Recipient, normal_address
+from notifyd.domain.ladder import parse_hhmm, valid_timezone
+from notifyd.domain.validate import check_fields, get_str
 
 CONTACT_FIELDS = ("email", "phone", "telegram_chat_id", "slack_user_id")
 USER_FIELDS = frozenset({*CONTACT_FIELDS, "timezone", "locale", "quiet_hours"})

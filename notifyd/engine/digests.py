@@ -15,13 +15,13 @@ import logging
 
 import orjson
 
-from notifyd.clock import Clock
 from notifyd.config import Config
-from notifyd.errors import ApiError
-from notifyd.ingest import Ingest
-from notifyd.ladder import window_end
-from notifyd.logs import RateLimit
-from notifyd.models import AcceptInput, iso, new_id
+from notifyd.core.clock import Clock
+from notifyd.core.errors import ApiError
+from notifyd.core.logs import RateLimit
+from notifyd.core.models import AcceptInput, iso, new_id
+from notifyd.domain.ladder import window_end
+from notifyd.engine.ingest import Ingest
 from notifyd.store import DigestDue, StorageError, Store
 
 log = logging.getLogger("notifyd.digests")

@@ -9,9 +9,17 @@ from typing import Any, NoReturn
 import orjson
 from aiohttp import web
 
-from notifyd import evidence, people, resolution, suppressions
-from notifyd.errors import ApiError
-from notifyd.httpkit import (
+from notifyd.core.errors import ApiError
+from notifyd.core.models import ApiKey, ResolveResult, is_digits, iso
+from notifyd.domain import suppressions
+from notifyd.domain.recipients import device_view, parse_device, parse_recipient, recipient_view
+from notifyd.domain.validate import check_fields, get_str, parse_object
+from notifyd.domain.views import status_view
+from notifyd.engine import evidence, resolution
+from notifyd.engine.metrics import CONTENT_TYPE
+from notifyd.engine.resolution import Ref
+from notifyd.http import people
+from notifyd.http.kit import (
     CTX,
     Context,
     Handler,
@@ -22,14 +30,8 @@ from notifyd.httpkit import (
     read_object,
     user_id_of,
 )
-from notifyd.metrics import CONTENT_TYPE
-from notifyd.models import ApiKey, ResolveResult, is_digits, iso
-from notifyd.openapi import spec
-from notifyd.recipients import device_view, parse_device, parse_recipient, recipient_view
-from notifyd.resolution import Ref
+from notifyd.http.openapi import spec
 from notifyd.store import Notification, Overloaded, StorageError
-from notifyd.validate import check_fields, get_str, parse_object
-from notifyd.views import status_view
 
 log = logging.getLogger("notifyd.web")
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from notifyd.errors import ApiError
+from notifyd.core.errors import ApiError
 
 MAX_ID_LEN = 256
 MAX_DEPTH = 32  # params nest at most this deep (orjson parses 1024 levels but writes 254)

@@ -8,10 +8,10 @@ from typing import Any
 
 from notifyd import __version__
 from notifyd.config import MEDIUMS
-from notifyd.errors import CATALOG
-from notifyd.models import SUPPRESSION_TYPES, StepState
+from notifyd.core.errors import CATALOG
+from notifyd.core.models import SUPPRESSION_TYPES, StepState
+from notifyd.domain.validate import MAX_ID_LEN
 from notifyd.receipts import PROVIDERS
-from notifyd.validate import MAX_ID_LEN
 
 _STR = {"type": "string"}
 _NSTR = {"type": ["string", "null"]}

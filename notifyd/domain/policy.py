@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from notifyd.ladder import quiet_label, quiet_until, window_end
-from notifyd.models import (
+from notifyd.core.models import (
     EVIDENCE_RANK,
     SUPPRESSING,
     ClaimContext,
@@ -26,7 +25,8 @@ from notifyd.models import (
     Why,
     iso,
 )
-from notifyd.recipients import dead_contacts, device_kind, has_contact
+from notifyd.domain.ladder import quiet_label, quiet_until, window_end
+from notifyd.domain.recipients import dead_contacts, device_kind, has_contact
 
 log = logging.getLogger("notifyd.policy")
 SIBLING_WAIT_MS = 1000  # a step whose sibling is in flight looks again this much later
