@@ -63,7 +63,6 @@ from httpload import open_loop, percentile, post  # noqa: E402
 
 from notifyd.config import (  # noqa: E402
     Config,
-    claim_rules,  # noqa: E402
     load_config,
 )
 from notifyd.core.clock import SystemClock  # noqa: E402
@@ -573,7 +572,7 @@ async def time_claims(db: Path, cfg: Config, now: int, batch: int, rounds: int,
     (us per call: the idle scan)."""
     store = SqliteStore(db, cfg.store.synchronous, cfg.store.busy_timeout_ms)
     await store.open()
-    contacts = claim_rules(cfg)
+    contacts = cfg.catalog
 
     per_step: list[float] = []
     per_call: list[float] = []

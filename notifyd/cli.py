@@ -18,15 +18,16 @@ from typing import Any, TypeVar
 
 import click
 
-from notifyd.channels import TYPES
 from notifyd.channels.webpush import generate_vapid_keys
 from notifyd.config import NAME_RE, Config, load_config, render_example
+from notifyd.core.catalog import Catalog
 from notifyd.core.clock import SystemClock
+from notifyd.core.contacts import SUPPRESSION_TYPES
 from notifyd.core.errors import ApiError, ConfigError
 from notifyd.core.logs import LOG_FORMATS, LOG_LEVELS
-from notifyd.core.models import REPLAYED, SCOPES, SUPPRESSION_TYPES, iso, plural
+from notifyd.core.models import REPLAYED, SCOPES, iso, plural
 from notifyd.domain import signed, suppressions
-from notifyd.domain.recipients import address_of, contact_kinds, dead_contacts
+from notifyd.domain.recipients import dead_reason, has_contact
 from notifyd.domain.views import status_view, timeline
 from notifyd.engine import resolution
 from notifyd.engine.render import load_templates, requirements
@@ -331,7 +332,7 @@ def replay(ctx: click.Context, ref: str, tenant: str) -> None:
     Example: notifyd replay n_01m8n828e4dmgf5p4k:1
     """
     step_ref = STEP_REF.fullmatch(ref)
-    contacts = contact_kinds(_config(ctx))
+    catalog = _config(ctx).catalog
 
     async def run(store: Store) -> tuple[str, int, list[str]]:
         if step_ref is not None:
@@ -340,7 +341,7 @@ def replay(ctx: click.Context, ref: str, tenant: str) -> None:
         else:
             nid = (await _find(store, ref, tenant)).id
             count = await store.replay(nid, None, SystemClock().now_ms())
-        return nid, count, await _blocked(store, nid, contacts)
+        return nid, count, await _blocked(store, nid, catalog)
 
     nid, count, blocked = _with_store(ctx, run, WRITE)
     if not count:
@@ -351,25 +352,25 @@ def replay(ctx: click.Context, ref: str, tenant: str) -> None:
         click.echo(f"warning: {line}", err=True)
 
 
-async def _blocked(store: Store, nid: str, contacts: dict[str, str | None]) -> list[str]:
+async def _blocked(store: Store, nid: str, catalog: Catalog) -> list[str]:
     """Replayed steps that the claim will suppress as things stand, and why: replaying does not
     bring a dead address back, and saying nothing would look like a send."""
     n = await store.get_notification(nid)
     if n is None:
         return []
     r = await store.get_recipient(n.tenant, n.user_id)
-    dead = dead_contacts(r)
     out = []
     for s in n.steps:
-        contact = contacts.get(s.channel)
+        contact = catalog.contact(s.channel)
         if s.reason != REPLAYED or contact is None:
             continue
-        if not address_of(r.contacts if r else {}, contact):
+        dead = dead_reason(r, contact)
+        if not has_contact(r, contact):
             out.append(f"step {s.step_no} ({s.channel}) will be suppressed: the user has no "
                        f"{contact}")
-        elif contact in dead:
+        elif dead is not None:
             out.append(f"step {s.step_no} ({s.channel}) will be suppressed: its {contact} is "
-                       f"disabled ({dead[contact]}); a new address for the user makes it live")
+                       f"disabled ({dead}); a new address for the user makes it live")
     return out
 
 
@@ -565,7 +566,7 @@ def templates_render(ctx: click.Context, kind: str, channel: str, locale: str | 
     --params '{"amount": "9.90 EUR", "invoice": "1009", "url": "https://x.io/i/1009"}'
     """
     cfg = _config(ctx)
-    medium = TYPES[cfg.channels[channel].type].medium if channel in cfg.channels else channel
+    medium = cfg.catalog.medium(channel) if channel in cfg.catalog.channels else channel
     if medium is None or medium not in MEDIA:
         raise click.ClickException(f"--channel: {channel!r} is neither a channel with templates "
                                    f"nor a medium ({', '.join(MEDIA)})")

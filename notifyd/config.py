@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import tomllib
 import types
@@ -18,9 +19,17 @@ from typing import Any
 import tomli_w
 
 from notifyd.channels import TYPES as CHANNEL_TYPES
+from notifyd.core.catalog import (
+    MEDIUMS,
+    Catalog,
+    CategoryRules,
+    ChannelInfo,
+    KindRules,
+    LadderStep,
+    LimitRule,
+)
 from notifyd.core.errors import ConfigError
 from notifyd.core.fields import MAX_SEC, doc, docf
-from notifyd.core.models import ClaimRules, KindRules, LimitRule
 from notifyd.receipts import PROVIDERS
 
 DEFAULT_PORT = 7726
@@ -28,7 +37,6 @@ DEFAULT_DB = "notifyd.db"
 SQLITE_URL = "sqlite:///"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 STOP_RULES = ("resolved", "delivered", "read")
-MEDIUMS = ("email", "sms", "push", "chat")  # what a person turns on and off per category
 SCHEDULE_RE = re.compile(r"^(hourly|daily ([01][0-9]|2[0-3]):[0-5][0-9]|"
                          r"weekly (mon|tue|wed|thu|fri|sat|sun) ([01][0-9]|2[0-3]):[0-5][0-9])$")
 URGENCIES = ("urgent", "normal")
@@ -138,13 +146,6 @@ class ChannelConfig:
 
 
 @dataclass(frozen=True)
-class LadderStep:
-    channel: str = field(metadata={"doc": "The channel this step sends on."})
-    after_sec: float | None = doc("Due this long after accept.", None)
-    timeout_sec: float | None = doc("This step's window: the next step is due when it ends.", None)
-
-
-@dataclass(frozen=True)
 class KindConfig:
     ladder: tuple[LadderStep, ...] = docf(
         "Ordered steps: {channel, after_sec?, timeout_sec?}. A step is due after_sec after "
@@ -244,11 +245,10 @@ class Config:
     webhooks: dict[str, Any] = field(default_factory=dict, metadata={
         "doc": "Providers' delivery webhooks by provider name.", "webhooks": True})
 
-    def category(self, kind: str) -> tuple[str, CategoryConfig]:
-        """The kind's preference category and its settings (defaults when not configured)."""
-        k = self.kinds.get(kind)
-        name = (k.category if k else "") or kind
-        return name, self.categories.get(name, DEFAULT_CATEGORY)
+    @functools.cached_property
+    def catalog(self) -> Catalog:
+        """This config compiled for the rest of notifyd (compile_catalog), once."""
+        return compile_catalog(self)
 
     def webhook(self, name: str) -> Any | None:
         """The provider's settings if its webhook is on, else None."""
@@ -283,32 +283,45 @@ def load_config(path: str | Path | None) -> Config:
                                       folder=str(folder / cfg.templates.folder)))
 
 
-def claim_rules(cfg: Config) -> ClaimRules:
-    """What the claim reads from the config: each channel's contact and medium, and each kind's
-    category, preference defaults, limits and digest."""
-    mediums = {name: CHANNEL_TYPES[ch.type].medium for name, ch in cfg.channels.items()}
-    people = [name for name, medium in mediums.items() if medium is not None]
+def compile_catalog(cfg: Config) -> Catalog:
+    """What the rest of notifyd reads of the config: each channel's type, contact and medium;
+    each category's switches; each kind's category, preference defaults, limits, digest and
+    stop rule. The one place that asks the channel registry what a channel sends to."""
+    channels = {name: ChannelInfo(name, ch.type, CHANNEL_TYPES[ch.type].contact,
+                                  CHANNEL_TYPES[ch.type].medium)
+                for name, ch in cfg.channels.items()}
+    named = {name: kind.category or name for name, kind in cfg.kinds.items()}
+    categories = {}
+    for name in sorted(set(named.values()) | set(cfg.categories)):
+        cat = cfg.categories.get(name, DEFAULT_CATEGORY)
+        categories[name] = CategoryRules(name, cat.optional, {m: getattr(cat, m) for m in MEDIUMS})
     kinds = {}
     for name, kind in cfg.kinds.items():
-        category, cat = cfg.category(name)
-        limits = []
-        for lim in cfg.limits:
-            if lim.kind and lim.kind != name or lim.category and lim.category != category:
-                continue
-            counted = tuple(k for k in cfg.kinds if (not lim.kind or k == lim.kind) and (
-                not lim.category or cfg.category(k)[0] == lim.category))
-            channels = tuple(c for c in people if not lim.medium or mediums[c] == lim.medium)
-            of = lim.kind or lim.category
-            label = f"{lim.count} {lim.medium or 'sends'} per {lim.per_sec:g} s" + (
-                f" of {of}" if of else "")
-            limits.append(LimitRule(lim.count, int(lim.per_sec * 1000), counted if of else (),
-                                    channels, label))
+        rules = categories[named[name]]
         digest = cfg.kinds.get(kind.digest)
-        kinds[name] = KindRules(category, cat.optional, {m: getattr(cat, m) for m in MEDIUMS},
-                                kind.transactional, tuple(limits), kind.digest,
-                                digest.schedule if digest else "", kind.always_digest)
-    return ClaimRules({name: CHANNEL_TYPES[ch.type].contact for name, ch in cfg.channels.items()},
-                      mediums, kinds)
+        kinds[name] = KindRules(rules.name, rules.optional, rules.defaults, kind.transactional,
+                                _limits(cfg, name, named, channels), kind.digest,
+                                digest.schedule if digest else "", kind.always_digest, kind.stop)
+    return Catalog(channels, kinds, categories)
+
+
+def _limits(cfg: Config, kind: str, named: dict[str, str],
+            channels: dict[str, ChannelInfo]) -> tuple[LimitRule, ...]:
+    """The send limits that count `kind`: each with every kind and channel it counts."""
+    people = [c for c, info in channels.items() if info.medium is not None]
+    limits = []
+    for lim in cfg.limits:
+        if lim.kind and lim.kind != kind or lim.category and lim.category != named[kind]:
+            continue
+        counted = tuple(k for k in cfg.kinds if (not lim.kind or k == lim.kind) and (
+            not lim.category or named[k] == lim.category))
+        counts = tuple(c for c in people if not lim.medium or channels[c].medium == lim.medium)
+        of = lim.kind or lim.category
+        label = f"{lim.count} {lim.medium or 'sends'} per {lim.per_sec:g} s" + (
+            f" of {of}" if of else "")
+        limits.append(LimitRule(lim.count, int(lim.per_sec * 1000), counted if of else (),
+                                counts, label))
+    return tuple(limits)
 
 
 def beside(store: str, folder: Path) -> str:

@@ -55,6 +55,7 @@ from notifyd.config import (
     validate,
 )
 from notifyd.core.clock import FakeClock
+from notifyd.core.contacts import EMAIL
 from notifyd.core.models import ApiKey, Claim, Lane
 from notifyd.engine import evidence
 from notifyd.engine.ingest import Ingest
@@ -299,7 +300,7 @@ class Mailer:
         await self.hook.close()
 
 
-MAILER = ChannelType("mailer", "test: email over HTTP to a Provider", MailerSettings, "email",
+MAILER = ChannelType("mailer", "test: email over HTTP to a Provider", MailerSettings, EMAIL,
                      lambda name, settings, limits: Mailer(settings.url), medium=None)
 
 

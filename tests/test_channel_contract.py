@@ -56,6 +56,7 @@ from notifyd.channels.base import (
     Unknown,
 )
 from notifyd.channels.webpush import generate_vapid_keys
+from notifyd.core.contacts import Devices
 from notifyd.core.models import Device
 from notifyd.engine.templates import MEDIA
 
@@ -308,10 +309,10 @@ def step_for(type_name: str, w: Where) -> RenderInput:
         for part in MEDIA[ctype.medium].required}
     contact = ctype.contact
     address, devices = None, ()
-    if contact is not None and contact.startswith("device:"):
-        devices = devices_for(contact.removeprefix("device:"), w)
+    if isinstance(contact, Devices):
+        devices = devices_for(contact.kind, w)
     elif contact is not None:
-        address = ADDRESSES[contact]
+        address = ADDRESSES[contact.field]
     return RenderInput("n_01k9zq3x7c2m4v6b8n", 1, "contract-channel", "alert", "u-contract",
                        dict(PARAMS), NOW, NOW + 3_600_000, address, "en", now=NOW,
                        content=content, devices=devices)

@@ -34,6 +34,7 @@ from notifyd.channels.base import (
     Unknown,
 )
 from notifyd.channels.resend import TYPE, ResendChannel, ResendSettings
+from notifyd.core.contacts import EMAIL
 
 API_KEY = "re_test_3b1c9f0e7d6a5b4c"
 FROM = "Acme Alerts <alerts@mail.acme.test>"
@@ -211,7 +212,7 @@ def frozen(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_type_declares_its_contact_medium_and_settings() -> None:
-    assert (TYPE.name, TYPE.contact, TYPE.medium) == ("resend", "email", "email")
+    assert (TYPE.name, TYPE.contact, TYPE.medium) == ("resend", EMAIL, "email")
     assert TYPE.settings is ResendSettings
     assert ResendSettings().base_url == "https://api.resend.com"
 

@@ -31,6 +31,7 @@ from notifyd.channels.base import (
     Unknown,
 )
 from notifyd.channels.slack import TYPE, SlackChannel, SlackSettings
+from notifyd.core.contacts import SLACK
 
 TOKEN = "xoxb-1234567890-0987654321-SecretTokenValueAbCdEf"
 SECRET_PART = "SecretTokenValueAbCdEf"
@@ -263,7 +264,7 @@ def test_the_token_is_not_in_the_settings_or_channel_repr() -> None:
 
 
 def test_the_type_declares_its_contact_and_medium() -> None:
-    assert (TYPE.name, TYPE.contact, TYPE.medium) == ("slack", "slack_user_id", "chat")
+    assert (TYPE.name, TYPE.contact, TYPE.medium) == ("slack", SLACK, "chat")
 
 
 # --- the wire ----------------------------------------------------------------------------------

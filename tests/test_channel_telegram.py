@@ -30,6 +30,7 @@ from notifyd.channels.base import (
     Unknown,
 )
 from notifyd.channels.telegram import TYPE, TelegramChannel, TelegramSettings
+from notifyd.core.contacts import TELEGRAM
 
 TOKEN = "123456789:AAH-secret_Token_value_0123456789ab"
 SECRET_PART = TOKEN.split(":")[1]
@@ -316,7 +317,7 @@ def test_the_token_is_not_in_the_settings_or_channel_repr() -> None:
 
 
 def test_the_type_declares_its_contact_and_medium() -> None:
-    assert (TYPE.name, TYPE.contact, TYPE.medium) == ("telegram", "telegram_chat_id", "chat")
+    assert (TYPE.name, TYPE.contact, TYPE.medium) == ("telegram", TELEGRAM, "chat")
 
 
 # --- the wire ----------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from notifyd.channels.base import (
     Unknown,
 )
 from notifyd.channels.twilio import TYPE, TwilioChannel, TwilioSettings
+from notifyd.core.contacts import PHONE
 
 SERVICE = "MG" + "0d" * 16
 FROM = "+15005550006"
@@ -102,7 +103,7 @@ def frozen(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_type_declares_its_contact_medium_and_settings() -> None:
-    assert (TYPE.name, TYPE.contact, TYPE.medium) == ("twilio", "phone", "sms")
+    assert (TYPE.name, TYPE.contact, TYPE.medium) == ("twilio", PHONE, "sms")
     assert TYPE.settings is TwilioSettings
     assert TwilioSettings().base_url == "https://api.twilio.com"
 

@@ -30,6 +30,7 @@ from notifyd.channels.base import (
 )
 from notifyd.config import ChannelConfig, KindConfig, LadderStep
 from notifyd.core.clock import FakeClock
+from notifyd.core.contacts import EMAIL
 from notifyd.core.models import ClaimContext, Lane, Recipient, Verdict
 from notifyd.domain.policy import decide_claim
 from notifyd.http.auth import KeyCache, hash_key, new_key
@@ -67,7 +68,7 @@ def _build(name: str, settings: Any, limits: Limits) -> Recorder:
 @pytest.fixture
 def mail() -> Iterator[None]:
     """Channel types `mail`, to the recipient's email address, and `rec`, to no address."""
-    TYPES["mail"] = ChannelType("mail", "test recorder", RecorderSettings, "email", _build)
+    TYPES["mail"] = ChannelType("mail", "test recorder", RecorderSettings, EMAIL, _build)
     TYPES["rec"] = ChannelType("rec", "test recorder", RecorderSettings, None, _build)
     Recorder.sent = []
     try:
@@ -134,7 +135,7 @@ async def test_a_claim_checks_the_contacts_current_address_not_an_old_ones_bounc
 def test_the_policy_reads_plain_records_and_answers_in_its_order() -> None:
     r = Recipient("t", "u", "UTC", None, "00:00", "23:59", {"email": "a@x"})
     ctx = ClaimContext("n_1", 0, "mail", Lane.BULK, 0, None, 10_000_000_000_000, None, r,
-                       "email")
+                       EMAIL)
     assert decide_claim(ctx, 1_000).verdict is Verdict.POSTPONE  # quiet hours
     assert decide_claim(dataclasses.replace(ctx, lane=Lane.URGENT), 1_000).verdict is Verdict.SEND
     assert decide_claim(dataclasses.replace(ctx, sibling_in_flight=1), 1_000).until == 2_000

@@ -8,11 +8,14 @@ from zoneinfo import ZoneInfo
 from support import Api, query
 
 from notifyd.config import LadderStep
+from notifyd.core.catalog import Catalog, ChannelInfo
+from notifyd.core.contacts import EMAIL, PHONE, SLACK
 from notifyd.core.models import DisabledContact, PlannedStep, Recipient, StepState
 from notifyd.domain.ladder import plan_steps, quiet_until
 from notifyd.domain.recipients import dead_contacts
 
-CONTACTS = {"log": "channel:log", "sms": "channel:sms", "email": "channel:email"}
+CATALOG = Catalog({name: ChannelInfo(name, "test", contact, None) for name, contact in (
+    ("log", SLACK), ("sms", PHONE), ("email", EMAIL))})
 NY, PARIS = "America/New_York", "Europe/Paris"
 
 
@@ -30,7 +33,7 @@ def who(zone: str | None = None, quiet: tuple[str, str] | None = None,
 
 def plan(ladder: tuple[LadderStep, ...], now: int, r: Recipient | None = None,
          urgent: bool = False) -> list[PlannedStep]:
-    return plan_steps(ladder, CONTACTS, now, r, urgent, dead_contacts(r))
+    return plan_steps(ladder, CATALOG, now, r, urgent, dead_contacts(r))
 
 
 def times(steps: list[PlannedStep]) -> list[int]:
@@ -140,7 +143,7 @@ def test_quiet_hours_in_the_repeated_autumn_hour_never_move_a_step_earlier() -> 
 
 
 def test_a_disabled_contact_is_suppressed_and_the_next_step_takes_its_slot() -> None:
-    r = who(disabled={"channel:sms": "number unreachable"})
+    r = who(disabled={"phone": "number unreachable"})
     steps = plan(WINDOWS, NOW, r)
     assert [(s.channel, s.state) for s in steps] == [
         ("log", StepState.PENDING), ("sms", StepState.SUPPRESSED), ("email", StepState.PENDING)]
@@ -149,7 +152,7 @@ def test_a_disabled_contact_is_suppressed_and_the_next_step_takes_its_slot() -> 
 
 
 def test_a_disabled_first_contact_hands_its_slot_to_the_second() -> None:
-    r = who(disabled={"channel:log": "bounced"})
+    r = who(disabled={"slack_user_id": "bounced"})
     steps = plan(WINDOWS, NOW, r)
     assert steps[0].state == StepState.SUPPRESSED
     assert times(steps)[1] == NOW  # not NOW + 30 s: the dead step's window collapsed
@@ -186,6 +189,6 @@ def test_after_sec_steps_keep_their_spacing_when_quiet_hours_move_the_first() ->
     r = who("UTC", ("22:00", "07:00"))
     ladder = (LadderStep("push"), LadderStep("sms", after_sec=300), LadderStep("email", after_sec=3600))
     at = ms("UTC", 2026, 10, 1, 23, 0)
-    steps = plan_steps(ladder, {}, at, r, False, {})
+    steps = plan_steps(ladder, Catalog(), at, r, False, {})
     seven = ms("UTC", 2026, 10, 2, 7, 0)
     assert [s.send_after for s in steps] == [seven, seven + 300_000, seven + 3_600_000]

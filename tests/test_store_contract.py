@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from notifyd.core.catalog import Catalog, ChannelInfo
+from notifyd.core.contacts import EMAIL
 from notifyd.core.models import (
     AcceptInput,
     Claim,
     ClaimContext,
-    ClaimRules,
     Completion,
     Decision,
     Device,
@@ -34,7 +35,8 @@ BACKENDS: dict[str, Callable[[Path], str]] = {
     "sqlite": lambda tmp: f"sqlite:///{tmp / 'contract.db'}",
 }
 NOW = 1_790_000_000_000
-CONTACTS = ClaimRules({"a": None, "b": "email"})  # a: no person's address
+CONTACTS = Catalog({"a": ChannelInfo("a", "log", None, None),  # a: no person's address
+                    "b": ChannelInfo("b", "smtp", EMAIL, "email")})
 LEASE = 60_000
 
 

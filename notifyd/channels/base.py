@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from notifyd.core.contacts import Contact
 from notifyd.core.models import Device, iso
 
 
@@ -138,9 +139,10 @@ class ChannelType:
     # A frozen dataclass of this type's own keys, each declared with fields.doc(); it may define
     # problems() -> list[(key, message)] for checks beyond the value's type.
     settings: type[Any]
-    # The recipient contact this type sends to ("email", "phone", ...), or None when it does not
-    # send to a person's address (a producer's webhook, the log).
-    contact: str | None
+    # What this type sends to (core/contacts.py: an address kind such as EMAIL, or the person's
+    # devices of one kind), or None when it sends to no address of the person's (a producer's
+    # webhook, the log).
+    contact: Contact | None
     build: Callable[[str, Any, Limits], Channel]
     # Which templates it renders (RenderInput.content): "email", "sms", "push" or "chat"; None
     # for a type that sends the notification as data (webhook, log).

@@ -64,6 +64,7 @@ from notifyd.channels.base import (
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.channels.wire import Client, NotSent, WireError
 from notifyd.core.clock import Clock, SystemClock
+from notifyd.core.contacts import FCM
 from notifyd.core.fields import doc
 
 DEFAULT_BASE_URL = "https://fcm.googleapis.com"
@@ -468,5 +469,5 @@ def _build(name: str, settings: FcmSettings, limits: Limits) -> FcmChannel:
 
 
 TYPE = ChannelType("fcm", "pushes to the user's Firebase Cloud Messaging tokens (HTTP v1 API)",
-                   FcmSettings, "device:fcm", _build, medium="push")
+                   FcmSettings, FCM, _build, medium="push")
 

@@ -64,6 +64,7 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.channels.wire import Client
+from notifyd.core.contacts import EMAIL
 from notifyd.core.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://api.resend.com"
@@ -234,5 +235,5 @@ def _build(name: str, settings: ResendSettings, limits: Limits) -> ResendChannel
     return ResendChannel(name, settings, limits.timeout_sec, limits.max_connections)
 
 
-TYPE = ChannelType("resend", "sends email through Resend's HTTP API", ResendSettings, "email",
+TYPE = ChannelType("resend", "sends email through Resend's HTTP API", ResendSettings, EMAIL,
                    _build, medium="email")

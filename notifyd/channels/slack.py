@@ -52,6 +52,7 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, url_problem
 from notifyd.channels.wire import Client
+from notifyd.core.contacts import SLACK
 from notifyd.core.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://slack.com"
@@ -171,4 +172,4 @@ def _build(name: str, settings: SlackSettings, limits: Limits) -> SlackChannel:
 
 
 TYPE = ChannelType("slack", "sends direct messages from a Slack app's bot (chat.postMessage)",
-                   SlackSettings, "slack_user_id", _build, medium="chat")
+                   SlackSettings, SLACK, _build, medium="chat")

@@ -66,6 +66,7 @@ from notifyd.channels.base import (
     Sent,
     Unknown,
 )
+from notifyd.core.contacts import EMAIL
 from notifyd.core.fields import doc, sensitive
 
 TLS_MODES = ("starttls", "tls", "none")
@@ -598,5 +599,5 @@ def _build(name: str, settings: SmtpSettings, limits: Limits) -> SmtpChannel:
 
 
 TYPE = ChannelType("smtp", "sends email through an SMTP server (a relay or a provider's "
-                   "submission host), reusing connections", SmtpSettings, "email", _build,
+                   "submission host), reusing connections", SmtpSettings, EMAIL, _build,
                    medium="email")

@@ -51,6 +51,7 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, url_problem
 from notifyd.channels.wire import Client
+from notifyd.core.contacts import TELEGRAM
 from notifyd.core.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
@@ -265,4 +266,4 @@ def _build(name: str, settings: TelegramSettings, limits: Limits) -> TelegramCha
 
 
 TYPE = ChannelType("telegram", "sends chat messages from a Telegram bot (Bot API sendMessage)",
-                   TelegramSettings, "telegram_chat_id", _build, medium="chat")
+                   TelegramSettings, TELEGRAM, _build, medium="chat")

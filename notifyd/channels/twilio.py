@@ -54,6 +54,7 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post
 from notifyd.channels.wire import Client
+from notifyd.core.contacts import PHONE
 from notifyd.core.fields import doc, sensitive
 
 DEFAULT_BASE_URL = "https://api.twilio.com"
@@ -232,5 +233,5 @@ def _build(name: str, settings: TwilioSettings, limits: Limits) -> TwilioChannel
                          limits.public_url)
 
 
-TYPE = ChannelType("twilio", "sends SMS through Twilio's Messages API", TwilioSettings, "phone",
+TYPE = ChannelType("twilio", "sends SMS through Twilio's Messages API", TwilioSettings, PHONE,
                    _build, medium="sms")

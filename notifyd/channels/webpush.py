@@ -71,6 +71,7 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.channels.wire import Client
+from notifyd.core.contacts import WEBPUSH
 from notifyd.core.fields import doc, sensitive
 from notifyd.core.models import iso
 
@@ -451,4 +452,4 @@ def _build(name: str, settings: WebPushSettings, limits: Limits) -> WebPushChann
 
 
 TYPE = ChannelType("webpush", "Web Push to the user's browsers (RFC 8030/8291/8292, VAPID)",
-                   WebPushSettings, "device:webpush", _build, medium="push")
+                   WebPushSettings, WEBPUSH, _build, medium="push")

@@ -9,6 +9,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from notifyd.core.catalog import Catalog, KindRules
+from notifyd.core.contacts import Contact
+
 _B32 = "0123456789abcdefghjkmnpqrstvwxyz"
 _B32_PAIRS = [a + b for a in _B32 for b in _B32]  # two digits per lookup: half the work
 
@@ -211,18 +214,6 @@ class Evidence(StrEnum):
 
 # Evidence that the address is gone for good: it goes on the suppression list.
 SUPPRESSING = frozenset({Evidence.BOUNCED, Evidence.COMPLAINED, Evidence.UNSUBSCRIBED})
-# The channel types the suppression list keys addresses by ("push": a device id, whose state
-# lives with the device).
-SUPPRESSION_TYPES = ("email", "sms", "telegram", "slack", "push")
-
-
-def normal_address(channel_type: str | None, address: str) -> str:
-    """An address as the suppression list keys it: email lower-cased (providers report it so,
-    and people type it so), others as given, trimmed."""
-    address = address.strip()
-    return address.lower() if channel_type == "email" else address
-
-
 def message_key(message_id: str | None) -> str | None:
     """The step key in a Message-ID notifyd set (<n_...{.}STEP@domain>), or None."""
     if not message_id:
@@ -286,20 +277,14 @@ class ReceiptRules:
     """What the store needs to apply receipts, handed in so that it stays free of policy."""
 
     judge: ReceiptJudge
-    stops: Mapping[str, str]  # kind -> its stop rule
-    contacts: Mapping[str, str | None]  # channel -> the contact kind it sends to
-
-
-# The suppression list's channel type for each contact kind a person has.
-CONTACT_CHANNEL = {"email": "email", "phone": "sms", "telegram_chat_id": "telegram",
-                   "slack_user_id": "slack"}
+    catalog: Catalog  # each kind's stop rule, each channel's contact
 
 
 @dataclass(frozen=True, slots=True)
 class DisabledContact:
     """One of the user's addresses on the suppression list (a rejection, a bounce, a STOP)."""
 
-    contact: str  # the contact kind: email, phone, telegram_chat_id, slack_user_id
+    contact: str  # the profile field of the address: email, phone, telegram_chat_id, ...
     address: str
     reason: str
 
@@ -370,7 +355,7 @@ class Claim:
     tries: int  # attempts since the last replay, for the retry budget
     claim_token: str
     expires_at: int
-    contact: str | None  # the contact kind a permanent rejection disables (None: none)
+    contact: Contact | None  # what a permanent rejection disables (None: nothing)
     destination: str | None
     payload: dict[str, Any] | None
     notice: Notice | None = None  # set when nothing is frozen yet
@@ -394,50 +379,12 @@ class ClaimContext:
     expires_at: int
     sibling_in_flight: int | None  # step_no of a sibling being sent right now
     recipient: Recipient | None
-    contact: str | None  # the contact kind this channel sends to (None: no person's address)
+    contact: Contact | None  # what this channel sends to (None: no address of the person's)
     configured: bool = True  # False: the channel is no longer in the config
     rules: KindRules | None = None  # the kind's preference and attention rules
     medium: str | None = None  # what the channel sends as: email, sms, push, chat (None: no one)
     over_limit: str | None = None  # the send limit this send would pass, in words (the store counts)
     attempts: int = 0  # calls made for this step so far: a retry goes under its first decision
-
-
-@dataclass(frozen=True, slots=True)
-class LimitRule:
-    """At most `count` sends per `window_ms` to one person, of what it matches."""
-
-    count: int
-    window_ms: int
-    kinds: tuple[str, ...]  # the kinds it counts (all it could match); empty: every kind
-    channels: tuple[str, ...]  # the channels it counts (of its medium); empty: every channel
-    label: str  # "3 push per 3600 s", for reasons
-
-    def covers(self, kind: str, channel: str) -> bool:
-        return (not self.kinds or kind in self.kinds) and (
-            not self.channels or channel in self.channels)
-
-
-@dataclass(frozen=True)
-class ClaimRules:
-    """What the claim reads from the config beside the rows (config.claim_rules builds it)."""
-
-    contacts: Mapping[str, str | None]  # channel -> the contact kind it sends to
-    mediums: Mapping[str, str | None] = field(default_factory=dict)  # channel -> its medium
-    kinds: Mapping[str, KindRules] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class KindRules:
-    """What the claim policy knows of a kind beyond its ladder (config.claim_rules builds it)."""
-
-    category: str
-    optional: bool  # may a person turn the category off at all
-    defaults: Mapping[str, bool]  # medium -> on until the person chooses
-    transactional: bool
-    limits: tuple[LimitRule, ...] = ()
-    digest: str = ""  # the digest kind that collects held items ("": none)
-    digest_schedule: str = ""  # that digest kind's schedule ("daily 09:00")
-    always_digest: bool = False
 
 
 @dataclass(frozen=True, slots=True)

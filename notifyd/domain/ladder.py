@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from notifyd.config import LadderStep
+from notifyd.core.catalog import Catalog, LadderStep
+from notifyd.core.contacts import Address
 from notifyd.core.models import PlannedStep, Recipient, StepState, is_digits
 
 
@@ -99,14 +100,14 @@ def _instants(wall: datetime, tz: ZoneInfo) -> tuple[float, float]:
 
 def plan_steps(
     ladder: tuple[LadderStep, ...],
-    channel_contacts: Mapping[str, str | None],
+    catalog: Catalog,
     now_ms: int,
     recipient: Recipient | None,
     urgent: bool,
     disabled: Mapping[str, str],
 ) -> list[PlannedStep]:
-    """Date every step. `channel_contacts` maps a channel to the contact kind it sends to;
-    `disabled` maps the recipient's dead contact kinds to why (recipients.dead_contacts)."""
+    """Date every step. `disabled` maps the recipient's dead addresses' profile fields to why
+    (recipients.dead_contacts)."""
     planned: list[PlannedStep] = []
     prev_at = now_ms
     prev_window: float | None = 0.0
@@ -120,8 +121,8 @@ def plan_steps(
         at = max(at, prev_at)  # never before the step ahead of it
         cause = _cause(no, step, prev_window)
         note = None
-        contact = channel_contacts.get(step.channel)
-        dead = disabled.get(contact) if contact is not None else None
+        contact = catalog.contact(step.channel)
+        dead = disabled.get(contact.field) if isinstance(contact, Address) else None
         if dead is not None:
             planned.append(PlannedStep(no, step.channel, at, StepState.SUPPRESSED,
                                        reason=f"suppression_list: {dead}", cause=cause))

@@ -26,7 +26,7 @@ from notifyd.core.models import (
     iso,
 )
 from notifyd.domain.ladder import quiet_label, quiet_until, window_end
-from notifyd.domain.recipients import dead_contacts, device_kind, has_contact
+from notifyd.domain.recipients import dead_reason, has_contact
 
 log = logging.getLogger("notifyd.policy")
 SIBLING_WAIT_MS = 1000  # a step whose sibling is in flight looks again this much later
@@ -54,11 +54,9 @@ def decide_claim(ctx: ClaimContext, now: int) -> Decision:
             return quiet
     if ctx.contact is not None:  # the ladder moves on now rather than sit out this step's window
         if not has_contact(ctx.recipient, ctx.contact):
-            what = f"live {device_kind(ctx.contact)} device" if device_kind(ctx.contact) \
-                else ctx.contact
-            return Decision(Verdict.SUPPRESS, f"no_contact: the user has no {what}",
+            return Decision(Verdict.SUPPRESS, f"no_contact: the user has no {ctx.contact}",
                             pull_next_at=now, why=Why.NO_CONTACT)
-        dead = dead_contacts(ctx.recipient).get(ctx.contact)
+        dead = dead_reason(ctx.recipient, ctx.contact)
         if dead is not None:
             return Decision(Verdict.SUPPRESS, f"suppression_list: {dead}", pull_next_at=now,
                             why=Why.CONTACT_DISABLED)

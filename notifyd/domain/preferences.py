@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from notifyd.config import DEFAULT_CATEGORY, MEDIUMS, Config
+from notifyd.core.catalog import MEDIUMS, Catalog
 from notifyd.core.errors import ApiError
 from notifyd.core.models import Recipient
 from notifyd.domain.validate import check_fields
@@ -19,12 +19,7 @@ from notifyd.domain.validate import check_fields
 FIELDS = frozenset({"opt_out", "categories"})
 
 
-def categories(cfg: Config) -> list[str]:
-    """Every category a person can see: the configured ones and those the kinds name."""
-    return sorted({cfg.category(kind)[0] for kind in cfg.kinds} | set(cfg.categories))
-
-
-def parse(cfg: Config, data: dict[str, Any]) -> dict[str, Any]:
+def parse(catalog: Catalog, data: dict[str, Any]) -> dict[str, Any]:
     """The preferences document of a PUT body; an ApiError names the first wrong field."""
     check_fields(data, FIELDS)
     opt_out = data.get("opt_out", False)
@@ -34,7 +29,7 @@ def parse(cfg: Config, data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(chosen, dict):
         raise ApiError("invalid_field", "categories must be an object: {category: {medium: "
                        "true|false}}", "categories")
-    known = categories(cfg)
+    known = sorted(catalog.categories)
     out: dict[str, dict[str, bool]] = {}
     for name, switches in chosen.items():
         where = f"categories.{name}"
@@ -45,23 +40,22 @@ def parse(cfg: Config, data: dict[str, Any]) -> dict[str, Any]:
                 m in MEDIUMS and isinstance(v, bool) for m, v in switches.items()):
             raise ApiError("invalid_field", f"{where} must map mediums ({', '.join(MEDIUMS)}) "
                            "to true or false", where)
-        if not cfg.categories.get(name, DEFAULT_CATEGORY).optional and not all(switches.values()):
+        if not catalog.category(name).optional and not all(switches.values()):
             raise ApiError("invalid_field", f"{name} may not be turned off (one-time codes "
                            "and security alerts always go out)", where)
         out[name] = dict(sorted(switches.items()))
     return {"opt_out": opt_out, "categories": out}
 
 
-def view(cfg: Config, r: Recipient | None) -> dict[str, Any]:
+def view(catalog: Catalog, r: Recipient | None) -> dict[str, Any]:
     """What holds now: the person's switches over each category's defaults, and the version."""
     prefs = r.preferences if r is not None else {}
     chosen = prefs.get("categories") or {}
     shown = {}
-    for name in categories(cfg):
-        cat = cfg.categories.get(name, DEFAULT_CATEGORY)
+    for name, cat in sorted(catalog.categories.items()):
         mine = chosen.get(name, {})
         shown[name] = {"optional": cat.optional, **{
-            m: bool(mine.get(m, getattr(cat, m))) if cat.optional else True for m in MEDIUMS}}
+            m: bool(mine.get(m, cat.defaults[m])) if cat.optional else True for m in MEDIUMS}}
     return {"version": r.pref_version if r is not None else 0,
             "opt_out": bool(prefs.get("opt_out", False)), "categories": shown}
 

@@ -1,10 +1,11 @@
-"""Recipients: one home for what a user is to notifyd — the profile's shape and checks, the
-contact each channel sends to, and which contacts are dead.
+"""Recipients: one home for what a user is to notifyd — the profile's shape and checks, where a
+channel's contact is in it, and which contacts are dead.
 
-A contact is named by its kind: `email`, `phone`, `chat:NAME`, ... A channel that sends to no
-address of the person's (a producer webhook, the log) has no contact, and nothing it hears back
-disables anything for a user. A disabled address counts only while it is still the user's current
-one, so a new address is never blocked by an old one's bounce.
+A contact is an address kind in the profile (`email`, `phone`, ...) or the person's devices of one
+kind (core/contacts.py). A channel that sends to no address of the person's (a producer webhook,
+the log) has no contact, and nothing it hears back disables anything for a user. A disabled
+address counts only while it is still the user's current one, so a new address is never blocked
+by an old one's bounce.
 """
 
 from __future__ import annotations
@@ -16,76 +17,58 @@ from typing import Any
 
 from yarl import URL
 
-from notifyd.channels import TYPES
-from notifyd.config import Config
+from notifyd.core.contacts import ADDRESSES, BY_FIELD, DEVICES, Address, Contact, Devices
 from notifyd.core.errors import ApiError
-from notifyd.core.models import Device, Recipient, normal_address
+from notifyd.core.models import Device, Recipient
 from notifyd.domain.ladder import parse_hhmm, valid_timezone
 from notifyd.domain.validate import check_fields, get_str
 
-CONTACT_FIELDS = ("email", "phone", "telegram_chat_id", "slack_user_id")
-USER_FIELDS = frozenset({*CONTACT_FIELDS, "timezone", "locale", "quiet_hours"})
-E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
-EMAIL = re.compile(r"^[^@\s<>()\[\],;:\\\"]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
-DEVICE_KINDS = ("webpush", "fcm")
+USER_FIELDS = frozenset({*BY_FIELD, "timezone", "locale", "quiet_hours"})
+DEVICE_KINDS = tuple(d.kind for d in DEVICES)
 MAX_ENDPOINT = 2048
-
-
-def contact_kinds(cfg: Config) -> dict[str, str | None]:
-    """Channel name -> the contact kind it sends to (None: no address of the person's)."""
-    return {name: TYPES[ch.type].contact for name, ch in cfg.channels.items()}
-
-
-def device_kind(contact: str | None) -> str | None:
-    """'webpush' for the contact 'device:webpush': a channel that sends to the user's devices."""
-    return contact[7:] if contact and contact.startswith("device:") else None
 
 
 def live_devices(r: Recipient | None, kind: str) -> tuple[Device, ...]:
     return tuple(d for d in r.devices if d.kind == kind and d.state == "live") if r else ()
 
 
-def has_contact(r: Recipient | None, contact: str) -> bool:
+def has_contact(r: Recipient | None, contact: Contact) -> bool:
     """Whether the user has somewhere to send for this contact: an address, or a live device."""
-    kind = device_kind(contact)
-    if kind is not None:
-        return bool(live_devices(r, kind))
+    if isinstance(contact, Devices):
+        return bool(live_devices(r, contact.kind))
     return bool(address_of(r.contacts if r else {}, contact))
 
 
-def address_of(contacts: Mapping[str, Any], contact: str) -> str:
-    """The user's current address for a contact kind ('' when the user has none)."""
-    kind, _, sub = contact.partition(":")
-    value = contacts.get(kind)
-    if isinstance(value, dict):
-        value = value.get(sub)
+def address_of(contacts: Mapping[str, Any], contact: Address) -> str:
+    """The user's current address of this kind ('' when the user has none)."""
+    value = contacts.get(contact.field)
     return str(value) if value is not None and not isinstance(value, dict) else ""
 
 
 def dead_contacts(r: Recipient | None) -> dict[str, str]:
-    """Contact kind -> why it is disabled, for the contacts disabled at their current address."""
+    """Profile field -> why it is disabled, for the contacts disabled at their current address."""
     if r is None or not r.disabled:
         return {}
     return {d.contact: d.reason for d in r.disabled
-            if d.address == address_of(r.contacts, d.contact)}
+            if d.contact in BY_FIELD and d.address == address_of(r.contacts, BY_FIELD[d.contact])}
+
+
+def dead_reason(r: Recipient | None, contact: Contact) -> str | None:
+    """Why this contact of the user is disabled, if it is (devices die one by one: never)."""
+    return dead_contacts(r).get(contact.field) if isinstance(contact, Address) else None
 
 
 def parse_recipient(tenant: str, user_id: str, data: dict[str, Any]) -> Recipient:
     """A profile from a PUT body; an ApiError names the first field that is wrong."""
     check_fields(data, USER_FIELDS)
     contacts: dict[str, Any] = {}
-    for name in CONTACT_FIELDS:
-        value = get_str(data, name, required=False)
-        if value is not None:
-            contacts[name] = value
-    if "email" in contacts and not EMAIL.match(contacts["email"]):
-        raise ApiError("invalid_field", "email must be an address like name@example.com",
-                       "email")
-    if "email" in contacts:  # as the suppression list and providers' receipts have it
-        contacts["email"] = normal_address("email", contacts["email"])
-    if "phone" in contacts and not E164.match(contacts["phone"]):
-        raise ApiError("invalid_field", "phone must be E.164: + and the country code, digits "
-                       "only (e.g. +14155550123)", "phone")
+    for kind in ADDRESSES:
+        value = get_str(data, kind.field, required=False)
+        if value is None:
+            continue
+        if not kind.valid(value):
+            raise ApiError("invalid_field", f"{kind.field} must be {kind.shape}", kind.field)
+        contacts[kind.field] = kind.normal(value) if kind.lower else value
     tz = get_str(data, "timezone", required=False, max_len=64)
     if tz is not None and not valid_timezone(tz):
         raise ApiError("invalid_field", f"unknown timezone {tz!r} (use an IANA name such as "

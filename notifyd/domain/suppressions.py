@@ -5,16 +5,14 @@ every tenant and only an operator lifts them."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from notifyd.core.contacts import BY_SUPPRESSION, DEVICE_ID, SUPPRESSION_TYPES, normal_address
 from notifyd.core.errors import ApiError
-from notifyd.core.models import SUPPRESSION_TYPES, iso, normal_address
-from notifyd.domain.recipients import E164, EMAIL
+from notifyd.core.models import iso
+from notifyd.core.records import Suppression
 from notifyd.domain.validate import check_fields, get_str
-from notifyd.store import Suppression
 
-DEVICE_ID = re.compile(r"^d_[0-9a-f]{16}$")
 FIELDS = frozenset({"channel_type", "address", "reason"})
 
 
@@ -23,13 +21,13 @@ def check_address(channel_type: str, address: str) -> str:
     if channel_type not in SUPPRESSION_TYPES:
         raise ApiError("invalid_field", f"channel_type must be one of "
                        f"{', '.join(SUPPRESSION_TYPES)}", "channel_type")
-    rule = {"email": (EMAIL, "an email address like name@example.com"),
-            "sms": (E164, "an E.164 phone number (+ and digits, e.g. +14155550123)"),
-            "push": (DEVICE_ID, "a device id (d_ and 16 hex digits)")}.get(channel_type)
+    kind = BY_SUPPRESSION.get(channel_type)
     address = normal_address(channel_type, address)
-    if not address or (rule is not None and not rule[0].match(address)):
-        raise ApiError("invalid_field", f"address must be {rule[1] if rule else 'non-empty'} "
-                       f"for channel_type {channel_type}", "address")
+    valid = kind.valid(address) if kind is not None else bool(DEVICE_ID.match(address))
+    if not valid:
+        shape = kind.shape if kind is not None else "a device id (d_ and 16 hex digits)"
+        raise ApiError("invalid_field", f"address must be {shape} for channel_type "
+                       f"{channel_type}", "address")
     return address
 
 

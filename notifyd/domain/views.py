@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from notifyd.core.models import OPEN_STEP_STATES, StepState, iso, plural
-from notifyd.store import Event, Notification, Step
+from notifyd.core.records import Event, Notification, Step
 
 PROVEN = ("delivered", "shown", "opened")
 

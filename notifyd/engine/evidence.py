@@ -12,7 +12,6 @@ from collections import Counter
 
 import aiohttp
 
-from notifyd.channels import TYPES as CHANNEL_TYPES
 from notifyd.config import Config
 from notifyd.core.models import ReceiptRules
 from notifyd.domain.policy import judge_receipt
@@ -27,8 +26,7 @@ FETCH_MAX_BYTES = 64 * 1024  # an SNS signing certificate is ~2 KiB; a confirmat
 def rules(cfg: Config) -> ReceiptRules:
     """What the store needs to apply a receipt: the policy, each kind's stop rule, and the
     contact each channel sends to (so a bounce suppresses the right address)."""
-    return ReceiptRules(judge_receipt, {name: k.stop for name, k in cfg.kinds.items()},
-                        {name: CHANNEL_TYPES[ch.type].contact for name, ch in cfg.channels.items()})
+    return ReceiptRules(judge_receipt, cfg.catalog)
 
 
 class FetchFailed(Exception):

@@ -13,7 +13,8 @@ from typing import Any
 import jinja2
 import orjson
 
-from notifyd.config import Config, LadderStep
+from notifyd.config import Config
+from notifyd.core.catalog import LadderStep
 from notifyd.core.clock import Clock
 from notifyd.core.errors import ApiError
 from notifyd.core.models import (
@@ -29,7 +30,7 @@ from notifyd.core.models import (
     new_id,
 )
 from notifyd.domain.ladder import plan_steps
-from notifyd.domain.recipients import contact_kinds, dead_contacts
+from notifyd.domain.recipients import dead_contacts
 from notifyd.domain.validate import check_depth, check_fields, get_str, header_value, parse_object
 from notifyd.engine.stream import Event, Hub
 from notifyd.engine.templates import TemplateError, Templates
@@ -56,7 +57,6 @@ class Ingest:
         self.wake = wake
         self.templates = templates  # renders inbox items at accept
         self.hub = hub or Hub()  # open inbox streams hear of each new item after its commit
-        self._contacts = contact_kinds(cfg)
 
     def parse(self, body: bytes, key: ApiKey, idempotency_key: str | None) -> AcceptInput:
         data = parse_object(body)
@@ -138,7 +138,7 @@ class Ingest:
         expires_at = now + self.ttl_sec(inp) * 1000
 
         def plan(recipient: Recipient | None) -> tuple[list[PlannedStep], Lane]:
-            steps = plan_steps(ladder, self._contacts, now, recipient, urgent,
+            steps = plan_steps(ladder, self.cfg.catalog, now, recipient, urgent,
                                dead_contacts(recipient))
             return [s if s.send_after < expires_at or s.state != StepState.PENDING else
                     dataclasses.replace(s, state=StepState.EXPIRED,

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from notifyd.channels import TYPES
 from notifyd.channels.base import Channel, RenderError, RenderInput
 from notifyd.config import Config
+from notifyd.core.contacts import Address, Devices
 from notifyd.core.models import Claim, Lane
 from notifyd.domain import signed
-from notifyd.domain.recipients import address_of, device_kind, live_devices
+from notifyd.domain.recipients import address_of, live_devices
 from notifyd.engine.templates import Templates
 
 
@@ -36,7 +36,7 @@ def requirements(cfg: Config) -> dict[str, set[str]]:
     """Kind -> the media its ladder sends by: each needs the default locale's templates."""
     need: dict[str, set[str]] = {}
     for name, kind in cfg.kinds.items():
-        media = {TYPES[cfg.channels[s.channel].type].medium for s in kind.ladder}
+        media = {cfg.catalog.medium(s.channel) for s in kind.ladder}
         if kind.inbox:
             media.add("inbox")
         if media - {None}:
@@ -64,14 +64,12 @@ class Renderer:
     def unsubscribe_url(self, kind: str, tenant: str, user_id: str) -> str | None:
         """A one-click unsubscribe link for a kind people may turn off (not transactional, its
         category optional), when there is a public URL to put in it."""
-        k = self.cfg.kinds.get(kind)
+        rules = self.cfg.catalog.kinds.get(kind)
         base = self.cfg.server.public_url.rstrip("/")
-        if k is None or k.transactional or not base or self.link_key is None:
+        if rules is None or rules.transactional or not rules.optional or not base \
+                or self.link_key is None:
             return None
-        category, settings = self.cfg.category(kind)
-        if not settings.optional:
-            return None
-        token = signed.make_unsubscribe(self.link_key, tenant, user_id, category)
+        token = signed.make_unsubscribe(self.link_key, tenant, user_id, rules.category)
         return f"{base}/v1/unsubscribe/{token}"
 
     def freeze(self, claim: Claim, adapter: Channel, now: int) -> Frozen:
@@ -86,7 +84,7 @@ class Renderer:
         notice = claim.notice
         assert notice is not None
         r = notice.recipient
-        medium = TYPES[self.cfg.channels[claim.channel].type].medium
+        medium = self.cfg.catalog.medium(claim.channel)
         kind = self.cfg.kinds.get(notice.kind)
         content: dict[str, str] = {}
         template = None
@@ -101,14 +99,13 @@ class Renderer:
                                              "unsubscribe_url": unsubscribe})
             content = done.parts
             template = f"{notice.kind}/{done.locale}/{medium}@{done.version}"
-        devices = device_kind(claim.contact)
-        address = address_of(r.contacts, claim.contact) if r and claim.contact and not devices \
-            else ""
+        contact = claim.contact
+        address = address_of(r.contacts, contact) if r and isinstance(contact, Address) else ""
         return RenderInput(
             claim.notification_id, claim.step_no, claim.channel, notice.kind, notice.user_id,
             notice.params, notice.created_at, claim.expires_at, address or None,
             r.locale if r else None, now=now, content=content,
-            devices=live_devices(r, devices) if devices else (),
+            devices=live_devices(r, contact.kind) if isinstance(contact, Devices) else (),
             urgent=claim.lane is Lane.URGENT,
             transactional=kind.transactional if kind else True,
             collapse_key=(kind.collapse_key or None) if kind else None,

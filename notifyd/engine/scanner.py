@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections import Counter
 
-from notifyd.config import Config, claim_rules
+from notifyd.config import Config
 from notifyd.core.clock import Clock
 from notifyd.core.logs import step_line
 from notifyd.core.models import ENDED, ClaimContext, Decision, Verdict, iso
@@ -36,7 +36,7 @@ class Scanner:
         self.cfg, self.store, self.pool, self.clock = cfg, store, pool, clock
         self.lease_ms = int(cfg.scanner.lease_sec * 1000)
         self.poll_ms = int(cfg.scanner.poll_interval_sec * 1000)
-        self.rules = claim_rules(cfg)
+        self.rules = cfg.catalog
         self._decided: dict[tuple[str, int], tuple[str, Decision]] = {}
         self.alive_at = clock.now_ms()  # when the loop last made progress, for /readyz
         self._wake = asyncio.Event()

@@ -31,6 +31,7 @@ from notifyd.channels.base import (
 )
 from notifyd.config import SEND_SLACK_SEC, ChannelConfig, Config
 from notifyd.core.clock import Clock
+from notifyd.core.contacts import Devices
 from notifyd.core.logs import step_line
 from notifyd.core.models import (
     Budget,
@@ -44,7 +45,6 @@ from notifyd.core.models import (
     iso,
     plural,
 )
-from notifyd.domain.recipients import device_kind
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.render import Frozen, Renderer
 from notifyd.engine.templates import Templates
@@ -332,7 +332,7 @@ class SenderPool:
             now = self.clock.now_ms()
             ch.breaker.record(isinstance(outcome, Sent | Rejected), now, probe)
             done = decide(ch.cfg, claim, outcome, now, self.rng)
-            if device_kind(claim.contact):  # devices are disabled one by one, never all at once
+            if isinstance(claim.contact, Devices):  # devices are disabled one by one, never all at once
                 done = dataclasses.replace(done, disable_contact=False, dead_devices=dead)
             self.metrics.sends.labels(ch.name, done.outcome).inc()
             try:

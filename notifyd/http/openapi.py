@@ -7,9 +7,10 @@ import json
 from typing import Any
 
 from notifyd import __version__
-from notifyd.config import MEDIUMS
+from notifyd.core.catalog import MEDIUMS
+from notifyd.core.contacts import ADDRESSES, SUPPRESSION_TYPES
 from notifyd.core.errors import CATALOG
-from notifyd.core.models import SUPPRESSION_TYPES, StepState
+from notifyd.core.models import StepState
 from notifyd.domain.validate import MAX_ID_LEN
 from notifyd.receipts import PROVIDERS
 
@@ -99,9 +100,8 @@ SCHEMAS: dict[str, Any] = {
         "notification_id": _STR, "resolution": _STR, "resolved_at": _TIME,
         "changed": {"type": "boolean"}, "cancelled_steps": {"type": "integer"}}},
     "User": {"type": "object", "additionalProperties": False, "properties": {
-        "email": {**_opt(_ID), "description": "an address like name@example.com"},
-        "phone": {**_opt(_ID), "pattern": r"^\+[1-9][0-9]{6,14}$", "description": "E.164"},
-        "telegram_chat_id": _opt(_ID), "slack_user_id": _opt(_ID),
+        **{a.field: {**_opt(_ID), "description": a.shape,
+                     **({"pattern": a.pattern.pattern} if a.pattern else {})} for a in ADDRESSES},
         "timezone": {**_opt(_text(64)), "description": "an IANA zone, e.g. Europe/Paris"},
         "locale": _opt(_text(35)), "quiet_hours": {
             "type": ["object", "null"], "required": ["start", "end"],

@@ -17,7 +17,6 @@ from typing import Any
 
 from aiohttp import web
 
-from notifyd.config import DEFAULT_CATEGORY
 from notifyd.core.errors import ApiError
 from notifyd.core.models import is_digits, iso
 from notifyd.domain import preferences, signed
@@ -108,7 +107,7 @@ async def get_preferences(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
     return json_response(preferences.view(
-        ctx.cfg, await ctx.store.get_recipient(tenant, user_id)))
+        ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id)))
 
 
 async def put_preferences(request: web.Request) -> web.Response:
@@ -117,10 +116,10 @@ async def put_preferences(request: web.Request) -> web.Response:
     body = await read_body(request)
     if not body:
         raise ApiError("body_not_object", "send the preferences as a JSON object")
-    prefs = preferences.parse(ctx.cfg, parse_object(body))
+    prefs = preferences.parse(ctx.cfg.catalog, parse_object(body))
     await ctx.store.put_preferences(tenant, user_id, prefs, ctx.clock.now_ms())
     return json_response(preferences.view(
-        ctx.cfg, await ctx.store.get_recipient(tenant, user_id)))
+        ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id)))
 
 
 # --- the inbox --------------------------------------------------------------------------------
@@ -350,7 +349,7 @@ async def post_unsubscribe(request: web.Request) -> web.Response:
     link = _link(request)
     if link is None:
         return _page("This link does not work", "<p>Nothing was changed.</p>", 404)
-    if not ctx.cfg.categories.get(link.category, DEFAULT_CATEGORY).optional:
+    if not ctx.cfg.catalog.category(link.category).optional:
         return _page("These messages cannot be turned off",
                      f"<p>{html.escape(link.category)} messages are about your account's "
                      "security or what you asked for, so they always go out.</p>", 400)

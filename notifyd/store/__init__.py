@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from notifyd.store.base import (
+from notifyd.core.records import (
     Attempt,
     DeadLetter,
     DigestDue,
@@ -15,15 +15,17 @@ from notifyd.store.base import (
     InboxItem,
     KeyRecord,
     Notification,
-    Overloaded,
     Proof,
     Step,
+    Suppression,
+)
+from notifyd.store.base import (
+    Overloaded,
     StorageError,
     Store,
     StoreClosed,
     StoreMissing,
     StoreUnavailable,
-    Suppression,
 )
 from notifyd.store.sqlite import SqliteStore
 

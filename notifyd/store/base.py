@@ -8,9 +8,9 @@ Times are epoch milliseconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from notifyd.core.catalog import Catalog
 from notifyd.core.models import (
     SCOPES,
     AcceptInput,
@@ -18,19 +18,25 @@ from notifyd.core.models import (
     ApiKey,
     Budget,
     Claim,
-    ClaimRules,
     Completion,
     DecideFn,
     Device,
     Lane,
-    Outcome,
     PlanFn,
     Receipt,
     ReceiptRules,
     Recipient,
     ResolveResult,
-    StepState,
-    current_state,
+)
+from notifyd.core.records import (
+    DeadLetter,
+    DigestDue,
+    DigestMember,
+    InboxChange,
+    InboxItem,
+    KeyRecord,
+    Notification,
+    Suppression,
 )
 
 
@@ -53,173 +59,6 @@ class StorageError(Exception):
 
 class Overloaded(Exception):
     """Too many writes are waiting; this one was refused rather than queued. Retry shortly."""
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    notification_id: str
-    step_no: int
-    attempt_no: int
-    claim_token: str
-    started_at: int
-    ended_at: int | None
-    outcome: Outcome | None  # once ended
-    reason: str | None
-    provider_ref: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    notification_id: str
-    step_no: int
-    channel: str
-    lane: Lane
-    send_after: int
-    state: StepState
-    attempts: int
-    reason: str | None  # why it ended as it did, or why it waits
-    note: str | None  # how send_after was decided (quiet hours, pulled forward)
-    provider_ref: str | None
-    destination: str | None  # frozen before the first provider call
-    payload: str | None  # frozen before the first provider call (JSON text)
-    claim_token: str | None
-    lease_until: int | None
-    updated_at: int
-    retry_base: int
-    attempt_log: tuple[Attempt, ...] = ()
-    planned_at: int | None = None  # send_after as planned at accept (None: before migration 3)
-    cause: str | None = None  # why due then: 'after SEC', 'window STEP SEC', None: at accept
-    template: str | None = None  # kind/locale/medium@version its message was rendered from
-    evidence: str | None = None  # the strongest good evidence: accepted < delivered < shown < opened
-    pref_version: int | None = None  # the preference version the claim read when it decided
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """A move of a step after it was planned (postponed, pulled forward, replayed), as it
-    happened."""
-
-    step_no: int
-    at: int
-    what: str
-
-
-@dataclass(frozen=True, slots=True)
-class Proof:
-    """A provider's receipt about one of the notification's steps, as stored."""
-
-    step_no: int
-    provider: str
-    event: str
-    occurred_at: int | None
-    received_at: int
-    detail: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Notification:
-    id: str
-    tenant: str
-    user_id: str
-    kind: str
-    dedup_key: str | None
-    request_hash: str
-    params: dict[str, Any]
-    key_name: str
-    created_at: int
-    expires_at: int
-    resolved_at: int | None
-    resolution: str | None
-    resolved_by: str | None
-    steps: tuple[Step, ...] = ()
-    events: tuple[Event, ...] = ()
-    proofs: tuple[Proof, ...] = ()  # provider evidence, as it came
-
-    @property
-    def state(self) -> str:
-        return self.state_at(0)
-
-    def state_at(self, now: int) -> str:
-        """current_state at `now`: past the time to live, an unproven send is presumed."""
-        proven = any(s.evidence in ("delivered", "shown", "opened") for s in self.steps)
-        return current_state(self.resolved_at is not None,
-                             ((s.channel, s.state) for s in self.steps), self.resolution,
-                             proven, expired=now >= self.expires_at > 0 and now > 0)
-
-
-@dataclass(frozen=True, slots=True)
-class KeyRecord:
-    name: str
-    tenant: str
-    kinds: tuple[str, ...]
-    created_at: int
-    revoked_at: int | None
-    scopes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class InboxItem:
-    seq: int  # the stream's event id: grows with every item written
-    notification_id: str  # the item's id too
-    kind: str
-    title: str
-    body: str | None
-    created_at: int
-    read_at: int | None
-    archived_at: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class InboxChange:
-    """What a read or an archive did: whether the item changed, the badge after it, and the
-    notification it resolved (a kind with stop = "read"), if any."""
-
-    changed: bool
-    badge: int
-    resolved: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class DigestDue:
-    """A recipient's held items whose digest window has closed."""
-
-    tenant: str
-    user_id: str
-    digest_kind: str
-    window_end: int
-    count: int
-
-
-@dataclass(frozen=True, slots=True)
-class DigestMember:
-    """One held item, as the digest's templates get it."""
-
-    notification_id: str
-    step_no: int
-    kind: str
-    params: dict[str, Any]
-    created_at: int
-
-
-@dataclass(frozen=True, slots=True)
-class Suppression:
-    tenant: str  # '*': every tenant
-    channel_type: str
-    address: str
-    reason: str
-    source: str
-    evidence: str | None
-    created_at: int
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    notification_id: str
-    step_no: int
-    channel: str
-    attempts: int
-    reason: str | None
-    updated_at: int
 
 
 class Store(Protocol):
@@ -264,7 +103,7 @@ class Store(Protocol):
 
     # the delivery engine
     async def claim_due(self, now: int, wants: list[tuple[str, Lane, int]], lease_ms: int,
-                        rules: ClaimRules, decide: DecideFn,
+                        rules: Catalog, decide: DecideFn,
                         budget: Budget | None = None) -> list[Claim]:
         """Up to n due steps per (channel, lane) within the shared budget: each judged by
         `decide` on what this same transaction reads, and leased when it says send. Lapsed

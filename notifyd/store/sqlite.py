@@ -25,8 +25,9 @@ from typing import Any, TypeVar
 import aiosqlite
 import orjson
 
+from notifyd.core.catalog import Catalog, KindRules
+from notifyd.core.contacts import BY_FIELD, Address, normal_address
 from notifyd.core.models import (
-    CONTACT_CHANNEL,
     ENDED,
     REPLAYED,
     SCOPES,
@@ -37,14 +38,12 @@ from notifyd.core.models import (
     Budget,
     Claim,
     ClaimContext,
-    ClaimRules,
     Completion,
     DecideFn,
     Decision,
     Device,
     DisabledContact,
     Evidence,
-    KindRules,
     Lane,
     Notice,
     Outcome,
@@ -60,9 +59,8 @@ from notifyd.core.models import (
     is_digits,
     iso,
     message_key,
-    normal_address,
 )
-from notifyd.store.base import (
+from notifyd.core.records import (
     Attempt,
     DeadLetter,
     DigestDue,
@@ -74,11 +72,13 @@ from notifyd.store.base import (
     Notification,
     Proof,
     Step,
+    Suppression,
+)
+from notifyd.store.base import (
     StorageError,
     StoreClosed,
     StoreMissing,
     StoreUnavailable,
-    Suppression,
 )
 from notifyd.store.migrate import migrate, migrations, schema_sql
 from notifyd.store.sql import (
@@ -545,7 +545,7 @@ class SqliteStore:
     # --- the delivery engine ----------------------------------------------------------------
 
     async def claim_due(self, now: int, wants: list[tuple[str, Lane, int]], lease_ms: int,
-                        rules: ClaimRules, decide: DecideFn,
+                        rules: Catalog, decide: DecideFn,
                         budget: Budget | None = None) -> list[Claim]:
         """Claim up to n due steps per (channel, lane), within the shared budget. Each due step
         is judged by `decide` on what this same transaction reads (promise 3: a resolution
@@ -601,8 +601,8 @@ class SqliteStore:
             applied = c.execute(COMPLETE_STEP, (
                 done.state, done.reason, done.provider_ref, done.retry_at, now, nid, no,
                 claim.claim_token)).rowcount > 0
-            if applied and done.disable_contact and claim.contact in CONTACT_CHANNEL:
-                c.execute(SUPPRESS_SENT, (CONTACT_CHANNEL[claim.contact], claim.destination or "",
+            if applied and done.disable_contact and isinstance(claim.contact, Address):
+                c.execute(SUPPRESS_SENT, (claim.contact.suppression, claim.destination or "",
                                           done.reason or "rejected", claim.key, now, nid))
             if applied and done.pull_next:
                 _pull_next(c, nid, f"step {no} {done.state}", no, now, now)
@@ -828,13 +828,14 @@ def _apply_receipt(c: sqlite3.Connection, r: Receipt, nid: str, no: int, now: in
                    rules: ReceiptRules) -> None:
     c.execute(MATCH_RECEIPT, (nid, no, r.provider, r.event_id))
     row = c.execute(SELECT_RECEIPT_STEP, (nid, no)).fetchone()
-    contact = rules.contacts.get(row["channel"])
-    channel_type = CONTACT_CHANNEL.get(contact or "") or r.channel_type
+    contact = rules.catalog.contact(row["channel"])
+    address = contact if isinstance(contact, Address) else None
+    channel_type = address.suppression if address is not None else r.channel_type
     device = (r.key or "").split(":")[2] if (r.key or "").count(":") >= 2 else None
     d = rules.judge(ReceiptContext(
-        r.event, rules.stops.get(row["kind"], "resolved"), row["resolved_at"] is not None,
+        r.event, rules.catalog.stop(row["kind"]), row["resolved_at"] is not None,
         StepState(row["state"]), row["evidence"], channel_type,
-        r.address or (row["destination"] if contact in CONTACT_CHANNEL else None), device))
+        r.address or (row["destination"] if address is not None else None), device))
     if d.evidence is not None:
         c.execute(SET_EVIDENCE, (d.evidence, nid, no))
     if d.resolve and c.execute(RESOLVE, (now, "delivered", f"receipt:{r.provider}",
@@ -875,11 +876,11 @@ def _mark_unknown(c: sqlite3.Connection, nid: str, no: int, now: int, why: str) 
     c.execute(CLOSE_OPEN_ATTEMPTS, (now, why, nid, no))
 
 
-def _judge(c: sqlite3.Connection, row: sqlite3.Row, rules: ClaimRules, sending: dict[str, int],
+def _judge(c: sqlite3.Connection, row: sqlite3.Row, rules: Catalog, sending: dict[str, int],
            decide: DecideFn, now: int, lease_ms: int) -> Claim | None:
     """Read one due row into the policy's context, apply its decision; a Claim if it sends."""
     nid, no, channel, kind = row["notification_id"], row["step_no"], row["channel"], row["kind"]
-    contact = rules.contacts.get(channel)
+    contact = rules.contact(channel)
     recipient = None
     if row["contacts"] is not None or row["has_disabled"] or row["has_devices"]:
         who = (row["tenant"], row["user_id"])
@@ -893,7 +894,7 @@ def _judge(c: sqlite3.Connection, row: sqlite3.Row, rules: ClaimRules, sending: 
     ctx = ClaimContext(nid, no, channel, Lane(row["lane"]), row["send_after"],
                        row["resolution"] if row["resolved_at"] is not None else None,
                        row["expires_at"], in_flight, recipient, contact, rules=kind_rules,
-                       medium=rules.mediums.get(channel),
+                       medium=rules.medium(channel),
                        over_limit=_over_limit(c, row, kind_rules, now) if kind_rules else None,
                        attempts=row["attempts"] - row["retry_base"])
     decision = decide(ctx, now)
@@ -1017,9 +1018,9 @@ def _recipient(tenant: str, user_id: str, row: Any, disabled: list[Any],
         return Recipient(tenant, user_id, devices=targets)
     contacts = json.loads(row["contacts"])
     listed = {(d["channel_type"], d["address"]): d["reason"] for d in disabled}
-    dead = tuple(DisabledContact(kind, address, listed[(CONTACT_CHANNEL[kind], address)])
+    dead = tuple(DisabledContact(kind, address, listed[(BY_FIELD[kind].suppression, address)])
                  for kind, address in contacts.items()
-                 if kind in CONTACT_CHANNEL and (CONTACT_CHANNEL[kind], address) in listed)
+                 if kind in BY_FIELD and (BY_FIELD[kind].suppression, address) in listed)
     keys = row.keys()
     prefs = row["preferences"] if "preferences" in keys else None
     return Recipient(tenant, user_id, row["timezone"], row["locale"], row["quiet_start"],
