@@ -93,7 +93,7 @@ from notifyd.core.clock import SystemClock  # noqa: E402
 from notifyd.core.models import ApiKey, Device, Recipient, new_id  # noqa: E402
 from notifyd.engine.ingest import Ingest  # noqa: E402
 from notifyd.http.auth import hash_key, new_key  # noqa: E402
-from notifyd.store import SqliteStore  # noqa: E402
+from notifyd.store import open_store  # noqa: E402
 
 HOST = "127.0.0.1"
 TENANT = "default"
@@ -381,25 +381,22 @@ async def preload(cfg: Config, load: Load) -> str:
     """Profiles, devices, an API key and `load.count` notifications, each due at once, written
     through the store's own accept path while no daemon runs; returns the API key. The setup
     commits with synchronous=NORMAL to be quick: the daemon reopens the file as configured."""
-    store = SqliteStore(cfg.store.path, "NORMAL", cfg.store.busy_timeout_ms)
-    await store.open()
     clock = SystemClock()
+    store = await open_store(cfg.store.path, clock, "NORMAL", cfg.store.busy_timeout_ms)
     ingest = Ingest(cfg, store, clock)
     api_key = new_key()
-    now = clock.now_ms()
     try:
-        await store.create_key(hash_key(api_key), "bench", TENANT, (), now)
-        await in_chunks([store.put_recipient(r, now) for r in load.users + load.extra_users])
-        await in_chunks([store.put_device(TENANT, u, d, now) for u, d in load.devices])
+        await store.create_key(hash_key(api_key), "bench", TENANT, ())
+        await in_chunks([store.put_recipient(r) for r in load.users + load.extra_users])
+        await in_chunks([store.put_device(TENANT, u, d) for u, d in load.devices])
         key = ApiKey("bench", TENANT, (), "-")
         for lo in range(0, load.count, 512):
             jobs = []
             for i in range(lo, min(load.count, lo + 512)):
                 user = load.users[i % len(load.users)].user_id
                 inp = ingest.parse(body(load.kind, user, i, f"{load.kind}-{i}"), key, None)
-                now = clock.now_ms()
-                jobs.append(store.accept(inp, new_id("n_", now), ingest.planner(inp, now),
-                                         ingest.ttl_sec(inp), now))
+                jobs.append(store.accept(inp, new_id("n_", clock.now_ms()), ingest.planner(inp),
+                                         ingest.ttl_sec(inp)))
             await asyncio.gather(*jobs)
     finally:
         await store.close()

@@ -87,7 +87,7 @@ from receipts import STARTED, Daemon, cpu_wait, loadavg, notifyd_cli  # noqa: E4
 import notifyd  # noqa: E402
 from notifyd.http.people import item_view  # noqa: E402
 from notifyd.store import InboxItem  # noqa: E402
-from notifyd.store.sql import SELECT_BADGE, SELECT_INBOX_PAGE, SELECT_INBOX_SINCE  # noqa: E402
+from notifyd.store.sqlite.queries import SELECT_BADGE, SELECT_INBOX_PAGE, SELECT_INBOX_SINCE  # noqa: E402
 
 HOST = "127.0.0.1"
 TENANT = "default"
@@ -685,7 +685,7 @@ def us_per(fn: Callable[[], Any], n: int = 300) -> float:
 
 async def aiosqlite_us(db: Path, args: tuple[Any, ...], n: int = 300) -> float:
     """The page query as the daemon's store runs it (aiosqlite: execute, fetchall and close,
-    each a hop to its thread and back; notifyd/store/sqlite.py _fetchall), median us."""
+    each a hop to its thread and back; notifyd/store/sqlite/backend.py fetch), median us."""
     conn = await aiosqlite.connect(f"file:{db}?mode=ro", uri=True)
     conn.row_factory = aiosqlite.Row
     times = []

@@ -27,7 +27,7 @@ what limits a figure. The kind has a one-step ladder due at accept.
 3. Scan: two databases with the same --pending due steps (and as many due in an hour), one
    also holding --history finished steps (sent, cancelled, dead, expired, with frozen
    payloads); the due query, the next-due and lapsed-lease queries and the whole
-   SqliteStore.claim_due path (the claim alone: rendering and freezing follow it in the sender) are
+   CoreStore.claim_due path (the claim alone: rendering and freezing follow it in the sender) are
    timed on both, with EXPLAIN QUERY PLAN on the big one.
 
 A summary against the issue's targets ends the output. Loopback only; temporary files (about
@@ -65,13 +65,14 @@ from notifyd.config import (  # noqa: E402
     Config,
     load_config,
 )
-from notifyd.core.clock import SystemClock  # noqa: E402
-from notifyd.core.models import ApiKey, Lane, new_id  # noqa: E402
-from notifyd.domain.policy import decide_claim  # noqa: E402
+from notifyd.core.clock import FakeClock, SystemClock  # noqa: E402
+from notifyd.core.models import ApiKey, Lane, PlanFn, Want, new_id  # noqa: E402
+from notifyd.domain import policy  # noqa: E402
 from notifyd.engine.ingest import Ingest  # noqa: E402
-from notifyd.store import SqliteStore  # noqa: E402
-from notifyd.store.migrate import migrate  # noqa: E402
-from notifyd.store.sql import (  # noqa: E402
+from notifyd.store import open_store  # noqa: E402
+from notifyd.store.core.store import CoreStore  # noqa: E402
+from notifyd.store.sqlite import migrate  # noqa: E402
+from notifyd.store.sqlite.queries import (  # noqa: E402
     SELECT_DUE,
     SELECT_LAPSED,
     SELECT_NEXT_DUE,
@@ -243,22 +244,29 @@ def body(i: int, key: str) -> bytes:
                        "params": {"amount": "12.00", "invoice": i}, "dedup_key": key}).encode()
 
 
+def planned_at(plan: PlanFn, at: int) -> PlanFn:
+    """`plan`, as if the accept ran at `at` rather than at its transaction's time."""
+    return lambda recipient, _: plan(recipient, at)
+
+
 async def preload(cfg: Config, count: int, tag: str, due_at: Callable[[int], int] | None) -> None:
     """Write `count` notifications through the store's own accept path (the rows the daemon
-    writes), each due at `due_at(i)` (accepted then), or at once."""
-    store = SqliteStore(cfg.store.path, cfg.store.synchronous, cfg.store.busy_timeout_ms)
-    await store.open()
-    ingest = Ingest(cfg, store, SystemClock())
-    key = ApiKey("bench", "default", (), "-")
+    writes), each planned as if accepted at `due_at(i)`, or at once."""
     clock = SystemClock()
+    store = await open_store(cfg.store.path, clock, cfg.store.synchronous,
+                             cfg.store.busy_timeout_ms)
+    ingest = Ingest(cfg, store, clock)
+    key = ApiKey("bench", "default", (), "-")
     try:
         for lo in range(0, count, 512):
             jobs = []
             for i in range(lo, min(count, lo + 512)):
                 inp = ingest.parse(body(i, f"{tag}-{i}"), key, None)
-                now = clock.now_ms() if due_at is None else due_at(i)
-                jobs.append(store.accept(inp, new_id("n_", now), ingest.planner(inp, now),
-                                         ingest.ttl_sec(inp), now))
+                plan = ingest.planner(inp)
+                if due_at is not None:  # planned then, not at this transaction's time
+                    plan = planned_at(plan, due_at(i))
+                jobs.append(store.accept(inp, new_id("n_", clock.now_ms()), plan,
+                                         ingest.ttl_sec(inp)))
             await asyncio.gather(*jobs)
     finally:
         await store.close()
@@ -567,24 +575,25 @@ def query_plan(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> str
 
 async def time_claims(db: Path, cfg: Config, now: int, batch: int, rounds: int,
                       reps: int) -> dict[str, list[float]]:
-    """SqliteStore.claim_due as the scanner calls it: every due pending step claimed in batches
+    """CoreStore.claim_due as the scanner calls it: every due pending step claimed in batches
     (us per claimed step, rows reset between rounds, untimed), then a claim with nothing due
     (us per call: the idle scan)."""
-    store = SqliteStore(db, cfg.store.synchronous, cfg.store.busy_timeout_ms)
-    await store.open()
-    contacts = cfg.catalog
+    store = await open_store(str(db), FakeClock(now), cfg.store.synchronous,
+                             cfg.store.busy_timeout_ms)
+    assert isinstance(store, CoreStore)
+    rules = policy.rules(cfg.catalog)
 
     per_step: list[float] = []
     per_call: list[float] = []
     idle: list[float] = []
     try:
         for _ in range(rounds):
-            await store.write(lambda c: (c.execute(RESET_PENDING), c.execute(
+            await store.backend.write(lambda tx: (tx.run(RESET_PENDING), tx.run(
                 DELETE_PENDING_ATTEMPTS)))
             for _ in range(10_000):  # bounded; ends when nothing due is left
                 t = time.perf_counter()
-                claims = await store.claim_due(now, [("hook", LANE, batch)], 60_000, contacts,
-                                               decide_claim)
+                claims = (await store.claim_due([Want("hook", LANE, batch)], 60_000,
+                                                rules)).claims
                 dt = (time.perf_counter() - t) * 1e6
                 if not claims:
                     break
@@ -592,8 +601,7 @@ async def time_claims(db: Path, cfg: Config, now: int, batch: int, rounds: int,
                 per_step.append(dt / len(claims))
         for _ in range(reps):
             t = time.perf_counter()
-            claims = await store.claim_due(now, [("hook", LANE, batch)], 60_000, contacts,
-                                           decide_claim)
+            claims = (await store.claim_due([Want("hook", LANE, batch)], 60_000, rules)).claims
             idle.append((time.perf_counter() - t) * 1e6)
             assert not claims
         next_due = []

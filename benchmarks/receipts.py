@@ -230,7 +230,7 @@ OP_NAME = re.compile(r"(\w+)\.<locals>")
 
 def instrument(probe: dict[str, list[Any]]) -> None:
     from notifyd.http import app as web
-    from notifyd.store.writer import Writer
+    from notifyd.store.sqlite.writer import Writer
 
     run0, write0 = Writer._run, Writer.write
     current: list[list[float]] = [[0.0, 0.0, 0.0, 0.0]]

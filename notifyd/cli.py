@@ -25,7 +25,8 @@ from notifyd.core.clock import SystemClock
 from notifyd.core.contacts import SUPPRESSION_TYPES
 from notifyd.core.errors import ApiError, ConfigError
 from notifyd.core.logs import LOG_FORMATS, LOG_LEVELS
-from notifyd.core.models import REPLAYED, SCOPES, iso, plural
+from notifyd.core.models import REPLAYED, SCOPES
+from notifyd.core.text import iso, plural
 from notifyd.domain import signed, suppressions
 from notifyd.domain.recipients import dead_reason, has_contact
 from notifyd.domain.views import status_view, timeline
@@ -76,7 +77,7 @@ def _with_store(ctx: click.Context, fn: Callable[[Store], Awaitable[T]], mode: s
     cfg = _config(ctx)
 
     async def run() -> T:
-        store = await open_store(cfg.store.path, cfg.store.synchronous,
+        store = await open_store(cfg.store.path, SystemClock(), cfg.store.synchronous,
                                  cfg.store.busy_timeout_ms, create=mode == CREATE)
         try:
             return await fn(store)
@@ -202,12 +203,11 @@ def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: 
     if not may or not may <= SCOPES:
         raise click.ClickException(f"--scopes: choose from {', '.join(sorted(SCOPES))}")
     key = new_key()
-    now = SystemClock().now_ms()
 
     async def create(s: Store) -> bool:
         if any(k.name == name for k in await s.list_keys()):
             return False
-        await s.create_key(hash_key(key), name, tenant, allowed, now, may)
+        await s.create_key(hash_key(key), name, tenant, allowed, may)
         return True
 
     if not _with_store(ctx, create, CREATE):
@@ -239,7 +239,7 @@ def keys_revoke(ctx: click.Context, name: str) -> None:
 
     Example: notifyd keys revoke billing
     """
-    if not _with_store(ctx, lambda s: s.revoke_key(name, SystemClock().now_ms()), WRITE):
+    if not _with_store(ctx, lambda s: s.revoke_key(name), WRITE):
         raise click.ClickException(f"no active key named {name!r}")
     click.echo(f"revoked {name}")
 
@@ -304,7 +304,7 @@ def resolve(ctx: click.Context, ref: str, tenant: str, what: str) -> None:
 
     async def run(store: Store) -> str:
         parsed, within = _ref(ref, tenant)
-        r = await resolution.resolve(store, parsed, what, "cli", SystemClock().now_ms(), within)
+        r = await resolution.resolve(store, parsed, what, "cli", within)
         if r is None:
             raise _no_such(ref, within)
         if not r.changed:
@@ -337,10 +337,10 @@ def replay(ctx: click.Context, ref: str, tenant: str) -> None:
     async def run(store: Store) -> tuple[str, int, list[str]]:
         if step_ref is not None:
             nid, step = step_ref.group(1), int(step_ref.group(2))
-            count = await store.replay(nid, step, SystemClock().now_ms())
+            count = await store.replay(nid, step)
         else:
             nid = (await _find(store, ref, tenant)).id
-            count = await store.replay(nid, None, SystemClock().now_ms())
+            count = await store.replay(nid, None)
         return nid, count, await _blocked(store, nid, catalog)
 
     nid, count, blocked = _with_store(ctx, run, WRITE)
@@ -431,7 +431,7 @@ def suppressions_add(ctx: click.Context, tenant: str, channel_type: str, address
     """
     address = _address(channel_type, address)
     added = _with_store(ctx, lambda s: s.suppress(tenant, channel_type, address, reason,
-                                                  "cli", SystemClock().now_ms()), WRITE)
+                                                  "cli"), WRITE)
     click.echo(f"{'suppressed' if added else 'already suppressed (or no such device)'}: "
                f"{channel_type} {address} for tenant {tenant}")
 
@@ -448,8 +448,7 @@ def suppressions_remove(ctx: click.Context, tenant: str, channel_type: str, addr
     Example: notifyd suppressions remove sms +14155550123 --tenant '*'
     """
     address = _address(channel_type, address)
-    if not _with_store(ctx, lambda s: s.unsuppress(tenant, channel_type, address,
-                                                   SystemClock().now_ms()), WRITE):
+    if not _with_store(ctx, lambda s: s.unsuppress(tenant, channel_type, address), WRITE):
         raise click.ClickException(f"{channel_type} {address} is not on tenant {tenant}'s list")
     click.echo(f"removed: {channel_type} {address} for tenant {tenant}")
 
@@ -645,8 +644,7 @@ def tokens_secret(ctx: click.Context, tenant: str) -> None:
 
     Example: notifyd tokens secret --tenant acme
     """
-    key = _with_store(ctx, lambda s: s.signing_key(signed.tenant_key_name(tenant),
-                                                   SystemClock().now_ms()), WRITE)
+    key = _with_store(ctx, lambda s: s.signing_key(signed.tenant_key_name(tenant)), WRITE)
     click.echo(base64.urlsafe_b64encode(key).decode().rstrip("="))
 
 
@@ -662,9 +660,9 @@ def tokens_create(ctx: click.Context, user_id: str, tenant: str, ttl_sec: int) -
 
     Example: notifyd tokens create ada --tenant acme --ttl 600
     """
-    now = SystemClock().now_ms()
-    key = _with_store(ctx, lambda s: s.signing_key(signed.tenant_key_name(tenant), now), WRITE)
-    click.echo(signed.make_user_token(key, tenant, user_id, now // 1000 + ttl_sec))
+    key = _with_store(ctx, lambda s: s.signing_key(signed.tenant_key_name(tenant)), WRITE)
+    expires = SystemClock().now_ms() // 1000 + ttl_sec
+    click.echo(signed.make_user_token(key, tenant, user_id, expires))
 
 
 @main.group()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import fcntl
 import gc
 import logging
 import os
@@ -20,7 +19,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
 
 from aiohttp import web
 
@@ -28,7 +26,6 @@ from notifyd import __version__
 from notifyd.config import Config
 from notifyd.core.clock import Clock, SystemClock
 from notifyd.domain import signed
-from notifyd.engine import evidence
 from notifyd.engine.digests import Digester
 from notifyd.engine.ingest import Ingest
 from notifyd.engine.render import load_templates
@@ -41,7 +38,7 @@ from notifyd.http.guard import BACKLOG, ConnectionGuard, GuardedSite, loop_error
 from notifyd.http.health import Health
 from notifyd.http.kit import Context
 from notifyd.http.serverlog import ServerLog
-from notifyd.store import Store, StoreUnavailable, open_store, sqlite_path
+from notifyd.store import Held, Store, StoreUnavailable, hold, open_store
 
 log = logging.getLogger("notifyd")
 
@@ -62,30 +59,6 @@ def sd_notify(state: str) -> None:
 
 class StartError(Exception):
     """The daemon cannot start; the message names the problem and the fix."""
-
-
-class AlreadyRunning(StartError):
-    pass
-
-
-def hold_lock(db_path: str) -> tuple[IO[str], bool]:
-    """One daemon per SQLite file: a second would share its in-flight sends' leases and time
-    them out. The kernel drops the lock when the process dies. Returns the held file and whether
-    this call created it (a failed start removes what it created)."""
-    # Named after the real path, so a symlink to the same file finds the same lock.
-    lock_path = f"{os.path.realpath(db_path)}.lock"
-    created = not os.path.exists(lock_path)
-    try:  # never through a symlink planted there, never truncating what is there
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as e:
-        raise StartError(f"cannot open the lock file {lock_path}: {e.strerror}") from None
-    handle = os.fdopen(fd, "r+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise AlreadyRunning(f"another notifyd serve is running on {db_path}") from None
-    return handle, created
 
 
 def bind(host: str, port: int, backlog: int) -> socket.socket:
@@ -153,56 +126,49 @@ class Daemon:
         self.templates: Templates | None = None
         self._stopping_at = time.monotonic()
 
-    async def _start(self) -> tuple[Store, socket.socket, IO[str] | None]:
-        """Check the templates; take the lock, the port and the store, in that order; on failure
-        undo what this start created (a lock file, the socket) and raise StartError."""
+    async def _start(self) -> tuple[Store, socket.socket, Held | None]:
+        """Check the templates; take the database (one daemon per SQLite file), the port and
+        the store, in that order; on failure undo what this start created (a lock file, the
+        socket) and raise StartError."""
         cfg = self.cfg
         self.templates, problems = load_templates(cfg)
         if problems:
             more = f" (and {len(problems) - 1} more: notifyd templates check lists them)" \
                 if len(problems) > 1 else ""
             raise StartError(f"templates: {problems[0]}{more}")
-        path = sqlite_path(cfg.store.path)
-        lock, created = (None, False)
-        if path is not None:
-            folder = Path(path).resolve().parent
-            if not folder.is_dir():
-                raise StartError(f"the database folder {folder} does not exist; create it, or "
-                                 "point store.path (or --db) elsewhere")
-            lock, created = hold_lock(path)
+        try:
+            held = hold(cfg.store.path)
+        except StoreUnavailable as e:
+            raise StartError(str(e)) from None
         sock = None
         self.files = open_files()
         try:
             sock = bind(cfg.server.host, cfg.server.port, backlog_for(self.files))
-            store = await open_store(cfg.store.path, cfg.store.synchronous,
+            store = await open_store(cfg.store.path, self.clock, cfg.store.synchronous,
                                      cfg.store.busy_timeout_ms,
                                      max_pending_writes=cfg.store.max_pending_writes,
                                      check=cfg.store.check_at_start)
         except BaseException as e:
             if sock is not None:
                 sock.close()
-            if lock is not None:
-                lock.close()
-                if created and path is not None:
-                    os.unlink(f"{os.path.realpath(path)}.lock")
+            if held is not None:
+                held.release(undo=True)
             if isinstance(e, StoreUnavailable):
                 raise StartError(str(e)) from None
             raise
-        return store, sock, lock
+        return store, sock, held
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run the HTTP server and the scanner as peers until `stop`, then shut down in order."""
         cfg = self.cfg
-        store, sock, lock = await self._start()
-        pool = SenderPool(cfg, store, self.clock, build_adapters(cfg), templates=self.templates,
-                          receipt_rules=evidence.rules(cfg))
+        store, sock, held = await self._start()
+        pool = SenderPool(cfg, store, self.clock, build_adapters(cfg), templates=self.templates)
         scanner = Scanner(cfg, store, pool, self.clock)
         ingest = Ingest(cfg, store, self.clock, wake=scanner.wake, templates=self.templates)
         digester = Digester(cfg, store, ingest, self.clock)
         health = Health(cfg, store, pool, scanner, self.clock)
         ctx = Context(cfg, ingest, KeyCache(store, self.clock), self.clock, health)
-        ctx.link_key = pool.renderer.link_key = await store.signing_key(signed.LINKS_KEY,
-                                                                       self.clock.now_ms())
+        ctx.link_key = pool.renderer.link_key = await store.signing_key(signed.LINKS_KEY)
         stop_claiming = asyncio.Event()
         srv = cfg.server
         guard = ConnectionGuard(self.clock, fit_connections(srv.max_connections, self.files),
@@ -222,8 +188,8 @@ class Daemon:
             await pool.close()
             await ctx.fetch.close()
             await store.close()
-            if lock is not None:
-                lock.close()
+            if held is not None:
+                held.release()
         log.info("stopped cleanly")
 
     async def _serve_http(self, ctx: Context, sock: socket.socket, guard: ConnectionGuard,

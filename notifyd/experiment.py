@@ -7,7 +7,8 @@ records accepts Ada's email and loses the reply, so notifyd records the send as 
 are closed and reopened, as after a restart; the retry goes under the same key and the provider
 answers with its first record; its signed delivery callback comes in through the real webhook
 path. Every line printed is read back from notifyd's rows or the provider's, so a broken part
-changes the output.
+changes the output. notifyd's side is read through its store interface, as any backend's would
+be; the fake provider's own file is read with SQL, being the provider's.
 
 With timeout_before_accept the provider times out before it accepts; Ada then turns email off,
 and the retry still goes under the decision that let the first call go (the intent was in
@@ -37,7 +38,7 @@ from aiohttp import web
 from notifyd.channels.base import Message
 from notifyd.config import Config, load_config
 from notifyd.core.clock import FakeClock
-from notifyd.engine.evidence import rules as receipt_rules
+from notifyd.core.records import Notification, Step
 from notifyd.engine.ingest import Ingest
 from notifyd.engine.render import load_templates
 from notifyd.engine.scanner import Scanner
@@ -45,7 +46,7 @@ from notifyd.engine.sender import SenderPool, build_adapters
 from notifyd.http.app import make_app
 from notifyd.http.auth import KeyCache, hash_key, new_key
 from notifyd.http.kit import Context
-from notifyd.store import SqliteStore, open_store
+from notifyd.store import Store, open_store
 
 TIMEOUT_SEC = 0.5  # the email channel's call timeout: the provider's lost reply outlasts it
 WHSEC = "whsec_" + base64.b64encode(b"recovery-experiment-secret-0001").decode()
@@ -157,7 +158,7 @@ class Provider:
 @dataclass
 class Notifyd:
     cfg: Config
-    store: SqliteStore
+    store: Store
     pool: SenderPool
     scanner: Scanner
     ingest: Ingest
@@ -169,15 +170,13 @@ class Notifyd:
     async def open(cls, cfg: Config, clock: FakeClock, key: str | None) -> Notifyd:
         templates, problems = load_templates(cfg)
         assert not problems, problems
-        store = await open_store(cfg.store.path, cfg.store.synchronous, create=True)
-        assert isinstance(store, SqliteStore)
-        pool = SenderPool(cfg, store, clock, build_adapters(cfg), templates=templates,
-                          receipt_rules=receipt_rules(cfg))
+        store = await open_store(cfg.store.path, clock, cfg.store.synchronous, create=True)
+        pool = SenderPool(cfg, store, clock, build_adapters(cfg), templates=templates)
         scanner = Scanner(cfg, store, pool, clock)
         ingest = Ingest(cfg, store, clock, wake=scanner.wake, templates=templates)
         if key is None:
             key = new_key()
-            await store.create_key(hash_key(key), "producer", "default", (), clock.now_ms(),
+            await store.create_key(hash_key(key), "producer", "default", (),
                                    frozenset({"post", "read", "resolve", "users"}))
         runner = web.AppRunner(make_app(Context(cfg, ingest, KeyCache(store, clock), clock)),
                                access_log=None, shutdown_timeout=0.5)
@@ -199,10 +198,12 @@ class Notifyd:
         while self.pool.tasks:
             await asyncio.gather(*list(self.pool.tasks))
 
-    def one(self, sql: str, *args: Any) -> Any:
-        with sqlite3.connect(self.cfg.store.path) as c:
-            row = c.execute(sql, args).fetchone()
-        return row[0] if row else None
+    async def report(self, user: str) -> Notification:
+        """The user's report notification, as the store reads it."""
+        nid = await self.store.find_by_dedup("default", user, "report-42")
+        found = await self.store.get_notification(nid) if nid else None
+        assert found is not None, user
+        return found
 
 
 async def call(n: Notifyd, method: str, path: str, body: Any) -> tuple[int, Any]:
@@ -212,15 +213,23 @@ async def call(n: Notifyd, method: str, path: str, body: Any) -> tuple[int, Any]
         return r.status, await r.json()
 
 
-def email_step(n: Notifyd, user: str, column: str = "state") -> Any:
-    return n.one(f"SELECT s.{column} FROM steps s JOIN notifications n ON n.id = "
-                 "s.notification_id WHERE n.user_id = ? AND s.channel = 'email'", user)
+async def email_step(n: Notifyd, user: str) -> Step:
+    return next(s for s in (await n.report(user)).steps if s.channel == "email")
 
 
-def final_state(n: Notifyd, user: str) -> str:
+async def email_state(n: Notifyd, user: str) -> str:
+    return str((await email_step(n, user)).state)
+
+
+async def final_state(n: Notifyd, user: str) -> str:
     """Delivered once a receipt proved it; else the step's state."""
-    evidence, state = email_step(n, user, "evidence"), email_step(n, user)
-    return "delivered" if evidence in ("delivered", "shown", "opened") else str(state)
+    step = await email_step(n, user)
+    return "delivered" if step.evidence in ("delivered", "shown", "opened") else str(step.state)
+
+
+async def in_app(n: Notifyd, user: str) -> bool:
+    """Whether the user's inbox shows the report (not archived)."""
+    return bool(await n.store.inbox_page("default", user, None, 50))
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -258,17 +267,16 @@ async def run(folder: Path, timeout_before_accept: bool = False) -> list[str]:
             await call(n, "POST", "/v1/notifications", {
                 "user_id": user, "kind": "report_email", "dedup_key": "report-42",
                 "params": {"report": "Q3"}})
-        intents = n.one("SELECT count(*) FROM steps") + n.one("SELECT count(*) FROM inbox_items")
-        out.append(f"retained intents: {intents}")
+        steps = [len((await n.report(user)).steps) for user in USERS]
+        out.append(f"retained intents: {sum(steps) + await in_app(n, 'ada')}")
         await call(n, "PUT", "/v1/users/cy/preferences", {"categories": {  # after routing
             "reports": {"email": False}}})
         await n.cycle(clock.now_ms())
-        out.append(f"Bo email: {email_step(n, 'bo')}")
-        out.append(f"Cy email: {email_step(n, 'cy')}")
-        visible = n.one("SELECT count(*) FROM inbox_items WHERE user_id = 'ada' "
-                        "AND archived_at IS NULL")
+        out.append(f"Bo email: {await email_state(n, 'bo')}")
+        out.append(f"Cy email: {await email_state(n, 'cy')}")
+        visible = await in_app(n, "ada")
         out.append(f"Ada in-app: {'visible' if visible else 'missing'}")
-        out.append(f"Ada email: {email_step(n, 'ada')}")
+        out.append(f"Ada email: {await email_state(n, 'ada')}")
         out.append(f"fake state after timeout: accepted="
                    f"{provider.one('SELECT count(*) FROM messages')}, delivered="
                    f"{provider.one('SELECT count(*) FROM messages WHERE state = ?', 'delivered')}")
@@ -286,38 +294,36 @@ async def run(folder: Path, timeout_before_accept: bool = False) -> list[str]:
         for _ in range(10):  # the unknown send is retried under its key once its time comes
             clock.advance(10)
             await n.cycle(clock.now_ms())
-            if email_step(n, "ada") not in ("unknown", "pending", "sending"):
+            if await email_state(n, "ada") not in ("unknown", "pending", "sending"):
                 break
-        out.append(f"Ada email after reopen: "
-                   f"{'accepted' if email_step(n, 'ada') == 'sent' else email_step(n, 'ada')}")
+        state = await email_state(n, "ada")
+        out.append(f"Ada email after reopen: {'accepted' if state == 'sent' else state}")
         out.append(f"provider calls={provider.one('SELECT count(*) FROM calls')}, accepted "
                    f"records={provider.one('SELECT count(*) FROM messages')}")
-        message_id = email_step(n, "ada", "provider_ref")
+        ada = await email_step(n, "ada")
         for label in ("delivery callback", "duplicate callback"):
-            before = n.one("SELECT count(*) FROM receipts")
-            body, headers = provider.delivery_callback(str(message_id), "evt_delivered_1")
+            before = len((await n.report("ada")).proofs)
+            body, headers = provider.delivery_callback(str(ada.provider_ref), "evt_delivered_1")
             async with aiohttp.ClientSession() as http, http.post(
                     n.url + "/v1/webhooks/resend", data=body, headers=headers) as r:
                 assert r.status == 200, await r.text()
-            out.append(f"{label}: {n.one('SELECT count(*) FROM receipts') > before}")
-        sent = json.loads(email_step(n, "ada", "payload"))  # the frozen message, changed
-        key_of = n.one("SELECT s.notification_id || ':' || s.step_no FROM steps s JOIN "
-                       "notifications n ON n.id = s.notification_id WHERE n.user_id = 'ada'")
+            out.append(f"{label}: {len((await n.report('ada')).proofs) > before}")
+        sent = json.loads(ada.payload or "{}")  # the frozen message, changed
         adapter = n.pool.channels["email"].adapter
-        await adapter.send(Message(key_of, str(email_step(n, "ada", "destination")),
+        await adapter.send(Message(f"{ada.notification_id}:{ada.step_no}", str(ada.destination),
                                    {**sent, "subject": sent["subject"] + " (edited)"}))
         refusal = provider.db.execute("SELECT reason FROM refusals").fetchone() \
             if provider.db else None
         out.append(f"changed retry: {refusal[0] if refusal else 'accepted'}")
         out.append("user | channel | final state | preference version")
-        version = {u: n.one("SELECT pref_version FROM recipients WHERE user_id = ?", u)
-                   for u in USERS}
-        out.append(f"Ada | email | {final_state(n, 'ada')} | "
-                   f"{email_step(n, 'ada', 'pref_version')}")
-        out.append(f"Ada | in-app | {'visible' if visible else 'missing'} | {version['ada']}")
+        person = await n.store.get_recipient("default", "ada")
+        out.append(f"Ada | email | {await final_state(n, 'ada')} | "
+                   f"{(await email_step(n, 'ada')).pref_version}")
+        out.append(f"Ada | in-app | {'visible' if visible else 'missing'} | "
+                   f"{person.pref_version if person else 0}")
         for user in ("bo", "cy"):
-            out.append(f"{user.capitalize()} | email | {final_state(n, user)} | "
-                       f"{email_step(n, user, 'pref_version')}")
+            out.append(f"{user.capitalize()} | email | {await final_state(n, user)} | "
+                       f"{(await email_step(n, user)).pref_version}")
     finally:
         await n.close()
         provider.close()

@@ -16,7 +16,8 @@ from notifyd.engine.ingest import Ingest
 from notifyd.http.app import make_app
 from notifyd.http.auth import KeyCache
 from notifyd.http.kit import Context
-from notifyd.store import SqliteStore, open_store
+from notifyd.store import open_store
+from notifyd.store.core.store import CoreStore
 
 
 @pytest.fixture(autouse=True)
@@ -48,15 +49,15 @@ def cfg(db_path: Path) -> Config:
 
 
 @pytest.fixture
-async def store(cfg: Config) -> AsyncIterator[SqliteStore]:
-    s = await open_store(cfg.store.path, cfg.store.synchronous, cfg.store.busy_timeout_ms)
-    assert isinstance(s, SqliteStore)  # the API tests also read the file's rows directly
+async def store(cfg: Config, clock: FakeClock) -> AsyncIterator[CoreStore]:
+    s = await open_store(cfg.store.path, clock, cfg.store.synchronous, cfg.store.busy_timeout_ms)
+    assert isinstance(s, CoreStore)
     yield s
     await s.close()
 
 
 @pytest.fixture
-async def api(cfg: Config, store: SqliteStore, clock: FakeClock,
+async def api(cfg: Config, store: CoreStore, clock: FakeClock,
               db_path: Path) -> AsyncIterator[Api]:
     """The real app over the real store, with a key for tenant 'acme' that may post every kind."""
     ctx = Context(cfg, Ingest(cfg, store, clock), KeyCache(store, clock), clock)

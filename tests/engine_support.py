@@ -3,7 +3,7 @@
 `Provider` is an aiohttp server standing in for a webhook vendor: it records every request (the
 Idempotency-Key header and the exact body bytes) and answers with whatever the test's `reply`
 function says (an answer, a held answer released by an event, a dropped connection). `Engine` is
-the real Scanner, SenderPool and SqliteStore over a file in tmp_path, driven by a FakeClock with
+the real Scanner, SenderPool and store over a SQLite file in tmp_path, driven by a FakeClock with
 `tick()` (one `scanner.run_once(now)`) and `settle()` (await every send task). Nothing is mocked.
 """
 
@@ -56,13 +56,13 @@ from notifyd.config import (
 )
 from notifyd.core.clock import FakeClock
 from notifyd.core.contacts import EMAIL
-from notifyd.core.models import ApiKey, Claim, Lane
-from notifyd.engine import evidence
+from notifyd.core.models import ApiKey, Claim, Lane, Want
 from notifyd.engine.ingest import Ingest
 from notifyd.engine.scanner import Scanner
 from notifyd.engine.sender import SenderPool, build_adapters
 from notifyd.engine.templates import Templates
-from notifyd.store import Notification, SqliteStore, open_store
+from notifyd.store import Notification, open_store
+from notifyd.store.core.store import CoreStore
 
 START_MS = 1_790_000_000_000
 KEY = ApiKey("k", "default", (), "h")
@@ -355,32 +355,38 @@ def engine_config(db: Path, channels: dict[str, ChannelConfig], kinds: dict[str,
 @dataclass
 class Engine:
     cfg: Config
-    store: SqliteStore
+    store: CoreStore
     clock: FakeClock
     pool: SenderPool
     scanner: Scanner
     ingest: Ingest
     db: Path
     seq: int = field(default=0)
+    ids: list[str] = field(default_factory=list)  # what accept() made, in order
 
     @property
     def now(self) -> int:
         return self.clock.now_ms()
 
     async def accept(self, kind: str = "k", user: str | None = None,
-                     params: dict[str, Any] | None = None) -> str:
+                     params: dict[str, Any] | None = None, keyed: bool = False) -> str:
+        """Accept one (with a dedup key of its own when `keyed`); its id, kept in `ids`."""
         self.seq += 1
         body = {"user_id": user or f"u{self.seq}", "kind": kind, "params": params or {"n": self.seq}}
+        if keyed:
+            body["dedup_key"] = f"d{self.seq}"
         result = await self.ingest.accept(self.ingest.parse(json.dumps(body).encode(), KEY, None))
         assert result.created
+        self.ids.append(result.notification_id)
         return result.notification_id
 
-    async def accept_many(self, n: int, kind: str = "k", chunk: int = 1000) -> list[str]:
+    async def accept_many(self, n: int, kind: str = "k", chunk: int = 1000,
+                          keyed: bool = False) -> list[str]:
         """Many accepts gathered, so group commit writes each chunk in one transaction."""
         ids: list[str] = []
         while len(ids) < n:
             batch = min(chunk, n - len(ids))
-            ids += await asyncio.gather(*(self.accept(kind) for _ in range(batch)))
+            ids += await asyncio.gather(*(self.accept(kind, keyed=keyed) for _ in range(batch)))
         return ids
 
     async def tick(self, now: int | None = None) -> int:
@@ -413,10 +419,9 @@ class Engine:
     async def claim(self, channel: str = "hook", lane: str = "bulk", n: int = 1) -> list[Claim]:
         """Claim like the scanner does, rendering and freezing, without dispatching: a sender
         that never reports back."""
-        claims = await self.store.claim_due(self.now, [(channel, Lane(lane), n)],
-                                            self.scanner.lease_ms, self.scanner.rules,
-                                            self.scanner.decide)
-        return await self.pool.prepare(claims, self.now)
+        claimed = await self.store.claim_due([Want(channel, Lane(lane), n)],
+                                             self.scanner.lease_ms, self.scanner.rules)
+        return await self.pool.prepare(claimed.claims, self.now)
 
     async def notification(self, nid: str) -> dict[str, Any]:
         """The notification record as plain dicts (steps, and each step's attempt_log)."""
@@ -434,8 +439,12 @@ class Engine:
         """Rows read on a connection of our own, as another process would see them."""
         return query(self.db, sql, *args)
 
-    def state_counts(self) -> dict[str, int]:
-        return dict(self.rows("SELECT state, count(*) FROM steps GROUP BY state"))  # type: ignore
+    async def state_counts(self) -> dict[str, int]:
+        """Steps by state, over every notification accept() made, read through the store."""
+        counts: Counter[str] = Counter()
+        for nid in self.ids:
+            counts.update(s.state.value for s in (await self.record(nid)).steps)
+        return dict(counts)
 
 
 @asynccontextmanager
@@ -454,11 +463,11 @@ async def engine_for(cfg: Config, *, seed: int = 1, clock: FakeClock | None = No
                      templates: Templates | None = None) -> AsyncIterator[Engine]:
     """The engine over a whole config (one loaded from a file: webhooks, templates), wired as
     the daemon wires it, receipts' rules included."""
-    store = await open_store(cfg.store.path, cfg.store.synchronous)
-    assert isinstance(store, SqliteStore)  # tests also write rows as another process would
     clock = clock or FakeClock(START_MS)
+    store = await open_store(cfg.store.path, clock, cfg.store.synchronous)
+    assert isinstance(store, CoreStore)
     pool = SenderPool(cfg, store, clock, build_adapters(cfg), rng=random.Random(seed),
-                      templates=templates, receipt_rules=evidence.rules(cfg))
+                      templates=templates)
     scan = Scanner(cfg, store, pool, clock)
     eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=scan.wake,
                                                        templates=templates),

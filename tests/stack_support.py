@@ -100,7 +100,7 @@ async def stack(tmp_path: Path, settings: dict[str, Any],
         async with engine_for(cfg, templates=templates, clock=clock) as e:
             ctx = Context(cfg, e.ingest, KeyCache(e.store, e.clock), e.clock)
             ctx.link_key = e.pool.renderer.link_key = await e.store.signing_key(
-                signed.LINKS_KEY, e.now)
+                signed.LINKS_KEY)
             async with TestClient(TestServer(make_app(ctx))) as client:
                 s = Stack(e, client, ctx, twilio, smtp)
                 s.key = await _key(e)
@@ -113,7 +113,7 @@ async def stack(tmp_path: Path, settings: dict[str, Any],
 
 async def _key(e: Engine) -> str:
     key = new_key()
-    await e.store.create_key(hash_key(key), "t", "default", (), e.now,
+    await e.store.create_key(hash_key(key), "t", "default", (),
                              frozenset({"post", "read", "resolve", "users"}))
     return key
 
@@ -122,6 +122,6 @@ async def _key(e: Engine) -> str:
 
 async def _key(e: Engine) -> str:
     key = new_key()
-    await e.store.create_key(hash_key(key), "t", "default", (), e.now,
+    await e.store.create_key(hash_key(key), "t", "default", (),
                              frozenset({"post", "read", "resolve", "users"}))
     return key

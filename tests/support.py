@@ -25,7 +25,7 @@ from notifyd.config import (
 from notifyd.core.clock import FakeClock
 from notifyd.core.models import SCOPES
 from notifyd.http.auth import hash_key, new_key
-from notifyd.store import SqliteStore
+from notifyd.store.core.store import CoreStore
 
 START_MS = 1_790_000_000_000  # 2026-09-21T14:13:20Z; FakeClock's own default, named here
 ALERT_STEPS = 3  # the "alert" kind's ladder length
@@ -62,7 +62,7 @@ def count(db_path: str | Path, table: str) -> int:
 class Api:
     """An in-process client of the real app with a bearer key; answers are (status, json)."""
 
-    def __init__(self, client: TestClient[Any, Any], store: SqliteStore, clock: FakeClock,
+    def __init__(self, client: TestClient[Any, Any], store: CoreStore, clock: FakeClock,
                  db_path: Path) -> None:
         self.client = client
         self.store = store
@@ -75,8 +75,7 @@ class Api:
                       scopes: frozenset[str] = SCOPES) -> str:
         self._keys += 1
         key = new_key()
-        await self.store.create_key(hash_key(key), f"k{self._keys}", tenant, kinds,
-                                    self.clock.now_ms(), scopes)
+        await self.store.create_key(hash_key(key), f"k{self._keys}", tenant, kinds, scopes)
         return key
 
     async def call(self, method: str, path: str, body: Any = None, *, key: str | None = None,

@@ -17,13 +17,13 @@ from notifyd.core.clock import FakeClock
 from notifyd.core.errors import ApiError
 from notifyd.core.models import AcceptResult, ApiKey, Recipient
 from notifyd.engine.ingest import Ingest
-from notifyd.store import SqliteStore
+from notifyd.store.core.store import CoreStore
 
 KEY = ApiKey("test", "acme", (), "hash")
 
 
 @pytest.fixture
-def ingest(cfg: Config, store: SqliteStore) -> Ingest:
+def ingest(cfg: Config, store: CoreStore) -> Ingest:
     return Ingest(cfg, store, FakeClock(START_MS))
 
 
@@ -39,15 +39,15 @@ def steps(db_path: Any, nid: str) -> list[tuple[Any, ...]]:
                  "FROM steps WHERE notification_id = ? ORDER BY step_no", nid)
 
 
-async def in_one_batch(store: SqliteStore, *calls: Any) -> list[Any]:
-    before = store.commits
+async def in_one_batch(store: CoreStore, *calls: Any) -> list[Any]:
+    before = store.backend.commits
     results = await asyncio.gather(*calls, return_exceptions=True)
-    assert store.commits - before == 1, "precondition: one batch"
+    assert store.backend.commits - before == 1, "precondition: one batch"
     return results
 
 
 async def test_a_batch_writes_the_rows_an_accept_alone_writes(
-        ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
+        ingest: Ingest, store: CoreStore, db_path: Any) -> None:
     alone = await post(ingest, "u1", "alone")  # a batch of one
     many = await in_one_batch(store, *(post(ingest, f"u{1 + i % 2}", f"k{i}", n=i)
                                        for i in range(40)))
@@ -61,7 +61,7 @@ async def test_a_batch_writes_the_rows_an_accept_alone_writes(
 
 
 async def test_one_key_twice_in_a_batch_makes_one_notification(
-        ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
+        ingest: Ingest, store: CoreStore, db_path: Any) -> None:
     a, b, other = await in_one_batch(store, post(ingest, "u1", "twice"),
                                      post(ingest, "u1", "twice"), post(ingest, "u1", "other"))
     assert a.notification_id == b.notification_id
@@ -74,7 +74,7 @@ async def test_one_key_twice_in_a_batch_makes_one_notification(
 
 
 async def test_a_retry_in_a_batch_of_new_accepts_gets_the_first_id(
-        ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
+        ingest: Ingest, store: CoreStore, db_path: Any) -> None:
     first = await post(ingest, "u1", "retried")
     results = await in_one_batch(store, post(ingest, "u1", "new-1"), post(ingest, "u1", "retried"),
                                  post(ingest, "u1", "new-2"))
@@ -86,7 +86,7 @@ async def test_a_retry_in_a_batch_of_new_accepts_gets_the_first_id(
 
 
 async def test_different_input_on_a_taken_key_is_a_conflict_in_a_batch(
-        ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
+        ingest: Ingest, store: CoreStore, db_path: Any) -> None:
     first = await post(ingest, "u1", "key", amount=1)
     fine, clash = await in_one_batch(store, post(ingest, "u1", "fine"),
                                      post(ingest, "u1", "key", amount=2))
@@ -97,19 +97,19 @@ async def test_different_input_on_a_taken_key_is_a_conflict_in_a_batch(
 
 
 async def test_accepts_without_a_dedup_key_are_all_written(
-        ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
+        ingest: Ingest, store: CoreStore, db_path: Any) -> None:
     results = await in_one_batch(store, *(post(ingest, "u1", None) for _ in range(5)))
     assert all(r.created for r in results)
     assert query(db_path, "SELECT count(*) FROM notifications WHERE dedup_key IS NULL") == [(5,)]
 
 
 async def test_a_failing_op_in_a_batch_of_accepts_fails_alone(
-        ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
+        ingest: Ingest, store: CoreStore, db_path: Any) -> None:
 
     def broken(c: sqlite3.Connection) -> None:
         raise ValueError("boom")
 
-    results = await in_one_batch(store, post(ingest, "u1", "a"), store.write(broken),
+    results = await in_one_batch(store, post(ingest, "u1", "a"), store.backend.write(broken),
                                  post(ingest, "u1", "b"))
     assert isinstance(results[1], ValueError)
     assert results[0].created and results[2].created
@@ -118,8 +118,8 @@ async def test_a_failing_op_in_a_batch_of_accepts_fails_alone(
 
 
 async def test_a_saved_profile_plans_the_next_accept(
-        ingest: Ingest, store: SqliteStore, db_path: Any) -> None:
-    await store.put_recipient(Recipient("acme", "u1", "UTC", None, "14:00", "15:00"), START_MS)
+        ingest: Ingest, store: CoreStore, db_path: Any) -> None:
+    await store.put_recipient(Recipient("acme", "u1", "UTC", None, "14:00", "15:00"))
     moved = await post(ingest, "u1", "in-quiet-hours")
     first = steps(db_path, moved.notification_id)[0]
     assert first[3] == START_MS - START_MS % 3_600_000 + 3_600_000  # 15:00 UTC, the window's end

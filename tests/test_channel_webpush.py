@@ -35,7 +35,7 @@ from notifyd.channels.webpush import (
     topic_for,
     vapid_public_key,
 )
-from notifyd.core.models import iso
+from notifyd.core.text import iso
 
 PRIVATE, PUBLIC = generate_vapid_keys()
 START = 1_800_000_000_000

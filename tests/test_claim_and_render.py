@@ -105,15 +105,14 @@ async def test_one_poisoned_render_among_a_thousand_ends_alone_and_the_rest_go_o
         # the ladder moved on: step 1 was pulled to now, and it failed to render the same way
         assert s1["note"] == "pulled forward: step 0 dead"
         assert s1["state"] == "dead"
-        states = e.state_counts()
+        states = await e.state_counts()
         assert states.get("sent") == 1000 and states.get("dead") == 2
 
 
 async def test_a_claim_checks_the_contacts_current_address_not_an_old_ones_bounce(
         tmp_path: Path, mail: None) -> None:
     async with engine(tmp_path, {"mail": mail_channel()}, {"k": ESCALATE}) as e:
-        await e.store.put_recipient(Recipient("default", "ada", contacts={"email": "new@x"}),
-                                    e.now)
+        await e.store.put_recipient(Recipient("default", "ada", contacts={"email": "new@x"}))
         execute(e.db, "INSERT INTO suppressions VALUES ('default', 'email', 'old@x', "
                 "'550 no such user', 'send', NULL, 0)")
         moved = await e.accept(user="ada")
@@ -152,10 +151,10 @@ async def test_the_key_cache_runs_on_the_injected_clock(tmp_path: Path) -> None:
     try:
         clock = FakeClock()
         key = new_key()
-        await store.create_key(hash_key(key), "k", "acme", (), clock.now_ms())
+        await store.create_key(hash_key(key), "k", "acme", ())
         cache = KeyCache(store, clock)
         assert await cache.find(f"Bearer {key}") is not None
-        assert await store.revoke_key("k", clock.now_ms())
+        assert await store.revoke_key("k")
         clock.advance(4)
         assert await cache.find(f"Bearer {key}") is not None  # cached for 5 s
         clock.advance(2)

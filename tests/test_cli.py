@@ -101,9 +101,10 @@ def test_keys_revoke(tmp_path: Path) -> None:
 async def _seed(db: Path, user_id: str = "u1") -> str:
     """A 'demo' notification for user_id/inv-1 in tenant default, through the real ingest."""
     cfg = Config(store=StoreConfig(path=str(db)))
-    store = await open_store(str(db))
+    clock = FakeClock(START_MS)
+    store = await open_store(str(db), clock)
     try:
-        ingest = Ingest(cfg, store, FakeClock(START_MS))
+        ingest = Ingest(cfg, store, clock)
         body = json.dumps({"user_id": user_id, "kind": "demo", "dedup_key": "inv-1"}).encode()
         inp = ingest.parse(body, ApiKey("billing", "default", (), "h"), None)
         return (await ingest.accept(inp)).notification_id

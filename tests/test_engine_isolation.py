@@ -56,7 +56,7 @@ async def test_an_urgent_step_is_sent_in_the_next_scan_despite_a_bulk_backlog(
         assert len((await e.step(otp, 0))["attempt_log"]) == 1  # claimed in that scan
         await asyncio.wait_for(urgent_call, 30)  # and it completes while the bulk calls are held
         assert (await e.step(otp, 0))["state"] == "sent"
-        assert e.state_counts()["sending"] == BULK_CONCURRENCY  # the bulk calls are still held
+        assert (await e.state_counts())["sending"] == BULK_CONCURRENCY  # bulk calls still held
         assert prov.keys_seen()[-1] == f"{otp}:0"
         gate.set()
         await e.settle()
@@ -70,5 +70,5 @@ async def test_an_urgent_step_is_sent_in_the_next_scan_despite_a_bulk_backlog(
         await e.settle()
         assert (await e.step(otp2, 0))["state"] == "sent"
         assert f"{otp2}:0" in [s.key for s in prov.seen[seen_before:]]
-        counts = e.state_counts()
+        counts = await e.state_counts()
         assert counts == {"sent": 2 + 2 * BULK_CONCURRENCY, "pending": BULK - 2 * BULK_CONCURRENCY}

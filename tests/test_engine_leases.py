@@ -115,14 +115,14 @@ async def test_a_step_left_sending_at_start_up_waits_out_its_lease_then_is_resen
         [claim] = await e.claim()  # the process dies before the provider call returns
     clock.advance(5)
     async with engine(tmp_path, channels, kinds, clock=clock) as e:
-        assert await e.store.lapse_leases(e.now) == 0
+        assert await e.store.lapse_leases() == 0
         assert await e.store.leased() == (1, (await e.step(nid, 0))["lease_until"])
         assert await e.cycle() == 0  # still within its lease: left alone
         assert (await e.step(nid, 0))["state"] == "sending"
 
         e.clock.advance(LEASE_MS / 1000 - 5)
-        assert await e.store.lapse_leases(e.now) == 1
-        assert await e.store.lapse_leases(e.now) == 0
+        assert await e.store.lapse_leases() == 1
+        assert await e.store.lapse_leases() == 0
         s = await e.step(nid, 0)
         assert (s["state"], s["send_after"]) == ("unknown", e.now)
         assert s["reason"] == "lease expired: the send may have reached the provider"

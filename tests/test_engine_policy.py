@@ -2,7 +2,7 @@
 and replay (store and CLI), Rejected pulling the next step forward and disabling the contact, the
 circuit breaker holding work pending while open.
 
-The engine is the real Scanner/SenderPool/SqliteStore on a file in tmp_path; time is a FakeClock and
+The engine is the real Scanner/SenderPool/CoreStore on a file in tmp_path; time is a FakeClock and
 the engine moves only when a test calls `tick()` / `settle()`.
 """
 
@@ -52,7 +52,8 @@ from notifyd.channels.base import (
 from notifyd.cli import main
 from notifyd.config import ChannelConfig, KindConfig, LadderStep
 from notifyd.core.clock import FakeClock
-from notifyd.core.models import Claim, Lane, Recipient, StepState, iso
+from notifyd.core.models import Claim, Lane, Recipient, StepState
+from notifyd.core.text import iso
 from notifyd.domain.views import timeline
 from notifyd.engine.sender import backoff_ms, decide
 
@@ -87,7 +88,7 @@ async def test_replay_says_when_the_claim_will_suppress_the_replayed_step(
     prov.reply = answer(503, "down")
     kinds = {"k": KindConfig(ladder=(LadderStep("mail"),))}
     async with engine(tmp_path, {"mail": mailer(prov.url, max_attempts=1)}, kinds) as e:
-        await e.store.put_recipient(Recipient("default", "ada", contacts={"email": "a@x"}), e.now)
+        await e.store.put_recipient(Recipient("default", "ada", contacts={"email": "a@x"}))
         nid = await e.accept(user="ada")
         await e.cycle()
         assert (await e.step(nid, 0))["state"] == "dead"
@@ -258,13 +259,13 @@ async def test_store_replay_gives_a_fresh_budget_and_resends_the_frozen_body(
     async with engine(tmp_path, {"hook": webhook(prov.url, max_attempts=2)}, kinds) as e:
         nid = await e.accept()
         await _fail_until_dead(e, nid, 2)
-        assert await e.store.replay(nid, None, e.now) == 1
-        assert await e.store.replay(nid, None, e.now) == 0  # only dead or unknown steps
+        assert await e.store.replay(nid, None) == 1
+        assert await e.store.replay(nid, None) == 0  # only dead or unknown steps
         await _fail_until_dead(e, nid, 2)  # two more tries: the budget counts from the replay
         assert (await e.step(nid, 0))["attempts"] == 4
 
         prov.reply = accepted()
-        assert await e.store.replay(nid, 0, e.now) == 1
+        assert await e.store.replay(nid, 0) == 1
         await e.run_dry()
         s = await e.step(nid, 0)
         assert s["state"] == "sent"
@@ -280,7 +281,7 @@ async def test_rejected_disables_the_address_and_pulls_the_next_step_forward(
     prov.reply = answer(400, "no such mailbox")
     channels = {"mail": mailer(prov.url), "hook2": webhook(prov2.url)}
     async with engine(tmp_path, channels, {"k": two_step("mail", HOUR, second="hook2")}) as e:
-        await e.store.put_recipient(Recipient("default", "u-1", contacts={"email": "a@x"}), e.now)
+        await e.store.put_recipient(Recipient("default", "u-1", contacts={"email": "a@x"}))
         nid = await e.accept(user="u-1")
         assert await e.cycle() == 1
         s0, s1 = (await e.notification(nid))["steps"]
@@ -302,7 +303,7 @@ async def test_rejected_disables_the_address_and_pulls_the_next_step_forward(
         assert (s0["state"], s0["reason"]) == ("suppressed",
                                                "suppression_list: HTTP 400")
         assert (s1["state"], s1["send_after"]) == ("pending", e.now)  # its window collapsed
-        await e.store.put_recipient(Recipient("default", "u-2", contacts={"email": "b@x"}), e.now)
+        await e.store.put_recipient(Recipient("default", "u-2", contacts={"email": "b@x"}))
         other = await e.accept(user="u-2")
         assert (await e.step(other, 0))["state"] == "pending"  # another user is untouched
 
@@ -325,7 +326,7 @@ LATE_FIRST = KindConfig(ladder=(LadderStep("mail", after_sec=10, timeout_sec=HOU
 
 async def _reject_after_accept(e: Engine, prov: Provider) -> str:
     """Accept `later` (first step due in 10 s), then have another ladder's step rejected."""
-    await e.store.put_recipient(Recipient("default", "u-1", contacts={"email": "a@x"}), e.now)
+    await e.store.put_recipient(Recipient("default", "u-1", contacts={"email": "a@x"}))
     later = await e.accept("late", user="u-1")
     prov.reply = answer(400, "gone")
     await e.accept(user="u-1")
@@ -380,17 +381,17 @@ async def test_breaker_opens_holds_work_pending_and_a_good_probe_closes_it(
         opened = e.now
 
         e.clock.advance(5)  # every retry is due, the breaker is still cooling down
-        assert [w for w in e.pool.wants(e.now) if w[0] == "hook"] == []
+        assert [w for w in e.pool.wants(e.now) if w.channel == "hook"] == []
         ids.append(await e.accept())
         assert await e.cycle() == 0
-        assert e.state_counts() == {"pending": 7}  # held, not failed
+        assert (await e.state_counts()) == {"pending": 7}  # held, not failed
         assert {(await e.step(n, 0))["attempts"] for n in ids} == {0, 1}
         assert len(prov.seen) == 6
 
         e.clock.ms = opened + 30_000 - 1
         assert await e.cycle() == 0
         e.clock.ms = opened + 30_000
-        assert {n for ch, _, n in e.pool.wants(e.now) if ch == "hook"} == {1}
+        assert {w.n for w in e.pool.wants(e.now) if w.channel == "hook"} == {1}
         assert await e.cycle() == 1  # a failing probe ...
         assert breaker.state == "open" and len(prov.seen) == 7
         e.clock.advance(29)
@@ -406,7 +407,7 @@ async def test_breaker_opens_holds_work_pending_and_a_good_probe_closes_it(
         await e.settle()
         assert breaker.state == "closed"
         await e.run_dry()
-        assert e.state_counts() == {"sent": 7}
+        assert (await e.state_counts()) == {"sent": 7}
 
 
 async def test_a_half_open_breaker_lets_exactly_one_probe_out(tmp_path: Path, prov: Provider) -> None:
@@ -472,7 +473,7 @@ async def test_a_vendor_shared_by_two_channels_probes_through_the_one_with_work(
         assert await e.cycle() == 1  # one probe, on the channel that has due work
         assert breaker.state == "closed"
         await e.run_dry()
-        assert e.state_counts() == {"sent": 6}
+        assert (await e.state_counts()) == {"sent": 6}
 
 
 # --- lanes and the token bucket ---------------------------------------------------------------
@@ -486,7 +487,7 @@ async def test_claims_only_what_the_lane_and_bucket_can_take_now(
         gate = prov.gate()
         prov.reply = hold(gate, accepted())
         assert await e.tick() == 2  # the lane's ceiling
-        assert e.state_counts() == {"sending": 2, "pending": 8}  # nothing claimed waits in memory
+        assert await e.state_counts() == {"sending": 2, "pending": 8}  # nothing claimed waits
         assert await e.tick() == 0
         gate.set()
         await e.settle()
@@ -497,7 +498,7 @@ async def test_claims_only_what_the_lane_and_bucket_can_take_now(
         assert await e.cycle() == 1  # rate 2/s: a token every 500 ms
         e.clock.advance(10)
         assert await e.cycle() == 2
-        assert e.state_counts() == {"sent": 6, "pending": 4}
+        assert (await e.state_counts()) == {"sent": 6, "pending": 4}
 
 
 async def test_one_scan_never_takes_more_tokens_than_the_bucket_holds(
@@ -523,8 +524,7 @@ async def test_a_retry_that_falls_in_quiet_hours_waits_for_their_end(
     clock = FakeClock(utc(1, 21, 59))
     async with engine(tmp_path, {"hook": webhook(prov.url)}, {"k": two_step(window_sec=600)},
                       clock=clock) as e:
-        await e.store.put_recipient(Recipient("default", "ada", "UTC", None, "22:00", "07:00"),
-                                    e.now)
+        await e.store.put_recipient(Recipient("default", "ada", "UTC", None, "22:00", "07:00"))
         nid = await e.accept(user="ada")
         assert await e.cycle() == 1  # 21:59: sent, failed, a retry planned a few seconds on
         prov.reply = accepted()

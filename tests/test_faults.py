@@ -27,7 +27,7 @@ from support import make_config
 from notifyd.core.clock import FakeClock
 from notifyd.core.models import ApiKey
 from notifyd.engine.ingest import Ingest
-from notifyd.store import Overloaded, SqliteStore
+from notifyd.store import Overloaded, open_store
 
 KEY = ApiKey("k", "acme", (), "h")
 
@@ -118,8 +118,7 @@ def test_a_deleted_database_folder_is_noticed_and_nothing_more_is_acknowledged(
 
 async def test_past_the_bound_accepts_are_refused_at_once_not_queued(tmp_path: Path) -> None:
     cfg = make_config(tmp_path / "n.db")
-    store = SqliteStore(cfg.store.path, max_queue=8)
-    await store.open()
+    store = await open_store(cfg.store.path, max_pending_writes=8)
     try:
         ingest = Ingest(cfg, store, FakeClock())
         bodies = [json.dumps({"user_id": f"u{i}", "kind": "alert"}).encode() for i in range(200)]
@@ -169,8 +168,7 @@ def _no_leftover_limits() -> None:
 
 
 async def _filled(db: Path, n: int) -> None:
-    store = SqliteStore(db)
-    await store.open()
+    store = await open_store(str(db))
     try:
         ingest = Ingest(make_config(db), store, FakeClock())
         await asyncio.gather(*(ingest.accept(ingest.parse(json.dumps(

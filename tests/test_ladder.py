@@ -159,26 +159,26 @@ def test_a_disabled_first_contact_hands_its_slot_to_the_second() -> None:
 
 
 async def test_a_post_during_quiet_hours_stores_the_shifted_time(api: Api) -> None:
+    api.clock.ms = ms(NY, 2026, 11, 15, 23, 30)  # later than the start: times never go back
     status, user = await api.call("PUT", "/v1/users/u1", {
         "timezone": NY, "quiet_hours": {"start": "22:00", "end": "07:00"}})
     assert status == 200, user
-    api.clock.ms = ms(NY, 2026, 1, 15, 23, 30)
     status, body = await api.post({"user_id": "u1", "kind": "alert"})
     assert status == 202
     rows = query(api.db_path, "SELECT send_after, note FROM steps WHERE notification_id = ? "
                  "ORDER BY step_no", body["notification_id"])
-    morning = ms(NY, 2026, 1, 16, 7, 0)
+    morning = ms(NY, 2026, 11, 16, 7, 0)
     assert [at for at, _ in rows] == [morning, morning + 30_000, morning + 90_000]
     assert "quiet hours 22:00-07:00" in rows[0][1]
     _, status_doc = await api.get(f"/v1/notifications/{body['notification_id']}")
-    assert status_doc["steps"][0]["send_after"] == "2026-01-16T12:00:00.000+00:00"
+    assert status_doc["steps"][0]["send_after"] == "2026-11-16T12:00:00.000+00:00"
     assert status_doc["steps"][0]["note"] == rows[0][1]
 
 
 async def test_an_urgent_post_during_quiet_hours_is_not_moved(api: Api) -> None:
+    api.clock.ms = late = ms(NY, 2026, 11, 15, 23, 30)
     await api.call("PUT", "/v1/users/u1", {
         "timezone": NY, "quiet_hours": {"start": "22:00", "end": "07:00"}})
-    api.clock.ms = late = ms(NY, 2026, 1, 15, 23, 30)
     _, body = await api.post({"user_id": "u1", "kind": "page"})
     rows = query(api.db_path, "SELECT send_after, note, lane FROM steps "
                  "WHERE notification_id = ? ORDER BY step_no", body["notification_id"])

@@ -230,10 +230,10 @@ async def test_a_badge_that_drifted_is_rebuilt(tmp_path: Path) -> None:
         for _ in range(3):
             await post(s, "report")
         s.e.rows("SELECT 1")  # the rows are there
-        await s.e.store.write(lambda c: c.execute("UPDATE inbox_badges SET unread = 40"))
+        await s.e.store.backend.write(lambda tx: tx.run("UPDATE inbox_badges SET unread = 40"))
         assert await s.e.store.rebuild_badges() == 1
         assert await s.e.store.badge("default", "ada") == 3
-        await s.e.store.write(lambda c: c.execute("UPDATE inbox_badges SET unread = 0"))
+        await s.e.store.backend.write(lambda tx: tx.run("UPDATE inbox_badges SET unread = 0"))
         nid = s.rows("SELECT notification_id FROM inbox_items LIMIT 1")[0][0]
         r = await s.client.post(f"/v1/users/ada/inbox/{nid}/read", headers=auth(s))
         assert (await r.json())["unread"] == 2  # below zero: recounted from the rows
@@ -282,7 +282,7 @@ async def test_a_backend_signs_a_user_token_itself(tmp_path: Path) -> None:
     """The README's recipe, in a few lines of hmac: the tenant's key, then the token."""
     async with people(tmp_path) as s:
         from notifyd.domain import signed
-        secret = await s.e.store.signing_key(signed.tenant_key_name("default"), s.e.now)
+        secret = await s.e.store.signing_key(signed.tenant_key_name("default"))
 
         def b64(data: bytes) -> str:
             return base64.urlsafe_b64encode(data).rstrip(b"=").decode()

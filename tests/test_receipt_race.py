@@ -14,8 +14,8 @@ from engine_support import accepted, engine, provider, two_step, webhook
 
 from notifyd.config import ScannerConfig
 from notifyd.core.models import Evidence, Receipt
-from notifyd.engine import evidence
-from notifyd.store import SqliteStore, open_store
+from notifyd.domain import policy
+from notifyd.store import open_store
 
 RUNS = 1000
 
@@ -30,16 +30,15 @@ async def test_receipt_versus_timer_1000_times_never_escalates_twice(tmp_path: P
         assert e.rows("SELECT count(*) FROM steps WHERE step_no = 0 AND state = 'sent'") == [
             (RUNS,)]
         e.clock.advance(30)  # every step 1 due now
-        other = await open_store(e.cfg.store.path, e.cfg.store.synchronous)
-        assert isinstance(other, SqliteStore)
-        rules = evidence.rules(e.cfg)
+        other = await open_store(e.cfg.store.path, e.clock, e.cfg.store.synchronous)
+        rules = policy.rules(e.cfg.catalog)
         rng = random.Random(7)
         try:
             async def receipt(nid: str) -> None:
                 await asyncio.sleep(rng.random() / 5)  # each lands somewhere among the scans
                 await other.record_receipts([Receipt(
                     "delivery-receipt", f"r-{nid}", Evidence.DELIVERED, None,
-                    key=f"{nid}:0")], e.now, rules)
+                    key=f"{nid}:0")], rules)
 
             async def timer() -> None:
                 for _ in range(100):

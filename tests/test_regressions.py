@@ -37,7 +37,7 @@ from support import Api
 
 from notifyd.config import Config, KindConfig, LadderStep, ScannerConfig, validate
 from notifyd.core.errors import ConfigError
-from notifyd.core.models import Claim, Recipient
+from notifyd.core.models import Claimed, Recipient
 from notifyd.domain.policy import decide_claim
 from notifyd.domain.views import timeline
 from notifyd.engine.sender import TokenBucket
@@ -93,13 +93,13 @@ async def test_scanner_sleeps_while_a_half_open_breaker_has_no_due_work(
         assert breaker.allowance(e.now) == 1
         assert not e.rows("SELECT 1 FROM steps WHERE state IN ('pending', 'unknown')")
 
-        before = e.store.commits
+        before = e.store.backend.commits
         stop = asyncio.Event()
         task = asyncio.create_task(e.scanner.run(stop))
         await asyncio.sleep(0.3)  # a short real interval, only to count what the loop writes
         await stopped(task, stop)
         # Start-up writes and one scan; the old loop claimed again at once, hundreds of times here.
-        assert e.store.commits - before < 10
+        assert e.store.backend.commits - before < 10
 
 
 # --- 2. no lost wake-up --------------------------------------------------------------------------
@@ -119,13 +119,14 @@ async def test_an_accept_landing_right_after_a_scan_is_sent_without_waiting_for_
         first_claimed = False
         real_claim_due = e.store.claim_due
 
-        async def claim_then_accept(*args: Any, **kw: Any) -> list[Claim]:
+        async def claim_then_accept(*args: Any, **kw: Any) -> Claimed:
             nonlocal first_claimed
-            claims = await real_claim_due(*args, **kw)  # the real claim, committed
+            claimed = await real_claim_due(*args, **kw)  # the real claim, committed
+            claims = claimed.claims
             first_claimed |= any(c.notification_id in ids[:1] for c in claims)
             if not claims and (not ids or (first_claimed and len(ids) == 1)):
                 ids.append(await e.accept())  # commits, and wakes the scanner, mid-scan
-            return claims
+            return claimed
 
         e.store.claim_due = claim_then_accept  # type: ignore[method-assign]
         stop = asyncio.Event()
@@ -173,7 +174,7 @@ async def test_a_step_pulled_forward_by_a_claim_time_suppression_is_sent_at_once
     kinds = {"once": KindConfig(ladder=(LadderStep("b"),)),
              "k": KindConfig(ladder=(LadderStep("b", timeout_sec=600), LadderStep("a")))}
     async with engine(tmp_path, channels, kinds, scanner=LONG_POLL) as e:
-        await e.store.put_recipient(Recipient(TENANT, "u", contacts={"email": "u@x"}), e.now)
+        await e.store.put_recipient(Recipient(TENANT, "u", contacts={"email": "u@x"}))
         stop = asyncio.Event()
         task = asyncio.create_task(e.scanner.run(stop))
         try:
@@ -210,9 +211,9 @@ async def test_a_send_on_a_lane_with_room_costs_no_empty_claim_transaction(
         log: list[str] = []  # "claim N" per claim transaction, "next" per next-due read
         real_claim, real_next = e.store.claim_due, e.store.next_due
 
-        async def counting_claim(*args: Any, **kw: Any) -> list[Claim]:
+        async def counting_claim(*args: Any, **kw: Any) -> Claimed:
             got = await real_claim(*args, **kw)
-            log.append(f"claim {len(got)}")
+            log.append(f"claim {len(got.claims)}")
             return got
 
         async def counting_next(*args: Any, **kw: Any) -> int | None:
@@ -247,7 +248,7 @@ async def test_a_step_pulled_forward_by_a_send_on_a_lane_with_room_goes_at_once(
     channels = {"a": webhook(f"{base}/a"), "b": mailer(f"{base}/b")}
     kinds = {"k": KindConfig(ladder=(LadderStep("b", timeout_sec=600), LadderStep("a")))}
     async with engine(tmp_path, channels, kinds, scanner=LONG_POLL) as e:
-        await e.store.put_recipient(Recipient(TENANT, "u", contacts={"email": "u@x"}), e.now)
+        await e.store.put_recipient(Recipient(TENANT, "u", contacts={"email": "u@x"}))
         stop = asyncio.Event()
         task = asyncio.create_task(e.scanner.run(stop))
         try:
@@ -431,16 +432,16 @@ async def test_a_rejected_address_stays_dead_and_a_new_address_is_live(
     prov.reply = answer(410, "gone")
     async with engine(tmp_path, {"mail": mailer(prov.url)},
                       {"k": KindConfig(ladder=(LadderStep("mail"),))}) as e:
-        await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "a@x"}), e.now)
+        await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "a@x"}))
         nid = await _first_attempt(e, "alice")
         assert (await e.step(nid, 0))["state"] == "rejected"
         assert e.rows("SELECT tenant, channel_type, address, source FROM suppressions") == [
             (TENANT, "email", "a@x", "send")]
-        await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "a@x"}), e.now)
+        await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "a@x"}))
         suppressed = await e.accept("k", user="alice")  # saving the same address changes nothing
         assert (await e.step(suppressed, 0))["state"] == "suppressed"
 
-        await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "b@x"}), e.now)
+        await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "b@x"}))
         planned = await e.accept("k", user="alice")
         assert (await e.step(planned, 0))["state"] == "pending"
 
@@ -460,7 +461,7 @@ async def test_a_removed_channel_step_gives_its_time_slot_to_the_next_step_not_n
     clock.advance(10)
     async with engine(tmp_path, {"hook": hook}, {"k": KindConfig(ladder=(LadderStep("hook"),))},
                       clock=clock) as e:
-        await e.store.end_unconfigured(["hook"], decide_claim, e.now)
+        await e.store.end_unconfigured(["hook"], decide_claim)
         steps = (await e.notification(nid))["steps"]
         assert [(s["state"], s["send_after"] - accepted_at) for s in steps] == [
             ("pending", 0), ("dead", 600_000), ("pending", 600_000)]
@@ -473,7 +474,7 @@ async def test_a_failing_claim_waits_the_poll_interval_instead_of_spinning(
         await e.accept()
         calls = 0
 
-        async def full_disk(*_: Any, **__: Any) -> list[Claim]:
+        async def full_disk(*_: Any, **__: Any) -> Claimed:
             nonlocal calls
             calls += 1
             raise OSError("database or disk is full")
@@ -497,7 +498,7 @@ async def test_one_unreadable_quiet_hours_profile_does_not_stop_other_claims(
                       {"k": KindConfig(ladder=(LadderStep("hook"),))}) as e:
         await e.accept(user="good")
         await e.accept(user="bad")
-        await e.store.write(lambda c: c.execute(
+        await e.store.backend.write(lambda tx: tx.run(
             "INSERT INTO recipients VALUES ('default', 'bad', 'Europe/Nowhere', NULL, '22:00', "
             "'07:00', '{}', 0, NULL, 0)"))
         assert await e.cycle() == 2  # the zone this host no longer knows is ignored

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from support import ALERT_STEPS, START_MS, Api, query
 
-from notifyd.core.models import iso
+from notifyd.core.text import iso
 
 BODY = {"user_id": "u1", "kind": "alert", "dedup_key": "inv-1"}
 

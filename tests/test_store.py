@@ -1,4 +1,6 @@
-"""The SQLite store: schema snapshot, migrations, pragmas, group commit, the due-scan index."""
+"""The SQLite backend: schema snapshot, migrations, pragmas, group commit, the due-scan index.
+
+Its writes are scripts of a transaction; these take the sqlite3 connection under it (`tx.c`)."""
 
 from __future__ import annotations
 
@@ -10,13 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from notifyd.store import SqliteStore, StoreClosed
+from notifyd.store import StoreClosed
+from notifyd.store.core.store import CoreStore
 from notifyd.store.sqlite import migrate, migrations, schema_sql
+from notifyd.store.sqlite.backend import SqliteBackend
+from notifyd.store.sqlite.tx import SqliteTx
 
-SNAPSHOT = Path(__file__).resolve().parent.parent / "notifyd" / "store" / "schema.sql"
+SNAPSHOT = Path(__file__).resolve().parent.parent / "notifyd" / "store" / "sqlite" / "schema.sql"
 REGENERATE = ("python -c 'import sqlite3; from notifyd.store.sqlite import migrate, schema_sql; "
               "c = sqlite3.connect(\":memory:\"); migrate(c); print(schema_sql(c), end=\"\")' "
-              "> notifyd/store/schema.sql")
+              "> notifyd/store/sqlite/schema.sql")
 DUE_SCAN = """SELECT notification_id, step_no FROM steps
 WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown') AND send_after <= ?
 ORDER BY send_after LIMIT 10"""
@@ -38,40 +43,40 @@ def test_migrating_twice_is_a_no_op(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == latest
 
 
-async def test_the_store_opens_on_the_committed_schema(store: SqliteStore, db_path: Path) -> None:
+async def test_the_store_opens_on_the_committed_schema(store: CoreStore, db_path: Path) -> None:
     with closing(sqlite3.connect(db_path)) as conn:
         assert schema_sql(conn) == SNAPSHOT.read_text()
 
 
-async def test_wal_and_synchronous_full_by_default(store: SqliteStore, db_path: Path) -> None:
+async def test_wal_and_synchronous_full_by_default(store: CoreStore, db_path: Path) -> None:
     with closing(sqlite3.connect(db_path)) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     # synchronous is per connection: ask the writer's own connection.
-    assert await store.write(lambda c: c.execute("PRAGMA synchronous").fetchone()[0]) == 2
+    assert await store.backend.write(lambda tx: tx.value("PRAGMA synchronous")) == 2
 
 
 async def test_synchronous_normal_when_configured(tmp_path: Path) -> None:
-    s = SqliteStore(tmp_path / "normal.db", synchronous="NORMAL")
+    s = SqliteBackend(tmp_path / "normal.db", synchronous="NORMAL")
     await s.open()
     try:
-        assert await s.write(lambda c: c.execute("PRAGMA synchronous").fetchone()[0]) == 1
+        assert await s.write(lambda tx: tx.value("PRAGMA synchronous")) == 1
     finally:
         await s.close()
 
 
 def _insert_key(name: str):  # noqa: ANN202 - a store op
-    def op(c: sqlite3.Connection) -> str:
-        c.execute("INSERT INTO api_keys (key_hash, name, tenant, kinds, created_at) "
-                  "VALUES (?, ?, 't', '', 0)", (f"h-{name}", name))
+    def op(tx: SqliteTx) -> str:
+        tx.c.execute("INSERT INTO api_keys (key_hash, name, tenant, kinds, created_at) "
+                     "VALUES (?, ?, 't', '', 0)", (f"h-{name}", name))
         return name
     return op
 
 
-async def test_concurrent_writes_share_commits(store: SqliteStore, db_path: Path) -> None:
-    before = store.commits
-    names = await asyncio.gather(*(store.write(_insert_key(f"k{i}")) for i in range(200)))
+async def test_concurrent_writes_share_commits(store: CoreStore, db_path: Path) -> None:
+    before = store.backend.commits
+    names = await asyncio.gather(*(store.backend.write(_insert_key(f"k{i}")) for i in range(200)))
     assert names == [f"k{i}" for i in range(200)]
-    assert store.commits - before < 10, "200 concurrent writes should share a few commits"
+    assert store.backend.commits - before < 10, "200 concurrent writes should share a few commits"
     assert query_names(db_path) == {f"k{i}" for i in range(200)}
 
 
@@ -80,37 +85,39 @@ def query_names(db_path: Path) -> set[str]:
         return {r[0] for r in conn.execute("SELECT name FROM api_keys")}
 
 
-async def test_a_failing_op_fails_alone_in_its_batch(store: SqliteStore, db_path: Path) -> None:
-    def broken(c: sqlite3.Connection) -> None:
-        _insert_key("broken")(c)  # written, then undone with its savepoint
+async def test_a_failing_op_fails_alone_in_its_batch(store: CoreStore, db_path: Path) -> None:
+    def broken(tx: SqliteTx) -> None:
+        _insert_key("broken")(tx)  # written, then undone with its savepoint
         raise ValueError("boom")
 
-    before = store.commits
+    write = store.backend.write
+    before = store.backend.commits
     results = await asyncio.gather(
-        store.write(_insert_key("a")), store.write(broken), store.write(_insert_key("b")),
-        store.write(_insert_key("a")),  # a duplicate: an sqlite3 error, also alone
-        store.write(_insert_key("c")), return_exceptions=True)
-    assert store.commits - before == 1, "precondition: all five ran in one batch"
+        write(_insert_key("a")), write(broken), write(_insert_key("b")),
+        write(_insert_key("a")),  # a duplicate: an sqlite3 error, also alone
+        write(_insert_key("c")), return_exceptions=True)
+    assert store.backend.commits - before == 1, "precondition: all five ran in one batch"
     assert results[0] == "a" and results[2] == "b" and results[4] == "c"
     assert isinstance(results[1], ValueError)
     assert isinstance(results[3], sqlite3.IntegrityError)
     assert query_names(db_path) == {"a", "b", "c"}
 
 
-async def test_ops_before_a_failure_are_applied_exactly_once(store: SqliteStore,
+async def test_ops_before_a_failure_are_applied_exactly_once(store: CoreStore,
                                                              db_path: Path) -> None:
     # A batch that hits a failure may be rolled back and replayed; nothing may count twice.
-    await store.write(_insert_key("counter"))
+    await store.backend.write(_insert_key("counter"))
 
-    def bump(c: sqlite3.Connection) -> None:
-        c.execute("UPDATE api_keys SET created_at = created_at + 1 WHERE name = 'counter'")
+    def bump(tx: SqliteTx) -> None:
+        tx.c.execute("UPDATE api_keys SET created_at = created_at + 1 WHERE name = 'counter'")
 
-    def fail(c: sqlite3.Connection) -> None:
-        bump(c)
+    def fail(tx: SqliteTx) -> None:
+        bump(tx)
         raise RuntimeError("after a write")
 
-    results = await asyncio.gather(store.write(bump), store.write(bump), store.write(fail),
-                                   store.write(bump), return_exceptions=True)
+    write = store.backend.write
+    results = await asyncio.gather(write(bump), write(bump), write(fail), write(bump),
+                                   return_exceptions=True)
     assert [isinstance(r, RuntimeError) for r in results] == [False, False, True, False]
     with closing(sqlite3.connect(db_path)) as conn:
         assert conn.execute("SELECT created_at FROM api_keys WHERE name = 'counter'"
@@ -118,7 +125,7 @@ async def test_ops_before_a_failure_are_applied_exactly_once(store: SqliteStore,
 
 
 async def test_writes_after_close_are_refused(tmp_path: Path) -> None:
-    s = SqliteStore(tmp_path / "closed.db")
+    s = SqliteBackend(tmp_path / "closed.db")
     await s.open()
     await s.close()
     with pytest.raises(StoreClosed):
@@ -126,14 +133,14 @@ async def test_writes_after_close_are_refused(tmp_path: Path) -> None:
 
 
 async def test_close_answers_the_batch_in_flight(tmp_path: Path) -> None:
-    s = SqliteStore(tmp_path / "inflight.db")
+    s = SqliteBackend(tmp_path / "inflight.db")
     await s.open()
     started, release = threading.Event(), threading.Event()
 
-    def slow(c: sqlite3.Connection) -> str:
+    def slow(tx: SqliteTx) -> str:
         started.set()
         release.wait(10)
-        return _insert_key("slow")(c)
+        return _insert_key("slow")(tx)
 
     write = asyncio.create_task(s.write(slow))
     await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
@@ -151,8 +158,8 @@ async def test_close_answers_the_batch_in_flight(tmp_path: Path) -> None:
         await asyncio.gather(write, return_exceptions=True)
 
 
-async def test_due_scan_uses_the_partial_index(store: SqliteStore) -> None:
-    plan = await store.write(lambda c: [r["detail"] for r in c.execute(
+async def test_due_scan_uses_the_partial_index(store: CoreStore) -> None:
+    plan = await store.backend.write(lambda tx: [r["detail"] for r in tx.all(
         f"EXPLAIN QUERY PLAN {DUE_SCAN}", ("log", "bulk", 0))])
     assert len(plan) == 1 and "USING INDEX steps_due" in plan[0], plan
     assert "TEMP B-TREE" not in " ".join(plan), "ORDER BY must come from the index"

@@ -1,264 +1,528 @@
 """The store contract: what every backend must do, through the `Store` interface alone.
 
-One class, run against every backend in BACKENDS (SQLite today; PostgreSQL joins by adding its URL
-factory). No SQL here: a backend is correct if these pass, whatever it keeps underneath.
+One class, run against every backend in store_support.BACKENDS; it calls every method of the
+interface (a test below checks that it does), and test_store_concurrency.py races two instances.
+No SQL here: a backend is correct if these pass, whatever it keeps underneath. Every recorded
+time is the clock's at the write: the store takes it inside the transaction.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+import inspect
+import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from store_support import (
+    BACKENDS,
+    LEASE,
+    NOW,
+    RULES,
+    accept,
+    claim,
+    inp,
+    opened,
+    plan,
+)
 
-from notifyd.core.catalog import Catalog, ChannelInfo
-from notifyd.core.contacts import EMAIL
+from notifyd.core.clock import FakeClock
 from notifyd.core.models import (
-    AcceptInput,
-    Claim,
     ClaimContext,
     Completion,
     Decision,
     Device,
+    Evidence,
     Lane,
     Outcome,
     PlannedStep,
+    Receipt,
     Recipient,
     StepState,
     Verdict,
+    Want,
 )
+from notifyd.core.records import DigestDue
+from notifyd.core.steps import Cause
 from notifyd.domain.policy import decide_claim
-from notifyd.store import Store, open_store
+from notifyd.store import Store, StoreMissing, base, open_store
 
-BACKENDS: dict[str, Callable[[Path], str]] = {
-    "sqlite": lambda tmp: f"sqlite:///{tmp / 'contract.db'}",
-}
-NOW = 1_790_000_000_000
-CONTACTS = Catalog({"a": ChannelInfo("a", "log", None, None),  # a: no person's address
-                    "b": ChannelInfo("b", "smtp", EMAIL, "email")})
-LEASE = 60_000
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW)
 
 
 @pytest.fixture(params=sorted(BACKENDS))
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    s = await open_store(BACKENDS[request.param](tmp_path))
-    try:
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return BACKENDS[request.param](tmp_path)
+
+
+@pytest.fixture
+async def store(url: str, clock: FakeClock) -> AsyncIterator[Store]:
+    async with opened(url, clock) as s:
         yield s
-    finally:
-        await s.close()
 
 
-def _inp(user: str = "u1", dedup: str | None = "d1", digest: str = "h1",
-         tenant: str = "acme") -> AcceptInput:
-    return AcceptInput(tenant, user, "k", {"n": 1}, dedup, None, None, digest, "key")
+def at(clock: FakeClock, ms: int) -> int:
+    clock.ms = ms
+    return ms
 
 
-def _plan(*channels: str, gap: int = 60_000, seen: list[Recipient | None] | None = None):  # noqa: ANN202
-    def plan(r: Recipient | None) -> tuple[list[PlannedStep], Lane]:
-        if seen is not None:
-            seen.append(r)
-        return [PlannedStep(i, ch, NOW + i * gap) for i, ch in enumerate(channels)], Lane.BULK
-    return plan
-
-
-async def _accept(store: Store, nid: str, *channels: str, user: str = "u1",
-                  dedup: str | None = None, gap: int = 60_000) -> str:
-    r = await store.accept(_inp(user, dedup or nid), nid, _plan(*channels, gap=gap), 3600, NOW)
-    assert r.created
-    return nid
-
-
-async def _claim(store: Store, channel: str = "a", n: int = 10, now: int = NOW,
-                 decide: Callable[[ClaimContext, int], Decision] = decide_claim) -> list[Claim]:
-    return await store.claim_due(now, [(channel, Lane.BULK, n)], LEASE, CONTACTS, decide)
-
-
-class TestStoreContract:
-    async def test_keys_are_found_by_hash_listed_by_name_and_revoked(self, store: Store) -> None:
-        await store.create_key("h1", "billing", "acme", ("k",), NOW)
+class TestKeysAndPeople:
+    async def test_keys_are_found_by_hash_listed_by_name_and_revoked(
+            self, store: Store, clock: FakeClock) -> None:
+        await store.create_key("h1", "billing", "acme", ("k",), frozenset({"post"}))
         key = await store.find_key("h1")
-        assert key is not None and (key.name, key.tenant, key.kinds) == ("billing", "acme", ("k",))
-        assert [(k.name, k.kinds, k.revoked_at) for k in await store.list_keys()] == [
-            ("billing", ("k",), None)]
-        assert await store.revoke_key("billing", NOW + 1)
-        assert not await store.revoke_key("billing", NOW + 2)
+        assert key is not None and (key.name, key.tenant, key.kinds, key.scopes) == (
+            "billing", "acme", ("k",), frozenset({"post"}))
+        assert [(k.name, k.kinds, k.created_at, k.revoked_at) for k in await store.list_keys()
+                ] == [("billing", ("k",), NOW, None)]
+        at(clock, NOW + 1)
+        assert await store.revoke_key("billing")
+        assert not await store.revoke_key("billing")
         assert await store.find_key("h1") is None
         assert (await store.list_keys())[0].revoked_at == NOW + 1
 
-    async def test_accept_writes_the_ladder_once_per_dedup_key(self, store: Store) -> None:
+    async def test_a_signing_key_is_made_once_and_only_found_once_made(
+            self, store: Store) -> None:
+        assert await store.find_signing_key("links") is None
+        made = await store.signing_key("links")
+        assert len(made) == 32 and await store.signing_key("links") == made
+        assert await store.find_signing_key("links") == made
+
+    async def test_a_profile_and_its_disabled_contacts_round_trip(self, store: Store) -> None:
+        assert await store.get_recipient("acme", "nobody") is None
+        r = Recipient("acme", "u1", "Europe/Paris", "fr", "22:00", "07:00",
+                      {"email": "u@x", "chat": {"tg": "42"}})
+        await store.put_recipient(r)
+        assert await store.get_recipient("acme", "u1") == r
+        assert await store.get_recipient("other", "u1") is None
+        assert await store.locale_of("acme", "u1") == "fr"
+        assert await store.locale_of("acme", "nobody") is None
+        assert await store.suppress("acme", "email", "U@X", "bounced", "test")
+        got = await store.get_recipient("acme", "u1")
+        assert got is not None and [(d.contact, d.address, d.reason) for d in got.disabled] == [
+            ("email", "u@x", "bounced")]
+
+    async def test_preferences_are_versioned_by_every_change(self, store: Store) -> None:
+        assert await store.put_preferences("acme", "u1", {"opt_out": True}) == 1
+        assert await store.put_preferences("acme", "u1", {"opt_out": False}) == 2
+        r = await store.get_recipient("acme", "u1")
+        assert r is not None and (r.preferences, r.pref_version) == ({"opt_out": False}, 2)
+
+    async def test_devices_live_and_die_one_by_one(self, store: Store, clock: FakeClock) -> None:
+        a = Device("d_a", "webpush", "https://push.example/a", "k", "s")
+        b = Device("d_b", "fcm", "token-b")
+        await store.put_device("acme", "u1", a)
+        await store.put_device("acme", "u1", b)
+        await accept(store, "n_1", "a", user="u1")
+        [c] = await claim(store)
+        assert c.notice is not None and c.notice.recipient is not None
+        assert {d.device_id for d in c.notice.recipient.devices} == {"d_a", "d_b"}
+        done = Completion(Outcome.SENT, StepState.SENT, dead_devices=(("d_a", "HTTP 410"),))
+        assert await store.complete(c, done, RULES)
+        r = await store.get_recipient("acme", "u1")
+        assert r is not None
+        assert {(d.device_id, d.state, d.reason) for d in r.devices} == {
+            ("d_a", "dead", "HTTP 410"), ("d_b", "live", None)}
+        assert [s.address for s in await store.suppressions("acme")] == ["d_a"]
+        await store.put_device("acme", "u1", a)  # registered again: live again
+        r = await store.get_recipient("acme", "u1")
+        assert r is not None and {d.state for d in r.devices} == {"live"}
+        assert await store.delete_device("acme", "u1", "d_b")
+        assert not await store.delete_device("acme", "u1", "d_b")
+        assert await store.get_recipient("other", "u1") is None
+
+
+class TestAcceptAndResolve:
+    async def test_accept_writes_the_ladder_once_per_dedup_key(
+            self, store: Store, clock: FakeClock) -> None:
         seen: list[Recipient | None] = []
-        await store.put_recipient(Recipient("acme", "u1", "UTC", "de", contacts={"b": "x"}), NOW)
-        first = await store.accept(_inp(), "n_1", _plan("a", "b", seen=seen), 3600, NOW)
-        assert (first.created, first.state, first.first_due) == (True, "a_pending", NOW)
+        await store.put_recipient(Recipient("acme", "u1", "UTC", "de", contacts={"b": "x"}))
+        at(clock, NOW + 7)  # the accept's own time plans the ladder
+        first = await store.accept(inp(), "n_1", plan("a", "b", seen=seen), 3600)
+        assert (first.created, first.state, first.first_due, first.created_at) == (
+            True, "a_pending", NOW + 7, NOW + 7)
         assert seen[0] is not None and seen[0].locale == "de"  # planned on the profile it read
-        again = await store.accept(_inp(), "n_2", _plan("a"), 3600, NOW)
+        again = await store.accept(inp(), "n_2", plan("a"), 3600)
         assert (again.notification_id, again.created, again.conflict) == ("n_1", False, False)
-        other = await store.accept(_inp(digest="h2"), "n_3", _plan("a"), 3600, NOW)
-        assert (other.notification_id, other.conflict) == ("n_1", True)
+        other = await store.accept(inp(digest="h2"), "n_3", plan("a"), 3600)
+        assert (other.notification_id, other.conflict, other.existing_kind) == ("n_1", True, "k")
         assert await store.find_by_dedup("acme", "u1", "d1") == "n_1"
         assert await store.find_by_dedup("other", "u1", "d1") is None
         n = await store.get_notification("n_1")
-        assert n is not None and n.expires_at == NOW + 3_600_000 and n.params == {"n": 1}
-        assert [(s.step_no, s.channel, s.state, s.send_after) for s in n.steps] == [
-            (0, "a", StepState.PENDING, NOW), (1, "b", StepState.PENDING, NOW + 60_000)]
+        assert n is not None and (n.created_at, n.expires_at, n.params) == (
+            NOW + 7, NOW + 7 + 3_600_000, {"n": 1})
+        assert [(s.step_no, s.channel, s.state, s.send_after, s.planned_at) for s in n.steps] == [
+            (0, "a", StepState.PENDING, NOW + 7, NOW + 7),
+            (1, "b", StepState.PENDING, NOW + 60_007, NOW + 60_007)]
         assert await store.get_notification("n_404") is None
 
-    async def test_the_first_resolution_wins_and_cancels_open_steps(self, store: Store) -> None:
-        await _accept(store, "n_1", "a", "b")
-        r = await store.resolve("n_1", "paid", "key:k", NOW + 5)
-        assert r is not None and (r.changed, r.cancelled_steps, r.resolution) == (True, 2, "paid")
-        later = await store.resolve("n_1", "other", "cli", NOW + 9)
-        assert later is not None and (later.changed, later.resolution) == (False, "paid")
-        assert await store.resolve("n_404", "x", "cli", NOW) is None
+    async def test_the_first_resolution_wins_at_its_own_time(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_1", "a", "b")
+        at(clock, NOW + 5)
+        r = await store.resolve("n_1", "paid", "key:k")
+        assert r is not None and (r.changed, r.cancelled_steps, r.resolution, r.resolved_at) == (
+            True, 2, "paid", NOW + 5)
+        at(clock, NOW + 9)
+        later = await store.resolve("n_1", "other", "cli")
+        assert later is not None and (later.changed, later.resolution, later.resolved_at) == (
+            False, "paid", NOW + 5)
+        assert await store.resolve("n_404", "x", "cli") is None
         n = await store.get_notification("n_1")
-        assert n is not None and n.state == "resolved" and n.resolved_by == "key:k"
+        assert n is not None and (n.state, n.resolved_by, n.resolved_at) == (
+            "resolved", "key:k", NOW + 5)
+        assert {(s.state, s.reason, s.updated_at) for s in n.steps} == {
+            (StepState.CANCELLED, "resolved: paid", NOW + 5)}
 
     async def test_a_scoped_resolution_sees_only_its_tenant_and_kinds(self, store: Store) -> None:
-        await _accept(store, "n_1", "a", "b")  # tenant acme, kind k
-        assert await store.resolve("n_1", "x", "key:o", NOW, tenant="other") is None
-        assert await store.resolve("n_1", "x", "key:o", NOW, "acme", ("other-kind",)) is None
+        await accept(store, "n_1", "a", "b")  # tenant acme, kind k
+        assert await store.resolve("n_1", "x", "key:o", tenant="other") is None
+        assert await store.resolve("n_1", "x", "key:o", "acme", ("other-kind",)) is None
         n = await store.get_notification("n_1")
         assert n is not None and n.resolved_at is None  # nothing written out of scope
-        r = await store.resolve("n_1", "paid", "key:k", NOW + 5, "acme", ("k",))
-        assert r is not None and (r.changed, r.kind, r.resolved_at, r.depth) == (
-            True, "k", NOW + 5, 0)
+        r = await store.resolve("n_1", "paid", "key:k", "acme", ("k",))
+        assert r is not None and (r.changed, r.kind, r.depth) == (True, "k", 0)
 
-    async def test_the_claim_judges_each_due_step_on_what_it_read(self, store: Store) -> None:
-        await _accept(store, "n_1", "a")
-        await _accept(store, "n_2", "a", user="u2")
-        await store.resolve("n_2", "done", "t", NOW)
+    async def test_recorded_times_never_go_back_when_the_clock_does(
+            self, store: Store, clock: FakeClock) -> None:
+        at(clock, NOW + 1000)
+        await accept(store, "n_1", "a")
+        at(clock, NOW)  # the clock stepped back (NTP): the next commit records no earlier time
+        r = await store.resolve("n_1", "done", "t")
+        assert r is not None and r.resolved_at == NOW + 1000
+
+
+class TestDelivery:
+    async def test_the_claim_judges_each_due_step_on_what_it_read(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_1", "a")
+        await accept(store, "n_2", "a", user="u2")
+        await store.resolve("n_2", "done", "t")
         contexts: list[ClaimContext] = []
 
         def decide(ctx: ClaimContext, now: int) -> Decision:
             contexts.append(ctx)
             return decide_claim(ctx, now)
 
-        [claim] = await _claim(store, decide=decide)
-        assert [(c.resolution, c.contact, c.sibling_in_flight) for c in contexts] == [
+        at(clock, NOW + 3)
+        [c] = await claim(store, rules=dataclasses.replace(RULES, decide=decide))
+        assert [(x.resolution, x.contact, x.sibling_in_flight) for x in contexts] == [
             (None, None, None)]  # n_2's step was cancelled by the resolution's sweep
-        assert (claim.notification_id, claim.attempt_no, claim.tries) == ("n_1", 1, 1)
-        assert claim.payload is None and claim.notice is not None  # never frozen: to render
-        assert claim.notice.params == {"n": 1}
+        assert (c.notification_id, c.attempt_no, c.tries, c.key) == ("n_1", 1, 1, "n_1:0")
+        assert c.payload is None and c.notice is not None and c.notice.params == {"n": 1}
+        n = await store.get_notification("n_1")
+        assert n is not None
+        [attempt] = n.steps[0].attempt_log
+        assert (n.steps[0].state, n.steps[0].lease_until, attempt.started_at) == (
+            StepState.SENDING, NOW + 3 + LEASE, NOW + 3)
         n2 = await store.get_notification("n_2")
         assert n2 is not None and n2.steps[0].state == StepState.CANCELLED
 
-    async def test_a_postponed_or_ended_step_is_applied_as_decided(self, store: Store) -> None:
-        await _accept(store, "n_1", "a", "a", gap=600_000)
+    async def test_what_the_claim_decides_other_than_send_is_applied_and_returned(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_1", "a", "a", gap=600_000)
         verdicts = iter([Decision(Verdict.POSTPONE, "later", until=NOW + 5_000),
                          Decision(Verdict.SUPPRESS, "suppression_list: x", pull_next_at=NOW + 7)])
-        assert await _claim(store, decide=lambda c, n: next(verdicts)) == []
+        rules = dataclasses.replace(RULES, decide=lambda c, n: next(verdicts))
+        claimed = await store.claim_due([Want("a", Lane.BULK, 10)], LEASE, rules)
+        assert claimed.claims == [] and [(d.notification_id, d.step_no, d.decision.verdict)
+                                         for d in claimed.decided] == [("n_1", 0, "postpone")]
         s = (await store.get_notification("n_1")).steps  # type: ignore[union-attr]
         assert (s[0].send_after, s[0].reason) == (NOW + 5_000, "later")
-        assert await _claim(store, now=NOW + 5_000, decide=lambda c, n: next(verdicts)) == []
-        s = (await store.get_notification("n_1")).steps  # type: ignore[union-attr]
-        assert (s[0].state, s[1].send_after, s[1].note) == (
+        at(clock, NOW + 5_000)
+        assert await claim(store, rules=rules) == []
+        n = await store.get_notification("n_1")
+        assert n is not None
+        assert (n.steps[0].state, n.steps[1].send_after, n.steps[1].note) == (
             StepState.SUPPRESSED, NOW + 7, "pulled forward: step 0 suppressed")
+        assert [(e.step_no, e.at) for e in n.events][-1] == (1, NOW + 5_000)
 
     async def test_a_sibling_claimed_in_the_same_transaction_counts_as_in_flight(
             self, store: Store) -> None:
-        await _accept(store, "n_1", "a", "a", gap=0)
-        [claim] = await _claim(store)
-        assert claim.step_no == 0
+        await accept(store, "n_1", "a", "a", gap=0)
+        [c] = await claim(store)
+        assert c.step_no == 0
         s1 = (await store.get_notification("n_1")).steps[1]  # type: ignore[union-attr]
         assert s1.reason == "waiting: step 0 is in flight"
 
-    async def test_freeze_is_guarded_by_the_claim_and_never_changes(self, store: Store) -> None:
-        await _accept(store, "n_1", "a")
-        [claim] = await _claim(store)
-        stale = dataclasses.replace(claim, claim_token="not-ours")
+    async def test_the_store_counts_sends_against_a_limit_and_the_policy_decides(
+            self, store: Store) -> None:
+        await store.put_recipient(Recipient("acme", "u1", contacts={"email": "a@x"}))
+        for i in range(3):
+            await accept(store, f"n_{i}", "b", kind="limited")
+        first = await claim(store, "b")
+        assert [c.notification_id for c in first] == ["n_0"]  # 1 email an hour
+        n1 = await store.get_notification("n_1")
+        assert n1 is not None and (n1.steps[0].state, n1.steps[0].reason) == (
+            StepState.SUPPRESSED, "rate_limited: over the limit of 1 email per 3600 s of limited")
+
+    async def test_freeze_is_guarded_by_the_claim_and_never_changes(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_1", "a")
+        [c] = await claim(store)
+        stale = dataclasses.replace(c, claim_token="not-ours")
         assert await store.freeze([(stale, "x", "{}", None),
-                                   (claim, "dest", '{"v": 1}', "k/en/email@abc")], NOW) == [
-            False, True]
-        assert await store.freeze([(claim, "dest2", '{"v": 2}', None)], NOW) == [False]
+                                   (c, "dest", '{"v": 1}', "k/en/email@abc")]) == [False, True]
+        assert await store.freeze([(c, "dest2", '{"v": 2}', None)]) == [False]
         n = await store.get_notification("n_1")
         assert n is not None and n.steps[0].template == "k/en/email@abc"
         unknown = Completion(Outcome.UNKNOWN, StepState.UNKNOWN, "timeout", retry_at=NOW)
-        assert await store.complete(claim, unknown, NOW)
-        [again] = await _claim(store)
+        assert await store.complete(c, unknown, RULES)
+        [again] = await claim(store)
         assert (again.destination, again.payload, again.notice) == ("dest", {"v": 1}, None)
         assert (again.attempt_no, again.key) == (2, "n_1:0")
 
-    async def test_complete_lands_only_under_the_current_claim(self, store: Store) -> None:
-        await _accept(store, "n_1", "b", "a", user="ada")
-        await store.put_recipient(Recipient("acme", "ada", contacts={"email": "a@x"}), NOW)
-        [claim] = await _claim(store, "b")
-        await store.freeze([(claim, "a@x", "{}", None)], NOW)
-        claim = dataclasses.replace(claim, destination="a@x", payload={})
+    async def test_complete_lands_only_under_the_current_claim(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_1", "b", "a", user="ada")
+        await store.put_recipient(Recipient("acme", "ada", contacts={"email": "a@x"}))
+        [c] = await claim(store, "b")
+        await store.freeze([(c, "a@x", "{}", None)])
+        c = dataclasses.replace(c, destination="a@x", payload={})
         rejected = Completion(Outcome.REJECTED, StepState.REJECTED, "550 no such user",
                               disable_contact=True, pull_next=True)
-        assert await store.complete(claim, rejected, NOW + 1)
-        assert not await store.complete(claim, rejected, NOW + 2)  # the token is spent
+        at(clock, NOW + 1)
+        assert await store.complete(c, rejected, RULES)
+        assert not await store.complete(c, rejected, RULES)  # the token is spent
         n = await store.get_notification("n_1")
         assert n is not None
-        assert (n.steps[0].state, n.steps[1].send_after) == (StepState.REJECTED, NOW + 1)
-        assert [a.outcome for a in n.steps[0].attempt_log] == ["rejected"]
+        assert (n.steps[0].state, n.steps[0].updated_at, n.steps[1].send_after) == (
+            StepState.REJECTED, NOW + 1, NOW + 1)
+        assert [(a.outcome, a.ended_at) for a in n.steps[0].attempt_log] == [
+            ("rejected", NOW + 1)]
         r = await store.get_recipient("acme", "ada")
         assert r is not None
         assert [(d.contact, d.address, d.reason) for d in r.disabled] == [
             ("email", "a@x", "550 no such user")]
+        [listed] = await store.suppressions("acme", "a@x")
+        assert (listed.source, listed.evidence, listed.created_at) == ("send", "n_1:0", NOW + 1)
 
-    async def test_a_lease_is_taken_over_only_once_it_has_run_out(self, store: Store) -> None:
-        await _accept(store, "n_1", "a")
-        [claim] = await _claim(store)
-        assert await store.lapse_leases(NOW + LEASE - 1) == 0
+    async def test_a_sent_step_starts_the_window_of_the_step_after_it(
+            self, store: Store, clock: FakeClock) -> None:
+        await store.accept(inp(), "n_1", _windowed(), 3600)
+        [c] = await claim(store)
+        at(clock, NOW + 45_000)  # sent late: the next step's 30 s run from now
+        assert await store.complete(c, Completion(Outcome.SENT, StepState.SENT), RULES)
+        n = await store.get_notification("n_1")
+        assert n is not None and [s.send_after for s in n.steps] == [NOW, NOW + 75_000]
+        assert n.steps[1].cause.window_of == 0 and n.steps[1].cause.window_sec == 30
+
+    async def test_a_lease_is_taken_over_only_once_it_has_run_out(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_1", "a")
+        [c] = await claim(store)
+        at(clock, NOW + LEASE - 1)
+        assert await store.lapse_leases() == 0
         assert await store.leased() == (1, NOW + LEASE)
         assert await store.next_due([("a", Lane.BULK)]) == NOW + LEASE
-        assert await store.lapse_leases(NOW + LEASE) == 1
+        at(clock, NOW + LEASE)
+        assert await store.lapse_leases() == 1
         assert await store.leased() == (0, None)
         s = (await store.get_notification("n_1")).steps[0]  # type: ignore[union-attr]
         assert (s.state, s.send_after) == (StepState.UNKNOWN, NOW + LEASE)
-        late = Completion(Outcome.SENT, StepState.SENT)
-        assert not await store.complete(claim, late, NOW + LEASE + 1)
+        assert s.attempt_log[0].ended_at == NOW + LEASE
+        assert not await store.complete(c, Completion(Outcome.SENT, StepState.SENT), RULES)
 
-    async def test_dead_steps_are_listed_and_replayed_under_their_key(self, store: Store) -> None:
-        await _accept(store, "n_1", "a")
-        [claim] = await _claim(store)
+    async def test_dead_steps_are_listed_and_replayed_under_their_key(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_1", "a")
+        [c] = await claim(store)
         dead = Completion(Outcome.FAILED, StepState.DEAD, "retry budget spent", pull_next=True)
-        assert await store.complete(claim, dead, NOW + 1)
+        at(clock, NOW + 1)
+        assert await store.complete(c, dead, RULES)
+        assert await store.dead_count() == 1
         [letter] = await store.dead_letters(10)
-        assert (letter.notification_id, letter.step_no, letter.reason) == (
-            "n_1", 0, "retry budget spent")
-        assert await store.replay("n_1", 0, NOW + 2) == 1
-        assert await store.replay("n_1", 0, NOW + 2) == 0
-        [again] = await _claim(store, now=NOW + 2)
+        assert (letter.notification_id, letter.step_no, letter.reason, letter.updated_at) == (
+            "n_1", 0, "retry budget spent", NOW + 1)
+        at(clock, NOW + 2)
+        assert await store.replay("n_1", 0) == 1
+        assert await store.replay("n_1", 0) == 0
+        [again] = await claim(store)
         assert (again.key, again.attempt_no, again.tries) == ("n_1:0", 2, 1)
+        assert await store.dead_count() == 0
 
-    async def test_steps_on_a_removed_channel_end_as_the_policy_says(self, store: Store) -> None:
-        await _accept(store, "n_1", "a", "gone", "a", gap=600_000)
-        assert await store.end_unconfigured(["a"], decide_claim, NOW + 10) == 1
+    async def test_steps_on_a_removed_channel_end_as_the_policy_says(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_1", "a", "gone", "a", gap=600_000)
+        at(clock, NOW + 10)
+        [ended] = await store.end_unconfigured(["a"], decide_claim)
+        assert (ended.notification_id, ended.step_no, ended.decision.verdict) == (
+            "n_1", 1, Verdict.DEAD)
         s = (await store.get_notification("n_1")).steps  # type: ignore[union-attr]
         assert (s[1].state, s[1].reason) == (StepState.DEAD, "channel gone is not configured any "
                                              "more")
         assert s[0].send_after == NOW  # untouched
         assert s[2].send_after == NOW + 600_000  # takes the dead step's slot, not sooner
 
-    async def test_a_profile_and_its_disabled_contacts_round_trip(self, store: Store) -> None:
-        assert await store.get_recipient("acme", "nobody") is None
-        r = Recipient("acme", "u1", "Europe/Paris", "fr", "22:00", "07:00",
-                      {"email": "u@x", "chat": {"tg": "42"}})
-        await store.put_recipient(r, NOW)
-        assert await store.get_recipient("acme", "u1") == r
-        assert await store.get_recipient("other", "u1") is None
+    async def test_the_oldest_due_step_per_pair(self, store: Store) -> None:
+        await accept(store, "n_1", "a", "b")
+        assert await store.oldest_due([("a", Lane.BULK), ("b", Lane.BULK),
+                                       ("a", Lane.URGENT)]) == {
+            ("a", "bulk"): NOW, ("b", "bulk"): NOW + 60_000}
 
-    async def test_devices_live_and_die_one_by_one(self, store: Store) -> None:
-        a = Device("d_a", "webpush", "https://push.example/a", "k", "s")
-        b = Device("d_b", "fcm", "token-b")
-        await store.put_device("acme", "u1", a, NOW)
-        await store.put_device("acme", "u1", b, NOW)
-        await _accept(store, "n_1", "a", user="u1")
-        [claim] = await _claim(store)
-        assert claim.notice is not None and claim.notice.recipient is not None
-        assert {d.device_id for d in claim.notice.recipient.devices} == {"d_a", "d_b"}
-        done = Completion(Outcome.SENT, StepState.SENT, dead_devices=(("d_a", "HTTP 410"),))
-        assert await store.complete(claim, done, NOW + 1)
-        r = await store.get_recipient("acme", "u1")
-        assert r is not None
-        assert {(d.device_id, d.state, d.reason) for d in r.devices} == {
-            ("d_a", "dead", "HTTP 410"), ("d_b", "live", None)}
-        await store.put_device("acme", "u1", a, NOW + 2)  # registered again: live again
-        r = await store.get_recipient("acme", "u1")
-        assert r is not None and {d.state for d in r.devices} == {"live"}
-        assert await store.delete_device("acme", "u1", "d_b")
-        assert not await store.delete_device("acme", "u1", "d_b")
-        assert await store.get_recipient("other", "u1") is None
+
+class TestReceipts:
+    async def test_a_receipt_is_stored_once_applied_and_dated_as_it_arrived(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_1", "a", "a")
+        [c] = await claim(store)
+        await store.complete(c, Completion(Outcome.SENT, StepState.SENT, provider_ref="p1"),
+                             RULES)
+        at(clock, NOW + 4)
+        delivered = Receipt("resend", "e1", Evidence.DELIVERED, NOW + 2, provider_ref="p1")
+        assert await store.record_receipts([delivered, delivered], RULES) == [
+            "applied", "duplicate"]
+        n = await store.get_notification("n_1")
+        assert n is not None and n.steps[0].evidence == "delivered"
+        assert [(p.step_no, p.event, p.occurred_at, p.received_at) for p in n.proofs] == [
+            (0, "delivered", NOW + 2, NOW + 4)]
+
+    async def test_a_receipt_before_its_answer_waits_and_is_applied_by_it(
+            self, store: Store) -> None:
+        await accept(store, "n_1", "a")
+        [c] = await claim(store)
+        early = Receipt("resend", "e1", Evidence.DELIVERED, None, provider_ref="p1")
+        assert await store.record_receipts([early], RULES) == ["orphan"]
+        assert await store.orphan_count() == 1
+        await store.complete(c, Completion(Outcome.SENT, StepState.SENT, provider_ref="p1"),
+                             RULES)
+        assert await store.orphan_count() == 0
+        n = await store.get_notification("n_1")
+        assert n is not None and n.steps[0].evidence == "delivered"
+
+    async def test_an_account_wide_stop_suppresses_for_every_tenant(self, store: Store) -> None:
+        stop = Receipt("twilio", "SM1", Evidence.UNSUBSCRIBED, None, address="+14155550123",
+                       channel_type="sms")
+        assert await store.record_receipts([stop], RULES) == ["orphan"]
+        [listed] = await store.suppressions("acme")
+        assert (listed.tenant, listed.channel_type, listed.reason) == ("*", "sms",
+                                                                       "unsubscribed")
+
+    async def test_the_suppression_list_takes_and_gives_back(
+            self, store: Store, clock: FakeClock) -> None:
+        at(clock, NOW + 3)
+        assert await store.suppress("acme", "email", "Ada@X.io ", "asked", "cli")
+        assert not await store.suppress("acme", "email", "ada@x.io", "again", "cli")
+        [s] = await store.suppressions("acme", "ada@x.io")
+        assert (s.address, s.reason, s.source, s.created_at) == ("ada@x.io", "asked", "cli",
+                                                                 NOW + 3)
+        assert await store.suppressions("other") == []
+        assert await store.unsuppress("acme", "email", "ADA@x.io")
+        assert not await store.unsuppress("acme", "email", "ada@x.io")
+
+
+class TestInboxAndDigests:
+    async def test_items_page_resume_and_keep_their_badge(
+            self, store: Store, clock: FakeClock) -> None:
+        for i in range(3):
+            at(clock, NOW + i)
+            await accept(store, f"n_{i}", "a", inbox=(f"title {i}", None))
+        page = await store.inbox_page("acme", "u1", None, 2)
+        assert [i.notification_id for i in page] == ["n_2", "n_1"]
+        after = await store.inbox_page("acme", "u1", (page[-1].created_at,
+                                                       page[-1].notification_id), 2)
+        assert [i.notification_id for i in after] == ["n_0"]
+        since = await store.inbox_since("acme", "u1", page[-1].seq, 10)
+        assert [i.notification_id for i in since] == ["n_2"]
+        assert await store.badge("acme", "u1") == 3
+        at(clock, NOW + 10)
+        read = await store.read_item("acme", "u1", "n_0", frozenset())
+        assert read is not None and (read.changed, read.badge) == (True, 2)
+        again = await store.read_item("acme", "u1", "n_0", frozenset())
+        assert again is not None and (again.changed, again.badge) == (False, 2)
+        assert await store.read_item("acme", "u1", "n_404", frozenset()) is None
+        archived = await store.archive_item("acme", "u1", "n_1")
+        assert archived is not None and (archived.changed, archived.badge) == (True, 1)
+        assert [i.notification_id for i in await store.inbox_page("acme", "u1", None, 10)] == [
+            "n_2", "n_0"]
+        items = await store.inbox_page("acme", "u1", None, 10, archived=True)
+        assert {(i.notification_id, i.read_at, i.archived_at) for i in items} == {
+            ("n_2", None, None), ("n_1", None, NOW + 10), ("n_0", NOW + 10, None)}
+        everything = await store.read_all("acme", "u1", frozenset())
+        assert (everything.changed, everything.badge) == (True, 0)
+        assert await store.rebuild_badges() == 0
+
+    async def test_reading_an_item_resolves_a_kind_that_stops_when_read(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_1", "a", "a", inbox=("t", "b"))
+        at(clock, NOW + 5)
+        change = await store.read_item("acme", "u1", "n_1", frozenset({"k"}))
+        assert change is not None and change.resolved == ("n_1",)
+        n = await store.get_notification("n_1")
+        assert n is not None and (n.resolution, n.resolved_by, n.resolved_at) == (
+            "read", "inbox", NOW + 5)
+
+    async def test_held_items_become_one_digest_that_carries_them(
+            self, store: Store, clock: FakeClock) -> None:
+        window = NOW + 3_600_000
+        hold = Decision(Verdict.HOLD, "held", until=window, digest="daily")
+        rules = dataclasses.replace(RULES, decide=lambda c, n: hold)
+        for i in range(2):
+            await accept(store, f"n_{i}", "a")
+        assert await claim(store, rules=rules) == []
+        assert await store.next_digest_at() == window
+        assert await store.due_digests(window - 1, 10) == []
+        [due] = await store.due_digests(window, 10)
+        assert (due.tenant, due.user_id, due.digest_kind, due.count) == ("acme", "u1", "daily",
+                                                                         2)
+        members = await store.digest_members(due)
+        assert [(m.notification_id, m.step_no, m.params) for m in members] == [
+            ("n_0", 0, {"n": 1}), ("n_1", 0, {"n": 1})]
+        at(clock, window)
+        made = await store.make_digest(due, inp(dedup="digest:daily", kind="daily"), "n_d",
+                                       plan("a"), 3600, None,
+                                       [(m.notification_id, m.step_no) for m in members],
+                                       window + 86_400_000)
+        assert made.created and made.created_at == window
+        assert await store.due_digests(window, 10) == []
+        assert await store.next_digest_at() is None
+        again = DigestDue("acme", "u1", "daily", window, 2)
+        assert not (await store.make_digest(again, inp(dedup="digest:daily", kind="daily"),
+                                            "n_e", plan("a"), 3600, None, [], 0)).created
+
+
+class TestOperations:
+    async def test_it_opens_pings_backs_up_and_closes(self, url: str, tmp_path: Path,
+                                                       clock: FakeClock) -> None:
+        with pytest.raises(StoreMissing):
+            await open_store(url.replace("contract.db", "missing.db"), clock, create=False)
+        s = await open_store(url, clock)
+        try:
+            assert s.url.endswith("contract.db") and s.fault is None
+            await s.ping()
+            await accept(s, "n_1", "a")
+            await s.backup(str(tmp_path / "copy.db"))
+            assert (tmp_path / "copy.db").stat().st_size > 0
+        finally:
+            await s.close()
+        again = await open_store(url, clock, create=False)  # what it committed is there
+        try:
+            assert await again.get_notification("n_1") is not None
+        finally:
+            await again.close()
+
+
+def _windowed():  # noqa: ANN202 - a PlanFn: step 1 is due 30 s after step 0 goes out
+    def make(r: Recipient | None, now: int) -> tuple[list[PlannedStep], Lane]:
+        return [PlannedStep(0, "a", now),
+                PlannedStep(1, "a", now + 30_000, cause=Cause(window_of=0, window_sec=30))
+                ], Lane.BULK
+    return make
+
+
+def test_the_suite_calls_every_method_of_the_store() -> None:
+    """The contract is only as good as its reach: every method of every role is called here or
+    in the concurrency suite."""
+    roles = (base.KeyStore, base.RecipientStore, base.DeliveryStore, base.ReceiptStore,
+             base.InboxStore, base.DigestStore, base.OperationsStore)
+    methods = {name for role in roles for name, _ in inspect.getmembers(role)
+               if not name.startswith("_")}
+    here = Path(__file__).read_text() + (Path(__file__).parent /
+                                         "test_store_concurrency.py").read_text()
+    called = set(re.findall(r"\.(\w+)\b", here)) | {"open"}  # open_store opens it
+    assert methods - called == set()
+

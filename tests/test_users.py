@@ -70,7 +70,7 @@ async def test_unknown_user_fields_are_refused(api: Api) -> None:
 
 
 async def test_a_disabled_address_counts_while_it_is_the_users_address(api: Api) -> None:
-    await api.store.write(lambda c: c.execute(
+    await api.store.backend.write(lambda tx: tx.run(
         "INSERT INTO suppressions VALUES ('acme', 'email', 'a@x.io', 'bounced', 'ses', NULL, 1)"))
     status, body = await api.call("PUT", "/v1/users/u1", {"email": "a@x.io"})
     assert status == 200

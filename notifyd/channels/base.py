@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from notifyd.core.contacts import Contact
-from notifyd.core.models import Device, iso
+from notifyd.core.models import Device
+from notifyd.core.text import iso
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,7 +73,7 @@ from notifyd.channels.http import parse_json, parse_retry_after, post, provider_
 from notifyd.channels.wire import Client
 from notifyd.core.contacts import WEBPUSH
 from notifyd.core.fields import doc, sensitive
-from notifyd.core.models import iso
+from notifyd.core.text import iso
 
 KNOWN_PUSH_HOSTS = ("fcm.googleapis.com", "updates.push.services.mozilla.com",
                     "*.notify.windows.com", "*.push.apple.com")

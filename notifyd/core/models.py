@@ -5,12 +5,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from notifyd.core.catalog import Catalog, KindRules
+from notifyd.core.catalog import Catalog, KindRules, LimitRule
 from notifyd.core.contacts import Contact
+from notifyd.core.steps import Cause
+from notifyd.core.text import is_digits
 
 _B32 = "0123456789abcdefghjkmnpqrstvwxyz"
 _B32_PAIRS = [a + b for a in _B32 for b in _B32]  # two digits per lookup: half the work
@@ -23,21 +24,7 @@ def new_id(prefix: str, now_ms: int) -> str:
     return prefix + "".join([_B32_PAIRS[(n >> shift) & 1023] for shift in range(80, -1, -10)])
 
 
-def is_digits(text: str) -> bool:
-    """ASCII digits only: str.isdigit() also takes '²' and '٣', which int() then refuses or reads
-    as numbers nobody wrote."""
-    return bool(text) and text.isascii() and text.isdigit()
 
-
-def plural(n: int, word: str) -> str:
-    """'1 step', '2 steps'."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
 
 
 class StepState(StrEnum):
@@ -165,8 +152,8 @@ class PlannedStep:
     send_after: int
     state: StepState = StepState.PENDING
     reason: str | None = None
-    note: str | None = None  # why send_after is what it is (quiet hours, pulled forward)
-    cause: str | None = None  # why it is due then: 'after SEC', 'window STEP SEC', None
+    note: str | None = None  # why send_after is what it is (quiet hours)
+    cause: Cause | None = None  # why it is due then (None: at accept)
 
 
 @dataclass(frozen=True)
@@ -195,6 +182,7 @@ class AcceptResult:
     first_due: int | None = None  # earliest pending send_after, so the scanner can wake for it
     inbox_seq: int | None = None  # its inbox item's stream position, when it wrote one
     badge: int | None = None  # the recipient's unread count after it
+    created_at: int | None = None  # when it was accepted, as its row records (new ones)
 
 
 class Evidence(StrEnum):
@@ -270,14 +258,6 @@ class ReceiptDecision:
 
 
 ReceiptJudge = Callable[[ReceiptContext], ReceiptDecision]
-
-
-@dataclass(frozen=True)
-class ReceiptRules:
-    """What the store needs to apply receipts, handed in so that it stays free of policy."""
-
-    judge: ReceiptJudge
-    catalog: Catalog  # each kind's stop rule, each channel's contact
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,7 +363,10 @@ class ClaimContext:
     configured: bool = True  # False: the channel is no longer in the config
     rules: KindRules | None = None  # the kind's preference and attention rules
     medium: str | None = None  # what the channel sends as: email, sms, push, chat (None: no one)
-    over_limit: str | None = None  # the send limit this send would pass, in words (the store counts)
+    # For a step never tried: each send limit that counts it, with how many sends to the person
+    # that limit's window already holds (the store counts; the policy decides). Empty for a
+    # retry: its first attempt counted already.
+    sent: tuple[tuple[LimitRule, int], ...] = ()
     attempts: int = 0  # calls made for this step so far: a retry goes under its first decision
 
 
@@ -431,6 +414,51 @@ class Budget:
 
 
 # Plans the ladder once the recipient is read, inside the accept transaction.
-PlanFn = Callable[[Recipient | None], tuple[list[PlannedStep], Lane]]
-# The claim policy (policy.decide_claim), handed to the store so that it stays free of policy.
+# Plans the ladder once the recipient is read, inside the accept transaction, at its time.
+PlanFn = Callable[[Recipient | None, int], tuple[list[PlannedStep], Lane]]
+# The claim policy (domain/policy.decide_claim).
 DecideFn = Callable[[ClaimContext, int], Decision]
+# When the pending steps after a step that went out at `at` fall due now (domain/ladder
+# .restart_windows): (sent step_no, at, [(step_no, send_after, cause)]) -> [(step_no, new time)].
+WindowFn = Callable[[int, int, "list[tuple[int, int, Cause]]"], list[tuple[int, int]]]
+# An unmatched receipt's account-wide suppression reason, or None (domain/policy.orphan_suppression)
+OrphanFn = Callable[[Receipt], str | None]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What the store applies beside the rows, handed in so that it holds no policy: the
+    compiled config and the domain's pure decisions (domain/policy.rules builds it)."""
+
+    catalog: Catalog
+    decide: DecideFn  # may this due step go now
+    judge: ReceiptJudge  # what a receipt matched to its step changes
+    windows: WindowFn  # when later steps fall due once a step went out
+    orphan: OrphanFn  # what a receipt that matches no step suppresses for every tenant
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A claim decision other than send, as applied: for the log and the metrics."""
+
+    notification_id: str
+    step_no: int
+    channel: str
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """What one claim transaction did: the steps leased to send, and every other decision."""
+
+    claims: list[Claim]
+    decided: list[Decided]
+
+
+@dataclass(frozen=True, slots=True)
+class Want:
+    """How many due steps a (channel, lane) can start now."""
+
+    channel: str
+    lane: Lane
+    n: int

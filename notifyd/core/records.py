@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from notifyd.core.models import Lane, Outcome, StepState, current_state
+from notifyd.core.steps import AT_ACCEPT, Cause
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +44,11 @@ class Step:
     retry_base: int
     attempt_log: tuple[Attempt, ...] = ()
     planned_at: int | None = None  # send_after as planned at accept (None: before migration 3)
-    cause: str | None = None  # why due then: 'after SEC', 'window STEP SEC', None: at accept
+    cause: Cause = AT_ACCEPT  # why it was planned due then
     template: str | None = None  # kind/locale/medium@version its message was rendered from
     evidence: str | None = None  # the strongest good evidence: accepted < delivered < shown < opened
     pref_version: int | None = None  # the preference version the claim read when it decided
+    plan_note: str | None = None  # what planning said of its time (quiet hours), never rewritten
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from notifyd.core.catalog import Catalog, LadderStep
 from notifyd.core.contacts import Address
-from notifyd.core.models import PlannedStep, Recipient, StepState, is_digits
+from notifyd.core.models import PlannedStep, Recipient, StepState
+from notifyd.core.steps import Cause
+from notifyd.core.text import is_digits
 
 
 def parse_hhmm(text: str) -> time:
@@ -142,14 +144,31 @@ def plan_steps(
     return planned
 
 
-def _cause(no: int, step: LadderStep, prev_window: float | None) -> str | None:
-    """Why a step is due when it is, kept on the step for the timeline: 'after SEC' (from
-    accept), 'window STEP SEC' (when that step's window ends), or None (at accept)."""
+def _cause(no: int, step: LadderStep, prev_window: float | None) -> Cause | None:
+    """Why a step is due when it is, kept on the step for the timeline: after_sec from accept,
+    when the step before it ends its window, or (None) at accept."""
     if step.after_sec is not None:
-        return f"after {step.after_sec:g}"
+        return Cause(after_sec=step.after_sec)
     if no == 0:
         return None
-    return f"window {no - 1} {prev_window or 0:g}"
+    return Cause(window_of=no - 1, window_sec=prev_window or 0.0)
+
+
+def restart_windows(sent_no: int, at: int,
+                    later: list[tuple[int, int, Cause]]) -> list[tuple[int, int]]:
+    """Step `sent_no` went out at `at`: a window measured from it starts now, not when it was
+    planned, so a send held back by a rate limit, a breaker or retries never eats the next
+    channel's wait. `later` is the pending steps after it, in order, with their planned time and
+    cause; each that must move, with its new time. Later steps keep their order and spacing."""
+    moves = []
+    prev_no, prev_at = sent_no, at
+    for step_no, send_after, cause in later:
+        due = prev_at + int(cause.window_sec * 1000) if cause.window_of == prev_no else prev_at
+        if due <= send_after:
+            break
+        moves.append((step_no, due))
+        prev_no, prev_at = step_no, due
+    return moves
 
 
 def quiet_label(r: Recipient) -> str:

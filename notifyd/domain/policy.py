@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from notifyd.core.catalog import Catalog
 from notifyd.core.models import (
     EVIDENCE_RANK,
     SUPPRESSING,
@@ -18,14 +19,16 @@ from notifyd.core.models import (
     Decision,
     Evidence,
     Lane,
+    Receipt,
     ReceiptContext,
     ReceiptDecision,
+    Rules,
     StepState,
     Verdict,
     Why,
-    iso,
 )
-from notifyd.domain.ladder import quiet_label, quiet_until, window_end
+from notifyd.core.text import iso
+from notifyd.domain.ladder import quiet_label, quiet_until, restart_windows, window_end
 from notifyd.domain.recipients import dead_reason, has_contact
 
 log = logging.getLogger("notifyd.policy")
@@ -93,16 +96,17 @@ def _attention(ctx: ClaimContext, now: int) -> Decision:
     rules = ctx.rules
     if rules is None or ctx.lane is Lane.URGENT:
         return SEND
-    if not rules.always_digest and ctx.over_limit is None:
+    over_limit = next((lim.label for lim, sent in ctx.sent if sent >= lim.count), None)
+    if not rules.always_digest and over_limit is None:
         return SEND
     if rules.digest:
         who = ctx.recipient
         until = window_end(rules.digest_schedule, now, who.timezone if who else None)
         why = "this kind always arrives in a digest" if rules.always_digest else \
-            f"over the limit of {ctx.over_limit}"
+            f"over the limit of {over_limit}"
         return Decision(Verdict.HOLD, f"held for the {rules.digest} digest of {iso(until)}: "
                         f"{why}", until=until, why=Why.DIGEST, digest=rules.digest)
-    return Decision(Verdict.SUPPRESS, f"rate_limited: over the limit of {ctx.over_limit}",
+    return Decision(Verdict.SUPPRESS, f"rate_limited: over the limit of {over_limit}",
                     why=Why.RATE_LIMITED)
 
 
@@ -153,3 +157,18 @@ def judge_receipt(ctx: ReceiptContext) -> ReceiptDecision:
 
 def _rank(evidence: str | None) -> int:
     return EVIDENCE_RANK[Evidence(evidence)] if evidence in EVIDENCE_RANK else 0
+
+
+def orphan_suppression(r: Receipt) -> str | None:
+    """A receipt that matches no step and names no message at all, only an address, is about
+    the address itself (an SMS STOP to a shared number): it suppresses that address for every
+    tenant, for this reason. Any other unmatched receipt waits as an orphan."""
+    if r.key is None and r.provider_ref is None and r.message_id is None and r.address \
+            and r.channel_type and r.event in SUPPRESSING:
+        return str(r.event)
+    return None
+
+
+def rules(catalog: Catalog) -> Rules:
+    """What the store applies beside the rows: this config's catalog and these rules."""
+    return Rules(catalog, decide_claim, judge_receipt, restart_windows, orphan_suppression)

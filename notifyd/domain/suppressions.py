@@ -9,8 +9,8 @@ from typing import Any
 
 from notifyd.core.contacts import BY_SUPPRESSION, DEVICE_ID, SUPPRESSION_TYPES, normal_address
 from notifyd.core.errors import ApiError
-from notifyd.core.models import iso
 from notifyd.core.records import Suppression
+from notifyd.core.text import iso
 from notifyd.domain.validate import check_fields, get_str
 
 FIELDS = frozenset({"channel_type", "address", "reason"})

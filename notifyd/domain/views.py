@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from notifyd.core.models import OPEN_STEP_STATES, StepState, iso, plural
+from notifyd.core.models import OPEN_STEP_STATES, StepState
 from notifyd.core.records import Event, Notification, Step
+from notifyd.core.steps import Cause
+from notifyd.core.text import iso, plural
 
 PROVEN = ("delivered", "shown", "opened")
 
@@ -119,18 +121,17 @@ def timeline(n: Notification, now: int = 0) -> list[str]:
     return lines
 
 
-def due_because(cause: str | None, happened: bool) -> str:
+def due_because(cause: Cause, happened: bool) -> str:
     """A step's planned cause in words: 'when step 0's 30 s window ends' (planned) or
     'step 0's 30 s window ended unresolved' (when it went)."""
-    parts = (cause or "").split()
-    if len(parts) == 2 and parts[0] == "after":
-        return f"{parts[1]} s after accept" + (", unresolved" if happened else "")
-    if len(parts) == 3 and parts[0] == "window":
-        step, sec = parts[1], parts[2]
-        if sec == "0":
+    if cause.after_sec is not None:
+        return f"{cause.after_sec:g} s after accept" + (", unresolved" if happened else "")
+    if cause.window_of is not None:
+        step, sec = cause.window_of, cause.window_sec
+        if sec == 0:
             return f"step {step} ended unresolved" if happened else f"when step {step} ends"
-        return (f"step {step}'s {sec} s window ended unresolved" if happened
-                else f"when step {step}'s {sec} s window ends")
+        return (f"step {step}'s {sec:g} s window ended unresolved" if happened
+                else f"when step {step}'s {sec:g} s window ends")
     return "at accept"
 
 
@@ -138,8 +139,8 @@ def _step_events(n: Notification, s: Step, moves: list[Event]) -> list[tuple[int
     tag = f"step {s.step_no} {s.channel}"
     planned = f"{tag}: planned for {iso(s.send_after if s.planned_at is None else s.planned_at)}"
     planned += f" ({due_because(s.cause, False)})"
-    if s.note and not s.note.startswith("pulled forward"):  # a note made at planning
-        planned += f"; {s.note}"
+    if s.plan_note:
+        planned += f"; {s.plan_note}"
     events = [(n.created_at, 1, planned)]
     events += [(e.at, 1, f"{tag}: {e.what}") for e in moves]
     for a in s.attempt_log:

@@ -19,7 +19,8 @@ from notifyd.config import Config
 from notifyd.core.clock import Clock
 from notifyd.core.errors import ApiError
 from notifyd.core.logs import RateLimit
-from notifyd.core.models import AcceptInput, iso, new_id
+from notifyd.core.models import AcceptInput, new_id
+from notifyd.core.text import iso
 from notifyd.domain.ladder import window_end
 from notifyd.engine.ingest import Ingest
 from notifyd.store import DigestDue, StorageError, Store
@@ -73,13 +74,13 @@ class Digester:
         rollover = window_end(kind.schedule, due.window_end,
                               recipient.timezone if recipient else None)
         result = await self.store.make_digest(
-            due, inp, nid, self.ingest.planner(inp, now), self.ingest.ttl_sec(inp), now, inbox,
+            due, inp, nid, self.ingest.planner(inp), self.ingest.ttl_sec(inp), inbox,
             [(m.notification_id, m.step_no) for m in members], rollover)
         if not result.created:
             return 0
         log.info("digest %s for %s/%s: %d items of the window ending %s", nid, due.tenant,
                  due.user_id, len(members), iso(due.window_end))
-        self.ingest.announce(inp, result, inbox, now)
+        self.ingest.announce(inp, result, inbox)
         if result.first_due is not None and self.ingest.wake is not None:
             self.ingest.wake(result.first_due)
         return 1

@@ -1,8 +1,9 @@
 """Receipts in: a provider's webhook request verified and read (receipts/), then stored and
 applied (store.record_receipts) in one transaction before the provider is answered 2xx.
 
-The web handler calls take(); the sender hands the same rules to store.complete, so a receipt
-that arrived before its send's answer is applied the moment that answer names the message.
+The web handler calls take() with the rules (domain/policy.rules) the sender also hands to
+store.complete, so a receipt that arrived before its send's answer is applied the moment that
+answer names the message.
 """
 
 from __future__ import annotations
@@ -12,21 +13,13 @@ from collections import Counter
 
 import aiohttp
 
-from notifyd.config import Config
-from notifyd.core.models import ReceiptRules
-from notifyd.domain.policy import judge_receipt
+from notifyd.core.models import Rules
 from notifyd.receipts import PROVIDERS, BadReceipt, BadSignature, RawRequest, ReceiptProvider
 from notifyd.store import Store
 
 log = logging.getLogger("notifyd.webhooks")
 FETCH_TIMEOUT_SEC = 5.0
 FETCH_MAX_BYTES = 64 * 1024  # an SNS signing certificate is ~2 KiB; a confirmation reply less
-
-
-def rules(cfg: Config) -> ReceiptRules:
-    """What the store needs to apply a receipt: the policy, each kind's stop rule, and the
-    contact each channel sends to (so a bounce suppresses the right address)."""
-    return ReceiptRules(judge_receipt, cfg.catalog)
 
 
 class FetchFailed(Exception):
@@ -64,14 +57,14 @@ class Fetcher:
 
 
 async def take(store: Store, provider: ReceiptProvider, settings: object, request: RawRequest,
-               now: int, fetch: Fetcher, receipt_rules: ReceiptRules) -> Counter[str]:
+               now: int, fetch: Fetcher, rules: Rules) -> Counter[str]:
     """Verify and read the request, then store and apply what it reports; how many receipts
     were applied, duplicates or orphans. BadSignature and BadReceipt (nothing stored) and
     FetchFailed pass to the caller; so does a storage fault, and the provider, answered 5xx,
     sends it again."""
     receipts = await provider.parse(request, settings, now, fetch)
-    return Counter(await store.record_receipts(receipts, now, receipt_rules) if receipts else [])
+    return Counter(await store.record_receipts(receipts, rules) if receipts else [])
 
 
-__all__ = ["PROVIDERS", "BadReceipt", "BadSignature", "FetchFailed", "Fetcher", "RawRequest", "rules",
+__all__ = ["PROVIDERS", "BadReceipt", "BadSignature", "FetchFailed", "Fetcher", "RawRequest",
            "take"]

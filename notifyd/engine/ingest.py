@@ -26,9 +26,9 @@ from notifyd.core.models import (
     PlannedStep,
     Recipient,
     StepState,
-    iso,
     new_id,
 )
+from notifyd.core.text import iso
 from notifyd.domain.ladder import plan_steps
 from notifyd.domain.recipients import dead_contacts
 from notifyd.domain.validate import check_depth, check_fields, get_str, header_value, parse_object
@@ -127,7 +127,7 @@ class Ingest:
         kind_ttl = self.cfg.kinds[inp.kind].ttl_sec
         return kind_ttl if inp.max_ttl_sec is None else min(kind_ttl, inp.max_ttl_sec)
 
-    def planner(self, inp: AcceptInput, now: int) -> PlanFn:
+    def planner(self, inp: AcceptInput) -> PlanFn:
         kind = self.cfg.kinds[inp.kind]
         ladder = kind.ladder
         if inp.fallback_chain is not None:
@@ -135,9 +135,10 @@ class Ingest:
         urgent = kind.urgency == "urgent"
         lane = Lane.URGENT if urgent else Lane.BULK
 
-        expires_at = now + self.ttl_sec(inp) * 1000
+        ttl_ms = self.ttl_sec(inp) * 1000
 
-        def plan(recipient: Recipient | None) -> tuple[list[PlannedStep], Lane]:
+        def plan(recipient: Recipient | None, now: int) -> tuple[list[PlannedStep], Lane]:
+            expires_at = now + ttl_ms
             steps = plan_steps(ladder, self.cfg.catalog, now, recipient, urgent,
                                dead_contacts(recipient))
             return [s if s.send_after < expires_at or s.state != StepState.PENDING else
@@ -169,24 +170,23 @@ class Ingest:
         return done.parts["title"], done.parts.get("body")
 
     def announce(self, inp: AcceptInput, result: AcceptResult,
-                 inbox: tuple[str, str | None] | None, now: int) -> None:
+                 inbox: tuple[str, str | None] | None) -> None:
         """Tell open inbox streams of a new item, once it is committed."""
         if inbox is None or result.inbox_seq is None:
             return
         item = {"id": result.notification_id, "kind": inp.kind, "title": inbox[0],
-                "body": inbox[1], "created_at": iso(now), "read": False, "archived": False}
+                "body": inbox[1], "created_at": iso(result.created_at), "read": False, "archived": False}
         self.hub.publish(inp.tenant, inp.user_id,
                          Event("item", item, result.inbox_seq),
                          Event("badge", {"unread": result.badge}))
 
     async def accept(self, inp: AcceptInput) -> AcceptResult:
-        now = self.clock.now_ms()
-        plan = self.planner(inp, now)
-        nid = new_id("n_", now)
+        plan = self.planner(inp)
+        nid = new_id("n_", self.clock.now_ms())
         inbox = await self.inbox_item(inp, nid)
-        result = await self.store.accept(inp, nid, plan, self.ttl_sec(inp), now, inbox)
+        result = await self.store.accept(inp, nid, plan, self.ttl_sec(inp), inbox)
         if result.created:
-            self.announce(inp, result, inbox, now)
+            self.announce(inp, result, inbox)
         if result.conflict:  # name what holds the key only to a key that may read it
             readable = not inp.key_kinds or result.existing_kind in inp.key_kinds
             by = f" by {result.notification_id}" if readable else ""

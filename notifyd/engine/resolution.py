@@ -59,17 +59,19 @@ async def find(store: Store, ref: Ref, tenant: str | None) -> Notification | Non
     return n
 
 
-async def resolve(store: Store, ref: Ref, resolution: str, by: str, now: int,
+async def resolve(store: Store, ref: Ref, resolution: str, by: str,
                   tenant: str | None = None, kinds: tuple[str, ...] = ()
                   ) -> ResolveResult | None:
     """Resolve once; a later call reports the first resolution unchanged. With `tenant` (and
     `kinds`), what lies outside them is not found (None). By id this is one write, the scope
     checked inside it (the hot path: producers resolve as often as they post); a user and
-    dedup key are looked up first, within the tenant (operators: "default")."""
+    dedup key are looked up first, within the tenant (operators: "default"). The resolution
+    is dated by its own transaction, after the lookup: a claim that committed before it never
+    shows a later time."""
     nid = ref.notification_id
     if nid is None:
         assert ref.user_id is not None and ref.dedup_key is not None
         nid = await store.find_by_dedup(tenant or "default", ref.user_id, ref.dedup_key)
         if nid is None:
             return None
-    return await store.resolve(nid, resolution, by, now, tenant, kinds)
+    return await store.resolve(nid, resolution, by, tenant, kinds)

@@ -16,8 +16,8 @@ from collections import Counter
 from notifyd.config import Config
 from notifyd.core.clock import Clock
 from notifyd.core.logs import step_line
-from notifyd.core.models import ENDED, ClaimContext, Decision, Verdict, iso
-from notifyd.domain.policy import decide_claim
+from notifyd.core.models import ENDED, Decided, Verdict, Want
+from notifyd.core.text import iso
 from notifyd.engine.sender import SenderPool
 from notifyd.store import StorageError, Store
 
@@ -36,8 +36,7 @@ class Scanner:
         self.cfg, self.store, self.pool, self.clock = cfg, store, pool, clock
         self.lease_ms = int(cfg.scanner.lease_sec * 1000)
         self.poll_ms = int(cfg.scanner.poll_interval_sec * 1000)
-        self.rules = cfg.catalog
-        self._decided: dict[tuple[str, int], tuple[str, Decision]] = {}
+        self.rules = pool.rules  # claims go under the rules its sends complete under
         self.alive_at = clock.now_ms()  # when the loop last made progress, for /readyz
         self._wake = asyncio.Event()
         self._look = asyncio.Event()  # a send finished on a lane that had room: re-read next due
@@ -64,30 +63,24 @@ class Scanner:
         wants = self.pool.wants(now)
         if not wants:
             return 0
-        wants = [(ch, lane, min(n, self.cfg.scanner.claim_batch)) for ch, lane, n in wants]
-        claims = await self.store.claim_due(now, wants, self.lease_ms, self.rules,
-                                            self.decide, self.pool.budget(now))
-        taken = Counter((c.channel, c.lane) for c in claims)
-        self._full = any(taken[(ch, lane)] >= n for ch, lane, n in wants)
-        self._log_decided()
-        self.pool.dispatch(await self.pool.prepare(claims, now), now)
-        return len(claims)
+        batch = self.cfg.scanner.claim_batch
+        wants = [Want(w.channel, w.lane, min(w.n, batch)) for w in wants]
+        claimed = await self.store.claim_due(wants, self.lease_ms, self.rules,
+                                             self.pool.budget(now))
+        taken = Counter((c.channel, c.lane) for c in claimed.claims)
+        self._full = any(taken[(w.channel, w.lane)] >= w.n for w in wants)
+        self._log_decided(claimed.decided)
+        self.pool.dispatch(await self.pool.prepare(claimed.claims, now), now)
+        return len(claimed.claims)
 
-    def decide(self, ctx: ClaimContext, now: int) -> Decision:
-        """The claim policy, noting what it decided other than send, for the log once the claim
-        has committed (keyed by step: a batch replayed after a failure decides twice)."""
-        d = decide_claim(ctx, now)
-        if d.verdict is not Verdict.SEND:
-            self._decided[(ctx.notification_id, ctx.step_no)] = (ctx.channel, d)
-        return d
-
-    def _log_decided(self) -> None:
-        decided, self._decided = self._decided, {}
-        for (nid, no), (channel, d) in decided.items():
-            level, what = VERDICT_LOG[d.verdict]
-            step_line(log, level, what, nid, no, channel, d.reason)
-            if d.verdict in ENDED:
-                self.pool.metrics.step_ended(ENDED[d.verdict], d.why)
+    def _log_decided(self, decided: list[Decided]) -> None:
+        """What the claim decided other than send, once it has committed."""
+        for d in decided:
+            level, what = VERDICT_LOG[d.decision.verdict]
+            step_line(log, level, what, d.notification_id, d.step_no, d.channel,
+                      d.decision.reason)
+            if d.decision.verdict in ENDED:
+                self.pool.metrics.step_ended(ENDED[d.decision.verdict], d.decision.why)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Start-up work, then scan until `stop`. A failing store read or write (a full disk,
@@ -122,8 +115,7 @@ class Scanner:
                   exc_info=e)
 
     async def _start_up(self) -> None:
-        now = self.clock.now_ms()
-        lapsed = await self.store.lapse_leases(now)
+        lapsed = await self.store.lapse_leases()
         if lapsed:
             log.warning("%d steps were mid-send when notifyd last stopped and their lease has "
                         "ended; retrying them as unknown under their original keys", lapsed)
@@ -132,11 +124,11 @@ class Scanner:
             log.warning("%d steps were mid-send when notifyd last stopped, or are being sent "
                         "by another process; each is retried as unknown under its original key "
                         "once its lease ends (the last at %s)", held, iso(until))
-        orphans = await self.store.end_unconfigured(sorted(self.cfg.channels), self.decide, now)
-        self._log_decided()
-        if orphans:
+        ended = await self.store.end_unconfigured(sorted(self.cfg.channels), self.rules.decide)
+        self._log_decided(ended)
+        if ended:
             log.warning("%d open steps were on channels no longer configured; they end dead "
-                        "(notifyd dead-letters lists them)", orphans)
+                        "(notifyd dead-letters lists them)", len(ended))
 
     async def _sleep(self, now: int, stop: asyncio.Event) -> None:
         """Sleep until the next due step, a token, a breaker's cooldown end, a wake-up or the
@@ -147,7 +139,7 @@ class Scanner:
             self._look.clear()  # before the read: a send ending during it looks again
             # Due work on lanes that can take it now (and lease ends); lanes that cannot are
             # woken by a freed slot, a token or a breaker's cooldown, below.
-            ready = [(ch, lane) for ch, lane, _ in self.pool.wants(now)]
+            ready = [(w.channel, w.lane) for w in self.pool.wants(now)]
             due = await self.store.next_due(ready)
             if due is not None and due <= now:
                 return

@@ -33,18 +33,9 @@ from notifyd.config import SEND_SLACK_SEC, ChannelConfig, Config
 from notifyd.core.clock import Clock
 from notifyd.core.contacts import Devices
 from notifyd.core.logs import step_line
-from notifyd.core.models import (
-    Budget,
-    Claim,
-    Completion,
-    Lane,
-    Outcome,
-    ReceiptRules,
-    StepState,
-    Why,
-    iso,
-    plural,
-)
+from notifyd.core.models import Budget, Claim, Completion, Lane, Outcome, Rules, StepState, Want, Why
+from notifyd.core.text import iso, plural
+from notifyd.domain import policy
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.render import Frozen, Renderer
 from notifyd.engine.templates import Templates
@@ -204,11 +195,11 @@ class ChannelSender:
 class SenderPool:
     def __init__(self, cfg: Config, store: Store, clock: Clock, adapters: dict[str, Channel],
                  rng: random.Random | None = None, metrics: Metrics | None = None,
-                 templates: Templates | None = None,
-                 receipt_rules: ReceiptRules | None = None) -> None:
+                 templates: Templates | None = None, rules: Rules | None = None) -> None:
         self.store, self.clock = store, clock
-        # Applies receipts that arrived before a send's answer named its message (evidence.rules)
-        self.receipt_rules = receipt_rules
+        # What the store applies beside the rows: a sent step's windows, receipts that arrived
+        # before a send's answer named its message (the scanner claims under the same rules).
+        self.rules = rules or policy.rules(cfg.catalog)
         self.renderer = Renderer(cfg, templates)
         self.metrics = metrics or Metrics()
         self.rng = rng or random.Random()
@@ -240,16 +231,16 @@ class SenderPool:
             budget.keys[name] = keys
         return budget
 
-    def wants(self, now: int) -> list[tuple[str, Lane, int]]:
+    def wants(self, now: int) -> list[Want]:
         """How many steps each (channel, lane) could start now, urgent lanes first. Lanes share
         the budget: the claim spends it in this order, so urgent work takes tokens first."""
         budget = self.budget(now)
-        out: list[tuple[str, Lane, int]] = []
+        out: list[Want] = []
         for lane in LANES:
             for name, ch in self.channels.items():
                 n = budget.allow(name, ch.ceiling[lane] - ch.in_flight[lane])
                 if n > 0:
-                    out.append((name, lane, n))
+                    out.append(Want(name, lane, n))
         return out
 
     def ms_until_capacity(self, now: int) -> int | None:
@@ -283,11 +274,12 @@ class SenderPool:
         if not todo and not failed:
             return claims
         # Queued together, so the writer commits the freezes and the failures as one batch.
-        ended = [asyncio.ensure_future(self.store.complete(c, done, now)) for c, done in failed]
+        ended = [asyncio.ensure_future(self.store.complete(c, done, self.rules))
+                 for c, done in failed]
         for _, done in failed:
             self.metrics.step_ended(done.state, done.why)
         frozen = await self.store.freeze(
-            [(c, f.destination, f.text, f.template) for _, c, f in todo], now) if todo else []
+            [(c, f.destination, f.text, f.template) for _, c, f in todo]) if todo else []
         await asyncio.gather(*ended)
         for (i, claim, _), ok in zip(todo, frozen, strict=True):
             if ok:
@@ -336,7 +328,7 @@ class SenderPool:
                 done = dataclasses.replace(done, disable_contact=False, dead_devices=dead)
             self.metrics.sends.labels(ch.name, done.outcome).inc()
             try:
-                applied = await self.store.complete(claim, done, now, self.receipt_rules)
+                applied = await self.store.complete(claim, done, self.rules)
             except StorageError:  # logged by the store; the lease lapses and it is retried
                 return
             if not applied:
@@ -358,7 +350,7 @@ class SenderPool:
         try:
             await self.store.complete(claim, Completion(
                 Outcome.UNKNOWN, StepState.UNKNOWN, reason=why, retry_at=now,
-                why=Why.INTERRUPTED), now)
+                why=Why.INTERRUPTED), self.rules)
         except Exception as e:  # noqa: BLE001 - the lease then lapses on its own
             log.warning("%s: could not record the interrupted send (%s); its lease will lapse",
                         claim.key, type(e).__name__)

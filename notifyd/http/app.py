@@ -10,7 +10,8 @@ import orjson
 from aiohttp import web
 
 from notifyd.core.errors import ApiError
-from notifyd.core.models import ApiKey, ResolveResult, is_digits, iso
+from notifyd.core.models import ApiKey, ResolveResult
+from notifyd.core.text import is_digits, iso
 from notifyd.domain import suppressions
 from notifyd.domain.recipients import device_view, parse_device, parse_recipient, recipient_view
 from notifyd.domain.validate import check_fields, get_str, parse_object
@@ -89,7 +90,7 @@ async def _resolve(request: web.Request, key: ApiKey, ref: Ref,
     ctx = request.app[CTX]
     what = get_str(data, "resolution", required=False, max_len=200)
     r = await resolution.resolve(ctx.store, ref, what or resolution.DEFAULT_RESOLUTION,
-                                 f"key:{key.name}", ctx.clock.now_ms(), key.tenant, key.kinds)
+                                 f"key:{key.name}", key.tenant, key.kinds)
     if r is None:
         _not_found(ref)
     if r.changed:
@@ -126,7 +127,7 @@ async def put_user(request: web.Request) -> web.Response:
     if not body:
         raise ApiError("body_not_object", "send the profile as a JSON object ({} clears it)")
     recipient = parse_recipient(key.tenant, user_id, parse_object(body))
-    await ctx.store.put_recipient(recipient, ctx.clock.now_ms())
+    await ctx.store.put_recipient(recipient)
     stored = await ctx.store.get_recipient(key.tenant, user_id)
     assert stored is not None
     return web.json_response(recipient_view(stored))
@@ -147,7 +148,7 @@ async def post_device(request: web.Request) -> web.Response:
     key = await authorise(request, "users")
     user_id = user_id_of(request)
     device = parse_device(await read_object(request))
-    await ctx.store.put_device(key.tenant, user_id, device, ctx.clock.now_ms())
+    await ctx.store.put_device(key.tenant, user_id, device)
     stored = await ctx.store.get_recipient(key.tenant, user_id)
     shown = next(d for d in (stored.devices if stored else ()) if d.device_id == device.device_id)
     return web.json_response(device_view(shown), status=201)
@@ -195,7 +196,7 @@ async def post_suppression(request: web.Request) -> web.Response:
     key = await authorise(request, "users")
     channel_type, address, reason = suppressions.parse(await read_object(request))
     created = await ctx.store.suppress(key.tenant, channel_type, address, reason,
-                                       f"key:{key.name}", ctx.clock.now_ms())
+                                       f"key:{key.name}")
     shown = next((s for s in await ctx.store.suppressions(key.tenant, address, 1000)
                   if s.channel_type == channel_type), None)
     if shown is None:  # a push device that is not the tenant's
@@ -209,7 +210,7 @@ async def delete_suppression(request: web.Request) -> web.Response:
     key = await authorise(request, "users")
     channel_type = request.match_info["channel_type"]
     address = suppressions.check_address(channel_type, request.match_info["address"])
-    if await ctx.store.unsuppress(key.tenant, channel_type, address, ctx.clock.now_ms()):
+    if await ctx.store.unsuppress(key.tenant, channel_type, address):
         return web.Response(status=204)
     wide = [s for s in await ctx.store.suppressions(key.tenant, address, 1000)
             if s.channel_type == channel_type and s.tenant == "*"]
@@ -242,7 +243,7 @@ async def post_webhook(request: web.Request) -> web.Response:
     count = ctx.metrics.receipts
     try:
         taken = await evidence.take(ctx.store, provider, settings, raw, ctx.clock.now_ms(),
-                                    ctx.fetch, ctx.receipt_rules)
+                                    ctx.fetch, ctx.rules)
     except evidence.BadSignature as e:
         count.labels(name, "bad_signature").inc()
         log.warning("webhook %s refused from %s: %s", name, request.remote, e)

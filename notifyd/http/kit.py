@@ -16,6 +16,7 @@ from notifyd.config import Config
 from notifyd.core.clock import Clock
 from notifyd.core.errors import ApiError
 from notifyd.core.models import ApiKey
+from notifyd.domain import policy
 from notifyd.domain.validate import get_str, parse_object
 from notifyd.engine import evidence
 from notifyd.engine.ingest import Ingest
@@ -41,7 +42,7 @@ class Context:
         self.health = health  # None: an app without the delivery engine (API tests)
         self.metrics = health.metrics if health else metrics or Metrics()
         self.draining = False  # set at shutdown: answer 503 instead of accepting
-        self.receipt_rules = evidence.rules(cfg)
+        self.rules = policy.rules(cfg.catalog)  # what receipts are judged by
         self.fetch = evidence.Fetcher()  # the SNS certificate, for the ses webhook
         self.hub: Hub = ingest.hub  # open inbox streams, told of changes after they commit
         self.link_key: bytes | None = None  # signs unsubscribe links (set at start)

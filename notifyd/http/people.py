@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from notifyd.core.errors import ApiError
-from notifyd.core.models import is_digits, iso
+from notifyd.core.text import is_digits, iso
 from notifyd.domain import preferences, signed
 from notifyd.domain.validate import check_fields, parse_object
 from notifyd.engine.stream import CLOSE, Event
@@ -91,9 +91,8 @@ async def post_token(request: web.Request) -> web.Response:
     if not isinstance(ttl, int) or isinstance(ttl, bool) or not 60 <= ttl <= TOKEN_TTL_MAX:
         raise ApiError("invalid_field", f"ttl_sec must be an integer 60..{TOKEN_TTL_MAX}",
                        "ttl_sec")
-    now = ctx.clock.now_ms()
-    secret = await ctx.store.signing_key(signed.tenant_key_name(key.tenant), now)
-    expires = now // 1000 + ttl
+    secret = await ctx.store.signing_key(signed.tenant_key_name(key.tenant))
+    expires = ctx.clock.now_ms() // 1000 + ttl
     return json_response({"token": signed.make_user_token(secret, key.tenant, user_id,
                                                                expires),
                               "user_id": user_id, "expires_at": iso(expires * 1000)},
@@ -117,7 +116,7 @@ async def put_preferences(request: web.Request) -> web.Response:
     if not body:
         raise ApiError("body_not_object", "send the preferences as a JSON object")
     prefs = preferences.parse(ctx.cfg.catalog, parse_object(body))
-    await ctx.store.put_preferences(tenant, user_id, prefs, ctx.clock.now_ms())
+    await ctx.store.put_preferences(tenant, user_id, prefs)
     return json_response(preferences.view(
         ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id)))
 
@@ -192,7 +191,7 @@ async def post_read(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
     item_id = request.match_info["item_id"]
-    change = await ctx.store.read_item(tenant, user_id, item_id, ctx.clock.now_ms(),
+    change = await ctx.store.read_item(tenant, user_id, item_id,
                                        _stops_on_read(request))
     if change is None:
         raise ApiError("not_found", f"no inbox item {item_id!r}", "item_id")
@@ -206,8 +205,7 @@ async def post_read(request: web.Request) -> web.Response:
 async def post_read_all(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
-    change = await ctx.store.read_all(tenant, user_id, ctx.clock.now_ms(),
-                                      _stops_on_read(request))
+    change = await ctx.store.read_all(tenant, user_id, _stops_on_read(request))
     ctx.hub.publish(tenant, user_id, Event("badge", {"unread": 0}))
     return json_response({"unread": 0, "resolved": len(change.resolved)})
 
@@ -216,7 +214,7 @@ async def post_archive(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
     item_id = request.match_info["item_id"]
-    change = await ctx.store.archive_item(tenant, user_id, item_id, ctx.clock.now_ms())
+    change = await ctx.store.archive_item(tenant, user_id, item_id)
     if change is None:
         raise ApiError("not_found", f"no inbox item {item_id!r}", "item_id")
     if change.changed:
@@ -355,8 +353,7 @@ async def post_unsubscribe(request: web.Request) -> web.Response:
                      "security or what you asked for, so they always go out.</p>", 400)
     r = await ctx.store.get_recipient(link.tenant, link.user_id)
     await ctx.store.put_preferences(link.tenant, link.user_id,
-                                    preferences.unsubscribed(r, link.category),
-                                    ctx.clock.now_ms())
+                                    preferences.unsubscribed(r, link.category))
     log.info("unsubscribed %s/%s from %s by one-click link", link.tenant, link.user_id,
              link.category)
     return _page("You are unsubscribed", f"<p>You will no longer receive "

@@ -1,10 +1,15 @@
-"""The store: everything above it speaks the `Store` interface (store/base.py); only store/ speaks SQL.
+"""The store: everything above it speaks the `Store` interface (store/base.py); only store/ speaks
+SQL, and only a dialect's folder (store/sqlite/) holds it.
 
-`open_store` picks the backend from a URL: `sqlite:///path` or a bare path is the SQLite store.
+`open_store` picks the backend from a URL, importing only that backend: `sqlite:///path` or a
+bare path is the SQLite file.
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from notifyd.core.clock import Clock
 from notifyd.core.records import (
     Attempt,
     DeadLetter,
@@ -24,12 +29,18 @@ from notifyd.store.base import (
     StorageError,
     Store,
     StoreClosed,
+    StoreLocked,
     StoreMissing,
     StoreUnavailable,
 )
-from notifyd.store.sqlite import SqliteStore
 
 SQLITE_PREFIX = "sqlite:///"
+
+
+class Held(Protocol):
+    """A database held for one daemon (`hold`)."""
+
+    def release(self, undo: bool = False) -> None: ...
 
 
 def sqlite_path(url: str) -> str | None:
@@ -42,21 +53,42 @@ def sqlite_path(url: str) -> str | None:
     return url
 
 
-async def open_store(url: str, synchronous: str = "FULL", busy_timeout_ms: int = 5000,
-                     create: bool = True, max_pending_writes: int = 0,
-                     check: bool = False) -> Store:
-    """Open the store that `url` names, migrating it, and creating it unless create=False."""
+def _unsupported(url: str) -> StoreUnavailable:
+    scheme = url.split("://", 1)[0]
+    return StoreUnavailable(f"store URL scheme {scheme!r} is not supported (a path, or "
+                            "sqlite:///path)")
+
+
+def hold(url: str) -> Held | None:
+    """Take the database for one daemon where its backend allows only one (a SQLite file: its
+    lock file); StoreLocked when another holds it. None where several may share it."""
     path = sqlite_path(url)
     if path is None:
-        scheme = url.split("://", 1)[0]
-        raise StoreUnavailable(f"store URL scheme {scheme!r} is not supported (a path, or "
-                               "sqlite:///path)")
-    store = SqliteStore(path, synchronous, busy_timeout_ms, max_pending_writes)
+        raise _unsupported(url)
+    from notifyd.store.sqlite.lock import FileLock
+
+    return FileLock(path)
+
+
+async def open_store(url: str, clock: Clock | None = None, synchronous: str = "FULL",
+                     busy_timeout_ms: int = 5000, create: bool = True,
+                     max_pending_writes: int = 0, check: bool = False) -> Store:
+    """Open the store that `url` names, migrating it, and creating it unless create=False.
+    `clock` dates what it records (the system clock when None)."""
+    from notifyd.store.core.store import CoreStore
+
+    path = sqlite_path(url)
+    if path is None:
+        raise _unsupported(url)
+    from notifyd.store.sqlite.backend import SqliteBackend
+
+    store = CoreStore(SqliteBackend(path, clock, synchronous, busy_timeout_ms,
+                                    max_pending_writes))
     await store.open(create, check)
     return store
 
 
-__all__ = ["Attempt", "DeadLetter", "DigestDue", "DigestMember", "Event", "InboxChange",
-           "InboxItem", "KeyRecord", "Notification", "Overloaded", "Proof",
-           "SqliteStore", "Step", "StorageError", "Store", "StoreClosed", "StoreMissing",
-           "StoreUnavailable", "Suppression", "open_store", "sqlite_path"]
+__all__ = ["Attempt", "DeadLetter", "DigestDue", "DigestMember", "Event", "Held", "InboxChange",
+           "InboxItem", "KeyRecord", "Notification", "Overloaded", "Proof", "Step",
+           "StorageError", "Store", "StoreClosed", "StoreLocked", "StoreMissing",
+           "StoreUnavailable", "Suppression", "hold", "open_store", "sqlite_path"]

@@ -1,8 +1,20 @@
-"""The store interface and the typed records that cross it. Only store/ speaks SQL.
+"""The store interface, by role, and what each operation needs of its backend.
 
-Every backend implements `Store` and passes the one contract suite (tests/test_store_contract.py).
-The store holds no policy: the claim policy comes in as a function (`DecideFn`) and the ladder
-as a plan (`PlanFn`), so a backend only fetches, writes and keeps each in one transaction.
+Every backend is `store.core.CoreStore` over a dialect (store/sqlite/, ...) and passes the one
+contract suite (tests/contract/test_store_contract.py), whose concurrency section races two
+store instances over one database. The store holds no policy: the rules come in as `Rules`
+(the compiled catalog and the domain's pure decisions) and the ladder as a `PlanFn`.
+
+Isolation, in the words each method uses:
+- *one write*: the method is one transaction; it commits whole or not at all, and it answers
+  only after its commit is durable.
+- *serialized with X*: of two such transactions on the same rows, one sees everything the
+  other committed; neither reads a state the other is halfway through. SQLite gets this from
+  its single writer (BEGIN IMMEDIATE); a backend with concurrent writers must lock the rows it
+  reads before deciding (for example SELECT ... FOR UPDATE on the notification).
+- *times*: every time a write records is its transaction's own (`tx.now`), so rows' times
+  agree with their commit order.
+Reads are single statements that see every commit that answered before they began, unless said.
 Times are epoch milliseconds.
 """
 
@@ -10,7 +22,6 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from notifyd.core.catalog import Catalog
 from notifyd.core.models import (
     SCOPES,
     AcceptInput,
@@ -18,15 +29,18 @@ from notifyd.core.models import (
     ApiKey,
     Budget,
     Claim,
+    Claimed,
     Completion,
+    Decided,
     DecideFn,
     Device,
     Lane,
     PlanFn,
     Receipt,
-    ReceiptRules,
     Recipient,
     ResolveResult,
+    Rules,
+    Want,
 )
 from notifyd.core.records import (
     DeadLetter,
@@ -52,6 +66,10 @@ class StoreMissing(StoreUnavailable):
     """Opened without create, and there is no database there."""
 
 
+class StoreLocked(StoreUnavailable):
+    """Another daemon holds this database, and the backend allows only one."""
+
+
 class StorageError(Exception):
     """The storage cannot take writes now (disk full, I/O error, read-only, the file gone); the
     message says which. Nothing was written; the caller may retry later."""
@@ -61,129 +79,249 @@ class Overloaded(Exception):
     """Too many writes are waiting; this one was refused rather than queued. Retry shortly."""
 
 
-class Store(Protocol):
-    url: str  # where it keeps its data, for log lines (never holding a secret)
+Inbox = tuple[str, str | None] | None  # an inbox item's (title, body), for a kind with an inbox
 
-    async def open(self, create: bool = True, check: bool = False) -> None:
-        """Open (creating unless create=False); with check=True, a damaged store is refused."""
-        ...
 
-    async def backup(self, dest: str) -> None:
-        """A consistent copy at `dest`, made beside the running daemon."""
-        ...
-    async def close(self) -> None: ...
+class KeyStore(Protocol):
+    """API keys (stored as hashes) and the keys that sign links and user tokens."""
 
-    # keys and recipients
     async def create_key(self, key_hash: str, name: str, tenant: str, kinds: tuple[str, ...],
-                         now: int, scopes: frozenset[str] = SCOPES) -> None: ...
-    async def find_key(self, key_hash: str) -> ApiKey | None: ...
-    async def list_keys(self) -> list[KeyRecord]: ...
-    async def revoke_key(self, name: str, now: int) -> bool: ...
-    async def put_recipient(self, r: Recipient, now: int) -> None: ...
-    async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None:
-        """The profile, disabled contacts and devices; None if the user has none of them."""
+                         scopes: frozenset[str] = SCOPES) -> None:
+        """One write; a name or hash already taken fails it."""
         ...
 
-    async def put_device(self, tenant: str, user_id: str, device: Device, now: int) -> None: ...
+    async def find_key(self, key_hash: str) -> ApiKey | None:
+        """The key if it exists and is not revoked."""
+        ...
+
+    async def list_keys(self) -> list[KeyRecord]: ...
+
+    async def revoke_key(self, name: str) -> bool:
+        """One write; False if there was no such key, or it was revoked already."""
+        ...
+
+    async def signing_key(self, name: str) -> bytes:
+        """One write: the named key, made (32 random bytes) the first time; two processes
+        asking at once get the same key."""
+        ...
+
+    async def find_signing_key(self, name: str) -> bytes | None:
+        """The named key if it was made; never makes one."""
+        ...
+
+
+class RecipientStore(Protocol):
+    """People: profiles, devices and preferences."""
+
+    async def put_recipient(self, r: Recipient) -> None:
+        """One write: the profile replaced. A disabled address stays disabled and counts again
+        only if the person's address goes back to it."""
+        ...
+
+    async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None:
+        """The profile, its disabled contacts and devices; None if the user has none of them."""
+        ...
+
+    async def locale_of(self, tenant: str, user_id: str) -> str | None: ...
+
+    async def put_device(self, tenant: str, user_id: str, device: Device) -> None:
+        """One write: registered (again: the same endpoint is the same device, live once more)."""
+        ...
+
     async def delete_device(self, tenant: str, user_id: str, device_id: str) -> bool: ...
 
-    # accept, resolve, read
-    async def accept(self, inp: AcceptInput, notification_id: str, plan: PlanFn,
-                     ttl_sec: int, now: int, inbox: tuple[str, str | None] | None = None
-                     ) -> AcceptResult:
-        """Claim the dedup key and write the notification with its whole ladder, atomically;
-        `plan` runs inside that transaction with the recipient as it is read there."""
+    async def put_preferences(self, tenant: str, user_id: str,
+                              preferences: dict[str, Any]) -> int:
+        """One write, serialized with claim_due: the new preference version. A claim that
+        commits after it reads the new preferences; one before it records the old version."""
         ...
 
-    async def resolve(self, notification_id: str, resolution: str, by: str, now: int,
+
+class DeliveryStore(Protocol):
+    """A notification's life: accepted, claimed, frozen, completed, resolved, replayed."""
+
+    async def accept(self, inp: AcceptInput, notification_id: str, plan: PlanFn, ttl_sec: int,
+                     inbox_item: Inbox = None) -> AcceptResult:
+        """One write: the dedup key claimed and the notification written with its whole ladder
+        (and its inbox item and badge), or what already holds the key. `plan` runs inside, on
+        the recipient as this transaction reads it, at its time. Two accepts of one key make
+        one notification (a unique index decides). The inbox item's seq grows in commit order:
+        an item committed later has a larger seq, so a stream resuming after a seq misses none.
+        May raise Overloaded before anything is written."""
+        ...
+
+    async def resolve(self, notification_id: str, resolution: str, by: str,
                       tenant: str | None = None, kinds: tuple[str, ...] = ()
-                      ) -> ResolveResult | None: ...
+                      ) -> ResolveResult | None:
+        """One write, serialized with claim_due on the notification: the first resolution wins
+        (later calls report it unchanged) and cancels the open steps. A claim that commits
+        after it never sends (promise 3). With `tenant` (and `kinds`), a notification outside
+        them is not found (None) and nothing is written."""
+        ...
+
     async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None: ...
-    async def get_notification(self, notification_id: str) -> Notification | None: ...
 
-    # the delivery engine
-    async def claim_due(self, now: int, wants: list[tuple[str, Lane, int]], lease_ms: int,
-                        rules: Catalog, decide: DecideFn,
-                        budget: Budget | None = None) -> list[Claim]:
-        """Up to n due steps per (channel, lane) within the shared budget: each judged by
-        `decide` on what this same transaction reads, and leased when it says send. Lapsed
-        leases become unknown first."""
+    async def get_notification(self, notification_id: str) -> Notification | None:
+        """The notification with its steps, attempts, moves and receipts, read in one snapshot
+        so that they agree."""
         ...
 
-    async def freeze(self, frozen: list[tuple[Claim, str, str, str | None]],
-                     now: int) -> list[bool]:
-        """Fix (claim, destination, payload, template) on each step while its claim token is
-        still ours; True for each that was fixed. Nothing frozen is ever changed."""
+    async def claim_due(self, wants: list[Want], lease_ms: int, rules: Rules,
+                        budget: Budget | None = None) -> Claimed:
+        """One write, serialized with every other write to the steps it reads: lapsed leases
+        become unknown, then up to `n` due steps per (channel, lane), within the shared budget,
+        are each judged by `rules.decide` on what this transaction reads (the resolution, the
+        recipient, its preferences and suppressions, a sibling in flight, the sends that count
+        against a limit) and leased when it says send; every other decision is applied here too
+        and returned. Two claimers never lease one step twice nor two steps of one notification
+        at once (promise 4), and sends counted against a limit include those claimed by any
+        transaction that committed before."""
         ...
 
-    async def complete(self, claim: Claim, done: Completion, now: int,
-                       rules: ReceiptRules | None = None) -> bool:
-        """Record the attempt and apply `done` while the claim token is ours; with `rules`,
-        apply the receipts that arrived before this answer named its message."""
+    async def freeze(self, frozen: list[tuple[Claim, str, str, str | None]]) -> list[bool]:
+        """One write: (claim, destination, payload, template) fixed on each step while its claim
+        token is still the step's; True for each fixed. Nothing frozen is ever changed."""
         ...
 
-    # provider evidence and the suppression list
-    async def record_receipts(self, receipts: list[Receipt], now: int,
-                              rules: ReceiptRules) -> list[str]:
-        """Store and apply each receipt in one transaction: 'applied', 'duplicate', 'orphan'."""
+    async def complete(self, claim: Claim, done: Completion, rules: Rules) -> bool:
+        """One write: the attempt recorded, and `done` applied only while the claim token is
+        the step's (False otherwise: a lease taken over). A sent step restarts the windows of
+        the steps after it (`rules.windows`); receipts that arrived before this answer named
+        its message are applied now."""
         ...
 
-    async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,
-                       source: str, now: int) -> bool: ...
-    async def unsuppress(self, tenant: str, channel_type: str, address: str,
-                         now: int) -> bool: ...
-    async def suppressions(self, tenant: str, address: str | None = None,
-                           limit: int = 1000) -> list[Suppression]: ...
-    async def orphan_count(self) -> int: ...
-    # the person's side
-    async def put_preferences(self, tenant: str, user_id: str, preferences: dict[str, Any],
-                              now: int) -> int: ...
-    async def inbox_page(self, tenant: str, user_id: str, before: tuple[int, str] | None,
-                         limit: int, archived: bool = False) -> list[InboxItem]: ...
-    async def inbox_since(self, tenant: str, user_id: str, seq: int,
-                          limit: int) -> list[InboxItem]: ...
-    async def badge(self, tenant: str, user_id: str) -> int: ...
-    async def read_item(self, tenant: str, user_id: str, item_id: str, now: int,
-                        stop_on_read: frozenset[str]) -> InboxChange | None: ...
-    async def read_all(self, tenant: str, user_id: str, now: int,
-                       stop_on_read: frozenset[str]) -> InboxChange: ...
-    async def archive_item(self, tenant: str, user_id: str, item_id: str,
-                           now: int) -> InboxChange | None: ...
-    async def rebuild_badges(self) -> int: ...
-    async def signing_key(self, name: str, now: int) -> bytes: ...
-    async def find_signing_key(self, name: str) -> bytes | None: ...
-    async def locale_of(self, tenant: str, user_id: str) -> str | None: ...
-    async def due_digests(self, now: int, limit: int) -> list[DigestDue]: ...
-    async def digest_members(self, due: DigestDue) -> list[DigestMember]: ...
-    async def make_digest(self, due: DigestDue, inp: AcceptInput, notification_id: str,
-                          plan: PlanFn, ttl_sec: int, now: int,
-                          inbox: tuple[str, str | None] | None, members: list[tuple[str, int]],
-                          rollover: int) -> AcceptResult: ...
-    async def next_digest_at(self) -> int | None: ...
-    async def lapse_leases(self, now: int) -> int:
-        """Steps whose lease has run out become unknown (retried under the same key)."""
+    async def lapse_leases(self) -> int:
+        """One write: sending steps whose lease has ended become unknown (retried under the same
+        key); a step within its lease is left alone, another process may be sending it."""
         ...
 
     async def leased(self) -> tuple[int, int | None]:
         """How many steps are in flight under a lease, and when the last lease ends."""
         ...
 
-    async def next_due(self, pairs: list[tuple[str, Lane]]) -> int | None: ...
-    async def replay(self, notification_id: str, step_no: int | None, now: int) -> int: ...
-    async def end_unconfigured(self, channels: list[str], decide: DecideFn, now: int) -> int: ...
-    async def dead_letters(self, limit: int) -> list[DeadLetter]: ...
-
-    # for health and metrics
-    async def oldest_due(self, pairs: list[tuple[str, Lane]]) -> dict[tuple[str, Lane], int]:
-        """The earliest send_after among open steps, per (channel, lane) that has any."""
+    async def next_due(self, pairs: list[tuple[str, Lane]]) -> int | None:
+        """The earliest send_after of a step on those pairs that may go (none of its
+        notification's steps in flight), or a lease's end: one read."""
         ...
 
-    async def dead_count(self) -> int: ...
+    async def replay(self, notification_id: str, step_no: int | None) -> int:
+        """One write: dead or unknown steps (`step_no` None: all of them) back to pending under
+        their original key and frozen payload; how many."""
+        ...
+
+    async def end_unconfigured(self, channels: list[str], decide: DecideFn) -> list[Decided]:
+        """One write: open steps on channels not in `channels`, judged by `decide` as such."""
+        ...
+
+
+class ReceiptStore(Protocol):
+    """Provider evidence and the suppression list."""
+
+    async def record_receipts(self, receipts: list[Receipt], rules: Rules) -> list[str]:
+        """One write, before the provider is answered, serialized with claim_due and complete:
+        each receipt stored once ('duplicate' if its (provider, event_id) was), matched to its
+        step and applied as `rules.judge` says ('applied'), or kept until its send's answer
+        names it ('orphan'). A delivery that resolves a stop = "delivered" kind beats a later
+        claim; a claim that committed first is answered by resolving what is left."""
+        ...
+
+    async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,
+                       source: str) -> bool:
+        """One write: the address on the tenant's list ('push': the device dead); False if it
+        was there."""
+        ...
+
+    async def unsuppress(self, tenant: str, channel_type: str, address: str) -> bool: ...
+
+    async def suppressions(self, tenant: str, address: str | None = None,
+                           limit: int = 1000) -> list[Suppression]: ...
+
+    async def orphan_count(self) -> int: ...
+
+
+class InboxStore(Protocol):
+    """The person's inbox and its unread badge."""
+
+    async def inbox_page(self, tenant: str, user_id: str, before: tuple[int, str] | None,
+                         limit: int, archived: bool = False) -> list[InboxItem]:
+        """Newest first, strictly before the (created_at, id) cursor."""
+        ...
+
+    async def inbox_since(self, tenant: str, user_id: str, seq: int,
+                          limit: int) -> list[InboxItem]:
+        """Items after `seq`, in seq order: what a resuming stream missed."""
+        ...
+
+    async def badge(self, tenant: str, user_id: str) -> int: ...
+
+    async def read_item(self, tenant: str, user_id: str, item_id: str,
+                        stop_on_read: frozenset[str]) -> InboxChange | None:
+        """One write: the item read, the badge moved, and a kind that stops when read resolved
+        (serialized with claim_due, as resolve). None: no such item of this person's."""
+        ...
+
+    async def read_all(self, tenant: str, user_id: str,
+                       stop_on_read: frozenset[str]) -> InboxChange: ...
+
+    async def archive_item(self, tenant: str, user_id: str,
+                           item_id: str) -> InboxChange | None: ...
+
+    async def rebuild_badges(self) -> int:
+        """One write: every badge recounted from the items; how many had drifted."""
+        ...
+
+
+class DigestStore(Protocol):
+    """Items held back for a person's digest, and the digests made of them."""
+
+    async def due_digests(self, now: int, limit: int) -> list[DigestDue]: ...
+
+    async def digest_members(self, due: DigestDue) -> list[DigestMember]: ...
+
+    async def make_digest(self, due: DigestDue, inp: AcceptInput, notification_id: str,
+                          plan: PlanFn, ttl_sec: int, inbox_item: Inbox,
+                          members: list[tuple[str, int]], rollover: int) -> AcceptResult:
+        """One write: the digest accepted as any notification and `members` marked carried by
+        it, so a rebuild can never notify them again; items held for the same window since
+        `members` were read move to the window ending at `rollover`."""
+        ...
+
+    async def next_digest_at(self) -> int | None: ...
+
+
+class OperationsStore(Protocol):
+    """Lifecycle, health and the operator's reads."""
+
+    url: str  # where it keeps its data, for log lines (never holding a secret)
+
+    async def open(self, create: bool = True, check: bool = False) -> None:
+        """Open (creating unless create=False); with check=True, a damaged store is refused."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def backup(self, dest: str) -> None:
+        """A consistent copy at `dest`, made beside the running daemon."""
+        ...
+
+    async def ping(self) -> None:
+        """Return once the store has committed a write: it can take writes now."""
+        ...
 
     @property
     def fault(self) -> str | None:
         """What recently went wrong with the storage (disk full, file gone), if anything."""
         ...
-    async def ping(self) -> None:
-        """Return once the store has committed a write transaction: it can take writes now."""
+
+    async def dead_letters(self, limit: int) -> list[DeadLetter]: ...
+
+    async def dead_count(self) -> int: ...
+
+    async def oldest_due(self, pairs: list[tuple[str, Lane]]) -> dict[tuple[str, Lane], int]:
+        """The earliest send_after among open steps, per (channel, lane) that has any."""
         ...
+
+
+class Store(KeyStore, RecipientStore, DeliveryStore, ReceiptStore, InboxStore, DigestStore,
+            OperationsStore, Protocol):
+    """Everything a daemon needs of its database."""

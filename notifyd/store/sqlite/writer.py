@@ -1,9 +1,11 @@
 """The SQLite write path: one thread, one connection, group commit, and storage faults named.
 
-Writes are functions run on the writer thread's connection; the writer takes every operation
-queued while the last commit ran, runs them inside one BEGIN IMMEDIATE, and commits once (group
-commit). A failing operation makes the batch replay with a SAVEPOINT around each op, so it fails
-alone; every caller is answered only after the commit that holds its rows.
+Writes are scripts (store/core) run on the writer thread's connection, each with its own `Tx`
+whose `now` is read from the injected clock as the script starts, inside the transaction, and
+never goes back; the writer takes every script queued while the last commit ran, runs them
+inside one BEGIN IMMEDIATE, and commits once (group commit). A failing operation makes the
+batch replay with a SAVEPOINT around each op, so it fails alone; every caller is answered only
+after the commit that holds its rows.
 
 Storage faults (disk full, I/O error, read-only, the file deleted or replaced under us) fail the
 ops as StorageError, logged once per 10 s, and the writer recovers by itself when the disk does,
@@ -24,12 +26,14 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from notifyd.core.clock import SystemClock
+from notifyd.core.clock import Clock, SystemClock
 from notifyd.core.logs import RateLimit
 from notifyd.store.base import Overloaded, StorageError, StoreClosed
+from notifyd.store.core.tx import Script, Tx
+from notifyd.store.sqlite.tx import SqliteTx
 
 T = TypeVar("T")
-Op = Callable[[sqlite3.Connection], Any]
+Op = Script[Any]
 _Item = tuple[Op, "asyncio.Future[Any]", bool]
 log = logging.getLogger("notifyd.store")
 BATCH_MAX = 1024
@@ -50,9 +54,11 @@ class Writer:
     commits depends on the disk, never on how busy the event loop is (under a flood the loop's
     turns grow long, and a writer driven by them committed a few times a second)."""
 
-    def __init__(self, path: str, connect: Callable[[], sqlite3.Connection],
+    def __init__(self, path: str, connect: Callable[[], sqlite3.Connection], clock: Clock,
                  max_queue: int = 0) -> None:
         self.path = path
+        self.clock = clock
+        self._last_now = 0  # the latest time a script recorded: the next never records less
         self.max_queue = max_queue  # 0: no limit
         self._connect = connect
         self._conn: sqlite3.Connection | None = None
@@ -93,7 +99,7 @@ class Writer:
         self._ops.put(None)
         await asyncio.to_thread(self._thread.join)
 
-    async def write(self, op: Callable[[sqlite3.Connection], T], shed: bool = False) -> T:
+    async def write(self, op: Script[T], shed: bool = False) -> T:
         """Run `op` inside a transaction; return once its commit is durable. With shed=True the
         op is refused at once (Overloaded) when max_queue sheddable ops already wait."""
         if self._thread is None or self._closing or self._loop is None:
@@ -181,7 +187,7 @@ class Writer:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                outcomes: list[tuple[bool, Any]] = [(True, op(conn)) for op in ops]
+                outcomes: list[tuple[bool, Any]] = [(True, op(self._tx(conn))) for op in ops]
             except Exception:  # noqa: BLE001 - replayed one by one below
                 conn.execute("ROLLBACK")
                 conn.execute("BEGIN IMMEDIATE")
@@ -198,13 +204,20 @@ class Writer:
     def _isolated(self, conn: sqlite3.Connection, op: Op) -> tuple[bool, Any]:
         conn.execute("SAVEPOINT op")
         try:
-            result = op(conn)
+            result = op(self._tx(conn))
         except Exception as e:  # noqa: BLE001 - the op fails alone; the batch goes on
             conn.execute("ROLLBACK TO op")
             conn.execute("RELEASE op")
             return False, self._storage(e)
         conn.execute("RELEASE op")
         return True, result
+
+    def _tx(self, conn: sqlite3.Connection) -> SqliteTx:
+        """A script's transaction, at the clock's time now, or at the last one recorded if the
+        clock went back (an NTP step): times in commit order, always."""
+        now = max(self.clock.now_ms(), self._last_now)
+        self._last_now = now
+        return SqliteTx(conn, now)
 
     def _storage(self, e: BaseException) -> BaseException:
         """A storage fault as StorageError (logged, rate-limited); any other error as it is."""
@@ -238,7 +251,7 @@ def _settle(fut: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
     _answer([(_noop, fut, False)], [outcome])
 
 
-def _noop(_: sqlite3.Connection) -> None:
+def _noop(_: Tx) -> None:
     return None
 
 

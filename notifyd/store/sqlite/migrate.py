@@ -7,7 +7,7 @@ from importlib import resources
 
 
 def migrations() -> list[tuple[int, str]]:
-    folder = resources.files("notifyd.store") / "migrations"
+    folder = resources.files("notifyd.store.sqlite") / "migrations"
     found = []
     for entry in folder.iterdir():
         if entry.name.endswith(".sql"):

@@ -1,4 +1,4 @@
-"""Every SQL statement of the SQLite store, named. Times are epoch milliseconds."""
+"""SQLite's statements for the store core (store/core/queries.py says what each must do)."""
 
 # --- keys, recipients, accept and resolution ----------------------------------------------
 
@@ -51,8 +51,8 @@ INSERT_NOTIFICATION = """INSERT INTO notifications
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant, user_id, dedup_key) DO NOTHING"""
 INSERT_STEP = """INSERT INTO steps (notification_id, step_no, channel, lane, send_after, state,
-    reason, note, updated_at, planned_at, cause)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+    reason, note, updated_at, planned_at, cause, plan_note)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
 SELECT_NOTIFICATION = "SELECT * FROM notifications WHERE id = ?"
 SELECT_STEP_STATES = "SELECT channel, state FROM steps WHERE notification_id = ? ORDER BY step_no"
@@ -177,7 +177,6 @@ _NEXT_LAPSE = "SELECT min(lease_until) AS at FROM steps WHERE state = 'sending'"
 def next_due_sql(pairs: int) -> str:
     return "SELECT min(at) FROM (" + " UNION ALL ".join([_NEXT_DUE_PAIR] * pairs + [
         _NEXT_LAPSE]) + ")"
-SELECT_NEXT_LAPSE = "SELECT min(lease_until) FROM steps WHERE state = 'sending'"
 SELECT_LEASED = "SELECT count(*), max(lease_until) FROM steps WHERE state = 'sending'"
 REPLAY_STEPS = """UPDATE steps SET state = 'pending', send_after = ?, retry_base = attempts,
     reason = ?, updated_at = ?

@@ -1,4 +1,4 @@
--- user_version = 9
+-- user_version = 10
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -131,7 +131,7 @@ CREATE TABLE steps (
     payload      TEXT,                     -- frozen before the first provider call
     claim_token  TEXT,                     -- guards completion against a stale sender
     lease_until  INTEGER,
-    updated_at   INTEGER NOT NULL, retry_base INTEGER NOT NULL DEFAULT 0, planned_at INTEGER, cause TEXT, template TEXT, evidence TEXT, pref_version INTEGER,
+    updated_at   INTEGER NOT NULL, retry_base INTEGER NOT NULL DEFAULT 0, planned_at INTEGER, cause TEXT, template TEXT, evidence TEXT, pref_version INTEGER, plan_note TEXT,
     PRIMARY KEY (notification_id, step_no)
 ) WITHOUT ROWID;
 CREATE TABLE suppressions (

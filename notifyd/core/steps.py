@@ -1,0 +1,71 @@
+"""A step's name and why it is due when it is, as records: the provider idempotency key
+(`StepKey`, "n_...:STEP" or "n_...:STEP:DEVICE") and the planned cause (`Cause`). Both are kept as
+text (a receipt carries the key; steps.cause holds the cause); this module is the one place that
+writes and reads that text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from notifyd.core.text import is_digits
+
+
+@dataclass(frozen=True, slots=True)
+class StepKey:
+    """What a provider call goes under: the notification and step, never the attempt; a send
+    to one of the person's devices adds the device id."""
+
+    notification_id: str
+    step_no: int
+    device_id: str | None = None
+
+    def __str__(self) -> str:
+        key = f"{self.notification_id}:{self.step_no}"
+        return f"{key}:{self.device_id}" if self.device_id else key
+
+    @classmethod
+    def parse(cls, text: str | None) -> StepKey | None:
+        """The key in `text`, or None when it is not one."""
+        nid, _, rest = (text or "").partition(":")
+        step, _, device = rest.partition(":")
+        if not nid or not is_digits(step):
+            return None
+        return cls(nid, int(step), device or None)
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """Why a step is due when it is: at accept (neither set), `after_sec` after accept, or when
+    step `window_of`'s window of `window_sec` ends (the step it waits on went out, or ended)."""
+
+    after_sec: float | None = None
+    window_of: int | None = None
+    window_sec: float = 0.0
+
+    def __str__(self) -> str:
+        if self.after_sec is not None:
+            return f"after {self.after_sec:g}"
+        if self.window_of is not None:
+            return f"window {self.window_of} {self.window_sec:g}"
+        return ""
+
+    @classmethod
+    def parse(cls, text: str | None) -> Cause:
+        """The cause kept as `text` ('after 30', 'window 0 30'); anything else is at accept."""
+        words = (text or "").split()
+        try:
+            if len(words) == 2 and words[0] == "after":
+                return cls(after_sec=float(words[1]))
+            if len(words) == 3 and words[0] == "window" and is_digits(words[1]):
+                return cls(window_of=int(words[1]), window_sec=float(words[2]))
+        except ValueError:
+            pass
+        return AT_ACCEPT
+
+    def text(self) -> str | None:
+        """As kept in the row: None for at accept."""
+        return str(self) or None
+
+
+AT_ACCEPT = Cause()

@@ -1,0 +1,57 @@
+"""Accepting a notification: the dedup key claimed and the whole ladder written, with its inbox item
+and badge, in one transaction; and a digest, the same write with its held items marked carried."""
+
+from __future__ import annotations
+
+from notifyd.core.models import AcceptInput, AcceptResult, PlanFn, StepState, current_state
+from notifyd.core.records import DigestDue
+from notifyd.store.base import Inbox
+from notifyd.store.core import inbox as inbox_rows
+from notifyd.store.core.rows import load_recipient
+from notifyd.store.core.tx import Tx
+
+
+def accept(tx: Tx, inp: AcceptInput, notification_id: str, params: str, plan: PlanFn,
+           ttl_sec: int, inbox: Inbox) -> AcceptResult:
+    """Write the notification unless its dedup key is taken; a retry (same request) or a
+    conflict (different request) answers with what holds the key. The ladder is planned here,
+    on the recipient as this transaction reads it, at this transaction's time."""
+    q, now = tx.q, tx.now
+    inserted = tx.run(q.INSERT_NOTIFICATION, (
+        notification_id, inp.tenant, inp.user_id, inp.kind, inp.dedup_key,
+        inp.request_hash, params, inp.key_name, now, now + ttl_sec * 1000))
+    if not inserted:
+        hit = tx.one(q.SELECT_DEDUP, (inp.tenant, inp.user_id, inp.dedup_key))
+        assert hit is not None
+        resolution = tx.one(q.SELECT_RESOLUTION, (hit["id"],))
+        resolved = resolution is not None and resolution["resolved_at"] is not None
+        states = [(r["channel"], r["state"]) for r in tx.all(q.SELECT_STEP_STATES, (hit["id"],))]
+        return AcceptResult(hit["id"], created=False, state=current_state(resolved, states),
+                            conflict=hit["request_hash"] != inp.request_hash,
+                            existing_kind=hit["kind"])
+    steps, lane = plan(load_recipient(tx, inp.tenant, inp.user_id), now)
+    tx.many(q.INSERT_STEP, [
+        (notification_id, s.step_no, s.channel, lane, s.send_after, s.state, s.reason, s.note,
+         now, s.send_after, s.cause.text() if s.cause else None, s.note) for s in steps])
+    due = [s.send_after for s in steps if s.state == StepState.PENDING]
+    state = current_state(False, ((s.channel, s.state) for s in steps))
+    seq = badge = None
+    if inbox is not None:  # the person's history, whatever the preferences say of the sends
+        seq = tx.value(q.INSERT_INBOX, (inp.tenant, inp.user_id, notification_id, inp.kind,
+                                        inbox[0], inbox[1], now))
+        badge = inbox_rows.bump_badge(tx, inp.tenant, inp.user_id, 1)
+    return AcceptResult(notification_id, True, state, first_due=min(due, default=None),
+                        inbox_seq=seq, badge=badge, created_at=now)
+
+
+def make_digest(tx: Tx, due: DigestDue, inp: AcceptInput, notification_id: str, params: str,
+                plan: PlanFn, ttl_sec: int, inbox: Inbox, members: list[tuple[str, int]],
+                rollover: int) -> AcceptResult:
+    """The digest accepted as any notification, and the held items it carries marked so in the
+    same transaction; items held for the window after `members` were read roll to the next."""
+    result = accept(tx, inp, notification_id, params, plan, ttl_sec, inbox)
+    if result.created:
+        tx.many(tx.q.MARK_DIGESTED_ITEM, [(notification_id, nid, no) for nid, no in members])
+    tx.run(tx.q.ROLL_DIGEST, (rollover, due.tenant, due.user_id, due.digest_kind,
+                              due.window_end))
+    return result

@@ -1,0 +1,229 @@
+"""The delivery engine's transactions: claim (each due step judged on what this transaction reads,
+and the decision applied in it), freeze, complete under the claim token, take over lapsed leases,
+replay, resolve. Every rule comes in `Rules`; these scripts only read, ask and write."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import orjson
+
+from notifyd.core.catalog import KindRules, LimitRule
+from notifyd.core.contacts import Address
+from notifyd.core.models import (
+    ENDED,
+    REPLAYED,
+    Budget,
+    Claim,
+    ClaimContext,
+    Claimed,
+    Completion,
+    Decided,
+    DecideFn,
+    Decision,
+    Lane,
+    Notice,
+    Recipient,
+    ResolveResult,
+    Rules,
+    StepState,
+    Verdict,
+    Want,
+)
+from notifyd.core.text import iso
+from notifyd.store.core import receipts, rows
+from notifyd.store.core.moves import pull_next, start_window
+from notifyd.store.core.rows import disabled, recipient
+from notifyd.store.core.tx import Row, Tx
+
+LOOKAHEAD = 16  # due rows read beyond what is wanted, for those the policy will not send
+
+
+def lapse_leases(tx: Tx) -> int:
+    """Sending steps whose lease has ended become unknown, retried under the same key; one
+    within its lease is left alone: another process may be sending it."""
+    rows = tx.all(tx.q.SELECT_LAPSED, (tx.now,))
+    for row in rows:
+        mark_unknown(tx, row["notification_id"], row["step_no"],
+                     "lease expired: the send may have reached the provider")
+    return len(rows)
+
+
+def mark_unknown(tx: Tx, nid: str, no: int, why: str) -> None:
+    tx.run(tx.q.MARK_UNKNOWN, (why, tx.now, tx.now, nid, no))
+    tx.run(tx.q.CLOSE_OPEN_ATTEMPTS, (tx.now, why, nid, no))
+
+
+def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Budget) -> Claimed:
+    """Up to `n` due steps per (channel, lane), within the shared budget, each judged by
+    `rules.decide` on what this transaction reads and leased when it says send (promise 3: a
+    resolution committed before the claim always wins). Lapsed leases become unknown first."""
+    lapse_leases(tx)
+    claimed = Claimed([], [])
+    sending: dict[str, int] = {}  # claimed in this transaction: a sibling in flight
+    for want in wants:
+        n = budget.allow(want.channel, want.n)
+        taken = 0
+        while taken < n:
+            rows = tx.all(tx.q.SELECT_DUE, (want.channel, want.lane, tx.now,
+                                            n - taken + LOOKAHEAD))
+            for row in rows:
+                if taken >= n:
+                    break
+                claim = _judge(tx, row, rules, sending, lease_ms, claimed.decided)
+                if claim is not None:
+                    claimed.claims.append(claim)
+                    sending[claim.notification_id] = claim.step_no
+                    taken += 1
+            if len(rows) < n - taken + LOOKAHEAD:
+                break
+        budget.spend(want.channel, taken)
+    return claimed
+
+
+def _judge(tx: Tx, row: Row, rules: Rules, sending: dict[str, int], lease_ms: int,
+           decided: list[Decided]) -> Claim | None:
+    """Read one due row into the policy's context and apply its decision; a Claim if it sends."""
+    nid, no, channel, kind = row["notification_id"], row["step_no"], row["channel"], row["kind"]
+    catalog = rules.catalog
+    who = _recipient(tx, row)
+    kind_rules = catalog.kinds.get(kind)
+    ctx = ClaimContext(nid, no, channel, Lane(row["lane"]), row["send_after"],
+                       row["resolution"] if row["resolved_at"] is not None else None,
+                       row["expires_at"], sending.get(nid), who, catalog.contact(channel),
+                       rules=kind_rules, medium=catalog.medium(channel),
+                       attempts=row["attempts"] - row["retry_base"],
+                       sent=_sent(tx, row, kind_rules) if kind_rules else ())
+    decision = rules.decide(ctx, tx.now)
+    version = who.pref_version if who is not None else None
+    if decision.verdict is not Verdict.SEND:
+        apply(tx, row, decision, version)
+        decided.append(Decided(nid, no, channel, decision))
+        return None
+    attempt = row["attempts"] + 1
+    token = secrets.token_hex(8)
+    tx.run(tx.q.CLAIM_STEP, (attempt, token, tx.now + lease_ms, tx.now, version, nid, no))
+    tx.run(tx.q.INSERT_ATTEMPT, (nid, no, attempt, token, tx.now))
+    frozen = row["payload"]
+    notice = None if frozen is not None else Notice(
+        kind, row["tenant"], row["user_id"], orjson.loads(row["params"]), row["created_at"], who)
+    return Claim(nid, no, channel, ctx.lane, attempt, attempt - row["retry_base"], token,
+                 row["expires_at"], ctx.contact, row["destination"],
+                 None if frozen is None else json.loads(frozen), notice)
+
+
+def _recipient(tx: Tx, row: Row) -> Recipient | None:
+    """The due row's recipient: its profile (read with the row), disabled contacts, devices."""
+    if row["contacts"] is None and not row["has_disabled"] and not row["has_devices"]:
+        return None
+    tenant, user_id = row["tenant"], row["user_id"]
+    dead = disabled(tx, tenant, row["contacts"]) if row["has_disabled"] else []
+    devices = tx.all(tx.q.SELECT_DEVICES, (tenant, user_id)) if row["has_devices"] else []
+    return recipient(tenant, user_id, row if row["contacts"] is not None else None, dead,
+                     devices)
+
+
+def _sent(tx: Tx, row: Row, rules: KindRules) -> tuple[tuple[LimitRule, int], ...]:
+    """For a step never tried: each limit that counts it, with the sends to the person its
+    window holds (first attempts, earlier claims of this transaction included). A retry is
+    never counted again: its first attempt already was."""
+    if row["attempts"] > 0:
+        return ()
+    out = []
+    for lim in rules.limits:
+        if lim.covers(row["kind"], row["channel"]):
+            kinds, channels = json.dumps(lim.kinds), json.dumps(lim.channels)
+            out.append((lim, int(tx.value(tx.q.COUNT_SENDS, (
+                tx.now - lim.window_ms, row["tenant"], row["user_id"], kinds, kinds, channels,
+                channels)))))
+    return tuple(out)
+
+
+def apply(tx: Tx, row: Row, d: Decision, version: int | None) -> None:
+    """Apply a verdict other than send: postpone the step, or end it (and pull the next), or
+    hold it for its digest. A postponement is an event when its reason is new (not each second
+    a sibling stays out). The preference version read is kept with the decision."""
+    q, nid, no = tx.q, row["notification_id"], row["step_no"]
+    if d.verdict is Verdict.POSTPONE:
+        tx.run(q.POSTPONE_STEP, (d.until, d.reason, tx.now, nid, no))
+        if d.reason != row["reason"]:
+            tx.run(q.INSERT_EVENT, (nid, no, tx.now, f"postponed to {iso(d.until)}: {d.reason}"))
+        return
+    state = ENDED[d.verdict]
+    tx.run(q.END_STEP, (state, d.reason, tx.now, version, nid, no))
+    if d.verdict is Verdict.HOLD and d.digest and d.until is not None:
+        tx.run(q.HOLD_ITEM, (nid, no, row["tenant"], row["user_id"], d.digest, d.until, tx.now))
+    if d.pull_next_at is not None:  # the ladder moves on rather than sit out this step's window
+        pull_next(tx, nid, f"step {no} {state}", no, d.pull_next_at)
+
+
+def freeze(tx: Tx, frozen: list[tuple[Claim, str, str, str | None]]) -> list[bool]:
+    """Fix each step's rendered destination, payload and template while its claim is still
+    ours; True for each that was fixed. Nothing frozen is ever changed."""
+    return [tx.run(tx.q.FREEZE_STEP, (destination, payload, template, tx.now,
+                                      claim.notification_id, claim.step_no,
+                                      claim.claim_token)) > 0
+            for claim, destination, payload, template in frozen]
+
+
+def complete(tx: Tx, claim: Claim, done: Completion, rules: Rules) -> bool:
+    """Record the attempt, and apply the decision if the claim token is still ours; then apply
+    receipts that arrived before this answer named its message."""
+    q, nid, no = tx.q, claim.notification_id, claim.step_no
+    tx.run(q.END_ATTEMPT, (tx.now, done.outcome, done.reason, done.provider_ref, nid, no,
+                           claim.attempt_no))
+    applied = tx.run(q.COMPLETE_STEP, (done.state, done.reason, done.provider_ref, done.retry_at,
+                                       tx.now, nid, no, claim.claim_token)) > 0
+    if applied and done.disable_contact and isinstance(claim.contact, Address):
+        tx.run(q.SUPPRESS_SENT, (claim.contact.suppression, claim.destination or "",
+                                 done.reason or "rejected", claim.key, tx.now, nid))
+    if applied and done.pull_next:
+        pull_next(tx, nid, f"step {no} {done.state}", no, tx.now)
+    if applied and done.state is StepState.SENT:
+        start_window(tx, nid, no, rules)
+    for device_id, why in done.dead_devices:  # whatever became of the step
+        tx.run(q.KILL_DEVICE, (why, tx.now, device_id, nid))
+    if applied and done.provider_ref:
+        for row in tx.all(q.SELECT_ORPHANS, (done.provider_ref,)):
+            receipts.apply(tx, rows.receipt(row), nid, no, rules)
+    return applied
+
+
+def replay(tx: Tx, nid: str, step_no: int | None) -> int:
+    """Put dead or unknown steps back to pending under their original key and payload."""
+    rows = tx.all(tx.q.REPLAY_STEPS, (tx.now, REPLAYED, tx.now, nid, step_no, step_no))
+    tx.many(tx.q.INSERT_EVENT, [(nid, r["step_no"], tx.now, REPLAYED) for r in rows])
+    return len(rows)
+
+
+def end_unconfigured(tx: Tx, channels: list[str], decide: DecideFn) -> list[Decided]:
+    """Open steps on channels the config no longer has, judged by `decide` as such (it ends
+    them, naming why)."""
+    out = []
+    for row in tx.all(tx.q.SELECT_UNCONFIGURED, (json.dumps(channels),)):
+        ctx = ClaimContext(row["notification_id"], row["step_no"], row["channel"],
+                           Lane(row["lane"]), row["send_after"], row["resolution"],
+                           row["expires_at"], None, None, None, configured=False)
+        decision = decide(ctx, tx.now)
+        apply(tx, row, decision, None)
+        out.append(Decided(row["notification_id"], row["step_no"], row["channel"], decision))
+    return out
+
+
+def resolve(tx: Tx, nid: str, resolution: str, by: str, tenant: str | None,
+            kinds: tuple[str, ...]) -> ResolveResult | None:
+    """Resolve once, at this transaction's time; the first resolution wins and later calls
+    report it unchanged. With `tenant` (and `kinds`, empty: any), a notification outside them
+    is not found and nothing is written."""
+    q = tx.q
+    row = tx.one(q.SELECT_RESOLUTION, (nid,))
+    if row is None or (tenant is not None and row["tenant"] != tenant) or (
+            kinds and row["kind"] not in kinds):
+        return None
+    if row["resolved_at"] is not None:  # read inside the write: an earlier one won
+        return ResolveResult(nid, row["resolution"], row["resolved_at"], False, 0, 0, row["kind"])
+    tx.run(q.RESOLVE, (tx.now, resolution, by, nid))
+    depth = int(tx.value(q.SELECT_DEPTH, (nid,)))
+    cancelled = tx.run(q.CANCEL_PENDING, (f"resolved: {resolution}", tx.now, nid))
+    return ResolveResult(nid, resolution, tx.now, True, cancelled, depth, row["kind"])

@@ -1,0 +1,68 @@
+"""The inbox's writes: reads, archives and the unread badge kept beside the items, and the kinds
+that stop when read resolved in the same transaction."""
+
+from __future__ import annotations
+
+from notifyd.core.records import InboxChange
+from notifyd.store.core.tx import Tx
+
+
+def bump_badge(tx: Tx, tenant: str, user_id: str, by: int) -> int:
+    """The badge moved by `by`; one that would go below zero has drifted: rebuilt from rows."""
+    kept = badge(tx, tenant, user_id)
+    if kept + by < 0:
+        actual = int(tx.value(tx.q.COUNT_UNREAD, (tenant, user_id)))
+        tx.run(tx.q.SET_BADGE, (tenant, user_id, actual))
+        return actual
+    return int(tx.value(tx.q.BUMP_BADGE, (tenant, user_id, by, by)))
+
+
+def badge(tx: Tx, tenant: str, user_id: str) -> int:
+    return int(tx.value(tx.q.SELECT_BADGE, (tenant, user_id)) or 0)
+
+
+def resolve_read(tx: Tx, items: list[tuple[str, str]], stop_on_read: frozenset[str]
+                 ) -> tuple[str, ...]:
+    """Resolve, as "read", the notifications of kinds that stop when read."""
+    done = []
+    for nid, kind in items:
+        if kind in stop_on_read and tx.run(tx.q.RESOLVE, (tx.now, "read", "inbox", nid)):
+            tx.run(tx.q.CANCEL_PENDING, ("resolved: read", tx.now, nid))
+            done.append(nid)
+    return tuple(done)
+
+
+def read_item(tx: Tx, tenant: str, user_id: str, item_id: str,
+              stop_on_read: frozenset[str]) -> InboxChange | None:
+    item = tx.one(tx.q.SELECT_INBOX_ITEM, (tenant, user_id, item_id))
+    if item is None:
+        return None
+    row = tx.one(tx.q.READ_ITEM, (tx.now, tenant, user_id, item_id))
+    unread = bool(row and row[0])  # it counted in the badge: unread and not archived
+    count = bump_badge(tx, tenant, user_id, -1) if unread else badge(tx, tenant, user_id)
+    done = resolve_read(tx, [(item_id, item["kind"])], stop_on_read) if row else ()
+    return InboxChange(row is not None, count, done)
+
+
+def read_all(tx: Tx, tenant: str, user_id: str, stop_on_read: frozenset[str]) -> InboxChange:
+    rows = tx.all(tx.q.READ_ALL, (tx.now, tenant, user_id))
+    tx.run(tx.q.SET_BADGE, (tenant, user_id, 0))
+    done = resolve_read(tx, [(r["notification_id"], r["kind"]) for r in rows], stop_on_read)
+    return InboxChange(bool(rows), 0, done)
+
+
+def archive_item(tx: Tx, tenant: str, user_id: str, item_id: str) -> InboxChange | None:
+    if tx.one(tx.q.SELECT_INBOX_ITEM, (tenant, user_id, item_id)) is None:
+        return None
+    row = tx.one(tx.q.ARCHIVE_ITEM, (tx.now, tenant, user_id, item_id))
+    unread = bool(row and row[0])
+    count = bump_badge(tx, tenant, user_id, -1) if unread else badge(tx, tenant, user_id)
+    return InboxChange(row is not None, count)
+
+
+def rebuild_badges(tx: Tx) -> int:
+    """Every badge recomputed from the rows; how many had drifted."""
+    wrong = [(r["tenant"], r["user_id"], r["actual"]) for r in tx.all(tx.q.DRIFTED_BADGES)
+             if r["unread"] != r["actual"]]
+    tx.many(tx.q.SET_BADGE, wrong)
+    return len(wrong)

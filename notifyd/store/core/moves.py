@@ -1,0 +1,26 @@
+"""A step moved after it was planned: pulled forward when the step before it ends early, or its
+window restarted when the step it waits on went out; each move an event of the timeline."""
+
+from __future__ import annotations
+
+from notifyd.core.models import Rules
+from notifyd.core.steps import Cause
+from notifyd.core.text import iso
+from notifyd.store.core.tx import Tx
+
+
+def pull_next(tx: Tx, nid: str, what: str, no: int, at: int) -> None:
+    """The step after `no` becomes due at `at` if it was due later, because of `what` (step 0
+    dead, step 0 bounced); an event says why."""
+    why = f"pulled forward: {what}"
+    for row in tx.all(tx.q.PULL_NEXT, (at, why, tx.now, nid, at, nid, no)):
+        tx.run(tx.q.INSERT_EVENT, (nid, row["step_no"], tx.now, f"{why}; due {iso(at)}"))
+
+
+def start_window(tx: Tx, nid: str, no: int, rules: Rules) -> None:
+    """Step `no` went out now: the later steps whose windows run from it move as the ladder's
+    rule says (rules.windows); each keeps its planned cause, which still says why."""
+    later = [(r["step_no"], r["send_after"], Cause.parse(r["cause"]))
+             for r in tx.all(tx.q.SELECT_LATER_PENDING, (nid, no))]
+    for step_no, at in rules.windows(no, tx.now, later):
+        tx.run(tx.q.DELAY_STEP, (at, tx.now, nid, step_no))

@@ -1,0 +1,128 @@
+"""The statements every dialect names, and what each must do. A dialect is a module of constants
+with these names (store/sqlite/queries.py); the core's scripts use them through `tx.q` and never
+write SQL. Times are epoch milliseconds; arguments are positional, in the order each line gives.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Queries(Protocol):
+    # --- keys and signing keys
+    INSERT_KEY: str  # (key_hash, name, tenant, kinds, created_at, scopes)
+    SELECT_KEY: str  # (key_hash) -> name, tenant, kinds, key_hash, scopes; not revoked
+    SELECT_KEYS: str  # () -> name, tenant, kinds, created_at, revoked_at, scopes, by name
+    REVOKE_KEY: str  # (revoked_at, name); only one not yet revoked
+    INSERT_SIGNING_KEY: str  # (name, secret, created_at); nothing if it exists
+    SELECT_SIGNING_KEY: str  # (name) -> secret
+
+    # --- recipients, devices, preferences
+    UPSERT_RECIPIENT: str  # (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, at)
+    SELECT_RECIPIENT: str  # (tenant, user_id) -> the profile with preferences, pref_version
+    SELECT_LOCALE: str  # (tenant, user_id) -> locale
+    PUT_PREFERENCES: str  # (tenant, user_id, at, preferences) -> pref_version, bumped by one
+    SELECT_SUPPRESSED: str  # (tenant, addresses as a JSON list) -> channel_type, address, reason
+    SELECT_DEVICES: str  # (tenant, user_id) -> device_id, kind, endpoint, p256dh, auth, state, reason
+    UPSERT_DEVICE: str  # (tenant, user_id, device_id, kind, endpoint, p256dh, auth, at, at): live
+    DELETE_DEVICE: str  # (tenant, user_id, device_id)
+    KILL_DEVICE: str  # (reason, at, device_id, notification_id): the notification's user's device
+    KILL_TENANT_DEVICE: str  # (reason, at, tenant, device_id)
+    REVIVE_DEVICE: str  # (at, tenant, device_id)
+
+    # --- accept, read, resolve
+    SELECT_DEDUP: str  # (tenant, user_id, dedup_key) -> id, request_hash, kind
+    INSERT_NOTIFICATION: str  # (id, tenant, user_id, kind, dedup_key, request_hash, params,
+    #                             key_name, created_at, expires_at); nothing on a taken dedup key
+    INSERT_STEP: str  # (notification_id, step_no, channel, lane, send_after, state, reason,
+    #                     note, updated_at, planned_at, cause, plan_note)
+    SELECT_NOTIFICATION: str  # (id) -> every column
+    SELECT_STEP_STATES: str  # (notification_id) -> channel, state, by step
+    SELECT_STEPS: str  # (notification_id) -> every column, by step
+    SELECT_ATTEMPTS: str  # (notification_id) -> every column, by step and attempt
+    SELECT_EVENTS: str  # (notification_id) -> step_no, at, what, in the order written
+    INSERT_EVENT: str  # (notification_id, step_no, at, what)
+    RESOLVE: str  # (resolved_at, resolution, resolved_by, id); only one not yet resolved
+    SELECT_RESOLUTION: str  # (id) -> resolved_at, resolution, tenant, kind
+    SELECT_DEPTH: str  # (notification_id) -> steps that had gone out
+    CANCEL_PENDING: str  # (reason, at, notification_id): its pending and unknown steps
+
+    # --- the delivery engine
+    SELECT_LAPSED: str  # (now) -> notification_id, step_no of sending steps whose lease ended
+    MARK_UNKNOWN: str  # (reason, send_after, at, notification_id, step_no); only if sending
+    CLOSE_OPEN_ATTEMPTS: str  # (at, reason, notification_id, step_no) as unknown
+    SELECT_DUE: str  # (channel, lane, now, limit) -> a due step with its notification, profile,
+    #                  has_disabled and has_devices; none of whose siblings is sending
+    END_STEP: str  # (state, reason, at, pref_version, notification_id, step_no)
+    HOLD_ITEM: str  # (notification_id, step_no, tenant, user_id, digest_kind, window_end, at)
+    COUNT_SENDS: str  # (since, tenant, user_id, kinds JSON, kinds JSON, channels JSON,
+    #                    channels JSON) -> first attempts to the person since then ([]: any)
+    POSTPONE_STEP: str  # (send_after, reason, at, notification_id, step_no)
+    CLAIM_STEP: str  # (attempts, claim_token, lease_until, at, pref_version, notification_id,
+    #                   step_no): sending; pref_version only if none yet
+    FREEZE_STEP: str  # (destination, payload, template, at, notification_id, step_no,
+    #                    claim_token); only while claimed by that token and never frozen
+    INSERT_ATTEMPT: str  # (notification_id, step_no, attempt_no, claim_token, started_at)
+    END_ATTEMPT: str  # (ended_at, outcome, reason, provider_ref, notification_id, step_no,
+    #                   attempt_no)
+    COMPLETE_STEP: str  # (state, reason, provider_ref, send_after, at, notification_id, step_no,
+    #                      claim_token); only while claimed by that token
+    SUPPRESS_SENT: str  # (channel_type, address, reason, evidence, at, notification_id): in the
+    #                      notification's tenant; nothing if listed
+    PULL_NEXT: str  # (at, note, updated_at, notification_id, at, notification_id, step_no) ->
+    #                  step_no of the next pending step after step_no, moved to `at` if later
+    SELECT_LATER_PENDING: str  # (notification_id, step_no) -> step_no, send_after, cause
+    DELAY_STEP: str  # (send_after, at, notification_id, step_no)
+    SELECT_NEXT_DUE: str  # (channel, lane) -> the earliest send_after of its open steps
+    SELECT_LEASED: str  # () -> how many steps are sending, and the last lease end
+    REPLAY_STEPS: str  # (at, reason, at, notification_id, step_no, step_no) -> step_no of each
+    #                     dead or unknown step (step_no NULL: all) put back to pending
+    SELECT_UNCONFIGURED: str  # (channels JSON) -> open steps on channels not in it
+    WRITE_PROBE: str  # (at): rewrite one row
+
+    def next_due_sql(self, pairs: int) -> str:
+        """(channel, lane) * pairs -> the earliest time the scanner has work: a due step of
+        those pairs none of whose siblings is sending, or a lease's end."""
+        ...
+
+    # --- provider evidence and the suppression list
+    INSERT_RECEIPT: str  # (provider, event_id, event, occurred_at, received_at, provider_ref,
+    #                       step_key, message_id, address, channel_type, detail, nid, step);
+    #                       nothing for a (provider, event_id) seen before
+    STEP_BY_REF: str  # (provider_ref) -> notification_id, step_no
+    SELECT_RECEIPT_STEP: str  # (notification_id, step_no) -> state, evidence, channel,
+    #                            destination, kind, tenant, resolved_at
+    MATCH_RECEIPT: str  # (notification_id, step_no, provider, event_id)
+    SET_EVIDENCE: str  # (evidence, notification_id, step_no)
+    SELECT_ORPHANS: str  # (provider_ref) -> unmatched receipts that name it
+    SELECT_RECEIPTS: str  # (notification_id) -> step_no, provider, event, occurred_at,
+    #                        received_at, detail
+    COUNT_ORPHANS: str
+    SUPPRESS: str  # (tenant, channel_type, address, reason, source, evidence, at); nothing if
+    #                 listed
+    UNSUPPRESS: str  # (tenant, channel_type, address)
+    SELECT_SUPPRESSIONS: str  # {tenant, address, limit} -> the list, with dead devices as push
+    SELECT_DEAD_COUNT: str
+    SELECT_DEAD: str  # (limit) -> dead steps, newest first
+
+    # --- the inbox
+    INSERT_INBOX: str  # (tenant, user_id, notification_id, kind, title, body, at) -> seq,
+    #                     growing in commit order
+    BUMP_BADGE: str  # (tenant, user_id, by, by) -> unread, never below zero
+    SELECT_BADGE: str  # (tenant, user_id) -> unread
+    COUNT_UNREAD: str  # (tenant, user_id) -> unread items counted from the rows
+    SET_BADGE: str  # (tenant, user_id, unread)
+    DRIFTED_BADGES: str  # () -> tenant, user_id, kept, actual for every person with items
+    SELECT_INBOX_PAGE: str  # (tenant, user_id, created_at, id, archived too, limit), newest first
+    SELECT_INBOX_SINCE: str  # (tenant, user_id, seq, limit), by seq
+    SELECT_INBOX_ITEM: str  # (tenant, user_id, notification_id)
+    READ_ITEM: str  # (at, tenant, user_id, id) -> whether it counted in the badge; if unread
+    ARCHIVE_ITEM: str  # (at, tenant, user_id, id) -> whether it was unread; if not archived
+    READ_ALL: str  # (at, tenant, user_id) -> notification_id, kind of each item it read
+
+    # --- digests
+    SELECT_DUE_DIGESTS: str  # (now, limit) -> tenant, user_id, digest_kind, window_end, count
+    SELECT_DIGEST_MEMBERS: str  # (tenant, user_id, digest_kind, window_end) -> the held items
+    MARK_DIGESTED_ITEM: str  # (digest_id, notification_id, step_no)
+    ROLL_DIGEST: str  # (new window_end, tenant, user_id, digest_kind, window_end)
+    NEXT_DIGEST: str  # () -> the earliest window_end of items still held

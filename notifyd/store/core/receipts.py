@@ -1,0 +1,73 @@
+"""Provider evidence in: each receipt stored once, matched to its step, judged by the rules and
+applied, in the transaction that answers the provider."""
+
+from __future__ import annotations
+
+from notifyd.core.contacts import Address, normal_address
+from notifyd.core.models import Receipt, ReceiptContext, Rules, StepState, message_key
+from notifyd.core.steps import StepKey
+from notifyd.store.core.moves import pull_next
+from notifyd.store.core.tx import Tx
+
+
+def record(tx: Tx, r: Receipt, rules: Rules) -> str:
+    """Store one receipt: 'duplicate' (seen before), 'applied' to its step, or 'orphan' (kept,
+    and applied when its send's answer names the message)."""
+    q = tx.q
+    if not tx.run(q.INSERT_RECEIPT, (
+            r.provider, r.event_id, r.event, r.occurred_at, tx.now, r.provider_ref, r.key,
+            r.message_id, r.address, r.channel_type, r.detail, None, None)):
+        return "duplicate"
+    step = match(tx, r)
+    if step is None:
+        reason = rules.orphan(r)
+        if reason is not None and r.address and r.channel_type:  # for every tenant (a STOP)
+            tx.run(q.SUPPRESS, ("*", r.channel_type, normal_address(r.channel_type, r.address),
+                                reason, r.provider, f"{r.provider}:{r.event_id}", tx.now))
+        return "orphan"
+    apply(tx, r, step.notification_id, step.step_no, rules)
+    return "applied"
+
+
+def match(tx: Tx, r: Receipt) -> StepKey | None:
+    """The step a receipt is about: by the step key it carries, the provider's message id, or
+    the Message-ID notifyd set."""
+    for key in (StepKey.parse(r.key), StepKey.parse(message_key(r.message_id))):
+        if key is not None and tx.one(tx.q.SELECT_RECEIPT_STEP,
+                                      (key.notification_id, key.step_no)) is not None:
+            return key
+    if r.provider_ref:
+        row = tx.one(tx.q.STEP_BY_REF, (r.provider_ref,))
+        if row is not None:
+            return StepKey(row["notification_id"], row["step_no"])
+    return None
+
+
+def apply(tx: Tx, r: Receipt, nid: str, no: int, rules: Rules) -> None:
+    """Judge the receipt on its step as this transaction reads it; apply what the rules say."""
+    q = tx.q
+    tx.run(q.MATCH_RECEIPT, (nid, no, r.provider, r.event_id))
+    row = tx.one(q.SELECT_RECEIPT_STEP, (nid, no))
+    assert row is not None
+    contact = rules.catalog.contact(row["channel"])
+    address = contact if isinstance(contact, Address) else None
+    channel_type = address.suppression if address is not None else r.channel_type
+    key = StepKey.parse(r.key)
+    device = key.device_id if key is not None else None
+    d = rules.judge(ReceiptContext(
+        r.event, rules.catalog.stop(row["kind"]), row["resolved_at"] is not None,
+        StepState(row["state"]), row["evidence"], channel_type,
+        r.address or (row["destination"] if address is not None else None), device))
+    if d.evidence is not None:
+        tx.run(q.SET_EVIDENCE, (d.evidence, nid, no))
+    if d.resolve and tx.run(q.RESOLVE, (tx.now, "delivered", f"receipt:{r.provider}", nid)):
+        tx.run(q.CANCEL_PENDING, ("resolved: delivered", tx.now, nid))
+    if d.suppress and channel_type:
+        tx.run(q.SUPPRESS, (row["tenant"], channel_type,
+                            normal_address(channel_type, r.address or row["destination"] or ""),
+                            d.suppress, r.provider, f"{r.provider}:{r.event_id}", tx.now))
+    if d.pull_next:
+        pull_next(tx, nid, f"step {no} {r.event}", no, tx.now)
+    if d.kill_device and device:
+        tx.run(q.KILL_DEVICE, (f"{r.provider}: {r.event}", tx.now, device, nid))
+

@@ -1,0 +1,333 @@
+"""The `Store` over any backend: each method is one script in one transaction, or one read.
+
+Every time a write records (an accept, a claim, a completion, a resolution, a receipt, a
+suppression, an inbox read) is the transaction's own `tx.now`, never a time its caller took
+before awaiting its turn, so the rows' times agree with their commit order.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+import orjson
+
+from notifyd.core.contacts import normal_address
+from notifyd.core.models import (
+    SCOPES,
+    AcceptInput,
+    AcceptResult,
+    ApiKey,
+    Budget,
+    Claim,
+    Claimed,
+    Completion,
+    Decided,
+    DecideFn,
+    Device,
+    Lane,
+    PlanFn,
+    Receipt,
+    Recipient,
+    ResolveResult,
+    Rules,
+    Want,
+)
+from notifyd.core.records import (
+    DeadLetter,
+    DigestDue,
+    DigestMember,
+    InboxChange,
+    InboxItem,
+    KeyRecord,
+    Notification,
+    Suppression,
+)
+from notifyd.store.base import Inbox
+from notifyd.store.core import accept, delivery, inbox, receipts, rows
+from notifyd.store.core.tx import Args, Backend, Row, Tx
+
+FAR = 2**62  # a cursor past every row
+
+
+class CoreStore:
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.q = backend.q
+        self.url = backend.url
+
+    # --- operations ---------------------------------------------------------------------------
+
+    async def open(self, create: bool = True, check: bool = False) -> None:
+        await self.backend.open(create, check)
+
+    async def close(self) -> None:
+        await self.backend.close()
+
+    async def backup(self, dest: str) -> None:
+        await self.backend.backup(dest)
+
+    @property
+    def fault(self) -> str | None:
+        return self.backend.fault
+
+    async def ping(self) -> None:
+        """A real write (one row rewritten): the store can take writes now."""
+        await self.backend.write(lambda tx: tx.run(self.q.WRITE_PROBE, (tx.now,)))
+
+    async def dead_letters(self, limit: int) -> list[DeadLetter]:
+        return [DeadLetter(r["notification_id"], r["step_no"], r["channel"], r["attempts"],
+                           r["reason"], r["updated_at"])
+                for r in await self._all(self.q.SELECT_DEAD, (limit,))]
+
+    async def dead_count(self) -> int:
+        return int(await self._value(self.q.SELECT_DEAD_COUNT) or 0)
+
+    async def oldest_due(self, pairs: list[tuple[str, Lane]]) -> dict[tuple[str, Lane], int]:
+        found = {pair: await self._value(self.q.SELECT_NEXT_DUE, pair) for pair in pairs}
+        return {pair: int(at) for pair, at in found.items() if at is not None}
+
+    # --- keys -------------------------------------------------------------------------------
+
+    async def create_key(self, key_hash: str, name: str, tenant: str, kinds: tuple[str, ...],
+                         scopes: frozenset[str] = SCOPES) -> None:
+        await self.backend.write(lambda tx: tx.run(self.q.INSERT_KEY, (
+            key_hash, name, tenant, ",".join(kinds), tx.now, ",".join(sorted(scopes)))))
+
+    async def find_key(self, key_hash: str) -> ApiKey | None:
+        row = await self._one(self.q.SELECT_KEY, (key_hash,))
+        if row is None:
+            return None
+        return ApiKey(row["name"], row["tenant"], rows.split(row["kinds"]), row["key_hash"],
+                      frozenset(rows.split(row["scopes"])))
+
+    async def list_keys(self) -> list[KeyRecord]:
+        return [KeyRecord(r["name"], r["tenant"], rows.split(r["kinds"]), r["created_at"],
+                          r["revoked_at"], rows.split(r["scopes"]))
+                for r in await self._all(self.q.SELECT_KEYS)]
+
+    async def revoke_key(self, name: str) -> bool:
+        return await self.backend.write(
+            lambda tx: tx.run(self.q.REVOKE_KEY, (tx.now, name)) > 0)
+
+    async def signing_key(self, name: str) -> bytes:
+        """The named signing key, made (32 random bytes) the first time it is asked for."""
+
+        def script(tx: Tx) -> bytes:
+            tx.run(self.q.INSERT_SIGNING_KEY, (name, secrets.token_bytes(32), tx.now))
+            return bytes(tx.value(self.q.SELECT_SIGNING_KEY, (name,)))
+
+        return await self.backend.write(script)
+
+    async def find_signing_key(self, name: str) -> bytes | None:
+        """The named key if it was made; never makes one (a forged token names any tenant)."""
+        value = await self._value(self.q.SELECT_SIGNING_KEY, (name,))
+        return bytes(value) if value is not None else None
+
+    # --- recipients ---------------------------------------------------------------------------
+
+    async def put_recipient(self, r: Recipient) -> None:
+        contacts = json.dumps(r.contacts, sort_keys=True)
+        await self.backend.write(lambda tx: tx.run(self.q.UPSERT_RECIPIENT, (
+            r.tenant, r.user_id, r.timezone, r.locale, r.quiet_start, r.quiet_end, contacts,
+            tx.now)))
+
+    async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None:
+        row = await self._one(self.q.SELECT_RECIPIENT, (tenant, user_id))
+        addresses = json.loads(row["contacts"]) if row else {}
+        disabled = await self._all(self.q.SELECT_SUPPRESSED, (
+            tenant, json.dumps(list(addresses.values())))) if addresses else []
+        devices = await self._all(self.q.SELECT_DEVICES, (tenant, user_id))
+        return rows.recipient(tenant, user_id, row, disabled, devices)
+
+    async def locale_of(self, tenant: str, user_id: str) -> str | None:
+        value = await self._value(self.q.SELECT_LOCALE, (tenant, user_id))
+        return str(value) if value is not None else None
+
+    async def put_device(self, tenant: str, user_id: str, device: Device) -> None:
+        await self.backend.write(lambda tx: tx.run(self.q.UPSERT_DEVICE, (
+            tenant, user_id, device.device_id, device.kind, device.endpoint, device.p256dh,
+            device.auth, tx.now, tx.now)))
+
+    async def delete_device(self, tenant: str, user_id: str, device_id: str) -> bool:
+        return await self.backend.write(lambda tx: tx.run(
+            self.q.DELETE_DEVICE, (tenant, user_id, device_id)) > 0)
+
+    async def put_preferences(self, tenant: str, user_id: str,
+                              preferences: dict[str, Any]) -> int:
+        text = json.dumps(preferences, sort_keys=True)
+        return int(await self.backend.write(lambda tx: tx.value(self.q.PUT_PREFERENCES, (
+            tenant, user_id, tx.now, text))))
+
+    # --- accept, resolve, read ----------------------------------------------------------------
+
+    async def accept(self, inp: AcceptInput, notification_id: str, plan: PlanFn, ttl_sec: int,
+                     inbox_item: Inbox = None) -> AcceptResult:
+        params = orjson.dumps(inp.params).decode()
+        return await self.backend.write(  # past max_queue waiting, refused: 503, retry
+            lambda tx: accept.accept(tx, inp, notification_id, params, plan, ttl_sec,
+                                     inbox_item), shed=True)
+
+    async def resolve(self, notification_id: str, resolution: str, by: str,
+                      tenant: str | None = None, kinds: tuple[str, ...] = ()
+                      ) -> ResolveResult | None:
+        return await self.backend.write(lambda tx: delivery.resolve(
+            tx, notification_id, resolution, by, tenant, kinds))
+
+    async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None:
+        row = await self._one(self.q.SELECT_DEDUP, (tenant, user_id, dedup_key))
+        return str(row["id"]) if row else None
+
+    async def get_notification(self, notification_id: str) -> Notification | None:
+        def script(tx: Tx) -> Notification | None:
+            q = self.q
+            n = tx.one(q.SELECT_NOTIFICATION, (notification_id,))
+            if n is None:
+                return None
+            return rows.notification(
+                n, tx.all(q.SELECT_STEPS, (notification_id,)),
+                [rows.attempt(a) for a in tx.all(q.SELECT_ATTEMPTS, (notification_id,))],
+                tx.all(q.SELECT_EVENTS, (notification_id,)),
+                tx.all(q.SELECT_RECEIPTS, (notification_id,)))
+
+        return await self.backend.snapshot(script)
+
+    # --- the delivery engine ----------------------------------------------------------------
+
+    async def claim_due(self, wants: list[Want], lease_ms: int, rules: Rules,
+                        budget: Budget | None = None) -> Claimed:
+        return await self.backend.write(lambda tx: delivery.claim_due(
+            tx, wants, lease_ms, rules, budget or Budget()))
+
+    async def freeze(self, frozen: list[tuple[Claim, str, str, str | None]]) -> list[bool]:
+        return await self.backend.write(lambda tx: delivery.freeze(tx, frozen))
+
+    async def complete(self, claim: Claim, done: Completion, rules: Rules) -> bool:
+        return await self.backend.write(lambda tx: delivery.complete(tx, claim, done, rules))
+
+    async def lapse_leases(self) -> int:
+        return await self.backend.write(delivery.lapse_leases)
+
+    async def leased(self) -> tuple[int, int | None]:
+        row = await self._one(self.q.SELECT_LEASED)
+        assert row is not None
+        return int(row[0]), rows.as_int(row[1])
+
+    async def next_due(self, pairs: list[tuple[str, Lane]]) -> int | None:
+        return rows.as_int(await self._value(self.q.next_due_sql(len(pairs)),
+                                             tuple(x for pair in pairs for x in pair)))
+
+    async def replay(self, notification_id: str, step_no: int | None) -> int:
+        return await self.backend.write(lambda tx: delivery.replay(tx, notification_id, step_no))
+
+    async def end_unconfigured(self, channels: list[str], decide: DecideFn) -> list[Decided]:
+        return await self.backend.write(lambda tx: delivery.end_unconfigured(
+            tx, channels, decide))
+
+    # --- provider evidence and the suppression list ------------------------------------------
+
+    async def record_receipts(self, found: list[Receipt], rules: Rules) -> list[str]:
+        return await self.backend.write(
+            lambda tx: [receipts.record(tx, r, rules) for r in found])
+
+    async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,
+                       source: str) -> bool:
+        if channel_type == "push":  # a device id: its state lives with the device
+            return await self.backend.write(lambda tx: tx.run(self.q.KILL_TENANT_DEVICE, (
+                reason, tx.now, tenant, address)) > 0)
+        return await self.backend.write(lambda tx: tx.run(self.q.SUPPRESS, (
+            tenant, channel_type, normal_address(channel_type, address), reason, source, None,
+            tx.now)) > 0)
+
+    async def unsuppress(self, tenant: str, channel_type: str, address: str) -> bool:
+        if channel_type == "push":
+            return await self.backend.write(lambda tx: tx.run(self.q.REVIVE_DEVICE, (
+                tx.now, tenant, address)) > 0)
+        return await self.backend.write(lambda tx: tx.run(self.q.UNSUPPRESS, (
+            tenant, channel_type, normal_address(channel_type, address))) > 0)
+
+    async def suppressions(self, tenant: str, address: str | None = None,
+                           limit: int = 1000) -> list[Suppression]:
+        found = await self._all(self.q.SELECT_SUPPRESSIONS, {
+            "tenant": tenant, "address": address, "limit": limit})
+        return [Suppression(r["tenant"], r["channel_type"], r["address"], r["reason"],
+                            r["source"], r["evidence"], r["created_at"]) for r in found]
+
+    async def orphan_count(self) -> int:
+        return int(await self._value(self.q.COUNT_ORPHANS) or 0)
+
+    # --- the inbox ------------------------------------------------------------------------------
+
+    async def inbox_page(self, tenant: str, user_id: str, before: tuple[int, str] | None,
+                         limit: int, archived: bool = False) -> list[InboxItem]:
+        at, nid = before if before is not None else (FAR, "")
+        return [_item(r) for r in await self._all(self.q.SELECT_INBOX_PAGE, (
+            tenant, user_id, at, nid, archived, limit))]
+
+    async def inbox_since(self, tenant: str, user_id: str, seq: int,
+                          limit: int) -> list[InboxItem]:
+        return [_item(r) for r in await self._all(self.q.SELECT_INBOX_SINCE, (
+            tenant, user_id, seq, limit))]
+
+    async def badge(self, tenant: str, user_id: str) -> int:
+        return int(await self._value(self.q.SELECT_BADGE, (tenant, user_id)) or 0)
+
+    async def read_item(self, tenant: str, user_id: str, item_id: str,
+                        stop_on_read: frozenset[str]) -> InboxChange | None:
+        return await self.backend.write(lambda tx: inbox.read_item(
+            tx, tenant, user_id, item_id, stop_on_read))
+
+    async def read_all(self, tenant: str, user_id: str,
+                       stop_on_read: frozenset[str]) -> InboxChange:
+        return await self.backend.write(lambda tx: inbox.read_all(
+            tx, tenant, user_id, stop_on_read))
+
+    async def archive_item(self, tenant: str, user_id: str,
+                           item_id: str) -> InboxChange | None:
+        return await self.backend.write(lambda tx: inbox.archive_item(
+            tx, tenant, user_id, item_id))
+
+    async def rebuild_badges(self) -> int:
+        return await self.backend.write(inbox.rebuild_badges)
+
+    # --- digests ------------------------------------------------------------------------------
+
+    async def due_digests(self, now: int, limit: int) -> list[DigestDue]:
+        return [DigestDue(r["tenant"], r["user_id"], r["digest_kind"], r["window_end"], r["n"])
+                for r in await self._all(self.q.SELECT_DUE_DIGESTS, (now, limit))]
+
+    async def digest_members(self, due: DigestDue) -> list[DigestMember]:
+        found = await self._all(self.q.SELECT_DIGEST_MEMBERS, (
+            due.tenant, due.user_id, due.digest_kind, due.window_end))
+        return [DigestMember(r["notification_id"], r["step_no"], r["kind"],
+                             orjson.loads(r["params"]), r["created_at"]) for r in found]
+
+    async def make_digest(self, due: DigestDue, inp: AcceptInput, notification_id: str,
+                          plan: PlanFn, ttl_sec: int, inbox_item: Inbox,
+                          members: list[tuple[str, int]], rollover: int) -> AcceptResult:
+        params = orjson.dumps(inp.params).decode()
+        return await self.backend.write(lambda tx: accept.make_digest(
+            tx, due, inp, notification_id, params, plan, ttl_sec, inbox_item, members,
+            rollover))
+
+    async def next_digest_at(self) -> int | None:
+        return rows.as_int(await self._value(self.q.NEXT_DIGEST))
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    async def _all(self, sql: str, args: Args = ()) -> list[Row]:
+        return await self.backend.fetch(sql, args)
+
+    async def _one(self, sql: str, args: Args = ()) -> Row | None:
+        found = await self.backend.fetch(sql, args)
+        return found[0] if found else None
+
+    async def _value(self, sql: str, args: Args = ()) -> Any:
+        row = await self._one(sql, args)
+        return row[0] if row is not None else None
+
+
+def _item(r: Row) -> InboxItem:
+    return InboxItem(r["seq"], r["notification_id"], r["kind"], r["title"], r["body"],
+                     r["created_at"], r["read_at"], r["archived_at"])

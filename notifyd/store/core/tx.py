@@ -1,0 +1,78 @@
+"""The transaction contract the core's scripts are written against, and what a backend brings.
+
+A script is a plain function of one `Tx`: it reads and writes through the dialect's named queries
+(`tx.q`) and records `tx.now`, the time of its own transaction, taken from the injected clock
+when the script starts inside it. So every recorded time agrees with the commit order: a script
+that commits later never records an earlier time (a backend keeps `now` from going back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
+
+from notifyd.store.core.queries import Queries
+
+T = TypeVar("T")
+Args = Sequence[Any] | dict[str, Any]
+
+
+class Row(Protocol):
+    """A result row, read by column name (or position)."""
+
+    def __getitem__(self, key: str | int) -> Any: ...
+
+
+class Tx(Protocol):
+    """One transaction, as a script sees it."""
+
+    q: Queries  # the dialect's statements, by name
+    now: int  # epoch ms: the time this transaction records, taken inside it
+
+    def one(self, sql: str, args: Args = ()) -> Row | None:
+        """The first row, or None."""
+        ...
+
+    def all(self, sql: str, args: Args = ()) -> list[Row]: ...
+
+    def value(self, sql: str, args: Args = ()) -> Any:
+        """The first column of the first row, or None."""
+        ...
+
+    def run(self, sql: str, args: Args = ()) -> int:
+        """Execute; how many rows it changed."""
+        ...
+
+    def many(self, sql: str, rows: Iterable[Args]) -> None: ...
+
+
+Script = Callable[[Tx], T]
+
+
+class Backend(Protocol):
+    """What a dialect brings: its queries, its lifecycle, and three ways to run a script."""
+
+    url: str  # where it keeps its data, for log lines (never a secret)
+    q: Queries
+
+    async def open(self, create: bool = True, check: bool = False) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def write(self, script: Script[T], shed: bool = False) -> T:
+        """Run `script` in a write transaction and return once its commit is durable. With
+        shed=True it may be refused at once (store.Overloaded) when too many writes wait."""
+        ...
+
+    async def fetch(self, sql: str, args: Args = ()) -> list[Row]:
+        """One statement, read on its own (it sees every commit that returned before it)."""
+        ...
+
+    async def snapshot(self, script: Script[T]) -> T:
+        """Run `script`'s reads in one consistent snapshot."""
+        ...
+
+    async def backup(self, dest: str) -> None: ...
+
+    @property
+    def fault(self) -> str | None: ...

@@ -1,0 +1,37 @@
+"""The transaction contract (store/core/tx.py) on a sqlite3 connection."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+from notifyd.store.core.queries import Queries
+from notifyd.store.core.tx import Args
+from notifyd.store.sqlite import queries
+
+QUERIES: Queries = queries  # type-checked: the module names every statement the core uses
+
+
+class SqliteTx:
+    __slots__ = ("c", "now", "q")
+
+    def __init__(self, c: sqlite3.Connection, now: int) -> None:
+        self.c, self.now = c, now
+        self.q = QUERIES
+
+    def one(self, sql: str, args: Args = ()) -> Any:
+        return self.c.execute(sql, args).fetchone()
+
+    def all(self, sql: str, args: Args = ()) -> list[Any]:
+        return self.c.execute(sql, args).fetchall()
+
+    def value(self, sql: str, args: Args = ()) -> Any:
+        row = self.c.execute(sql, args).fetchone()
+        return None if row is None else row[0]
+
+    def run(self, sql: str, args: Args = ()) -> int:
+        return self.c.execute(sql, args).rowcount
+
+    def many(self, sql: str, rows: Iterable[Args]) -> None:
+        self.c.executemany(sql, rows)

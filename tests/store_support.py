@@ -1,0 +1,78 @@
+"""What the store contract suites share: the backends they run against, and small builders.
+
+A backend is a URL factory: the suites open it with `open_store`, twice where they race two
+instances over one database (two processes would do the same). PostgreSQL joins by adding its
+factory to BACKENDS; nothing else here names a backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from notifyd.core.catalog import Catalog, ChannelInfo, KindRules, LimitRule
+from notifyd.core.clock import Clock
+from notifyd.core.contacts import EMAIL
+from notifyd.core.models import (
+    AcceptInput,
+    Claim,
+    Lane,
+    PlanFn,
+    PlannedStep,
+    Recipient,
+    Rules,
+    Want,
+)
+from notifyd.domain import policy
+from notifyd.store import Store, open_store
+
+BACKENDS: dict[str, Callable[[Path], str]] = {
+    "sqlite": lambda tmp: f"sqlite:///{tmp / 'contract.db'}",
+}
+NOW = 1_790_000_000_000
+LEASE = 60_000
+LIMITED = LimitRule(1, 3_600_000, ("limited",), ("b",), "1 email per 3600 s of limited")
+CATALOG = Catalog(
+    {"a": ChannelInfo("a", "log", None, None),  # sends to no address of the person's
+     "b": ChannelInfo("b", "smtp", EMAIL, "email")},
+    {"limited": KindRules("limited", True, {"email": True}, True, (LIMITED,))})
+RULES = policy.rules(CATALOG)
+
+
+@asynccontextmanager
+async def opened(url: str, clock: Clock) -> AsyncIterator[Store]:
+    store = await open_store(url, clock)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def inp(user: str = "u1", dedup: str | None = "d1", digest: str = "h1", tenant: str = "acme",
+        kind: str = "k") -> AcceptInput:
+    return AcceptInput(tenant, user, kind, {"n": 1}, dedup, None, None, digest, "key")
+
+
+def plan(*channels: str, gap: int = 60_000, seen: list[Recipient | None] | None = None,
+         lane: Lane = Lane.BULK) -> PlanFn:
+    """A ladder of `channels`, `gap` ms apart from the accept's own time."""
+    def make(r: Recipient | None, now: int) -> tuple[list[PlannedStep], Lane]:
+        if seen is not None:
+            seen.append(r)
+        return [PlannedStep(i, ch, now + i * gap) for i, ch in enumerate(channels)], lane
+    return make
+
+
+async def accept(store: Store, nid: str, *channels: str, user: str = "u1",
+                 dedup: str | None = None, gap: int = 60_000, kind: str = "k",
+                 inbox: tuple[str, str | None] | None = None) -> str:
+    r = await store.accept(inp(user, dedup or nid, kind=kind), nid, plan(*channels, gap=gap),
+                           3600, inbox)
+    assert r.created, nid
+    return nid
+
+
+async def claim(store: Store, channel: str = "a", n: int = 10,
+                rules: Rules = RULES) -> list[Claim]:
+    return (await store.claim_due([Want(channel, Lane.BULK, n)], LEASE, rules)).claims

@@ -1,0 +1,179 @@
+"""The store contract's concurrency section: two store instances over one database, racing as two
+processes would, each on its own connections. The promises must hold whatever the backend's
+writers do at once: a resolution beats every claim that commits after it (promise 3), one
+attempt in flight per notification (promise 4), a send limit counts every committed send, and a
+stream resuming after an inbox seq misses no item. SQLite gets this from its one write lock; a
+backend with concurrent writers must lock what it reads before it decides. The clock moves one
+millisecond at every read, so every transaction records a time of its own and the rows' times
+say which committed first; each test judges from the rows alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from store_support import BACKENDS, NOW, RULES, accept, claim, opened
+
+from notifyd.core.clock import FakeClock
+from notifyd.core.models import Claim, Completion, Outcome, Recipient, StepState
+from notifyd.store import Store
+
+N = 200
+
+
+class Ticking(FakeClock):
+    """One millisecond later at every read, from any thread (next() on a count is atomic)."""
+
+    def __init__(self) -> None:
+        super().__init__(NOW)
+        self._ticks = itertools.count(NOW)
+
+    def now_ms(self) -> int:
+        self.ms = next(self._ticks)
+        return self.ms
+
+    def advance(self, seconds: float) -> None:
+        self._ticks = itertools.count(self.ms + int(seconds * 1000))
+
+
+@pytest.fixture
+def clock() -> Ticking:
+    return Ticking()
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+async def pair(request: pytest.FixtureRequest, tmp_path: Path,
+               clock: Ticking) -> AsyncIterator[tuple[Store, Store]]:
+    url = BACKENDS[request.param](tmp_path)
+    async with opened(url, clock) as a, opened(url, clock) as b:
+        yield a, b
+
+
+async def _yields(n: int) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+async def test_a_resolution_beats_every_claim_that_commits_after_it(
+        pair: tuple[Store, Store]) -> None:
+    """Each round queues a claim on one store and resolutions on the other at once: which
+    commits first is the backend's to decide, and the rows must agree with the promise either
+    way. One notification is resolved before any claim and the first claims come before any
+    resolution, so both outcomes are always there."""
+    a, b = pair
+    ids = [await accept(a, f"n_{i:03d}", "a") for i in range(N)]
+    rng = random.Random(3)
+    order = rng.sample(ids[:-1], N - 1)
+    assert await b.resolve(ids[-1], "done", "race") is not None  # before any claim
+    claims = await claim(a, n=7)  # before any resolution
+    while order:
+        batch, order = order[:8], order[8:]
+        results = await asyncio.gather(claim(a, n=7),
+                                       *(b.resolve(nid, "done", "race") for nid in batch))
+        claims += results[0]
+    claims += await claim(a, n=N)
+    sent_first = cancelled = 0
+    for nid in ids:
+        n = await a.get_notification(nid)
+        assert n is not None and n.resolved_at is not None
+        s0 = n.steps[0]
+        if s0.attempt_log:  # claimed: the claim committed before the resolution did
+            assert s0.attempt_log[0].started_at < n.resolved_at, nid
+            assert s0.state is StepState.SENDING, nid  # in flight, left alone
+            sent_first += 1
+        else:
+            assert (s0.state, s0.reason) == (StepState.CANCELLED, "resolved: done"), nid
+            cancelled += 1
+    assert len(claims) == sent_first and len({c.notification_id for c in claims}) == sent_first
+    assert sent_first >= 7 and cancelled >= 1
+
+
+async def test_two_claimers_never_have_two_steps_of_one_notification_in_flight(
+        pair: tuple[Store, Store], clock: Ticking) -> None:
+    a, b = pair
+    ids = [await accept(a, f"n_{i:03d}", "a", "a", gap=0) for i in range(N // 2)]
+    in_flight: dict[str, Claim] = {}
+    sent: set[tuple[str, int]] = set()
+    rng = random.Random(4)
+
+    async def claimer(store: Store) -> None:
+        for _ in range(1000):
+            if len(sent) == len(ids) * 2:
+                return
+            got = await claim(store, n=9)
+            if not got and not in_flight:  # the rest wait a second behind their sibling
+                clock.advance(1)  # (never while a lease is out: it would lapse)
+            for c in got:
+                assert c.notification_id not in in_flight, (c, in_flight[c.notification_id])
+                in_flight[c.notification_id] = c
+            await _yields(rng.randrange(3))
+            for c in got:
+                del in_flight[c.notification_id]  # before the commit: never a false alarm
+                assert await store.complete(c, Completion(Outcome.SENT, StepState.SENT), RULES)
+                sent.add((c.notification_id, c.step_no))
+
+    await asyncio.gather(claimer(a), claimer(b))
+    for nid in ids:
+        n = await b.get_notification(nid)
+        assert n is not None and [s.state for s in n.steps] == [StepState.SENT] * 2, nid
+        first, second = (s.attempt_log for s in n.steps)
+        assert [x.attempt_no for x in first + second] == [1, 1], nid  # each leased once
+        ended = first[0].ended_at
+        assert ended is not None and second[0].started_at > ended, nid  # one at a time
+
+
+async def test_the_send_limit_counts_every_committed_send(pair: tuple[Store, Store]) -> None:
+    a, b = pair
+    await a.put_recipient(Recipient("acme", "u1", contacts={"email": "u1@x"}))
+    ids = [await accept(a, f"n_{i:03d}", "b", kind="limited") for i in range(40)]
+
+    async def claimer(store: Store) -> list[Claim]:
+        got: list[Claim] = []
+        for _ in range(10):
+            got += await claim(store, "b", n=3)
+            await asyncio.sleep(0)
+        return got
+
+    won = [c for got in await asyncio.gather(claimer(a), claimer(b)) for c in got]
+    assert len(won) == 1, "1 email an hour: one claim in all, whichever store made it"
+    states = [(await a.get_notification(nid)).steps[0] for nid in ids]  # type: ignore[union-attr]
+    assert sum(s.state is StepState.SENDING for s in states) == 1
+    assert {s.reason for s in states if s.state is StepState.SUPPRESSED} == {
+        "rate_limited: over the limit of 1 email per 3600 s of limited"}
+
+
+async def test_a_stream_resuming_after_a_seq_misses_no_item(pair: tuple[Store, Store]) -> None:
+    a, b = pair
+    made: list[str] = []
+    seen: list[tuple[int, str]] = []
+    done = asyncio.Event()
+
+    async def writer(store: Store, tag: str) -> None:
+        for lo in range(0, N, 20):  # chunks gathered: each a batch on its writer
+            made.extend(await asyncio.gather(*(
+                accept(store, f"n_{tag}{i:03d}", "a", inbox=(f"item {i}", None))
+                for i in range(lo, lo + 20))))
+
+    async def stream() -> None:
+        last = 0
+        while True:
+            finished = done.is_set()
+            for item in await a.inbox_since("acme", "u1", last, 1000):
+                seen.append((item.seq, item.notification_id))
+                last = item.seq
+            if finished:
+                return
+            await asyncio.sleep(0)
+
+    reader = asyncio.create_task(stream())
+    await asyncio.gather(writer(a, "a"), writer(b, "b"))
+    done.set()
+    await reader
+    assert sorted(nid for _, nid in seen) == sorted(made)  # each once, none missed
+    assert [seq for seq, _ in seen] == sorted(seq for seq, _ in seen)
+    assert await b.badge("acme", "u1") == 2 * N
