@@ -382,7 +382,8 @@ async def preload(cfg: Config, load: Load) -> str:
     through the store's own accept path while no daemon runs; returns the API key. The setup
     commits with synchronous=NORMAL to be quick: the daemon reopens the file as configured."""
     clock = SystemClock()
-    store = await open_store(cfg.store.path, clock, "NORMAL", cfg.store.busy_timeout_ms)
+    store = await open_store(cfg.store.url, clock, sqlite=dataclasses.replace(
+        cfg.store.sqlite, synchronous="NORMAL"))
     ingest = Ingest(cfg, store, clock)
     api_key = new_key()
     try:

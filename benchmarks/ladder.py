@@ -253,8 +253,7 @@ async def preload(cfg: Config, count: int, tag: str, due_at: Callable[[int], int
     """Write `count` notifications through the store's own accept path (the rows the daemon
     writes), each planned as if accepted at `due_at(i)`, or at once."""
     clock = SystemClock()
-    store = await open_store(cfg.store.path, clock, cfg.store.synchronous,
-                             cfg.store.busy_timeout_ms)
+    store = await open_store(cfg.store.url, clock, sqlite=cfg.store.sqlite)
     ingest = Ingest(cfg, store, clock)
     key = ApiKey("bench", "default", (), "-")
     try:
@@ -578,8 +577,7 @@ async def time_claims(db: Path, cfg: Config, now: int, batch: int, rounds: int,
     """CoreStore.claim_due as the scanner calls it: every due pending step claimed in batches
     (us per claimed step, rows reset between rounds, untimed), then a claim with nothing due
     (us per call: the idle scan)."""
-    store = await open_store(str(db), FakeClock(now), cfg.store.synchronous,
-                             cfg.store.busy_timeout_ms)
+    store = await open_store(str(db), FakeClock(now), sqlite=cfg.store.sqlite)
     assert isinstance(store, CoreStore)
     rules = policy.rules(cfg.catalog)
 

@@ -12,7 +12,7 @@ Processes, so that no client's CPU is counted as the daemon's:
   line), with one kind "soak" whose ladder is three steps on one `webhook` channel, a window of
   2 s after each sent step (step 0 due at accept, step 1 2 s after step 0 was sent, step 2 2 s
   after step 1), the channel's token bucket out of the way (rate_per_sec 1e6, burst 1e6) and
-  --concurrency (64) sends per lane; store.synchronous FULL (the default); daemon.event_loop
+  --concurrency (64) sends per lane; store.sqlite.synchronous FULL (the default); daemon.event_loop
   from --event-loop;
 - the receiver, benchmarks/provider.py: answers 200 at once and records each call's wall-clock
   arrival (ns) and its Idempotency-Key `{notification_id}:{step_no}`;

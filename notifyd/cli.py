@@ -51,7 +51,7 @@ def global_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      type=click.Path(dir_okay=False), expose_value=False, callback=_remember,
                      help="TOML config file (default: built-in).")(f)
     return click.option("--db", envvar="NOTIFYD_DB", expose_value=False, callback=_remember,
-                        help="The database (a path or sqlite:///path); overrides store.path.")(f)
+                        help="The database (a path or sqlite:///path); overrides store.url.")(f)
 
 
 def _config(ctx: click.Context) -> Config:
@@ -62,23 +62,23 @@ def _config(ctx: click.Context) -> Config:
         except ConfigError as e:
             raise click.ClickException(f"config error: {e}") from None
         if obj.get("db"):
-            cfg = dataclasses.replace(cfg, store=dataclasses.replace(cfg.store, path=obj["db"]))
+            cfg = dataclasses.replace(cfg, store=dataclasses.replace(cfg.store, url=obj["db"]))
         obj["config"] = cfg
     return obj["config"]  # type: ignore[no-any-return]
 
 
 def database(cfg: Config) -> str:
     """The database as people should read it: an absolute path for SQLite."""
-    path = sqlite_path(cfg.store.path)
-    return str(Path(path).resolve()) if path is not None else cfg.store.path
+    path = sqlite_path(cfg.store.url)
+    return str(Path(path).resolve()) if path is not None else cfg.store.url
 
 
 def _with_store(ctx: click.Context, fn: Callable[[Store], Awaitable[T]], mode: str = READ) -> T:
     cfg = _config(ctx)
 
     async def run() -> T:
-        store = await open_store(cfg.store.path, SystemClock(), cfg.store.synchronous,
-                                 cfg.store.busy_timeout_ms, create=mode == CREATE)
+        store = await open_store(cfg.store.url, SystemClock(), sqlite=cfg.store.sqlite,
+                                 create=mode == CREATE)
         try:
             return await fn(store)
         finally:

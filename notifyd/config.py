@@ -31,6 +31,7 @@ from notifyd.core.catalog import (
 from notifyd.core.errors import ConfigError
 from notifyd.core.fields import MAX_SEC, doc, docf
 from notifyd.receipts import PROVIDERS
+from notifyd.store.sqlite.settings import SqliteSettings
 
 DEFAULT_PORT = 7726
 DEFAULT_DB = "notifyd.db"
@@ -40,7 +41,10 @@ STOP_RULES = ("resolved", "delivered", "read")
 SCHEDULE_RE = re.compile(r"^(hourly|daily ([01][0-9]|2[0-3]):[0-5][0-9]|"
                          r"weekly (mon|tue|wed|thu|fri|sat|sun) ([01][0-9]|2[0-3]):[0-5][0-9])$")
 URGENCIES = ("urgent", "normal")
-SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
+# Keys that moved, and where to: a config that still has one keeps working (both: an error).
+MOVED = {("store", "path"): ("store", "url"),
+         **{("store", key): ("store", "sqlite", key)
+            for key in ("synchronous", "busy_timeout_ms", "check_at_start")}}
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 ORIGIN_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
 SEND_SLACK_SEC = 5.0  # a send gets this long beyond its channel timeout before it is unknown
@@ -71,18 +75,14 @@ class ServerConfig:
 
 @dataclass(frozen=True)
 class StoreConfig:
-    path: str = doc("The database: a SQLite file (WAL mode), created on first start; a path, or "
-                    "a URL such as sqlite:////var/lib/notifyd/notifyd.db.", DEFAULT_DB)
-    synchronous: str = doc("FULL survives power loss; NORMAL only a process crash. FULL, NORMAL "
-                           "or EXTRA.", "FULL")
-    busy_timeout_ms: int = doc("How long a write waits for another process's write lock.", 5000)
-    check_at_start: bool = doc("Check the database for damage (PRAGMA quick_check) before "
-                               "serving; a damaged file stops the start, naming it.", True)
+    url: str = doc("The database: a SQLite file's path (WAL mode, created on first start), or a "
+                   "URL such as sqlite:////var/lib/notifyd/notifyd.db.", DEFAULT_DB)
     max_pending_writes: int = doc("Accepts waiting for the writer beyond which new ones get 503 "
                                   "overloaded with Retry-After (producers retry with the same "
                                   "dedup key, so nothing is lost); bounds accept latency and "
                                   "memory under a flood. Keep it under server.max_connections, or "
                                   "the connections bound the queue first and nothing is shed.", 500)
+    sqlite: SqliteSettings = docf("A SQLite database's settings.", SqliteSettings)
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ def _default_kinds() -> dict[str, KindConfig]:
 @dataclass(frozen=True)
 class Config:
     server: ServerConfig = docf("The HTTP API.", ServerConfig)
-    store: StoreConfig = docf("The SQLite store.", StoreConfig)
+    store: StoreConfig = docf("The database.", StoreConfig)
     scanner: ScannerConfig = docf("The due-work scanner.", ScannerConfig)
     templates: TemplatesConfig = docf("Message templates for email, SMS, push, chat and the inbox.",
                                       TemplatesConfig)
@@ -275,10 +275,10 @@ def load_config(path: str | Path | None) -> Config:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    cfg = validate(_build(Config, data, ""))
+    cfg = validate(_build(Config, moved(data), ""))
     folder = Path(path).resolve().parent
     return dataclasses.replace(
-        cfg, store=dataclasses.replace(cfg.store, path=beside(cfg.store.path, folder)),
+        cfg, store=dataclasses.replace(cfg.store, url=beside(cfg.store.url, folder)),
         templates=dataclasses.replace(cfg.templates,
                                       folder=str(folder / cfg.templates.folder)))
 
@@ -322,6 +322,25 @@ def _limits(cfg: Config, kind: str, named: dict[str, str],
         limits.append(LimitRule(lim.count, int(lim.per_sec * 1000), counted if of else (),
                                 counts, label))
     return tuple(limits)
+
+
+def moved(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with each key of MOVED where it lives now: store.url is store.url, and the
+    SQLite keys that sat in [store] sit in [store.sqlite]."""
+    for old, new in MOVED.items():
+        table = data.get(old[0])
+        if not isinstance(table, dict) or old[1] not in table:
+            continue
+        parent = data
+        for part in new[:-1]:
+            parent = parent.setdefault(part, {})
+            if not isinstance(parent, dict):
+                raise ConfigError(f"{'.'.join(new[:-1])}: expected a table")
+        if new[-1] in parent:
+            raise ConfigError(f"{'.'.join(old)}: the old name of {'.'.join(new)}, which is set "
+                              f"too; keep only {'.'.join(new)}")
+        parent[new[-1]] = table.pop(old[1])
+    return data
 
 
 def beside(store: str, folder: Path) -> str:
@@ -432,9 +451,9 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(cfg.server.max_streams >= 0, "server.max_streams", "must be >= 0")
     need(cfg.server.header_timeout_sec > 0, "server.header_timeout_sec", "must be > 0")
     need(cfg.server.body_timeout_sec > 0, "server.body_timeout_sec", "must be > 0")
-    need(cfg.store.synchronous in SYNCHRONOUS, "store.synchronous",
-         f"must be one of {', '.join(SYNCHRONOUS)}")
-    need(cfg.store.path != "", "store.path", "must not be empty")
+    for key, problem in cfg.store.sqlite.problems():
+        need(False, f"store.sqlite.{key}", problem)
+    need(cfg.store.url != "", "store.url", "must not be empty")
     need(cfg.store.max_pending_writes >= 1, "store.max_pending_writes", "must be >= 1")
     need(cfg.templates.max_output_bytes >= 1, "templates.max_output_bytes", "must be >= 1")
     need(bool(cfg.templates.default_locale), "templates.default_locale", "must not be empty")
@@ -522,12 +541,12 @@ def render_example() -> str:
     each with its default; channels and kinds, which have no defaults to show, in comments."""
     cfg = Config()
     out = ["# notifyd configuration. Every key is optional; each shows its default. Durations are",
-           "# in seconds; a relative store.path is relative to this file's folder.",
+           "# in seconds; a relative store.url is relative to this file's folder.",
            "# Start with: notifyd --config notifyd.toml serve", ""]
     for f in dataclasses.fields(Config):
         value = getattr(cfg, f.name)
         if dataclasses.is_dataclass(value):
-            out += [f"# {f.metadata['doc']}", f"[{f.name}]", *_render_fields(value), ""]
+            out += _render_table(f.name, f.metadata["doc"], value)
     out += [
         "# Channels by name; ladders refer to these names. A channel named \"log\" (type log)",
         "# always exists unless you define one of that name. A channel table takes these keys:",
@@ -607,12 +626,22 @@ def _render_webhooks() -> list[str]:
     return [*out, ""]
 
 
+def _render_table(name: str, text: str, obj: Any) -> list[str]:
+    """[name] with its keys, then each table nested in it ([store.sqlite])."""
+    out = [f"# {text}", f"[{name}]", *_render_fields(obj), ""]
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            out += _render_table(f"{name}.{f.name}", f.metadata["doc"], value)
+    return out
+
+
 def _render_fields(obj: Any) -> list[str]:
     lines = []
     for f in dataclasses.fields(obj):
-        if "doc" not in f.metadata:
-            continue
         value = getattr(obj, f.name)
+        if "doc" not in f.metadata or dataclasses.is_dataclass(value):  # tables: _render_table
+            continue
         if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
             tables = [{k: v for k, v in dataclasses.asdict(s).items() if v is not None}
                       for s in value]

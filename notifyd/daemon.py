@@ -137,17 +137,16 @@ class Daemon:
                 if len(problems) > 1 else ""
             raise StartError(f"templates: {problems[0]}{more}")
         try:
-            held = hold(cfg.store.path)
+            held = hold(cfg.store.url)
         except StoreUnavailable as e:
             raise StartError(str(e)) from None
         sock = None
         self.files = open_files()
         try:
             sock = bind(cfg.server.host, cfg.server.port, backlog_for(self.files))
-            store = await open_store(cfg.store.path, self.clock, cfg.store.synchronous,
-                                     cfg.store.busy_timeout_ms,
+            store = await open_store(cfg.store.url, self.clock, sqlite=cfg.store.sqlite,
                                      max_pending_writes=cfg.store.max_pending_writes,
-                                     check=cfg.store.check_at_start)
+                                     check=cfg.store.sqlite.check_at_start)
         except BaseException as e:
             if sock is not None:
                 sock.close()

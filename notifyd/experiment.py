@@ -52,7 +52,7 @@ TIMEOUT_SEC = 0.5  # the email channel's call timeout: the provider's lost reply
 WHSEC = "whsec_" + base64.b64encode(b"recovery-experiment-secret-0001").decode()
 USERS = {"ada": "ada@example.org", "bo": "bo@example.org", "cy": "cy@example.org"}
 CONFIG: dict[str, Any] = {
-    "store": {"path": "notifyd.db", "synchronous": "FULL", "check_at_start": False},
+    "store": {"url": "notifyd.db", "sqlite": {"synchronous": "FULL", "check_at_start": False}},
     "templates": {"folder": "templates"},
     "channels": {"email": {"type": "resend", "api_key": "re_experiment", "timeout_sec": TIMEOUT_SEC,
                            "from_address": "Reports <reports@example.org>",
@@ -170,7 +170,7 @@ class Notifyd:
     async def open(cls, cfg: Config, clock: FakeClock, key: str | None) -> Notifyd:
         templates, problems = load_templates(cfg)
         assert not problems, problems
-        store = await open_store(cfg.store.path, clock, cfg.store.synchronous, create=True)
+        store = await open_store(cfg.store.url, clock, sqlite=cfg.store.sqlite)
         pool = SenderPool(cfg, store, clock, build_adapters(cfg), templates=templates)
         scanner = Scanner(cfg, store, pool, clock)
         ingest = Ingest(cfg, store, clock, wake=scanner.wake, templates=templates)

@@ -50,7 +50,7 @@ def cfg(db_path: Path) -> Config:
 
 @pytest.fixture
 async def store(cfg: Config, clock: FakeClock) -> AsyncIterator[CoreStore]:
-    s = await open_store(cfg.store.path, clock, cfg.store.synchronous, cfg.store.busy_timeout_ms)
+    s = await open_store(cfg.store.url, clock, sqlite=cfg.store.sqlite)
     assert isinstance(s, CoreStore)
     yield s
     await s.close()

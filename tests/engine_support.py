@@ -63,6 +63,7 @@ from notifyd.engine.sender import SenderPool, build_adapters
 from notifyd.engine.templates import Templates
 from notifyd.store import Notification, open_store
 from notifyd.store.core.store import CoreStore
+from notifyd.store.sqlite.settings import SqliteSettings
 
 START_MS = 1_790_000_000_000
 KEY = ApiKey("k", "default", (), "h")
@@ -344,7 +345,7 @@ def two_step(channel: str = "hook", window_sec: float = 60, second: str | None =
 def engine_config(db: Path, channels: dict[str, ChannelConfig], kinds: dict[str, KindConfig],
                   scanner: ScannerConfig | None = None) -> Config:
     return validate(Config(server=ServerConfig(port=0),
-                           store=StoreConfig(path=str(db), synchronous="NORMAL"),
+                           store=StoreConfig(url=str(db), sqlite=SqliteSettings(synchronous="NORMAL")),
                            scanner=scanner or ScannerConfig(claim_batch=1024),
                            channels=channels, kinds=kinds))
 
@@ -464,14 +465,14 @@ async def engine_for(cfg: Config, *, seed: int = 1, clock: FakeClock | None = No
     """The engine over a whole config (one loaded from a file: webhooks, templates), wired as
     the daemon wires it, receipts' rules included."""
     clock = clock or FakeClock(START_MS)
-    store = await open_store(cfg.store.path, clock, cfg.store.synchronous)
+    store = await open_store(cfg.store.url, clock, sqlite=cfg.store.sqlite)
     assert isinstance(store, CoreStore)
     pool = SenderPool(cfg, store, clock, build_adapters(cfg), rng=random.Random(seed),
                       templates=templates)
     scan = Scanner(cfg, store, pool, clock)
     eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=scan.wake,
                                                        templates=templates),
-                 Path(cfg.store.path))
+                 Path(cfg.store.url))
     try:
         yield eng
     finally:

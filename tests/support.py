@@ -26,6 +26,7 @@ from notifyd.core.clock import FakeClock
 from notifyd.core.models import SCOPES
 from notifyd.http.auth import hash_key, new_key
 from notifyd.store.core.store import CoreStore
+from notifyd.store.sqlite.settings import SqliteSettings
 
 START_MS = 1_790_000_000_000  # 2026-09-21T14:13:20Z; FakeClock's own default, named here
 ALERT_STEPS = 3  # the "alert" kind's ladder length
@@ -45,7 +46,8 @@ def make_config(db_path: str | Path, synchronous: str = "FULL",
                                urgency="urgent"),
         }
     return validate(Config(server=ServerConfig(port=0),
-                           store=StoreConfig(path=str(db_path), synchronous=synchronous),
+                           store=StoreConfig(url=str(db_path),
+                                             sqlite=SqliteSettings(synchronous=synchronous)),
                            channels=channels, kinds=kinds))
 
 

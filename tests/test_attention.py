@@ -18,6 +18,7 @@ from notifyd.core.models import AcceptInput, Lane, PlannedStep, StepState
 from notifyd.domain.ladder import window_end
 from notifyd.store import open_store
 from notifyd.store.core.store import CoreStore
+from notifyd.store.sqlite.settings import SqliteSettings
 
 PARIS = ZoneInfo("Europe/Paris")
 
@@ -105,7 +106,8 @@ def test_the_badge_equals_the_unread_rows_after_any_mix(ops: list[tuple[str, obj
     async def scenario() -> None:
         with tempfile.TemporaryDirectory() as folder:
             clock = FakeClock()
-            store = await open_store(str(Path(folder) / "n.db"), clock, "NORMAL")
+            store = await open_store(str(Path(folder) / "n.db"), clock,
+                                     sqlite=SqliteSettings(synchronous="NORMAL"))
             assert isinstance(store, CoreStore)
             try:
                 await _run(store, clock, ops)

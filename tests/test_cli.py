@@ -100,7 +100,7 @@ def test_keys_revoke(tmp_path: Path) -> None:
 
 async def _seed(db: Path, user_id: str = "u1") -> str:
     """A 'demo' notification for user_id/inv-1 in tenant default, through the real ingest."""
-    cfg = Config(store=StoreConfig(path=str(db)))
+    cfg = Config(store=StoreConfig(url=str(db)))
     clock = FakeClock(START_MS)
     store = await open_store(str(db), clock)
     try:

@@ -25,6 +25,7 @@ from notifyd.config import (
 )
 from notifyd.core.errors import ConfigError
 from notifyd.receipts import PROVIDERS
+from notifyd.store.sqlite.settings import SqliteSettings
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "notifyd.example.toml"
 
@@ -36,25 +37,42 @@ def test_example_file_is_the_rendered_example() -> None:
 
 
 def test_example_file_loads_to_the_defaults() -> None:
-    # ... with the store path relative to the file's folder, as any relative path in a file is
+    # ... with the store url relative to the file's folder, as any relative path in a file is
     defaults = Config()
-    beside_it = dataclasses.replace(defaults.store, path=str(EXAMPLE.parent / "notifyd.db"))
+    beside_it = dataclasses.replace(defaults.store, url=str(EXAMPLE.parent / "notifyd.db"))
     templates = dataclasses.replace(defaults.templates, folder=str(EXAMPLE.parent / "templates"))
     assert load_config(EXAMPLE) == dataclasses.replace(defaults, store=beside_it,
                                                        templates=templates)
 
 
-def test_a_relative_store_path_is_relative_to_the_config_files_folder(
+def test_a_relative_store_url_is_relative_to_the_config_files_folder(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "srv").mkdir()
     config = tmp_path / "srv" / "n.toml"
-    config.write_text('[store]\npath = "data/n.db"\n')
+    config.write_text('[store]\nurl = "data/n.db"\n')
     monkeypatch.chdir(tmp_path)  # a command run from elsewhere finds the same database
-    assert load_config("srv/n.toml").store.path == str(tmp_path / "srv" / "data" / "n.db")
-    config.write_text('[store]\npath = "sqlite:///n.db"\n')
-    assert load_config(config).store.path == f"sqlite:///{tmp_path / 'srv' / 'n.db'}"
-    config.write_text('[store]\npath = "/var/lib/notifyd/n.db"\n')
-    assert load_config(config).store.path == "/var/lib/notifyd/n.db"
+    assert load_config("srv/n.toml").store.url == str(tmp_path / "srv" / "data" / "n.db")
+    config.write_text('[store]\nurl = "sqlite:///n.db"\n')
+    assert load_config(config).store.url == f"sqlite:///{tmp_path / 'srv' / 'n.db'}"
+    config.write_text('[store]\nurl = "/var/lib/notifyd/n.db"\n')
+    assert load_config(config).store.url == "/var/lib/notifyd/n.db"
+
+
+def test_the_keys_that_moved_keep_working_where_they_were(tmp_path: Path) -> None:
+    config = tmp_path / "n.toml"
+    config.write_text('[store]\npath = "old.db"\nsynchronous = "NORMAL"\n'
+                      'busy_timeout_ms = 100\ncheck_at_start = false\n')
+    cfg = load_config(config)
+    assert cfg.store.url == str(tmp_path / "old.db")
+    assert (cfg.store.sqlite.synchronous, cfg.store.sqlite.busy_timeout_ms,
+            cfg.store.sqlite.check_at_start) == ("NORMAL", 100, False)
+    config.write_text('[store]\npath = "old.db"\nurl = "new.db"\n')
+    with pytest.raises(ConfigError, match="store.path: the old name of store.url, which is "
+                                          "set too; keep only store.url"):
+        load_config(config)
+    config.write_text('[store]\nsynchronous = "FULL"\n[store.sqlite]\nsynchronous = "NORMAL"\n')
+    with pytest.raises(ConfigError, match="keep only store.sqlite.synchronous"):
+        load_config(config)
 
 
 def test_the_log_channel_is_always_there_and_demo_only_without_kinds(tmp_path: Path) -> None:
@@ -69,14 +87,17 @@ def test_the_log_channel_is_always_there_and_demo_only_without_kinds(tmp_path: P
 
 
 def _config_dataclasses() -> list[type]:
+    """The config's tables: its own, and a SQLite database's ([store.sqlite])."""
     return [obj for obj in vars(config_module).values()
             if isinstance(obj, type) and dataclasses.is_dataclass(obj)
-            and obj.__module__ == config_module.__name__]
+            and obj.__module__ == config_module.__name__] + [SqliteSettings]
 
 
 def _keys(cls: type) -> list[dataclasses.Field[object]]:
-    """The TOML keys a config dataclass has (a channel's type settings are keys of their own)."""
-    return [f for f in dataclasses.fields(cls) if not f.metadata.get("type_settings")]
+    """The TOML keys a config dataclass has (a channel's type settings are keys of their own,
+    and a nested table, such as [store.sqlite], is a table of its own)."""
+    return [f for f in dataclasses.fields(cls) if not f.metadata.get("type_settings")
+            and not dataclasses.is_dataclass(f.default_factory)]
 
 
 def test_every_config_field_has_a_doc() -> None:
@@ -173,7 +194,7 @@ def test_init_writes_the_example_and_refuses_to_overwrite(tmp_path: Path) -> Non
     ("[sever]\nport = 1\n", "sever"),
     ("[server]\nport = \"80\"\n", "server.port"),
     ("[server]\nport = true\n", "server.port"),
-    ("[store]\nsynchronous = \"OFF\"\n", "store.synchronous"),
+    ("[store]\nsynchronous = \"OFF\"\n", "store.sqlite.synchronous"),
     ("[kinds.k]\nladder = [{ channel = \"pager\" }]\n", "kinds.k.ladder[0].channel"),
     ("[kinds.k]\nladder = [{ channel = \"log\" }, { channel = \"log\" }]\n", "kinds.k.ladder[1]"),
     ("[kinds.k]\nladder = [{ channel = \"log\", colour = 1 }]\n", "kinds.k.ladder[0].colour"),
@@ -203,7 +224,7 @@ def test_serve_with_an_invalid_config_fails_naming_the_key(tmp_path: Path) -> No
     path.write_text("[store]\nsynchronous = \"OFF\"\n")
     result = CliRunner().invoke(main, ["--config", str(path), "serve"])
     assert result.exit_code != 0
-    assert "store.synchronous" in result.output
+    assert "store.sqlite.synchronous" in result.output
 
 
 def test_the_commented_example_at_the_end_is_a_valid_config(tmp_path: Path) -> None:

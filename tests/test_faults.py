@@ -118,7 +118,7 @@ def test_a_deleted_database_folder_is_noticed_and_nothing_more_is_acknowledged(
 
 async def test_past_the_bound_accepts_are_refused_at_once_not_queued(tmp_path: Path) -> None:
     cfg = make_config(tmp_path / "n.db")
-    store = await open_store(cfg.store.path, max_pending_writes=8)
+    store = await open_store(cfg.store.url, max_pending_writes=8)
     try:
         ingest = Ingest(cfg, store, FakeClock())
         bodies = [json.dumps({"user_id": f"u{i}", "kind": "alert"}).encode() for i in range(200)]

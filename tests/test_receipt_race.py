@@ -30,7 +30,7 @@ async def test_receipt_versus_timer_1000_times_never_escalates_twice(tmp_path: P
         assert e.rows("SELECT count(*) FROM steps WHERE step_no = 0 AND state = 'sent'") == [
             (RUNS,)]
         e.clock.advance(30)  # every step 1 due now
-        other = await open_store(e.cfg.store.path, e.clock, e.cfg.store.synchronous)
+        other = await open_store(e.cfg.store.url, e.clock, sqlite=e.cfg.store.sqlite)
         rules = policy.rules(e.cfg.catalog)
         rng = random.Random(7)
         try:

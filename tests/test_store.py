@@ -16,6 +16,7 @@ from notifyd.store import StoreClosed
 from notifyd.store.core.store import CoreStore
 from notifyd.store.sqlite import migrate, migrations, schema_sql
 from notifyd.store.sqlite.backend import SqliteBackend
+from notifyd.store.sqlite.settings import SqliteSettings
 from notifyd.store.sqlite.tx import SqliteTx
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "notifyd" / "store" / "sqlite" / "schema.sql"
@@ -56,7 +57,7 @@ async def test_wal_and_synchronous_full_by_default(store: CoreStore, db_path: Pa
 
 
 async def test_synchronous_normal_when_configured(tmp_path: Path) -> None:
-    s = SqliteBackend(tmp_path / "normal.db", synchronous="NORMAL")
+    s = SqliteBackend(tmp_path / "normal.db", settings=SqliteSettings(synchronous="NORMAL"))
     await s.open()
     try:
         assert await s.write(lambda tx: tx.value("PRAGMA synchronous")) == 1

@@ -33,6 +33,7 @@ from notifyd.store.base import (
     StoreMissing,
     StoreUnavailable,
 )
+from notifyd.store.sqlite.settings import SqliteSettings
 
 SQLITE_PREFIX = "sqlite:///"
 
@@ -70,11 +71,13 @@ def hold(url: str) -> Held | None:
     return FileLock(path)
 
 
-async def open_store(url: str, clock: Clock | None = None, synchronous: str = "FULL",
-                     busy_timeout_ms: int = 5000, create: bool = True,
-                     max_pending_writes: int = 0, check: bool = False) -> Store:
+async def open_store(url: str, clock: Clock | None = None, *, sqlite: SqliteSettings | None = None,
+                     create: bool = True, max_pending_writes: int = 0,
+                     check: bool = False) -> Store:
     """Open the store that `url` names, migrating it, and creating it unless create=False.
-    `clock` dates what it records (the system clock when None)."""
+    `clock` dates what it records (the system clock when None); `sqlite` is a SQLite file's
+    settings ([store.sqlite]); past `max_pending_writes` waiting accepts are refused
+    (Overloaded); with `check`, a damaged database is refused."""
     from notifyd.store.core.store import CoreStore
 
     path = sqlite_path(url)
@@ -82,8 +85,7 @@ async def open_store(url: str, clock: Clock | None = None, synchronous: str = "F
         raise _unsupported(url)
     from notifyd.store.sqlite.backend import SqliteBackend
 
-    store = CoreStore(SqliteBackend(path, clock, synchronous, busy_timeout_ms,
-                                    max_pending_writes))
+    store = CoreStore(SqliteBackend(path, clock, sqlite or SqliteSettings(), max_pending_writes))
     await store.open(create, check)
     return store
 

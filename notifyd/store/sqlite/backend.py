@@ -21,6 +21,7 @@ from notifyd.core.clock import Clock, SystemClock
 from notifyd.store.base import StorageError, StoreMissing, StoreUnavailable
 from notifyd.store.core.tx import Args, Script
 from notifyd.store.sqlite.migrate import migrate
+from notifyd.store.sqlite.settings import SqliteSettings
 from notifyd.store.sqlite.tx import QUERIES, SqliteTx
 from notifyd.store.sqlite.writer import Writer, storage_fault
 
@@ -35,13 +36,14 @@ class SqliteBackend:
 
     q = QUERIES
 
-    def __init__(self, path: str | Path, clock: Clock | None = None, synchronous: str = "FULL",
-                 busy_timeout_ms: int = 5000, max_queue: int = 0) -> None:
+    def __init__(self, path: str | Path, clock: Clock | None = None,
+                 settings: SqliteSettings | None = None, max_queue: int = 0) -> None:
         self.path = str(path)
         self.url = f"sqlite:///{Path(path).resolve()}"
         self.clock = clock or SystemClock()
-        self.synchronous = synchronous
-        self.busy_timeout_ms = busy_timeout_ms
+        settings = settings or SqliteSettings()
+        self.synchronous = settings.synchronous
+        self.busy_timeout_ms = settings.busy_timeout_ms
         self.writer = Writer(self.path, self._connect, self.clock, max_queue)
         self._reader: aiosqlite.Connection | None = None
         # Snapshot reads (a notification with its steps, attempts, events and receipts in one
@@ -68,7 +70,7 @@ class SqliteBackend:
         where = Path(self.path).resolve()
         if not where.parent.is_dir():
             raise StoreUnavailable(f"the database folder {where.parent} does not exist; create "
-                                   "it, or point store.path (or --db) elsewhere")
+                                   "it, or point store.url (or --db) elsewhere")
         if not where.exists():
             if not create:
                 raise StoreMissing(f"no database at {where}; check --config / --db (notifyd "

@@ -20,7 +20,7 @@ class FileLock:
         folder = Path(db_path).resolve().parent
         if not folder.is_dir():
             raise StoreUnavailable(f"the database folder {folder} does not exist; create it, or "
-                                   "point store.path (or --db) elsewhere")
+                                   "point store.url (or --db) elsewhere")
         # Named after the real path, so a symlink to the same file finds the same lock.
         self.path = f"{os.path.realpath(db_path)}.lock"
         self.created = not os.path.exists(self.path)
