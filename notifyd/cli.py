@@ -23,7 +23,7 @@ from notifyd.config import NAME_RE, Config, load_config, render_example
 from notifyd.core.catalog import Catalog
 from notifyd.core.clock import SystemClock
 from notifyd.core.contacts import SUPPRESSION_TYPES
-from notifyd.core.errors import ApiError, ConfigError
+from notifyd.core.errors import ConfigError, DomainError
 from notifyd.core.logs import LOG_FORMATS, LOG_LEVELS
 from notifyd.core.models import REPLAYED, SCOPES
 from notifyd.core.text import iso, plural
@@ -391,7 +391,7 @@ TYPE_ARGUMENT = click.argument("channel_type", type=click.Choice(SUPPRESSION_TYP
 def _address(channel_type: str, address: str) -> str:
     try:
         return suppressions.check_address(channel_type, address)
-    except ApiError as e:
+    except DomainError as e:
         raise click.ClickException(e.message) from None
 
 

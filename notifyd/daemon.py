@@ -28,8 +28,9 @@ from notifyd.core.clock import Clock, SystemClock
 from notifyd.domain import signed
 from notifyd.engine.digests import Digester
 from notifyd.engine.ingest import Ingest
+from notifyd.engine.metrics import Metrics
 from notifyd.engine.render import load_templates
-from notifyd.engine.scanner import Scanner
+from notifyd.engine.scanner import Scanner, Wakeups
 from notifyd.engine.sender import SenderPool, build_adapters
 from notifyd.engine.templates import Templates
 from notifyd.http.app import make_app
@@ -161,18 +162,20 @@ class Daemon:
         """Run the HTTP server and the scanner as peers until `stop`, then shut down in order."""
         cfg = self.cfg
         store, sock, held = await self._start()
-        pool = SenderPool(cfg, store, self.clock, build_adapters(cfg), templates=self.templates)
-        scanner = Scanner(cfg, store, pool, self.clock)
-        ingest = Ingest(cfg, store, self.clock, wake=scanner.wake, templates=self.templates)
+        link_key = await store.signing_key(signed.LINKS_KEY)  # signs unsubscribe links
+        metrics, wakeups = Metrics(), Wakeups()
+        pool = SenderPool(cfg, store, self.clock, build_adapters(cfg), metrics=metrics,
+                          templates=self.templates, link_key=link_key, on_free=wakeups.freed)
+        scanner = Scanner(cfg, store, pool, self.clock, wakeups)
+        ingest = Ingest(cfg, store, self.clock, wake=wakeups.due, templates=self.templates)
         digester = Digester(cfg, store, ingest, self.clock)
         health = Health(cfg, store, pool, scanner, self.clock)
-        ctx = Context(cfg, ingest, KeyCache(store, self.clock), self.clock, health)
-        ctx.link_key = pool.renderer.link_key = await store.signing_key(signed.LINKS_KEY)
-        stop_claiming = asyncio.Event()
         srv = cfg.server
         guard = ConnectionGuard(self.clock, fit_connections(srv.max_connections, self.files),
-                                srv.header_timeout_sec, backlog_for(self.files), pool.metrics)
-        ctx.guard = guard
+                                srv.header_timeout_sec, backlog_for(self.files), metrics)
+        ctx = Context(cfg, ingest, KeyCache(store, self.clock), self.clock, health,
+                      link_key=link_key, guard=guard)
+        stop_claiming = asyncio.Event()
         try:
             async with asyncio.TaskGroup() as peers:
                 peers.create_task(self._serve_http(ctx, sock, guard, stop, stop_claiming),

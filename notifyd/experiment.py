@@ -41,7 +41,7 @@ from notifyd.core.clock import FakeClock
 from notifyd.core.records import Notification, Step
 from notifyd.engine.ingest import Ingest
 from notifyd.engine.render import load_templates
-from notifyd.engine.scanner import Scanner
+from notifyd.engine.scanner import Scanner, Wakeups
 from notifyd.engine.sender import SenderPool, build_adapters
 from notifyd.http.app import make_app
 from notifyd.http.auth import KeyCache, hash_key, new_key
@@ -171,9 +171,11 @@ class Notifyd:
         templates, problems = load_templates(cfg)
         assert not problems, problems
         store = await open_store(cfg.store.url, clock, sqlite=cfg.store.sqlite)
-        pool = SenderPool(cfg, store, clock, build_adapters(cfg), templates=templates)
-        scanner = Scanner(cfg, store, pool, clock)
-        ingest = Ingest(cfg, store, clock, wake=scanner.wake, templates=templates)
+        wakeups = Wakeups()
+        pool = SenderPool(cfg, store, clock, build_adapters(cfg), templates=templates,
+                          on_free=wakeups.freed)
+        scanner = Scanner(cfg, store, pool, clock, wakeups)
+        ingest = Ingest(cfg, store, clock, wake=wakeups.due, templates=templates)
         if key is None:
             key = new_key()
             await store.create_key(hash_key(key), "producer", "default", (),

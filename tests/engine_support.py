@@ -57,8 +57,9 @@ from notifyd.config import (
 from notifyd.core.clock import FakeClock
 from notifyd.core.contacts import EMAIL
 from notifyd.core.models import ApiKey, Claim, Lane, Want
+from notifyd.domain import signed
 from notifyd.engine.ingest import Ingest
-from notifyd.engine.scanner import Scanner
+from notifyd.engine.scanner import Scanner, Wakeups
 from notifyd.engine.sender import SenderPool, build_adapters
 from notifyd.engine.templates import Templates
 from notifyd.store import Notification, open_store
@@ -463,14 +464,16 @@ async def engine(tmp_path: Path, channels: dict[str, ChannelConfig],
 async def engine_for(cfg: Config, *, seed: int = 1, clock: FakeClock | None = None,
                      templates: Templates | None = None) -> AsyncIterator[Engine]:
     """The engine over a whole config (one loaded from a file: webhooks, templates), wired as
-    the daemon wires it, receipts' rules included."""
+    the daemon wires it: receipts' rules, the link key and the scanner's wake-ups included."""
     clock = clock or FakeClock(START_MS)
     store = await open_store(cfg.store.url, clock, sqlite=cfg.store.sqlite)
     assert isinstance(store, CoreStore)
+    wakeups = Wakeups()
     pool = SenderPool(cfg, store, clock, build_adapters(cfg), rng=random.Random(seed),
-                      templates=templates)
-    scan = Scanner(cfg, store, pool, clock)
-    eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=scan.wake,
+                      templates=templates, link_key=await store.signing_key(signed.LINKS_KEY),
+                      on_free=wakeups.freed)
+    scan = Scanner(cfg, store, pool, clock, wakeups)
+    eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=wakeups.due,
                                                        templates=templates),
                  Path(cfg.store.url))
     try:

@@ -21,7 +21,6 @@ from fake_twilio import ACCOUNT, TOKEN, FakeTwilio, twilio_app
 
 from notifyd.config import load_config
 from notifyd.core.clock import FakeClock
-from notifyd.domain import signed
 from notifyd.domain.views import status_view
 from notifyd.engine.render import load_templates
 from notifyd.http.app import make_app
@@ -98,9 +97,8 @@ async def stack(tmp_path: Path, settings: dict[str, Any],
         # against it.
         clock = FakeClock(int(time.time() * 1000))
         async with engine_for(cfg, templates=templates, clock=clock) as e:
-            ctx = Context(cfg, e.ingest, KeyCache(e.store, e.clock), e.clock)
-            ctx.link_key = e.pool.renderer.link_key = await e.store.signing_key(
-                signed.LINKS_KEY)
+            ctx = Context(cfg, e.ingest, KeyCache(e.store, e.clock), e.clock,
+                          link_key=e.pool.renderer.link_key)
             async with TestClient(TestServer(make_app(ctx))) as client:
                 s = Stack(e, client, ctx, twilio, smtp)
                 s.key = await _key(e)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from support import ALERT_STEPS, START_MS, Api, query
 
-from notifyd.core.errors import CATALOG
+from notifyd.http.errors import CATALOG
 
 BODY = {"user_id": "u1", "kind": "alert", "params": {"invoice": 1009}}
 

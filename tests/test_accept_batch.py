@@ -14,7 +14,7 @@ from support import START_MS, query
 
 from notifyd.config import Config
 from notifyd.core.clock import FakeClock
-from notifyd.core.errors import ApiError
+from notifyd.core.errors import DomainError
 from notifyd.core.models import AcceptResult, ApiKey, Recipient
 from notifyd.engine.ingest import Ingest
 from notifyd.store.core.store import CoreStore
@@ -91,7 +91,7 @@ async def test_different_input_on_a_taken_key_is_a_conflict_in_a_batch(
     fine, clash = await in_one_batch(store, post(ingest, "u1", "fine"),
                                      post(ingest, "u1", "key", amount=2))
     assert fine.created
-    assert isinstance(clash, ApiError) and clash.code == "dedup_conflict"
+    assert isinstance(clash, DomainError) and clash.code == "dedup_conflict"
     assert first.notification_id in clash.message
     assert query(db_path, "SELECT count(*) FROM notifications WHERE dedup_key = 'key'") == [(1,)]
 

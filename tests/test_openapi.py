@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
 from support import Api
 
-from notifyd.core.errors import CATALOG
 from notifyd.http import people
 from notifyd.http.app import ROUTES
+from notifyd.http.errors import CATALOG
 from notifyd.http.openapi import spec
 
+ROOT = Path(__file__).resolve().parent.parent
 BODY = {"user_id": "u1", "kind": "alert", "dedup_key": "d1", "params": {"n": 1}}
 
 
@@ -38,6 +41,14 @@ def test_the_error_schema_lists_every_catalog_code() -> None:
     enum = spec()["components"]["schemas"]["Error"]["properties"]["error"]["properties"][
         "code"]["enum"]
     assert set(enum) == set(CATALOG)
+
+
+def test_every_code_the_rules_or_the_face_raise_is_in_the_catalog() -> None:
+    """The rules raise DomainError with a code and know no status; the face answers it with
+    the catalog's, so a code missing there would be a 500 at the edge."""
+    source = "\n".join(p.read_text() for p in (ROOT / "notifyd").rglob("*.py"))
+    raised = set(re.findall(r"(?:DomainError|ApiError)\(\s*\"([a-z_]+)\"", source))
+    assert len(raised) > 15 and raised - set(CATALOG) == set()
 
 
 def test_the_document_is_valid_json_schema() -> None:

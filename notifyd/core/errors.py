@@ -1,67 +1,17 @@
-"""The one catalog of API errors: every error a client can see has a stable code and status here."""
+"""What the rules refuse, and a config that cannot be used: errors that know nothing of HTTP."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+class DomainError(Exception):
+    """A request the rules refuse: a stable code (http/errors.CATALOG gives its status), a
+    message naming what was wrong, and the field it was in."""
 
-@dataclass(frozen=True)
-class ErrorSpec:
-    status: int
-    message: str
-
-
-CATALOG: dict[str, ErrorSpec] = {
-    "invalid_request": ErrorSpec(400, "the request could not be parsed as HTTP"),
-    "invalid_json": ErrorSpec(400, "the request body is not valid JSON"),
-    "body_not_object": ErrorSpec(400, "the request body must be a JSON object"),
-    "unauthorized": ErrorSpec(401, "missing or unknown API key (Authorization: Bearer <key>)"),
-    "bad_signature": ErrorSpec(401, "the webhook's signature or credentials did not verify; "
-                                    "nothing was stored"),
-    "kind_not_allowed": ErrorSpec(403, "this API key may not post this kind"),
-    "wrong_user": ErrorSpec(403, "this user token is for another user"),
-    "scope_not_allowed": ErrorSpec(403, "this API key's scopes do not allow this call"),
-    "not_found": ErrorSpec(404, "no such resource"),
-    "method_not_allowed": ErrorSpec(405, "this method is not allowed on this path"),
-    "dedup_conflict": ErrorSpec(
-        409, "this dedup key was already used with different input"
-    ),
-    "request_timeout": ErrorSpec(408, "the request body did not arrive within "
-                                      "server.body_timeout_sec"),
-    "body_too_large": ErrorSpec(413, "the request body is larger than server.max_body_bytes"),
-    "bad_receipt": ErrorSpec(400, "the webhook verified but its body is not one notifyd can "
-                                  "read; nothing was stored"),
-    "missing_field": ErrorSpec(422, "a required field is missing"),
-    "invalid_field": ErrorSpec(422, "a field has the wrong type or value"),
-    "unknown_field": ErrorSpec(422, "the body has a field this endpoint does not know"),
-    "unknown_kind": ErrorSpec(422, "no kind of this name is configured"),
-    "unknown_channel": ErrorSpec(422, "no channel of this name is configured"),
-    "override_not_allowed": ErrorSpec(422, "this kind does not allow fallback_chain overrides"),
-    "shutting_down": ErrorSpec(503, "notifyd is shutting down; retry against another instance"),
-    "overloaded": ErrorSpec(503, "too many requests are waiting; retry after Retry-After with "
-                                 "the same dedup key (nothing was accepted)"),
-    "storage_unavailable": ErrorSpec(503, "the database cannot take writes now; retry after "
-                                          "Retry-After (nothing was accepted)"),
-    "provider_unreachable": ErrorSpec(503, "verifying the webhook needs a file from the provider "
-                                           "that could not be fetched; retry later (nothing was "
-                                           "stored)"),
-    "internal": ErrorSpec(500, "internal error; nothing was accepted"),
-}
-
-
-class ApiError(Exception):
-    """An error answered as {error: {code, message, field}} with the catalog's status."""
-
-    def __init__(self, code: str, message: str | None = None, field: str | None = None) -> None:
-        spec = CATALOG[code]
+    def __init__(self, code: str, message: str, field: str | None = None) -> None:
         self.code = code
-        self.status = spec.status
-        self.message = message or spec.message
+        self.message = message
         self.field = field
-        super().__init__(f"{code}: {self.message}")
-
-    def body(self) -> dict[str, object]:
-        return {"error": {"code": self.code, "message": self.message, "field": self.field}}
+        super().__init__(f"{code}: {message}")
 
 
 class ConfigError(Exception):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from notifyd.core.catalog import MEDIUMS, Catalog
-from notifyd.core.errors import ApiError
+from notifyd.core.errors import DomainError
 from notifyd.core.models import Recipient
 from notifyd.domain.validate import check_fields
 
@@ -20,28 +20,28 @@ FIELDS = frozenset({"opt_out", "categories"})
 
 
 def parse(catalog: Catalog, data: dict[str, Any]) -> dict[str, Any]:
-    """The preferences document of a PUT body; an ApiError names the first wrong field."""
+    """The preferences document of a PUT body; an DomainError names the first wrong field."""
     check_fields(data, FIELDS)
     opt_out = data.get("opt_out", False)
     if not isinstance(opt_out, bool):
-        raise ApiError("invalid_field", "opt_out must be true or false", "opt_out")
+        raise DomainError("invalid_field", "opt_out must be true or false", "opt_out")
     chosen = data.get("categories", {})
     if not isinstance(chosen, dict):
-        raise ApiError("invalid_field", "categories must be an object: {category: {medium: "
+        raise DomainError("invalid_field", "categories must be an object: {category: {medium: "
                        "true|false}}", "categories")
     known = sorted(catalog.categories)
     out: dict[str, dict[str, bool]] = {}
     for name, switches in chosen.items():
         where = f"categories.{name}"
         if name not in known:
-            raise ApiError("invalid_field", f"unknown category {name!r} (known: "
+            raise DomainError("invalid_field", f"unknown category {name!r} (known: "
                            f"{', '.join(known)})", where)
         if not isinstance(switches, dict) or not all(
                 m in MEDIUMS and isinstance(v, bool) for m, v in switches.items()):
-            raise ApiError("invalid_field", f"{where} must map mediums ({', '.join(MEDIUMS)}) "
+            raise DomainError("invalid_field", f"{where} must map mediums ({', '.join(MEDIUMS)}) "
                            "to true or false", where)
         if not catalog.category(name).optional and not all(switches.values()):
-            raise ApiError("invalid_field", f"{name} may not be turned off (one-time codes "
+            raise DomainError("invalid_field", f"{name} may not be turned off (one-time codes "
                            "and security alerts always go out)", where)
         out[name] = dict(sorted(switches.items()))
     return {"opt_out": opt_out, "categories": out}

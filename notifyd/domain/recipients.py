@@ -18,7 +18,7 @@ from typing import Any
 from yarl import URL
 
 from notifyd.core.contacts import ADDRESSES, BY_FIELD, DEVICES, Address, Contact, Devices
-from notifyd.core.errors import ApiError
+from notifyd.core.errors import DomainError
 from notifyd.core.models import Device, Recipient
 from notifyd.domain.ladder import parse_hhmm, valid_timezone
 from notifyd.domain.validate import check_fields, get_str
@@ -59,7 +59,7 @@ def dead_reason(r: Recipient | None, contact: Contact) -> str | None:
 
 
 def parse_recipient(tenant: str, user_id: str, data: dict[str, Any]) -> Recipient:
-    """A profile from a PUT body; an ApiError names the first field that is wrong."""
+    """A profile from a PUT body; an DomainError names the first field that is wrong."""
     check_fields(data, USER_FIELDS)
     contacts: dict[str, Any] = {}
     for kind in ADDRESSES:
@@ -67,11 +67,11 @@ def parse_recipient(tenant: str, user_id: str, data: dict[str, Any]) -> Recipien
         if value is None:
             continue
         if not kind.valid(value):
-            raise ApiError("invalid_field", f"{kind.field} must be {kind.shape}", kind.field)
+            raise DomainError("invalid_field", f"{kind.field} must be {kind.shape}", kind.field)
         contacts[kind.field] = kind.normal(value) if kind.lower else value
     tz = get_str(data, "timezone", required=False, max_len=64)
     if tz is not None and not valid_timezone(tz):
-        raise ApiError("invalid_field", f"unknown timezone {tz!r} (use an IANA name such as "
+        raise DomainError("invalid_field", f"unknown timezone {tz!r} (use an IANA name such as "
                        "Europe/Paris)", "timezone")
     start, end = _quiet_hours(data.get("quiet_hours"))
     locale = get_str(data, "locale", required=False, max_len=35)
@@ -82,13 +82,13 @@ def _quiet_hours(quiet: Any) -> tuple[str | None, str | None]:
     if quiet is None:
         return None, None
     if not isinstance(quiet, dict) or set(quiet) != {"start", "end"}:
-        raise ApiError("invalid_field", "quiet_hours must be {start: 'HH:MM', end: 'HH:MM'} "
+        raise DomainError("invalid_field", "quiet_hours must be {start: 'HH:MM', end: 'HH:MM'} "
                        "or null", "quiet_hours")
     try:
         parse_hhmm(quiet["start"])
         parse_hhmm(quiet["end"])
     except (ValueError, TypeError, AttributeError) as e:
-        raise ApiError("invalid_field", f"quiet_hours: {e}", "quiet_hours") from None
+        raise DomainError("invalid_field", f"quiet_hours: {e}", "quiet_hours") from None
     return quiet["start"], quiet["end"]
 
 
@@ -98,7 +98,7 @@ def parse_device(data: dict[str, Any]) -> Device:
     the endpoint, so registering it again is the same device."""
     kind = data.get("type", "webpush")
     if kind not in DEVICE_KINDS:
-        raise ApiError("invalid_field", f"type must be one of {', '.join(DEVICE_KINDS)}", "type")
+        raise DomainError("invalid_field", f"type must be one of {', '.join(DEVICE_KINDS)}", "type")
     if kind == "fcm":
         check_fields(data, frozenset({"type", "token"}))
         token = get_str(data, "token", max_len=4096)
@@ -107,7 +107,7 @@ def parse_device(data: dict[str, Any]) -> Device:
     check_fields(data, frozenset({"type", "endpoint", "keys", "expirationTime"}))
     expires = data.get("expirationTime")
     if expires is not None and (not isinstance(expires, int | float) or isinstance(expires, bool)):
-        raise ApiError("invalid_field", "expirationTime must be a number or null",
+        raise DomainError("invalid_field", "expirationTime must be a number or null",
                        "expirationTime")
     endpoint = get_str(data, "endpoint", max_len=MAX_ENDPOINT)
     assert endpoint is not None
@@ -116,16 +116,16 @@ def parse_device(data: dict[str, Any]) -> Device:
     except ValueError:
         url = URL()
     if url.scheme not in ("https", "http") or not url.host:
-        raise ApiError("invalid_field", "endpoint must be the subscription's http(s) URL",
+        raise DomainError("invalid_field", "endpoint must be the subscription's http(s) URL",
                        "endpoint")
     keys = data.get("keys")
     if not isinstance(keys, dict):
-        raise ApiError("invalid_field", "keys must be {p256dh, auth} from the subscription",
+        raise DomainError("invalid_field", "keys must be {p256dh, auth} from the subscription",
                        "keys")
     check_fields(keys, frozenset({"p256dh", "auth"}))
     p256dh, auth = get_str(keys, "p256dh", max_len=256), get_str(keys, "auth", max_len=256)
     if not (B64URL.match(p256dh or "") and B64URL.match(auth or "")):
-        raise ApiError("invalid_field", "keys.p256dh and keys.auth must be base64url", "keys")
+        raise DomainError("invalid_field", "keys.p256dh and keys.auth must be base64url", "keys")
     return Device(_device_id("webpush", endpoint), "webpush", endpoint, p256dh, auth)
 
 

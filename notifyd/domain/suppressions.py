@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from notifyd.core.contacts import BY_SUPPRESSION, DEVICE_ID, SUPPRESSION_TYPES, normal_address
-from notifyd.core.errors import ApiError
+from notifyd.core.errors import DomainError
 from notifyd.core.records import Suppression
 from notifyd.core.text import iso
 from notifyd.domain.validate import check_fields, get_str
@@ -17,16 +17,16 @@ FIELDS = frozenset({"channel_type", "address", "reason"})
 
 
 def check_address(channel_type: str, address: str) -> str:
-    """The address in the list's form; an ApiError naming what is wrong with it."""
+    """The address in the list's form; an DomainError naming what is wrong with it."""
     if channel_type not in SUPPRESSION_TYPES:
-        raise ApiError("invalid_field", f"channel_type must be one of "
+        raise DomainError("invalid_field", f"channel_type must be one of "
                        f"{', '.join(SUPPRESSION_TYPES)}", "channel_type")
     kind = BY_SUPPRESSION.get(channel_type)
     address = normal_address(channel_type, address)
     valid = kind.valid(address) if kind is not None else bool(DEVICE_ID.match(address))
     if not valid:
         shape = kind.shape if kind is not None else "a device id (d_ and 16 hex digits)"
-        raise ApiError("invalid_field", f"address must be {shape} for channel_type "
+        raise DomainError("invalid_field", f"address must be {shape} for channel_type "
                        f"{channel_type}", "address")
     return address
 

@@ -1,4 +1,4 @@
-"""Request-body checks every endpoint shares; each failure is an ApiError naming the field."""
+"""Request-body checks every endpoint shares; each failure is an DomainError naming the field."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from notifyd.core.errors import ApiError
+from notifyd.core.errors import DomainError
 
 MAX_ID_LEN = 256
 MAX_DEPTH = 32  # params nest at most this deep (orjson parses 1024 levels but writes 254)
@@ -16,9 +16,9 @@ def parse_object(body: bytes) -> dict[str, Any]:
     try:
         data = orjson.loads(body)  # also refuses NaN, absurd nesting and >64-bit integers
     except orjson.JSONDecodeError:
-        raise ApiError("invalid_json") from None
+        raise DomainError("invalid_json", "the request body is not valid JSON") from None
     if not isinstance(data, dict):
-        raise ApiError("body_not_object")
+        raise DomainError("body_not_object", "the request body must be a JSON object")
     return data
 
 
@@ -33,7 +33,7 @@ def check_depth(value: Any, field: str, limit: int = MAX_DEPTH) -> None:
             return
         if depth + 1 >= limit:
             break
-    raise ApiError("invalid_field", f"{field} nests deeper than {limit} levels", field)
+    raise DomainError("invalid_field", f"{field} nests deeper than {limit} levels", field)
 
 
 def header_value(value: str | None, name: str, max_len: int = MAX_ID_LEN) -> str | None:
@@ -43,9 +43,9 @@ def header_value(value: str | None, name: str, max_len: int = MAX_ID_LEN) -> str
     try:
         value.encode("utf-8")  # bytes that were not UTF-8 arrive as lone surrogates
     except UnicodeEncodeError:
-        raise ApiError("invalid_field", f"{name} must be UTF-8 text", name) from None
+        raise DomainError("invalid_field", f"{name} must be UTF-8 text", name) from None
     if not value or len(value) > max_len or not value.isprintable():
-        raise ApiError("invalid_field", f"{name} must be 1..{max_len} printable characters",
+        raise DomainError("invalid_field", f"{name} must be 1..{max_len} printable characters",
                        name)
     return value
 
@@ -53,7 +53,7 @@ def header_value(value: str | None, name: str, max_len: int = MAX_ID_LEN) -> str
 def check_fields(data: dict[str, Any], allowed: frozenset[str]) -> None:
     for name in data:
         if name not in allowed:
-            raise ApiError("unknown_field", f"unknown field {name!r}; known: "
+            raise DomainError("unknown_field", f"unknown field {name!r}; known: "
                            f"{', '.join(sorted(allowed))}", name)
 
 
@@ -62,9 +62,9 @@ def get_str(data: dict[str, Any], name: str, required: bool = True,
     value = data.get(name)
     if value is None:
         if required:
-            raise ApiError("missing_field", f"{name} is required", name)
+            raise DomainError("missing_field", f"{name} is required", name)
         return None
     if not isinstance(value, str) or not value or len(value) > max_len:
-        raise ApiError("invalid_field", f"{name} must be a non-empty string of at most "
+        raise DomainError("invalid_field", f"{name} must be a non-empty string of at most "
                        f"{max_len} characters", name)
     return value

@@ -17,7 +17,7 @@ import orjson
 
 from notifyd.config import Config
 from notifyd.core.clock import Clock
-from notifyd.core.errors import ApiError
+from notifyd.core.errors import DomainError
 from notifyd.core.logs import RateLimit
 from notifyd.core.models import AcceptInput, new_id
 from notifyd.core.text import iso
@@ -66,7 +66,7 @@ class Digester:
         recipient = await self.store.get_recipient(due.tenant, due.user_id)
         try:
             inbox = await self.ingest.inbox_item(inp, nid, recipient.locale if recipient else None)
-        except ApiError as e:
+        except DomainError as e:
             if self._warn.allow() is not None:
                 log.error("digest %s for %s/%s cannot be made: %s; its items stay held",
                           due.digest_kind, due.tenant, due.user_id, e.message)

@@ -1,6 +1,6 @@
 """Ingest: validate, claim the dedup key, write the notification and its whole ladder, wake the scanner.
 
-Nothing here touches HTTP; web.py hands in bytes and headers and gets back a result or an ApiError.
+Nothing here touches HTTP; web.py hands in bytes and headers and gets back a result or an DomainError.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import orjson
 from notifyd.config import Config
 from notifyd.core.catalog import LadderStep
 from notifyd.core.clock import Clock
-from notifyd.core.errors import ApiError
+from notifyd.core.errors import DomainError
 from notifyd.core.models import (
     AcceptInput,
     AcceptResult,
@@ -65,26 +65,26 @@ class Ingest:
         kind = get_str(data, "kind")
         assert user_id is not None and kind is not None
         if kind not in self.cfg.kinds:
-            raise ApiError("unknown_kind", f"unknown kind {kind!r}; known: "
+            raise DomainError("unknown_kind", f"unknown kind {kind!r}; known: "
                            f"{', '.join(sorted(self.cfg.kinds))}", "kind")
         if not key.allows(kind):
-            raise ApiError("kind_not_allowed", f"this API key may not post kind {kind!r}", "kind")
+            raise DomainError("kind_not_allowed", f"this API key may not post kind {kind!r}", "kind")
         params = data.get("params", {})
         if not isinstance(params, dict):
-            raise ApiError("invalid_field", "params must be an object", "params")
+            raise DomainError("invalid_field", "params must be an object", "params")
         check_depth(params, "params")
         dedup_key = get_str(data, "dedup_key", required=False)
         idempotency_key = header_value(idempotency_key, "Idempotency-Key")
         if idempotency_key is not None:
             if dedup_key is not None and dedup_key != idempotency_key:
-                raise ApiError("invalid_field", "dedup_key differs from the Idempotency-Key "
+                raise DomainError("invalid_field", "dedup_key differs from the Idempotency-Key "
                                "header; send one or make them equal", "dedup_key")
             dedup_key = idempotency_key
         chain = self._parse_chain(kind, data.get("fallback_chain"))
         ttl = data.get("max_ttl_sec")
         if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool)
                                 or not 0 < ttl <= MAX_TTL_SEC):
-            raise ApiError("invalid_field", f"max_ttl_sec must be an integer 1..{MAX_TTL_SEC}",
+            raise DomainError("invalid_field", f"max_ttl_sec must be an integer 1..{MAX_TTL_SEC}",
                            "max_ttl_sec")
         canonical = orjson.dumps([user_id, kind, params, chain, ttl], option=orjson.OPT_SORT_KEYS)
         return AcceptInput(key.tenant, user_id, kind, params, dedup_key, chain, ttl,
@@ -95,30 +95,30 @@ class Ingest:
         if raw is None:
             return None
         if not self.cfg.kinds[kind].allow_override:
-            raise ApiError("override_not_allowed", f"kind {kind!r} does not allow "
+            raise DomainError("override_not_allowed", f"kind {kind!r} does not allow "
                            "fallback_chain", "fallback_chain")
         if not isinstance(raw, list) or not raw or len(raw) > 16:
-            raise ApiError("invalid_field", "fallback_chain must be a list of 1..16 steps",
+            raise DomainError("invalid_field", "fallback_chain must be a list of 1..16 steps",
                            "fallback_chain")
         chain = []
         for i, step in enumerate(raw):
             where = f"fallback_chain[{i}]"
             if not isinstance(step, dict):
-                raise ApiError("invalid_field", f"{where} must be an object", where)
+                raise DomainError("invalid_field", f"{where} must be an object", where)
             check_fields(step, frozenset({"channel", "timeout_sec"}))
             channel = step.get("channel")
             if not isinstance(channel, str):
-                raise ApiError("missing_field" if channel is None else "invalid_field",
+                raise DomainError("missing_field" if channel is None else "invalid_field",
                                f"{where}.channel must be a string", f"{where}.channel")
             if channel not in self.cfg.channels:
-                raise ApiError("unknown_channel", f"unknown channel {channel!r}",
+                raise DomainError("unknown_channel", f"unknown channel {channel!r}",
                                f"{where}.channel")
             timeout = step.get("timeout_sec")
             if timeout is not None and (not _number(timeout) or not 0 <= timeout <= MAX_TTL_SEC):
-                raise ApiError("invalid_field", f"{where}.timeout_sec must be a number "
+                raise DomainError("invalid_field", f"{where}.timeout_sec must be a number "
                                f"0..{MAX_TTL_SEC} or null", f"{where}.timeout_sec")
             if timeout is None and i < len(raw) - 1:
-                raise ApiError("invalid_field", f"{where}.timeout_sec is needed: a step is "
+                raise DomainError("invalid_field", f"{where}.timeout_sec is needed: a step is "
                                "due when the one before it times out", f"{where}.timeout_sec")
             chain.append((channel, None if timeout is None else float(timeout)))
         return tuple(chain)
@@ -156,7 +156,7 @@ class Ingest:
         if not self.cfg.kinds[inp.kind].inbox:
             return None
         if self.templates is None:
-            raise ApiError("internal", "the inbox needs templates, and none are loaded")
+            raise DomainError("internal", "the inbox needs templates, and none are loaded")
         if locale is None:
             locale = await self.store.locale_of(inp.tenant, inp.user_id)
         try:
@@ -165,7 +165,7 @@ class Ingest:
         except TemplateError as e:  # an undefined name is named; other texts may hold values
             why = f"{type(e.error).__name__}: {e.error}" if isinstance(
                 e.error, jinja2.UndefinedError) else type(e.error).__name__
-            raise ApiError("invalid_field", f"params: the inbox template {e.template} cannot "
+            raise DomainError("invalid_field", f"params: the inbox template {e.template} cannot "
                            f"render them ({why})", "params") from None
         return done.parts["title"], done.parts.get("body")
 
@@ -190,7 +190,7 @@ class Ingest:
         if result.conflict:  # name what holds the key only to a key that may read it
             readable = not inp.key_kinds or result.existing_kind in inp.key_kinds
             by = f" by {result.notification_id}" if readable else ""
-            raise ApiError("dedup_conflict", f"dedup key {inp.dedup_key!r} was already used "
+            raise DomainError("dedup_conflict", f"dedup key {inp.dedup_key!r} was already used "
                            f"with different input{by}", "dedup_key")
         if result.first_due is not None and self.wake is not None:
             self.wake(result.first_due)

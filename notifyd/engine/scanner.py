@@ -31,32 +31,41 @@ VERDICT_LOG = {Verdict.CANCEL: (logging.DEBUG, "cancelled"),
                Verdict.HOLD: (logging.DEBUG, "held for a digest")}
 
 
+class Wakeups:
+    """What wakes the scanner, made before the parts that ring it: ingest tells it of a step
+    due (`due`), the sender pool of a finished send (`freed`). Handed to each constructor, so
+    nothing is patched in after it is built."""
+
+    def __init__(self) -> None:
+        self.wake = asyncio.Event()  # claim now
+        self.look = asyncio.Event()  # a send finished on a lane that had room: re-read next due
+        self.sleep_until: int | None = None  # the scanner's alarm, while it waits for it
+        self.wake_at: int | None = None  # earliest due time reported while it was scanning
+
+    def freed(self, was_full: bool) -> None:
+        """A send ended. Its lane was full: due work may wait for that slot, so claim. Else
+        only look again at the next due time (the send may have pulled a step forward)."""
+        (self.wake if was_full else self.look).set()
+
+    def due(self, at_ms: int) -> None:
+        """A step is due at `at_ms` (an accept). Asleep, wake if that is before the alarm;
+        mid-scan, remember it for the next alarm (a scan already running may miss the step)."""
+        if self.sleep_until is None:
+            self.wake_at = at_ms if self.wake_at is None else min(self.wake_at, at_ms)
+        elif at_ms < self.sleep_until:
+            self.wake.set()
+
+
 class Scanner:
-    def __init__(self, cfg: Config, store: Store, pool: SenderPool, clock: Clock) -> None:
+    def __init__(self, cfg: Config, store: Store, pool: SenderPool, clock: Clock,
+                 wakeups: Wakeups) -> None:
         self.cfg, self.store, self.pool, self.clock = cfg, store, pool, clock
+        self.wakeups = wakeups
         self.lease_ms = int(cfg.scanner.lease_sec * 1000)
         self.poll_ms = int(cfg.scanner.poll_interval_sec * 1000)
         self.rules = pool.rules  # claims go under the rules its sends complete under
         self.alive_at = clock.now_ms()  # when the loop last made progress, for /readyz
-        self._wake = asyncio.Event()
-        self._look = asyncio.Event()  # a send finished on a lane that had room: re-read next due
         self._full = False  # the last claim filled some lane's request: more may be due
-        self._sleep_until: int | None = None
-        self._wake_at: int | None = None  # earliest due time reported while we were scanning
-        pool.on_free = self._freed
-
-    def _freed(self, was_full: bool) -> None:
-        """A send ended. Its lane was full: due work may wait for that slot, so claim. Else
-        only look again at the next due time (the send may have pulled a step forward)."""
-        (self._wake if was_full else self._look).set()
-
-    def wake(self, at_ms: int) -> None:
-        """Called by ingest: a step is due at `at_ms`. Asleep, wake if that is before the alarm;
-        mid-scan, remember it for the next alarm (a scan already running may miss the step)."""
-        if self._sleep_until is None:
-            self._wake_at = at_ms if self._wake_at is None else min(self._wake_at, at_ms)
-        elif at_ms < self._sleep_until:
-            self._wake.set()
 
     async def run_once(self, now: int) -> int:
         """Claim what the senders can take right now and dispatch it; returns the count."""
@@ -96,7 +105,7 @@ class Scanner:
                     return
                 await self._wait(self.clock.now_ms() + self.poll_ms, stop)
         while not stop.is_set():
-            self._wake.clear()
+            self.wakeups.wake.clear()
             now = self.alive_at = self.clock.now_ms()
             try:
                 await self.run_once(now)
@@ -136,7 +145,7 @@ class Scanner:
         (a step the last claim pulled forward, say)."""
         alarm = now + self.poll_ms
         while True:
-            self._look.clear()  # before the read: a send ending during it looks again
+            self.wakeups.look.clear()  # before the read: a send ending during it looks again
             # Due work on lanes that can take it now (and lease ends); lanes that cannot are
             # woken by a freed slot, a token or a breaker's cooldown, below.
             ready = [(w.channel, w.lane) for w in self.pool.wants(now)]
@@ -145,8 +154,9 @@ class Scanner:
                 return
             if due is not None:
                 alarm = min(alarm, due)
-            if self._wake_at is not None:  # after the awaits above: wake-ups during them count
-                alarm, self._wake_at = min(alarm, self._wake_at), None
+            bell = self.wakeups
+            if bell.wake_at is not None:  # after the awaits above: wake-ups during them count
+                alarm, bell.wake_at = min(alarm, bell.wake_at), None
             refill = self.pool.ms_until_capacity(now)
             if refill is not None:
                 alarm = min(alarm, now + refill)
@@ -160,15 +170,16 @@ class Scanner:
         delay = (alarm - self.clock.now_ms()) / 1000
         if delay <= 0:
             return False
-        waiters = {asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())}
+        bell = self.wakeups
+        waiters = {asyncio.ensure_future(bell.wake.wait()), asyncio.ensure_future(stop.wait())}
         if look:
-            waiters.add(asyncio.ensure_future(self._look.wait()))
-        self._sleep_until = alarm  # only while actually waiting: wake() compares against it
+            waiters.add(asyncio.ensure_future(bell.look.wait()))
+        bell.sleep_until = alarm  # only while actually waiting: due() compares against it
         try:
             await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            self._sleep_until = None
+            bell.sleep_until = None
             for w in waiters:
                 w.cancel()
-        return self._look.is_set() and not self._wake.is_set() and not stop.is_set() \
+        return bell.look.is_set() and not bell.wake.is_set() and not stop.is_set() \
             and self.clock.now_ms() < alarm

@@ -195,12 +195,14 @@ class ChannelSender:
 class SenderPool:
     def __init__(self, cfg: Config, store: Store, clock: Clock, adapters: dict[str, Channel],
                  rng: random.Random | None = None, metrics: Metrics | None = None,
-                 templates: Templates | None = None, rules: Rules | None = None) -> None:
+                 templates: Templates | None = None, rules: Rules | None = None,
+                 link_key: bytes | None = None,
+                 on_free: Callable[[bool], None] | None = None) -> None:
         self.store, self.clock = store, clock
         # What the store applies beside the rows: a sent step's windows, receipts that arrived
         # before a send's answer named its message (the scanner claims under the same rules).
         self.rules = rules or policy.rules(cfg.catalog)
-        self.renderer = Renderer(cfg, templates)
+        self.renderer = Renderer(cfg, templates, link_key)
         self.metrics = metrics or Metrics()
         self.rng = rng or random.Random()
         now = clock.now_ms()
@@ -210,8 +212,9 @@ class SenderPool:
             breaker = breakers.setdefault(ch.vendor or name, Breaker(ch))
             self.channels[name] = ChannelSender(name, ch, adapters[name], breaker, now)
         self.tasks: set[asyncio.Task[None]] = set()
-        # The scanner's wake-up: True when the lane had no free slot before this one.
-        self.on_free: Callable[[bool], None] = lambda was_full: None
+        # The scanner's wake-up (scanner.Wakeups.freed): True when the lane had no free slot
+        # before this one.
+        self.on_free: Callable[[bool], None] = on_free or (lambda was_full: None)
 
     def pairs(self) -> list[tuple[str, Lane]]:
         return [(name, lane) for lane in LANES for name in self.channels]

@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 import orjson
 from aiohttp import web
 
-from notifyd.core.errors import ApiError
+from notifyd.core.errors import DomainError
 from notifyd.core.models import ApiKey, ResolveResult
 from notifyd.core.text import is_digits, iso
 from notifyd.domain import suppressions
@@ -20,6 +20,7 @@ from notifyd.engine import evidence, resolution
 from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
 from notifyd.http import people
+from notifyd.http.errors import ApiError, status_of
 from notifyd.http.kit import (
     CTX,
     Context,
@@ -48,8 +49,8 @@ async def post_notification(request: web.Request) -> web.Response:
                                request.headers.get("Idempotency-Key"))
         result = await ctx.ingest.accept(inp)
         outcome = "created" if result.created else "retry"
-    except ApiError as e:
-        outcome = {409: "conflict", 503: "unavailable"}.get(e.status, "refused")
+    except DomainError as e:
+        outcome = {409: "conflict", 503: "unavailable"}.get(status_of(e), "refused")
         raise
     except (Overloaded, StorageError):
         outcome = "unavailable"

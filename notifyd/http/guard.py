@@ -28,9 +28,9 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from notifyd.core.clock import Clock
-from notifyd.core.errors import CATALOG
 from notifyd.core.logs import RateLimit
 from notifyd.engine.metrics import Metrics
+from notifyd.http.errors import CATALOG
 
 log = logging.getLogger("notifyd.http")
 SWEEP_SEC = 1.0

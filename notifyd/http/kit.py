@@ -14,7 +14,7 @@ from aiohttp import web
 
 from notifyd.config import Config
 from notifyd.core.clock import Clock
-from notifyd.core.errors import ApiError
+from notifyd.core.errors import DomainError
 from notifyd.core.models import ApiKey
 from notifyd.domain import policy
 from notifyd.domain.validate import get_str, parse_object
@@ -23,6 +23,8 @@ from notifyd.engine.ingest import Ingest
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.stream import Hub
 from notifyd.http.auth import KeyCache
+from notifyd.http.errors import ApiError, body_of, status_of
+from notifyd.http.guard import ConnectionGuard
 from notifyd.http.health import Health
 from notifyd.store import Overloaded, StorageError
 
@@ -33,7 +35,8 @@ CTX: web.AppKey[Context] = web.AppKey("ctx")
 
 class Context:
     def __init__(self, cfg: Config, ingest: Ingest, keys: KeyCache, clock: Clock,
-                 health: Health | None = None, metrics: Metrics | None = None) -> None:
+                 health: Health | None = None, metrics: Metrics | None = None,
+                 link_key: bytes | None = None, guard: ConnectionGuard | None = None) -> None:
         self.cfg = cfg
         self.ingest = ingest
         self.store = ingest.store
@@ -45,9 +48,9 @@ class Context:
         self.rules = policy.rules(cfg.catalog)  # what receipts are judged by
         self.fetch = evidence.Fetcher()  # the SNS certificate, for the ses webhook
         self.hub: Hub = ingest.hub  # open inbox streams, told of changes after they commit
-        self.link_key: bytes | None = None  # signs unsubscribe links (set at start)
+        self.link_key = link_key  # signs unsubscribe links (the daemon's, from the store)
         self.token_keys: dict[str, bytes] = {}  # tenant -> its user-token key, once read
-        self.guard: Any = None  # the connection guard, when serving: streams leave its count
+        self.guard = guard  # the connection guard, when serving: streams leave its count
         self.closing = asyncio.Event()  # set at shutdown: open inbox streams end
 
 
@@ -60,8 +63,9 @@ def _dumps(data: Any) -> str:
     return orjson.dumps(data).decode()
 
 
-def error_response(err: ApiError) -> web.Response:
-    response = web.json_response(err.body(), status=err.status)
+def error_response(err: DomainError) -> web.Response:
+    """The catalog's answer to a refusal: its status, {error: {code, message, field}}."""
+    response = web.json_response(body_of(err), status=status_of(err))
     if err.code in RETRY_AFTER:
         response.headers["Retry-After"] = RETRY_AFTER[err.code]
     return response
@@ -74,7 +78,7 @@ RETRY_AFTER = {"overloaded": "1", "storage_unavailable": "5", "shutting_down": "
 async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
-    except ApiError as e:
+    except DomainError as e:
         return error_response(e)
     except Overloaded:
         return error_response(ApiError("overloaded"))

@@ -9,9 +9,9 @@ from typing import Any
 from notifyd import __version__
 from notifyd.core.catalog import MEDIUMS
 from notifyd.core.contacts import ADDRESSES, SUPPRESSION_TYPES
-from notifyd.core.errors import CATALOG
 from notifyd.core.models import StepState
 from notifyd.domain.validate import MAX_ID_LEN
+from notifyd.http.errors import CATALOG
 from notifyd.receipts import PROVIDERS
 
 _STR = {"type": "string"}

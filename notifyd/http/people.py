@@ -17,11 +17,11 @@ from typing import Any
 
 from aiohttp import web
 
-from notifyd.core.errors import ApiError
 from notifyd.core.text import is_digits, iso
 from notifyd.domain import preferences, signed
 from notifyd.domain.validate import check_fields, parse_object
 from notifyd.engine.stream import CLOSE, Event
+from notifyd.http.errors import ApiError
 from notifyd.http.kit import (
     CTX,
     Handler,
