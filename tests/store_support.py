@@ -24,6 +24,7 @@ from notifyd.core.models import (
     Rules,
     Want,
 )
+from notifyd.core.records import InboxEntry
 from notifyd.domain import policy
 from notifyd.store import Store, open_store
 
@@ -66,7 +67,7 @@ def plan(*channels: str, gap: int = 60_000, seen: list[Recipient | None] | None 
 
 async def accept(store: Store, nid: str, *channels: str, user: str = "u1",
                  dedup: str | None = None, gap: int = 60_000, kind: str = "k",
-                 inbox: tuple[str, str | None] | None = None) -> str:
+                 inbox: InboxEntry | None = None) -> str:
     r = await store.accept(inp(user, dedup or nid, kind=kind), nid, plan(*channels, gap=gap),
                            3600, inbox)
     assert r.created, nid

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from notifyd.core.clock import FakeClock
 from notifyd.core.models import AcceptInput, Lane, PlannedStep, StepState
+from notifyd.core.records import InboxEntry
 from notifyd.domain.ladder import window_end
 from notifyd.store import open_store
 from notifyd.store.core.store import CoreStore
@@ -83,7 +84,7 @@ async def _run(store: CoreStore, clock: FakeClock, ops: list[tuple[str, object]]
             inp = AcceptInput("t", user, "k", {}, None, None, None, "h", "key")
             await store.accept(inp, nid, lambda _, now: (
                 [PlannedStep(0, "log", now, StepState.CANCELLED)], Lane.BULK), 60,
-                ("title", None))
+                InboxEntry("title", None))
             made.append((user, nid))
         elif op in ("read", "archive") and made:
             user, nid = made[int(str(arg)) % len(made)]

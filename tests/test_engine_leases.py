@@ -25,7 +25,7 @@ from engine_support import (
 )
 
 from notifyd.core.clock import FakeClock
-from notifyd.core.models import Completion, Lane, StepState
+from notifyd.core.models import Completion, Lane, Leases, Route, StepState
 
 LEASE_MS = 60_000  # ScannerConfig's default lease
 HOUR = 3600  # a window long enough that step 1 stays out of the way
@@ -116,7 +116,7 @@ async def test_a_step_left_sending_at_start_up_waits_out_its_lease_then_is_resen
     clock.advance(5)
     async with engine(tmp_path, channels, kinds, clock=clock) as e:
         assert await e.store.lapse_leases() == 0
-        assert await e.store.leased() == (1, (await e.step(nid, 0))["lease_until"])
+        assert await e.store.leased() == Leases(1, (await e.step(nid, 0))["lease_until"])
         assert await e.cycle() == 0  # still within its lease: left alone
         assert (await e.step(nid, 0))["state"] == "sending"
 
@@ -171,7 +171,7 @@ async def test_at_most_one_attempt_per_notification_is_active(
         # It waits where it is: not moved behind later work (issue 14), and not reported as
         # due, so the scanner does not spin on it; step 0's completion wakes the scanner.
         assert (s1["state"], s1["reason"], s1["send_after"]) == ("pending", None, planned)
-        assert await e.store.next_due([("hook", Lane.BULK)]) == e.rows(
+        assert await e.store.next_due([Route("hook", Lane.BULK)]) == e.rows(
             "SELECT lease_until FROM steps WHERE state = 'sending'")[0][0]
         assert e.rows("SELECT count(*) FROM steps WHERE state = 'sending'") == [(1,)]
 

@@ -21,6 +21,7 @@ from store_support import BACKENDS, NOW, RULES, accept, claim, opened
 
 from notifyd.core.clock import FakeClock
 from notifyd.core.models import Claim, Completion, Outcome, Recipient, StepState
+from notifyd.core.records import InboxEntry
 from notifyd.store import Store
 
 N = 200
@@ -160,7 +161,7 @@ async def test_a_stream_resuming_after_a_seq_misses_no_item(pair: tuple[Store, S
     async def writer(store: Store, tag: str) -> None:
         for lo in range(0, N, 20):  # chunks gathered: each a batch on its writer
             made.extend(await asyncio.gather(*(
-                accept(store, f"n_{tag}{i:03d}", "a", inbox=(f"item {i}", None))
+                accept(store, f"n_{tag}{i:03d}", "a", inbox=InboxEntry(f"item {i}", None))
                 for i in range(lo, lo + 20))))
 
     async def stream() -> None:

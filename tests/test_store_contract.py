@@ -34,17 +34,20 @@ from notifyd.core.models import (
     Decision,
     Device,
     Evidence,
+    Freeze,
     Lane,
+    Leases,
     Outcome,
     PlannedStep,
     Receipt,
     Recipient,
+    Route,
     StepState,
     Verdict,
     Want,
 )
-from notifyd.core.records import DigestDue
-from notifyd.core.steps import Cause
+from notifyd.core.records import Cursor, DigestDue, InboxEntry
+from notifyd.core.steps import Cause, StepKey
 from notifyd.domain.policy import decide_claim
 from notifyd.store import Store, StoreMissing, base, open_store
 
@@ -265,9 +268,10 @@ class TestDelivery:
         await accept(store, "n_1", "a")
         [c] = await claim(store)
         stale = dataclasses.replace(c, claim_token="not-ours")
-        assert await store.freeze([(stale, "x", "{}", None),
-                                   (c, "dest", '{"v": 1}', "k/en/email@abc")]) == [False, True]
-        assert await store.freeze([(c, "dest2", '{"v": 2}', None)]) == [False]
+        assert await store.freeze([Freeze(stale, "x", "{}", None),
+                                   Freeze(c, "dest", '{"v": 1}', "k/en/email@abc")]) == [
+            False, True]
+        assert await store.freeze([Freeze(c, "dest2", '{"v": 2}', None)]) == [False]
         n = await store.get_notification("n_1")
         assert n is not None and n.steps[0].template == "k/en/email@abc"
         unknown = Completion(Outcome.UNKNOWN, StepState.UNKNOWN, "timeout", retry_at=NOW)
@@ -281,7 +285,7 @@ class TestDelivery:
         await accept(store, "n_1", "b", "a", user="ada")
         await store.put_recipient(Recipient("acme", "ada", contacts={"email": "a@x"}))
         [c] = await claim(store, "b")
-        await store.freeze([(c, "a@x", "{}", None)])
+        await store.freeze([Freeze(c, "a@x", "{}", None)])
         c = dataclasses.replace(c, destination="a@x", payload={})
         rejected = Completion(Outcome.REJECTED, StepState.REJECTED, "550 no such user",
                               disable_contact=True, pull_next=True)
@@ -317,11 +321,11 @@ class TestDelivery:
         [c] = await claim(store)
         at(clock, NOW + LEASE - 1)
         assert await store.lapse_leases() == 0
-        assert await store.leased() == (1, NOW + LEASE)
-        assert await store.next_due([("a", Lane.BULK)]) == NOW + LEASE
+        assert await store.leased() == Leases(1, NOW + LEASE)
+        assert await store.next_due([Route("a", Lane.BULK)]) == NOW + LEASE
         at(clock, NOW + LEASE)
         assert await store.lapse_leases() == 1
-        assert await store.leased() == (0, None)
+        assert await store.leased() == Leases(0, None)
         s = (await store.get_notification("n_1")).steps[0]  # type: ignore[union-attr]
         assert (s.state, s.send_after) == (StepState.UNKNOWN, NOW + LEASE)
         assert s.attempt_log[0].ended_at == NOW + LEASE
@@ -360,9 +364,9 @@ class TestDelivery:
 
     async def test_the_oldest_due_step_per_pair(self, store: Store) -> None:
         await accept(store, "n_1", "a", "b")
-        assert await store.oldest_due([("a", Lane.BULK), ("b", Lane.BULK),
-                                       ("a", Lane.URGENT)]) == {
-            ("a", "bulk"): NOW, ("b", "bulk"): NOW + 60_000}
+        a, b = Route("a", Lane.BULK), Route("b", Lane.BULK)
+        assert await store.oldest_due([a, b, Route("a", Lane.URGENT)]) == {
+            a: NOW, b: NOW + 60_000}
 
 
 class TestReceipts:
@@ -420,11 +424,11 @@ class TestInboxAndDigests:
             self, store: Store, clock: FakeClock) -> None:
         for i in range(3):
             at(clock, NOW + i)
-            await accept(store, f"n_{i}", "a", inbox=(f"title {i}", None))
+            await accept(store, f"n_{i}", "a", inbox=InboxEntry(f"title {i}", None))
         page = await store.inbox_page("acme", "u1", None, 2)
         assert [i.notification_id for i in page] == ["n_2", "n_1"]
-        after = await store.inbox_page("acme", "u1", (page[-1].created_at,
-                                                       page[-1].notification_id), 2)
+        after = await store.inbox_page("acme", "u1", Cursor(page[-1].created_at,
+                                                             page[-1].notification_id), 2)
         assert [i.notification_id for i in after] == ["n_0"]
         since = await store.inbox_since("acme", "u1", page[-1].seq, 10)
         assert [i.notification_id for i in since] == ["n_2"]
@@ -448,7 +452,7 @@ class TestInboxAndDigests:
 
     async def test_reading_an_item_resolves_a_kind_that_stops_when_read(
             self, store: Store, clock: FakeClock) -> None:
-        await accept(store, "n_1", "a", "a", inbox=("t", "b"))
+        await accept(store, "n_1", "a", "a", inbox=InboxEntry("t", "b"))
         at(clock, NOW + 5)
         change = await store.read_item("acme", "u1", "n_1", frozenset({"k"}))
         assert change is not None and change.resolved == ("n_1",)
@@ -475,7 +479,7 @@ class TestInboxAndDigests:
         at(clock, window)
         made = await store.make_digest(due, inp(dedup="digest:daily", kind="daily"), "n_d",
                                        plan("a"), 3600, None,
-                                       [(m.notification_id, m.step_no) for m in members],
+                                       [StepKey(m.notification_id, m.step_no) for m in members],
                                        window + 86_400_000)
         assert made.created and made.created_at == window
         assert await store.due_digests(window, 10) == []

@@ -462,3 +462,37 @@ class Want:
     channel: str
     lane: Lane
     n: int
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A channel's lane: where its due steps queue."""
+
+    channel: str
+    lane: Lane
+
+
+@dataclass(frozen=True, slots=True)
+class Freeze:
+    """A claimed step's message, fixed before its first send and resent as it is."""
+
+    claim: Claim
+    destination: str
+    payload: str  # JSON text, sorted keys
+    template: str | None  # kind/locale/medium@version, when templates made it
+
+
+@dataclass(frozen=True, slots=True)
+class Leases:
+    """Steps in flight under a lease, and when the last lease ends."""
+
+    count: int
+    last_end: int | None
+
+
+class Recorded(StrEnum):
+    """What became of one receipt."""
+
+    APPLIED = "applied"  # matched to its step and applied
+    DUPLICATE = "duplicate"  # its (provider, event id) came before
+    ORPHAN = "orphan"  # no step yet: kept, applied when its send's answer names the message

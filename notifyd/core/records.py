@@ -115,6 +115,22 @@ class KeyRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class InboxEntry:
+    """What an inbox item says, rendered at accept."""
+
+    title: str
+    body: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """A place in a person's inbox, newest first: the (created_at, id) of the last item seen."""
+
+    created_at: int
+    notification_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class InboxItem:
     seq: int  # the stream's event id: grows with every item written
     notification_id: str  # the item's id too

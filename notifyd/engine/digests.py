@@ -20,6 +20,7 @@ from notifyd.core.clock import Clock
 from notifyd.core.errors import DomainError
 from notifyd.core.logs import RateLimit
 from notifyd.core.models import AcceptInput, new_id
+from notifyd.core.steps import StepKey
 from notifyd.core.text import iso
 from notifyd.domain.ladder import window_end
 from notifyd.engine.ingest import Ingest
@@ -75,7 +76,7 @@ class Digester:
                               recipient.timezone if recipient else None)
         result = await self.store.make_digest(
             due, inp, nid, self.ingest.planner(inp), self.ingest.ttl_sec(inp), inbox,
-            [(m.notification_id, m.step_no) for m in members], rollover)
+            [StepKey(m.notification_id, m.step_no) for m in members], rollover)
         if not result.created:
             return 0
         log.info("digest %s for %s/%s: %d items of the window ending %s", nid, due.tenant,

@@ -28,6 +28,7 @@ from notifyd.core.models import (
     StepState,
     new_id,
 )
+from notifyd.core.records import InboxEntry
 from notifyd.core.text import iso
 from notifyd.domain.ladder import plan_steps
 from notifyd.domain.recipients import dead_contacts
@@ -149,8 +150,8 @@ class Ingest:
         return plan
 
     async def inbox_item(self, inp: AcceptInput, notification_id: str,
-                         locale: str | None = None) -> tuple[str, str | None] | None:
-        """The inbox item's (title, body) for a kind with inbox = true, rendered now in the
+                         locale: str | None = None) -> InboxEntry | None:
+        """The inbox item's title and body for a kind with inbox = true, rendered now in the
         recipient's locale, so history does not change when a template does. Params the
         template cannot render are the request's fault: 422, nothing accepted."""
         if not self.cfg.kinds[inp.kind].inbox:
@@ -167,15 +168,16 @@ class Ingest:
                 e.error, jinja2.UndefinedError) else type(e.error).__name__
             raise DomainError("invalid_field", f"params: the inbox template {e.template} cannot "
                            f"render them ({why})", "params") from None
-        return done.parts["title"], done.parts.get("body")
+        return InboxEntry(done.parts["title"], done.parts.get("body"))
 
     def announce(self, inp: AcceptInput, result: AcceptResult,
-                 inbox: tuple[str, str | None] | None) -> None:
+                 inbox: InboxEntry | None) -> None:
         """Tell open inbox streams of a new item, once it is committed."""
         if inbox is None or result.inbox_seq is None:
             return
-        item = {"id": result.notification_id, "kind": inp.kind, "title": inbox[0],
-                "body": inbox[1], "created_at": iso(result.created_at), "read": False, "archived": False}
+        item = {"id": result.notification_id, "kind": inp.kind, "title": inbox.title,
+                "body": inbox.body, "created_at": iso(result.created_at), "read": False,
+                "archived": False}
         self.hub.publish(inp.tenant, inp.user_id,
                          Event("item", item, result.inbox_seq),
                          Event("badge", {"unread": result.badge}))

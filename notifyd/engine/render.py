@@ -9,27 +9,15 @@ What it returns is frozen on the step with the template's version; every retry r
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from notifyd.channels.base import Channel, RenderError, RenderInput
 from notifyd.config import Config
 from notifyd.core.contacts import Address, Devices
-from notifyd.core.models import Claim, Lane
+from notifyd.core.models import Claim, Freeze, Lane
 from notifyd.domain import signed
 from notifyd.domain.recipients import address_of, live_devices
 from notifyd.engine.templates import Templates
-
-
-@dataclass(frozen=True, slots=True)
-class Frozen:
-    """A step's message as it will be sent, every time."""
-
-    destination: str
-    text: str  # the payload as frozen (JSON, sorted keys)
-    payload: dict[str, Any]  # the same, read back: the first call sends what a retry will
-    template: str | None  # kind/locale/medium@version, when templates made it
 
 
 def requirements(cfg: Config) -> dict[str, set[str]]:
@@ -72,13 +60,14 @@ class Renderer:
         token = signed.make_unsubscribe(self.link_key, tenant, user_id, rules.category)
         return f"{base}/v1/unsubscribe/{token}"
 
-    def freeze(self, claim: Claim, adapter: Channel, now: int) -> Frozen:
-        """Render a claimed step that has never been frozen; raises RenderError (or anything a
-        broken adapter raises) for a message that must not be sent."""
+    def freeze(self, claim: Claim, adapter: Channel, now: int) -> Freeze:
+        """Render a claimed step that has never been frozen, as the exact text to fix on it
+        (JSON, sorted keys); raises RenderError (or anything a broken adapter raises) for a
+        message that must not be sent."""
         step, template = self.render_input(claim, now)
         rendered = adapter.render(step)
         text = json.dumps(rendered.payload, sort_keys=True)
-        return Frozen(rendered.destination, text, json.loads(text), template)
+        return Freeze(claim, rendered.destination, text, template)
 
     def render_input(self, claim: Claim, now: int) -> tuple[RenderInput, str | None]:
         notice = claim.notice

@@ -16,7 +16,7 @@ from collections import Counter
 from notifyd.config import Config
 from notifyd.core.clock import Clock
 from notifyd.core.logs import step_line
-from notifyd.core.models import ENDED, Decided, Verdict, Want
+from notifyd.core.models import ENDED, Decided, Route, Verdict, Want
 from notifyd.core.text import iso
 from notifyd.engine.sender import SenderPool
 from notifyd.store import StorageError, Store
@@ -128,11 +128,11 @@ class Scanner:
         if lapsed:
             log.warning("%d steps were mid-send when notifyd last stopped and their lease has "
                         "ended; retrying them as unknown under their original keys", lapsed)
-        held, until = await self.store.leased()
-        if held:  # not taken over early: another process may be sending them
+        held = await self.store.leased()
+        if held.count:  # not taken over early: another process may be sending them
             log.warning("%d steps were mid-send when notifyd last stopped, or are being sent "
                         "by another process; each is retried as unknown under its original key "
-                        "once its lease ends (the last at %s)", held, iso(until))
+                        "once its lease ends (the last at %s)", held.count, iso(held.last_end))
         ended = await self.store.end_unconfigured(sorted(self.cfg.channels), self.rules.decide)
         self._log_decided(ended)
         if ended:
@@ -148,7 +148,7 @@ class Scanner:
             self.wakeups.look.clear()  # before the read: a send ending during it looks again
             # Due work on lanes that can take it now (and lease ends); lanes that cannot are
             # woken by a freed slot, a token or a breaker's cooldown, below.
-            ready = [(w.channel, w.lane) for w in self.pool.wants(now)]
+            ready = [Route(w.channel, w.lane) for w in self.pool.wants(now)]
             due = await self.store.next_due(ready)
             if due is not None and due <= now:
                 return

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import random
 from collections import deque
@@ -33,11 +34,23 @@ from notifyd.config import SEND_SLACK_SEC, ChannelConfig, Config
 from notifyd.core.clock import Clock
 from notifyd.core.contacts import Devices
 from notifyd.core.logs import step_line
-from notifyd.core.models import Budget, Claim, Completion, Lane, Outcome, Rules, StepState, Want, Why
+from notifyd.core.models import (
+    Budget,
+    Claim,
+    Completion,
+    Freeze,
+    Lane,
+    Outcome,
+    Route,
+    Rules,
+    StepState,
+    Want,
+    Why,
+)
 from notifyd.core.text import iso, plural
 from notifyd.domain import policy
 from notifyd.engine.metrics import Metrics
-from notifyd.engine.render import Frozen, Renderer
+from notifyd.engine.render import Renderer
 from notifyd.engine.templates import Templates
 from notifyd.store import StorageError, Store
 
@@ -216,8 +229,8 @@ class SenderPool:
         # before this one.
         self.on_free: Callable[[bool], None] = on_free or (lambda was_full: None)
 
-    def pairs(self) -> list[tuple[str, Lane]]:
-        return [(name, lane) for lane in LANES for name in self.channels]
+    def routes(self) -> list[Route]:
+        return [Route(name, lane) for lane in LANES for name in self.channels]
 
     def budget(self, now: int) -> Budget:
         """What the channels may start now across both lanes: each its bucket's whole tokens,
@@ -261,7 +274,7 @@ class SenderPool:
         is sent; claims already frozen pass as they are. A render that raises ends that one
         step dead (the ladder moves on); it never holds up the others."""
         ready: list[Claim | None] = list(claims)
-        todo: list[tuple[int, Claim, Frozen]] = []
+        todo: list[tuple[int, Claim, Freeze]] = []
         failed: list[tuple[Claim, Completion]] = []
         for i, claim in enumerate(claims):
             if claim.payload is not None:
@@ -272,8 +285,10 @@ class SenderPool:
             except Exception as e:  # noqa: BLE001 - a bad template ends its own step only
                 failed.append((claim, _render_failed(claim, e)))
                 continue
+            # The payload read back from the text it is frozen as: the first call sends what
+            # a retry, reading the row, will.
             todo.append((i, dataclasses.replace(claim, destination=f.destination,
-                                                payload=f.payload), f))
+                                                payload=json.loads(f.payload)), f))
         if not todo and not failed:
             return claims
         # Queued together, so the writer commits the freezes and the failures as one batch.
@@ -281,8 +296,7 @@ class SenderPool:
                  for c, done in failed]
         for _, done in failed:
             self.metrics.step_ended(done.state, done.why)
-        frozen = await self.store.freeze(
-            [(c, f.destination, f.text, f.template) for _, c, f in todo]) if todo else []
+        frozen = await self.store.freeze([f for _, _, f in todo]) if todo else []
         await asyncio.gather(*ended)
         for (i, claim, _), ok in zip(todo, frozen, strict=True):
             if ok:

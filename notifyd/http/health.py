@@ -28,9 +28,9 @@ class Health:
 
     async def due_lag_ms(self) -> dict[tuple[str, str], int]:
         now = self.clock.now_ms()
-        oldest = await self.store.oldest_due(self.pool.pairs())
-        return {(ch, str(lane)): max(0, now - oldest[(ch, lane)]) if (ch, lane) in oldest else 0
-                for ch, lane in self.pool.pairs()}
+        oldest = await self.store.oldest_due(self.pool.routes())
+        return {(r.channel, str(r.lane)): max(0, now - oldest[r]) if r in oldest else 0
+                for r in self.pool.routes()}
 
     async def ready(self) -> dict[str, str]:
         """Each check's verdict: 'ok', or what is wrong."""

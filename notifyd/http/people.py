@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from notifyd.core.records import Cursor, InboxItem
 from notifyd.core.text import is_digits, iso
 from notifyd.domain import preferences, signed
 from notifyd.domain.validate import check_fields, parse_object
@@ -31,7 +32,6 @@ from notifyd.http.kit import (
     read_object,
     user_id_of,
 )
-from notifyd.store import InboxItem
 
 log = logging.getLogger("notifyd.people")
 PAGE_MAX = 100
@@ -136,11 +136,11 @@ def _cursor(item: InboxItem) -> str:
                                     ).decode().rstrip("=")
 
 
-def _read_cursor(text: str) -> tuple[int, str]:
+def _read_cursor(text: str) -> Cursor:
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
         at, _, nid = raw.partition(".")
-        return int(at), nid
+        return Cursor(int(at), nid)
     except (binascii.Error, ValueError, UnicodeDecodeError):
         raise ApiError("invalid_field", "before must be a cursor from a previous page's "
                        "next", "before") from None

@@ -34,24 +34,30 @@ from notifyd.core.models import (
     Decided,
     DecideFn,
     Device,
-    Lane,
+    Freeze,
+    Leases,
     PlanFn,
     Receipt,
     Recipient,
+    Recorded,
     ResolveResult,
+    Route,
     Rules,
     Want,
 )
 from notifyd.core.records import (
+    Cursor,
     DeadLetter,
     DigestDue,
     DigestMember,
     InboxChange,
+    InboxEntry,
     InboxItem,
     KeyRecord,
     Notification,
     Suppression,
 )
+from notifyd.core.steps import StepKey
 
 
 class StoreClosed(Exception):
@@ -79,7 +85,7 @@ class Overloaded(Exception):
     """Too many writes are waiting; this one was refused rather than queued. Retry shortly."""
 
 
-Inbox = tuple[str, str | None] | None  # an inbox item's (title, body), for a kind with an inbox
+Inbox = InboxEntry | None  # what the inbox item says, for a kind with an inbox
 
 
 class KeyStore(Protocol):
@@ -178,9 +184,9 @@ class DeliveryStore(Protocol):
         transaction that committed before."""
         ...
 
-    async def freeze(self, frozen: list[tuple[Claim, str, str, str | None]]) -> list[bool]:
-        """One write: (claim, destination, payload, template) fixed on each step while its claim
-        token is still the step's; True for each fixed. Nothing frozen is ever changed."""
+    async def freeze(self, frozen: list[Freeze]) -> list[bool]:
+        """One write: each message fixed on its step while its claim token is still the
+        step's; True for each fixed. Nothing frozen is ever changed."""
         ...
 
     async def complete(self, claim: Claim, done: Completion, rules: Rules) -> bool:
@@ -195,12 +201,12 @@ class DeliveryStore(Protocol):
         key); a step within its lease is left alone, another process may be sending it."""
         ...
 
-    async def leased(self) -> tuple[int, int | None]:
+    async def leased(self) -> Leases:
         """How many steps are in flight under a lease, and when the last lease ends."""
         ...
 
-    async def next_due(self, pairs: list[tuple[str, Lane]]) -> int | None:
-        """The earliest send_after of a step on those pairs that may go (none of its
+    async def next_due(self, routes: list[Route]) -> int | None:
+        """The earliest send_after of a step on those routes that may go (none of its
         notification's steps in flight), or a lease's end: one read."""
         ...
 
@@ -217,7 +223,7 @@ class DeliveryStore(Protocol):
 class ReceiptStore(Protocol):
     """Provider evidence and the suppression list."""
 
-    async def record_receipts(self, receipts: list[Receipt], rules: Rules) -> list[str]:
+    async def record_receipts(self, receipts: list[Receipt], rules: Rules) -> list[Recorded]:
         """One write, before the provider is answered, serialized with claim_due and complete:
         each receipt stored once ('duplicate' if its (provider, event_id) was), matched to its
         step and applied as `rules.judge` says ('applied'), or kept until its send's answer
@@ -242,9 +248,9 @@ class ReceiptStore(Protocol):
 class InboxStore(Protocol):
     """The person's inbox and its unread badge."""
 
-    async def inbox_page(self, tenant: str, user_id: str, before: tuple[int, str] | None,
+    async def inbox_page(self, tenant: str, user_id: str, before: Cursor | None,
                          limit: int, archived: bool = False) -> list[InboxItem]:
-        """Newest first, strictly before the (created_at, id) cursor."""
+        """Newest first, strictly before the cursor."""
         ...
 
     async def inbox_since(self, tenant: str, user_id: str, seq: int,
@@ -280,7 +286,7 @@ class DigestStore(Protocol):
 
     async def make_digest(self, due: DigestDue, inp: AcceptInput, notification_id: str,
                           plan: PlanFn, ttl_sec: int, inbox_item: Inbox,
-                          members: list[tuple[str, int]], rollover: int) -> AcceptResult:
+                          members: list[StepKey], rollover: int) -> AcceptResult:
         """One write: the digest accepted as any notification and `members` marked carried by
         it, so a rebuild can never notify them again; items held for the same window since
         `members` were read move to the window ending at `rollover`."""
@@ -317,8 +323,8 @@ class OperationsStore(Protocol):
 
     async def dead_count(self) -> int: ...
 
-    async def oldest_due(self, pairs: list[tuple[str, Lane]]) -> dict[tuple[str, Lane], int]:
-        """The earliest send_after among open steps, per (channel, lane) that has any."""
+    async def oldest_due(self, routes: list[Route]) -> dict[Route, int]:
+        """The earliest send_after among open steps, per route that has any."""
         ...
 
 

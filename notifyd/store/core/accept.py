@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from notifyd.core.models import AcceptInput, AcceptResult, PlanFn, StepState, current_state
 from notifyd.core.records import DigestDue
+from notifyd.core.steps import StepKey
 from notifyd.store.base import Inbox
 from notifyd.store.core import inbox as inbox_rows
 from notifyd.store.core.rows import load_recipient
@@ -38,20 +39,21 @@ def accept(tx: Tx, inp: AcceptInput, notification_id: str, params: str, plan: Pl
     seq = badge = None
     if inbox is not None:  # the person's history, whatever the preferences say of the sends
         seq = tx.value(q.INSERT_INBOX, (inp.tenant, inp.user_id, notification_id, inp.kind,
-                                        inbox[0], inbox[1], now))
+                                        inbox.title, inbox.body, now))
         badge = inbox_rows.bump_badge(tx, inp.tenant, inp.user_id, 1)
     return AcceptResult(notification_id, True, state, first_due=min(due, default=None),
                         inbox_seq=seq, badge=badge, created_at=now)
 
 
 def make_digest(tx: Tx, due: DigestDue, inp: AcceptInput, notification_id: str, params: str,
-                plan: PlanFn, ttl_sec: int, inbox: Inbox, members: list[tuple[str, int]],
+                plan: PlanFn, ttl_sec: int, inbox: Inbox, members: list[StepKey],
                 rollover: int) -> AcceptResult:
     """The digest accepted as any notification, and the held items it carries marked so in the
     same transaction; items held for the window after `members` were read roll to the next."""
     result = accept(tx, inp, notification_id, params, plan, ttl_sec, inbox)
     if result.created:
-        tx.many(tx.q.MARK_DIGESTED_ITEM, [(notification_id, nid, no) for nid, no in members])
+        tx.many(tx.q.MARK_DIGESTED_ITEM, [(notification_id, m.notification_id, m.step_no)
+                                          for m in members])
     tx.run(tx.q.ROLL_DIGEST, (rollover, due.tenant, due.user_id, due.digest_kind,
                               due.window_end))
     return result

@@ -22,6 +22,7 @@ from notifyd.core.models import (
     Decided,
     DecideFn,
     Decision,
+    Freeze,
     Lane,
     Notice,
     Recipient,
@@ -158,13 +159,12 @@ def apply(tx: Tx, row: Row, d: Decision, version: int | None) -> None:
         pull_next(tx, nid, f"step {no} {state}", no, d.pull_next_at)
 
 
-def freeze(tx: Tx, frozen: list[tuple[Claim, str, str, str | None]]) -> list[bool]:
+def freeze(tx: Tx, frozen: list[Freeze]) -> list[bool]:
     """Fix each step's rendered destination, payload and template while its claim is still
     ours; True for each that was fixed. Nothing frozen is ever changed."""
-    return [tx.run(tx.q.FREEZE_STEP, (destination, payload, template, tx.now,
-                                      claim.notification_id, claim.step_no,
-                                      claim.claim_token)) > 0
-            for claim, destination, payload, template in frozen]
+    return [tx.run(tx.q.FREEZE_STEP, (f.destination, f.payload, f.template, tx.now,
+                                      f.claim.notification_id, f.claim.step_no,
+                                      f.claim.claim_token)) > 0 for f in frozen]
 
 
 def complete(tx: Tx, claim: Claim, done: Completion, rules: Rules) -> bool:

@@ -4,29 +4,36 @@ applied, in the transaction that answers the provider."""
 from __future__ import annotations
 
 from notifyd.core.contacts import Address, normal_address
-from notifyd.core.models import Receipt, ReceiptContext, Rules, StepState, message_key
+from notifyd.core.models import (
+    Receipt,
+    ReceiptContext,
+    Recorded,
+    Rules,
+    StepState,
+    message_key,
+)
 from notifyd.core.steps import StepKey
 from notifyd.store.core.moves import pull_next
 from notifyd.store.core.tx import Tx
 
 
-def record(tx: Tx, r: Receipt, rules: Rules) -> str:
+def record(tx: Tx, r: Receipt, rules: Rules) -> Recorded:
     """Store one receipt: 'duplicate' (seen before), 'applied' to its step, or 'orphan' (kept,
     and applied when its send's answer names the message)."""
     q = tx.q
     if not tx.run(q.INSERT_RECEIPT, (
             r.provider, r.event_id, r.event, r.occurred_at, tx.now, r.provider_ref, r.key,
             r.message_id, r.address, r.channel_type, r.detail, None, None)):
-        return "duplicate"
+        return Recorded.DUPLICATE
     step = match(tx, r)
     if step is None:
         reason = rules.orphan(r)
         if reason is not None and r.address and r.channel_type:  # for every tenant (a STOP)
             tx.run(q.SUPPRESS, ("*", r.channel_type, normal_address(r.channel_type, r.address),
                                 reason, r.provider, f"{r.provider}:{r.event_id}", tx.now))
-        return "orphan"
+        return Recorded.ORPHAN
     apply(tx, r, step.notification_id, step.step_no, rules)
-    return "applied"
+    return Recorded.APPLIED
 
 
 def match(tx: Tx, r: Receipt) -> StepKey | None:

@@ -26,15 +26,19 @@ from notifyd.core.models import (
     Decided,
     DecideFn,
     Device,
-    Lane,
+    Freeze,
+    Leases,
     PlanFn,
     Receipt,
     Recipient,
+    Recorded,
     ResolveResult,
+    Route,
     Rules,
     Want,
 )
 from notifyd.core.records import (
+    Cursor,
     DeadLetter,
     DigestDue,
     DigestMember,
@@ -44,6 +48,7 @@ from notifyd.core.records import (
     Notification,
     Suppression,
 )
+from notifyd.core.steps import StepKey
 from notifyd.store.base import Inbox
 from notifyd.store.core import accept, delivery, inbox, receipts, rows
 from notifyd.store.core.tx import Args, Backend, Row, Tx
@@ -84,9 +89,10 @@ class CoreStore:
     async def dead_count(self) -> int:
         return int(await self._value(self.q.SELECT_DEAD_COUNT) or 0)
 
-    async def oldest_due(self, pairs: list[tuple[str, Lane]]) -> dict[tuple[str, Lane], int]:
-        found = {pair: await self._value(self.q.SELECT_NEXT_DUE, pair) for pair in pairs}
-        return {pair: int(at) for pair, at in found.items() if at is not None}
+    async def oldest_due(self, routes: list[Route]) -> dict[Route, int]:
+        found = {r: await self._value(self.q.SELECT_NEXT_DUE, (r.channel, r.lane))
+                 for r in routes}
+        return {r: int(at) for r, at in found.items() if at is not None}
 
     # --- keys -------------------------------------------------------------------------------
 
@@ -200,7 +206,7 @@ class CoreStore:
         return await self.backend.write(lambda tx: delivery.claim_due(
             tx, wants, lease_ms, rules, budget or Budget()))
 
-    async def freeze(self, frozen: list[tuple[Claim, str, str, str | None]]) -> list[bool]:
+    async def freeze(self, frozen: list[Freeze]) -> list[bool]:
         return await self.backend.write(lambda tx: delivery.freeze(tx, frozen))
 
     async def complete(self, claim: Claim, done: Completion, rules: Rules) -> bool:
@@ -209,14 +215,14 @@ class CoreStore:
     async def lapse_leases(self) -> int:
         return await self.backend.write(delivery.lapse_leases)
 
-    async def leased(self) -> tuple[int, int | None]:
+    async def leased(self) -> Leases:
         row = await self._one(self.q.SELECT_LEASED)
         assert row is not None
-        return int(row[0]), rows.as_int(row[1])
+        return Leases(int(row[0]), rows.as_int(row[1]))
 
-    async def next_due(self, pairs: list[tuple[str, Lane]]) -> int | None:
-        return rows.as_int(await self._value(self.q.next_due_sql(len(pairs)),
-                                             tuple(x for pair in pairs for x in pair)))
+    async def next_due(self, routes: list[Route]) -> int | None:
+        return rows.as_int(await self._value(self.q.next_due_sql(len(routes)),
+                                             tuple(x for r in routes for x in (r.channel, r.lane))))
 
     async def replay(self, notification_id: str, step_no: int | None) -> int:
         return await self.backend.write(lambda tx: delivery.replay(tx, notification_id, step_no))
@@ -227,7 +233,7 @@ class CoreStore:
 
     # --- provider evidence and the suppression list ------------------------------------------
 
-    async def record_receipts(self, found: list[Receipt], rules: Rules) -> list[str]:
+    async def record_receipts(self, found: list[Receipt], rules: Rules) -> list[Recorded]:
         return await self.backend.write(
             lambda tx: [receipts.record(tx, r, rules) for r in found])
 
@@ -259,9 +265,9 @@ class CoreStore:
 
     # --- the inbox ------------------------------------------------------------------------------
 
-    async def inbox_page(self, tenant: str, user_id: str, before: tuple[int, str] | None,
+    async def inbox_page(self, tenant: str, user_id: str, before: Cursor | None,
                          limit: int, archived: bool = False) -> list[InboxItem]:
-        at, nid = before if before is not None else (FAR, "")
+        at, nid = (before.created_at, before.notification_id) if before else (FAR, "")
         return [_item(r) for r in await self._all(self.q.SELECT_INBOX_PAGE, (
             tenant, user_id, at, nid, archived, limit))]
 
@@ -305,7 +311,7 @@ class CoreStore:
 
     async def make_digest(self, due: DigestDue, inp: AcceptInput, notification_id: str,
                           plan: PlanFn, ttl_sec: int, inbox_item: Inbox,
-                          members: list[tuple[str, int]], rollover: int) -> AcceptResult:
+                          members: list[StepKey], rollover: int) -> AcceptResult:
         params = orjson.dumps(inp.params).decode()
         return await self.backend.write(lambda tx: accept.make_digest(
             tx, due, inp, notification_id, params, plan, ttl_sec, inbox_item, members,
