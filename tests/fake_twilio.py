@@ -1,5 +1,5 @@
 """A local server that speaks Twilio's Messages resource (POST
-/2010-04-01/Accounts/{AccountSid}/Messages.json), moved here from tests/test_channel_twilio.py so
+/2010-04-01/Accounts/{AccountSid}/Messages.json), moved here from tests/unit/test_channel_twilio.py so
 that the end-to-end tests can run it too.
 
 It checks what Twilio checks (basic auth with the Auth Token or an API key, the account in the

@@ -19,7 +19,7 @@ from notifyd.store.sqlite.backend import SqliteBackend
 from notifyd.store.sqlite.settings import SqliteSettings
 from notifyd.store.sqlite.tx import SqliteTx
 
-SNAPSHOT = Path(__file__).resolve().parent.parent / "notifyd" / "store" / "sqlite" / "schema.sql"
+SNAPSHOT = Path(__file__).resolve().parents[2] / "notifyd" / "store" / "sqlite" / "schema.sql"
 REGENERATE = ("python -c 'import sqlite3; from notifyd.store.sqlite import migrate, schema_sql; "
               "c = sqlite3.connect(\":memory:\"); migrate(c); print(schema_sql(c), end=\"\")' "
               "> notifyd/store/sqlite/schema.sql")

@@ -42,7 +42,7 @@ from fake_twilio import ACCOUNT, TOKEN, FakeTwilio, twilio_app
 
 from notifyd.channels.webpush import generate_vapid_keys
 
-ROOT = Path(__file__).resolve().parents[1]  # the repository this file is in: its notifyd runs
+ROOT = Path(__file__).resolve().parents[2]  # the repository this file is in: its notifyd runs
 WINDOW_SEC = 2.0  # each of the first two steps' timeout_sec
 WAIT_SEC = 20.0  # the most any one condition may take before the test fails
 PHONE, ADDRESS = "+14155550123", "ada@example.org"

@@ -17,7 +17,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from notifyd.http.openapi import spec
 
 schema = schemathesis.openapi.from_dict(spec(["demo"], ["log"]))  # the built-in config
-# A stream never ends: tests/test_people.py reads it.
+# A stream never ends: tests/engine/test_people.py reads it.
 schema = schema.exclude(path="/v1/users/{user_id}/inbox/stream")
 # Not checked: that every schema-valid request is accepted. Some rules are not a schema's to
 # say (fallback_chain needs timeout_sec on every step but the last; a kind may refuse overrides;

@@ -16,7 +16,7 @@ import pytest
 
 from notifyd.domain import signed
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 TOKENS = README[README.index("**User tokens.**"):]
 KEY = secrets.token_bytes(32)
 SECRET = base64.urlsafe_b64encode(KEY).decode().rstrip("=")

@@ -21,7 +21,7 @@ from notifyd.core.models import ApiKey
 from notifyd.engine.ingest import Ingest
 from notifyd.store import open_store
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def commands(group: click.Group = main, prefix: tuple[str, ...] = ()

@@ -19,7 +19,7 @@ from engine_support import Daemon, ThreadedProvider, clean_env, create_key, quer
 
 from notifyd.config import DaemonConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 30.0
 
 CONFIG = """

@@ -27,7 +27,7 @@ from notifyd.core.errors import ConfigError
 from notifyd.receipts import PROVIDERS
 from notifyd.store.sqlite.settings import SqliteSettings
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "notifyd.example.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "notifyd.example.toml"
 
 
 def test_example_file_is_the_rendered_example() -> None:

@@ -15,7 +15,7 @@ from notifyd.http.app import ROUTES
 from notifyd.http.errors import CATALOG
 from notifyd.http.openapi import spec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BODY = {"user_id": "u1", "kind": "alert", "dedup_key": "d1", "params": {"n": 1}}
 
 

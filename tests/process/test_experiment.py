@@ -39,7 +39,7 @@ Cy | email | suppressed | 2"""
 TIMEOUT_BEFORE_ACCEPT = EXPECTED.replace(
     "fake state after timeout: accepted=1", "fake state after timeout: accepted=0").replace(
     "Ada | in-app | visible | 1", "Ada | in-app | visible | 2")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_experiment_prints_exactly_the_seeds_table() -> None:
