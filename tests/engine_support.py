@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from store_support import BACKENDS
 
 from notifyd.channels import TYPES
 from notifyd.channels.base import (
@@ -343,10 +344,20 @@ def two_step(channel: str = "hook", window_sec: float = 60, second: str | None =
                               LadderStep(second or channel)), **kw)
 
 
+# The store backend the engine runs on (tests/engine/conftest.py sets it for each test).
+BACKEND = "sqlite"
+
+
+def store_url(folder: Path, name: str = "n.db") -> str:
+    """A database of that name on the engine's backend."""
+    return BACKENDS[BACKEND](folder, name)
+
+
 def engine_config(db: Path, channels: dict[str, ChannelConfig], kinds: dict[str, KindConfig],
                   scanner: ScannerConfig | None = None) -> Config:
     return validate(Config(server=ServerConfig(port=0),
-                           store=StoreConfig(url=str(db), sqlite=SqliteSettings(synchronous="NORMAL")),
+                           store=StoreConfig(url=store_url(db.parent, db.name),
+                                             sqlite=SqliteSettings(synchronous="NORMAL")),
                            scanner=scanner or ScannerConfig(claim_batch=1024),
                            channels=channels, kinds=kinds))
 
@@ -362,7 +373,7 @@ class Engine:
     pool: SenderPool
     scanner: Scanner
     ingest: Ingest
-    db: Path
+    url: str  # the store's, for the CLI's --db
     seq: int = field(default=0)
     ids: list[str] = field(default_factory=list)  # what accept() made, in order
 
@@ -437,9 +448,18 @@ class Engine:
     async def step(self, nid: str, no: int) -> dict[str, Any]:
         return dict((await self.notification(nid))["steps"][no])
 
-    def rows(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-        """Rows read on a connection of our own, as another process would see them."""
-        return query(self.db, sql, *args)
+    async def suppressed(self, tenant: str = "default") -> list[tuple[str, str, str, str, str]]:
+        """The tenant's suppression list (with '*' entries and dead devices), newest first:
+        (tenant, channel type, address, reason, source)."""
+        return [(s.tenant, s.channel_type, s.address, s.reason, s.source)
+                for s in await self.store.suppressions(tenant)]
+
+    async def receipts_stored(self) -> int:
+        """Receipts stored once each: matched to a step of what accept() made, or orphans."""
+        matched = 0
+        for nid in self.ids:
+            matched += len((await self.record(nid)).proofs)
+        return matched + await self.store.orphan_count()
 
     async def state_counts(self) -> dict[str, int]:
         """Steps by state, over every notification accept() made, read through the store."""
@@ -475,7 +495,7 @@ async def engine_for(cfg: Config, *, seed: int = 1, clock: FakeClock | None = No
     scan = Scanner(cfg, store, pool, clock, wakeups)
     eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=wakeups.due,
                                                        templates=templates),
-                 Path(cfg.store.url))
+                 cfg.store.url)
     try:
         yield eng
     finally:

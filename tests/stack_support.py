@@ -15,7 +15,7 @@ from typing import Any
 import tomli_w
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from engine_support import Engine, engine_for
+from engine_support import Engine, engine_for, store_url
 from fake_smtp import FakeSmtp
 from fake_twilio import ACCOUNT, TOKEN, FakeTwilio, twilio_app
 
@@ -54,8 +54,6 @@ class Stack:
     async def status(self, nid: str) -> dict[str, Any]:
         return status_view(await self.e.record(nid), self.e.now)
 
-    def rows(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-        return self.e.rows(sql, *args)
 
 
 @asynccontextmanager
@@ -78,7 +76,7 @@ async def stack(tmp_path: Path, settings: dict[str, Any],
     config = tmp_path / "notifyd.toml"
     config.write_text(tomli_w.dumps({
         "server": {"public_url": PUBLIC},
-        "store": {"path": "n.db", "synchronous": "NORMAL"},
+        "store": {"url": store_url(tmp_path), "sqlite": {"synchronous": "NORMAL"}},
         "templates": {"folder": "templates"},
         "channels": {
             "sms": {"type": "twilio", "account_sid": ACCOUNT, "auth_token": TOKEN,

@@ -28,8 +28,9 @@ from notifyd.core.records import InboxEntry
 from notifyd.domain import policy
 from notifyd.store import Store, open_store
 
-BACKENDS: dict[str, Callable[[Path], str]] = {
-    "sqlite": lambda tmp: f"sqlite:///{tmp / 'contract.db'}",
+# A backend: (a test's folder, a database name) -> the URL of a fresh database of that name.
+BACKENDS: dict[str, Callable[[Path, str], str]] = {
+    "sqlite": lambda folder, name: f"sqlite:///{folder / name}",
 }
 NOW = 1_790_000_000_000
 LEASE = 60_000

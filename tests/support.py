@@ -25,6 +25,7 @@ from notifyd.config import (
 from notifyd.core.clock import FakeClock
 from notifyd.core.models import SCOPES
 from notifyd.http.auth import hash_key, new_key
+from notifyd.store import Notification
 from notifyd.store.core.store import CoreStore
 from notifyd.store.sqlite.settings import SqliteSettings
 
@@ -98,6 +99,12 @@ class Api:
 
     async def get(self, path: str, **kw: Any) -> tuple[int, Any]:
         return await self.call("GET", path, **kw)
+
+    async def record(self, nid: str) -> Notification:
+        """The notification as the store reads it (any backend)."""
+        n = await self.store.get_notification(nid)
+        assert n is not None, nid
+        return n
 
     def count(self, table: str) -> int:
         return count(self.db_path, table)

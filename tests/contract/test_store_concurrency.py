@@ -50,7 +50,7 @@ def clock() -> Ticking:
 @pytest.fixture(params=sorted(BACKENDS))
 async def pair(request: pytest.FixtureRequest, tmp_path: Path,
                clock: Ticking) -> AsyncIterator[tuple[Store, Store]]:
-    url = BACKENDS[request.param](tmp_path)
+    url = BACKENDS[request.param](tmp_path, "contract.db")
     async with opened(url, clock) as a, opened(url, clock) as b:
         yield a, b
 

@@ -59,7 +59,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture(params=sorted(BACKENDS))
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return BACKENDS[request.param](tmp_path)
+    return BACKENDS[request.param](tmp_path, "contract.db")
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import engine, execute, webhook
+from engine_support import engine, webhook
 
 from notifyd.channels import TYPES
 from notifyd.channels.base import (
@@ -113,15 +113,14 @@ async def test_a_claim_checks_the_contacts_current_address_not_an_old_ones_bounc
         tmp_path: Path, mail: None) -> None:
     async with engine(tmp_path, {"mail": mail_channel()}, {"k": ESCALATE}) as e:
         await e.store.put_recipient(Recipient("default", "ada", contacts={"email": "new@x"}))
-        execute(e.db, "INSERT INTO suppressions VALUES ('default', 'email', 'old@x', "
-                "'550 no such user', 'send', NULL, 0)")
+        assert await e.store.suppress("default", "email", "old@x", "550 no such user", "send")
         moved = await e.accept(user="ada")
         await e.run_dry()
         assert (await e.step(moved, 0))["state"] == "sent"  # the old address's bounce is not hers
         assert Recorder.sent == [(f"{moved}:0", "new@x")]
 
-        execute(e.db, "INSERT INTO suppressions VALUES ('default', 'email', 'new@x', "
-                "'550 mailbox full for good', 'send', NULL, 0)")
+        assert await e.store.suppress("default", "email", "new@x", "550 mailbox full for good",
+                                      "send")
         dead_now = await e.accept(user="ada")  # planned suppressed at accept ...
         assert (await e.step(dead_now, 0))["state"] == "suppressed"
         e.clock.advance(61)  # ... and the earlier notification's step 1 suppressed at claim

@@ -56,10 +56,10 @@ async def test_a_stale_claim_cannot_overwrite_newer_state(tmp_path: Path, prov: 
 
         late = Completion("rejected", StepState.REJECTED, reason="HTTP 400: stale",
                           disable_contact=True, pull_next=True)
-        assert await e.store.complete(old, late, e.now) is False
+        assert await e.store.complete(old, late, e.pool.rules) is False
         after = await e.step(nid, 0)
         assert (after["state"], after["claim_token"]) == ("sending", s["claim_token"])
-        assert e.rows("SELECT count(*) FROM suppressions") == [(0,)]
+        assert await e.suppressed() == []
         assert (await e.step(nid, 1))["note"] is None  # nothing pulled forward
 
         gate.set()
@@ -67,7 +67,7 @@ async def test_a_stale_claim_cannot_overwrite_newer_state(tmp_path: Path, prov: 
         s = await e.step(nid, 0)
         assert (s["state"], s["provider_ref"]) == ("sent", f"prov-{nid}:0")
         failed = Completion("failed", StepState.PENDING, reason="HTTP 500", retry_at=e.now + 5)
-        assert await e.store.complete(old, failed, e.now) is False
+        assert await e.store.complete(old, failed, e.pool.rules) is False
         s = await e.step(nid, 0)
         assert (s["state"], s["provider_ref"], s["reason"]) == ("sent", f"prov-{nid}:0", None)
         # the stale sender's evidence is kept on its own attempt row, and only there
@@ -171,9 +171,9 @@ async def test_at_most_one_attempt_per_notification_is_active(
         # It waits where it is: not moved behind later work (issue 14), and not reported as
         # due, so the scanner does not spin on it; step 0's completion wakes the scanner.
         assert (s1["state"], s1["reason"], s1["send_after"]) == ("pending", None, planned)
-        assert await e.store.next_due([Route("hook", Lane.BULK)]) == e.rows(
-            "SELECT lease_until FROM steps WHERE state = 'sending'")[0][0]
-        assert e.rows("SELECT count(*) FROM steps WHERE state = 'sending'") == [(1,)]
+        leases = await e.store.leased()
+        assert leases.count == 1  # step 0, still out
+        assert await e.store.next_due([Route("hook", Lane.BULK)]) == leases.last_end
 
         gate.set()
         await e.settle()

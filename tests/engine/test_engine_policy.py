@@ -29,7 +29,6 @@ from engine_support import (
     answer,
     body_of,
     engine,
-    execute,
     hold,
     mailer,
     plain,
@@ -73,12 +72,12 @@ async def prov2() -> AsyncIterator[Provider]:
         yield p
 
 
-def cli(db: Path, *args: str) -> Result:
+def cli(db: str, *args: str) -> Result:
     return CliRunner().invoke(main, list(args), env={"NOTIFYD_DB": str(db), "NOTIFYD_CONFIG": None},
                               catch_exceptions=False)
 
 
-async def run_cli(db: Path, *args: str) -> Result:
+async def run_cli(db: str, *args: str) -> Result:
     """The CLI runs its own asyncio.run, so it runs on a thread beside the test's loop."""
     return await asyncio.to_thread(cli, db, *args)
 
@@ -92,14 +91,14 @@ async def test_replay_says_when_the_claim_will_suppress_the_replayed_step(
         nid = await e.accept(user="ada")
         await e.cycle()
         assert (await e.step(nid, 0))["state"] == "dead"
-        execute(e.db, "INSERT INTO suppressions VALUES ('default', 'email', 'a@x', "
-                "'bounced', 'ses', NULL, 0)")  # the address died in the meantime
+        # the address died in the meantime
+        assert await e.store.suppress("default", "email", "a@x", "bounced", "ses")
     config = tmp_path / "n.toml"
     config.write_text(f'[channels.mail]\ntype = "mailer"\nurl = "{prov.url}"\n'
                       '[kinds.k]\nladder = [{ channel = "mail" }]\n')
     with registered(MAILER):
         result = await asyncio.to_thread(CliRunner().invoke, main, [
-            "--config", str(config), "--db", str(e.db), "replay", nid], env={
+            "--config", str(config), "--db", str(e.url), "replay", nid], env={
             "NOTIFYD_DB": None, "NOTIFYD_CONFIG": None})
     assert result.exit_code == 0, result.output
     assert "warning: step 0 (mail) will be suppressed: its email is disabled (bounced)" in (
@@ -226,7 +225,7 @@ async def test_dead_letter_after_the_budget_then_listed_and_replayed_under_the_s
         dead = plain(await e.store.dead_letters(10))
         assert [(d["notification_id"], d["step_no"], d["channel"], d["attempts"], d["reason"])
                 for d in dead] == [(nid, 0, "hook", 3, s0["reason"])]
-        shown = await run_cli(e.db, "dead-letters")
+        shown = await run_cli(e.url, "dead-letters")
         assert shown.exit_code == 0, shown.output
         assert f"{nid}:0  hook  attempts=3  {s0['reason']}" in shown.output
 
@@ -234,9 +233,9 @@ async def test_dead_letter_after_the_budget_then_listed_and_replayed_under_the_s
         assert (await e.step(nid, 1))["state"] == "sent"
 
         prov.reply = accepted()  # the provider recovers; an operator replays
-        wrong = await run_cli(e.db, "replay", f"{nid}:1")
+        wrong = await run_cli(e.url, "replay", f"{nid}:1")
         assert wrong.exit_code != 0 and "no dead or unknown step" in wrong.output
-        replayed = await run_cli(e.db, "replay", f"{nid}:0")
+        replayed = await run_cli(e.url, "replay", f"{nid}:0")
         assert replayed.exit_code == 0 and "replayed 1 step of" in replayed.output, replayed.output
         s0 = await e.step(nid, 0)
         assert (s0["state"], s0["reason"]) == ("pending", "replayed by an operator")
@@ -289,8 +288,9 @@ async def test_rejected_disables_the_address_and_pulls_the_next_step_forward(
         assert [a["outcome"] for a in s0["attempt_log"]] == ["rejected"]
         assert (s1["state"], s1["send_after"]) == ("pending", e.now)
         assert s1["note"] == "pulled forward: step 0 rejected"
-        assert e.rows("SELECT tenant, channel_type, address, reason, evidence FROM suppressions"
-                      ) == [("default", "email", "a@x", "HTTP 400", f"{nid}:0")]
+        [listed] = await e.store.suppressions("default")
+        assert (listed.tenant, listed.channel_type, listed.address, listed.reason,
+                listed.evidence) == ("default", "email", "a@x", "HTTP 400", f"{nid}:0")
 
         assert await e.cycle() == 1
         assert (await e.step(nid, 1))["state"] == "sent"
@@ -331,8 +331,8 @@ async def _reject_after_accept(e: Engine, prov: Provider) -> str:
     prov.reply = answer(400, "gone")
     await e.accept(user="u-1")
     assert await e.cycle() == 1
-    assert e.rows("SELECT channel_type, address, reason FROM suppressions") == [
-        ("email", "a@x", "HTTP 400")]
+    assert [(kind, address, reason) for _, kind, address, reason, _ in await e.suppressed()
+            ] == [("email", "a@x", "HTTP 400")]
     e.clock.advance(10)
     return later
 

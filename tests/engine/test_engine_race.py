@@ -27,7 +27,6 @@ from engine_support import (
     accepted,
     answer,
     engine,
-    execute,
     hold,
     provider,
     two_step,
@@ -155,8 +154,8 @@ async def test_a_resolution_written_without_the_sweep_is_still_caught_at_claim(
         nid = await e.accept()
         await e.run_dry()
         # another writer resolved it and its cancellation sweep was lost
-        assert execute(e.db, "UPDATE notifications SET resolved_at = ?, resolution = 'confirmed' "
-                             "WHERE id = ?", e.now, nid) == 1
+        assert await e.store.backend.write(lambda tx: tx.run(tx.q.RESOLVE, (
+            tx.now, "confirmed", "test", nid))) == 1
         e.clock.advance(WINDOW_SEC)
         assert await e.cycle() == 0
         s1 = await e.step(nid, 1)

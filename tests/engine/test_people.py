@@ -135,18 +135,19 @@ async def test_a_mention_storm_makes_200_inbox_rows_one_sms_and_one_digest(
         ids = [await post(s, "mention", what=f"m{i}") for i in range(200)]
         await s.e.run_dry()
         assert len(s.twilio.created) == 1  # one push of attention, the rest held
-        held = s.rows("SELECT count(*), min(window_end) = max(window_end) FROM digest_items "
-                      "WHERE digest_id IS NULL")
-        assert held == [(199, 1)]
+        window_end = await s.e.store.next_digest_at()
+        assert window_end is not None
+        [held] = await s.e.store.due_digests(window_end, 10)  # one window holds them all
+        assert (held.count, held.window_end, held.digest_kind) == (199, window_end,
+                                                                  "social_digest")
         step = (await s.status(ids[1]))["steps"][0]
         assert step["status"] == "held" and "over the limit of 1 sms per 3600 s" in step["reason"]
         r = await s.client.get("/v1/users/ada/inbox/badge", headers=auth(s))
         assert (await r.json())["unread"] == 200
-        assert s.rows("SELECT count(*) FROM inbox_items") == [(200,)]
+        assert len(await s.e.store.inbox_page("default", "ada", None, 1000, True)) == 200
 
         digester = Digester(s.e.cfg, s.e.store, s.e.ingest, s.e.clock)
         assert await digester.run_once(s.e.now) == 0  # its window has not closed
-        window_end = s.rows("SELECT window_end FROM digest_items LIMIT 1")[0][0]
         s.e.clock.advance((window_end - s.e.now) / 1000)
         assert await digester.run_once(s.e.now) == 1
         assert await digester.run_once(s.e.now) == 0  # rebuilding notifies nothing again
@@ -154,8 +155,10 @@ async def test_a_mention_storm_makes_200_inbox_rows_one_sms_and_one_digest(
         [mail] = s.smtp.received
         message = email.message_from_bytes(mail.data)
         assert message["Subject"] == "199 new mentions"
-        assert s.rows("SELECT count(*) FROM digest_items WHERE digest_id IS NULL") == [(0,)]
-        digest_id = s.rows("SELECT DISTINCT digest_id FROM digest_items")[0][0]
+        assert await s.e.store.next_digest_at() is None  # every held item carried
+        digest_id = await s.e.store.find_by_dedup("default", "ada",
+                                                  f"digest:social_digest:{window_end}")
+        assert digest_id is not None
         assert (await s.status(digest_id))["kind"] == "social_digest"
         assert len(s.twilio.created) == 1
 
@@ -169,7 +172,9 @@ async def test_a_retry_does_not_spend_another_allowance(tmp_path: Path) -> None:
         await s.e.run_dry()
         states = [(await s.status(n))["steps"][0]["status"] for n in (first, second)]
         assert sorted(states) == ["held", "sent"]  # due together: either may go first
-        assert s.rows("SELECT count(*) FROM digest_items") == [(1,)]
+        window_end = await s.e.store.next_digest_at()
+        assert window_end is not None
+        assert [d.count for d in await s.e.store.due_digests(window_end, 10)] == [1]
 
 
 # --- the inbox --------------------------------------------------------------------------------
@@ -192,9 +197,9 @@ async def test_the_inbox_pages_by_cursor_and_keeps_its_badge(tmp_path: Path) -> 
                 break
         assert [len(p) for p in pages] == [50, 50, 20]
         seen = [i for p in pages for i in p]
-        newest_first = [r[0] for r in s.rows(
-            "SELECT notification_id FROM inbox_items ORDER BY created_at DESC, "
-            "notification_id DESC")]
+        newest_first = [i.notification_id for i in sorted(
+            await s.e.store.inbox_page("default", "ada", None, 1000),
+            key=lambda i: (i.created_at, i.notification_id), reverse=True)]
         assert seen == newest_first and sorted(seen) == sorted(ids)
 
         r = await s.client.post(f"/v1/users/ada/inbox/{ids[0]}/read", headers=auth(s))
@@ -229,12 +234,11 @@ async def test_a_badge_that_drifted_is_rebuilt(tmp_path: Path) -> None:
         await s.user("ada")
         for _ in range(3):
             await post(s, "report")
-        s.e.rows("SELECT 1")  # the rows are there
-        await s.e.store.backend.write(lambda tx: tx.run("UPDATE inbox_badges SET unread = 40"))
+        await s.e.store.backend.write(lambda tx: tx.run(tx.q.SET_BADGE, ("default", "ada", 40)))
         assert await s.e.store.rebuild_badges() == 1
         assert await s.e.store.badge("default", "ada") == 3
-        await s.e.store.backend.write(lambda tx: tx.run("UPDATE inbox_badges SET unread = 0"))
-        nid = s.rows("SELECT notification_id FROM inbox_items LIMIT 1")[0][0]
+        await s.e.store.backend.write(lambda tx: tx.run(tx.q.SET_BADGE, ("default", "ada", 0)))
+        nid = (await s.e.store.inbox_page("default", "ada", None, 1))[0].notification_id
         r = await s.client.post(f"/v1/users/ada/inbox/{nid}/read", headers=auth(s))
         assert (await r.json())["unread"] == 2  # below zero: recounted from the rows
 
@@ -246,7 +250,8 @@ async def test_an_inbox_template_that_cannot_render_the_params_is_a_422(tmp_path
         body = await r.json()
         assert r.status == 422 and body["error"]["field"] == "params"
         assert "'what' is undefined" in body["error"]["message"]
-        assert s.rows("SELECT count(*) FROM notifications") == [(0,)]
+        assert await s.e.store.inbox_page("default", "ada", None, 1) == []
+        assert await s.e.store.get_recipient("default", "ada") is None  # nothing was written
 
 
 # --- user tokens and CORS ---------------------------------------------------------------------
@@ -380,7 +385,8 @@ async def test_one_click_unsubscribe_turns_the_category_off(tmp_path: Path) -> N
 
         page = await s.client.get(path)
         assert page.status == 200 and "Stop reports messages?" in await page.text()
-        assert s.rows("SELECT pref_version FROM recipients") == [(0,)]  # a GET changes nothing
+        ada = await s.e.store.get_recipient("default", "ada")
+        assert ada is not None and ada.pref_version == 0  # a GET changes nothing
         r = await s.client.post(path, data="List-Unsubscribe=One-Click",
                                 headers={"Content-Type": "application/x-www-form-urlencoded"})
         assert r.status == 200 and "unsubscribed" in await r.text()
@@ -439,7 +445,9 @@ async def test_a_stream_resuming_after_many_items_gets_them_all_in_pages(
     monkeypatch.setattr(people_module, "BACKLOG_PAGE", 3)
     async with people(tmp_path) as s:
         first = await post(s, "report", what="zero")
-        seq = s.rows("SELECT seq FROM inbox_items WHERE notification_id = ?", first)[0][0]
+        [item] = await s.e.store.inbox_page("default", "ada", None, 10)
+        assert item.notification_id == first
+        seq = item.seq
         later = [await post(s, "report", what=f"r{i}") for i in range(7)]
         resp = await s.client.get("/v1/users/ada/inbox/stream",
                                   headers={**auth(s), "Last-Event-ID": str(seq)})

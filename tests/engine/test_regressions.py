@@ -91,7 +91,7 @@ async def test_scanner_sleeps_while_a_half_open_breaker_has_no_due_work(
         assert breaker.state == "open"
         e.clock.advance(31)  # past the cooldown: half-open, waiting for work to probe with
         assert breaker.allowance(e.now) == 1
-        assert not e.rows("SELECT 1 FROM steps WHERE state IN ('pending', 'unknown')")
+        assert await e.state_counts() == {"dead": 1}  # nothing pending or unknown
 
         before = e.store.backend.commits
         stop = asyncio.Event()
@@ -383,8 +383,8 @@ async def _first_attempt(e: Engine, user: str) -> str:
     return nid
 
 
-def _disabled(e: Engine) -> list[tuple[Any, ...]]:
-    return e.rows("SELECT channel_type, address FROM suppressions ORDER BY address")
+async def _disabled(e: Engine) -> list[tuple[str, str]]:
+    return sorted((kind, address) for _, kind, address, _, _ in await e.suppressed())
 
 
 @pytest.mark.parametrize("status", [401, 404, 405])
@@ -398,7 +398,7 @@ async def test_a_misconfigured_webhook_is_retried_counted_and_disables_nothing(
         nid = await _first_attempt(e, "alice")
         step = await e.step(nid, 0)
         assert step["state"] == "pending" and step["reason"].startswith(f"HTTP {status}")
-        assert _disabled(e) == []
+        assert await _disabled(e) == []
         again = await e.accept("k", user="alice")
         assert (await e.step(again, 0))["state"] == "pending"
         await e.cycle()
@@ -421,7 +421,7 @@ async def test_a_producer_webhooks_4xx_fails_and_dead_letters_and_disables_nobod
         s0 = await e.step(nid, 0)
         assert (s0["state"], s0["reason"]) == (
             "dead", f"retry budget spent after 2 attempts; last: HTTP {status}")
-        assert _disabled(e) == []
+        assert await _disabled(e) == []
         assert [d.notification_id for d in await e.store.dead_letters(10)] == [nid]
         planned = await e.accept("k", user="alice")
         assert (await e.step(planned, 0))["state"] == "pending"
@@ -435,7 +435,7 @@ async def test_a_rejected_address_stays_dead_and_a_new_address_is_live(
         await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "a@x"}))
         nid = await _first_attempt(e, "alice")
         assert (await e.step(nid, 0))["state"] == "rejected"
-        assert e.rows("SELECT tenant, channel_type, address, source FROM suppressions") == [
+        assert [(t, kind, a, source) for t, kind, a, _, source in await e.suppressed()] == [
             (TENANT, "email", "a@x", "send")]
         await e.store.put_recipient(Recipient(TENANT, "alice", contacts={"email": "a@x"}))
         suppressed = await e.accept("k", user="alice")  # saving the same address changes nothing

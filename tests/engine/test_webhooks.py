@@ -61,7 +61,9 @@ async def accept(s: Stack, kind: str, user: str = "ada", dedup: str | None = Non
         "dedup_key": dedup or secrets.token_hex(4)},
         headers={"Authorization": f"Bearer {s.key}"})
     assert r.status == 202, await r.text()
-    return str((await r.json())["notification_id"])
+    nid = str((await r.json())["notification_id"])
+    s.e.ids.append(nid)
+    return nid
 
 
 # --- Twilio: signed by twilio's own RequestValidator over the public URL --------------------
@@ -92,8 +94,8 @@ def status_params(sid: str, status: str, **extra: str) -> dict[str, str]:
             "SmsStatus": status, "To": PHONE, "From": FROM, "ApiVersion": "2010-04-01", **extra}
 
 
-def receipts(s: Stack) -> int:
-    return int(s.rows("SELECT count(*) FROM receipts")[0][0])
+async def receipts(s: Stack) -> int:
+    return await s.e.receipts_stored()
 
 
 async def test_a_twilio_delivery_receipt_ends_a_stop_delivered_ladder(tmp_path: Path) -> None:
@@ -142,7 +144,7 @@ async def test_forged_misaddressed_truncated_and_unsigned_callbacks_store_nothin
         r = await s.client.post(f"/v1/webhooks/twilio?{query}", data=params)
         assert r.status == 401
         assert (await r.json())["error"]["code"] == "bad_signature"
-        assert receipts(s) == 0
+        assert await receipts(s) == 0
         assert (await s.status(nid))["current_state"] == "email_pending"
         refused = [r.getMessage() for r in caplog.records if "webhook twilio" in r.getMessage()]
         assert len(refused) == 4  # one line each, never the body
@@ -164,7 +166,7 @@ async def test_the_same_event_twice_and_out_of_order_never_downgrade(tmp_path: P
         query = callback_of(s, sid)
         for status in ("delivered", "delivered", "sent", "delivered"):  # replayed, reordered
             assert (await twilio_post(s, status_params(sid, status), query))[0] == 200
-        assert receipts(s) == 2  # (MessageSid, status) is the event: twice each, stored once
+        assert await receipts(s) == 2  # (MessageSid, status) is the event: twice each, stored once
         doc = await s.status(nid)
         assert doc["steps"][1]["evidence"] == "delivered"  # not replaced by sent
         # Proven, though a stop = "resolved" kind is not resolved by it: the ladder ended there.
@@ -186,13 +188,14 @@ async def test_a_receipt_before_the_send_result_is_kept_and_applied_when_it_land
             await asyncio.sleep(0.005)
         # A status callback configured on the Twilio number carries no key: only the sid.
         assert (await twilio_post(s, status_params(sid, "delivered")))[0] == 200
-        assert s.rows("SELECT notification_id FROM receipts") == [(None,)]  # kept, an orphan
+        assert await s.e.store.orphan_count() == 1  # kept, an orphan
         assert (await s.status(nid))["current_state"] == "sms_sending"
         gate.set()
         await s.e.settle()
         doc = await s.status(nid)
         assert doc["current_state"] == "delivered" and doc["steps"][1]["status"] == "cancelled"
-        assert s.rows("SELECT notification_id, step_no FROM receipts") == [(nid, 0)]
+        assert await s.e.store.orphan_count() == 0
+        assert [p.step_no for p in (await s.e.record(nid)).proofs] == [0]
 
 
 # --- Mailgun over the SMTP relay: the bounce suppresses, the phone still works ---------------
@@ -232,8 +235,7 @@ async def test_a_bounce_suppresses_the_address_and_the_users_phone_still_works(
 
         r = await s.client.post("/v1/webhooks/mailgun", data=mailgun_body(bounce(message_id)))
         assert r.status == 200, await r.text()
-        assert s.rows("SELECT tenant, channel_type, address, reason, source FROM suppressions") \
-            == [("default", "email", ADDRESS, "bounced", "mailgun")]
+        assert await s.e.suppressed() == [("default", "email", ADDRESS, "bounced", "mailgun")]
         assert await s.e.cycle() == 1  # the bounce pulled the SMS forward: it goes now
         assert len(s.twilio.created) == 1
 
@@ -267,7 +269,7 @@ async def test_a_stale_or_replayed_mailgun_signature_is_refused(tmp_path: Path) 
         forged["event-data"]["recipient"] = "someone@else.example"
         again = await s.client.post("/v1/webhooks/mailgun", data=json.dumps(forged).encode())
         assert again.status == 401
-        assert receipts(s) == 1 and s.rows("SELECT count(*) FROM suppressions") == [(0,)]
+        assert await receipts(s) == 1 and await s.e.suppressed() == []
         # Signed, but no event in it: a body notifyd can never read, refused so Mailgun stops.
         odd = json.loads(mailgun_body(bounce("<x@y>")))
         del odd["event-data"]
@@ -297,7 +299,7 @@ async def test_a_delivery_receipt_from_the_producers_backend(tmp_path: Path) -> 
 
         assert await post({"key": f"{nid}:0", "status": "opened"}, at=time.time() - 600) == 401
         assert await post({"key": f"{nid}:0", "status": "seen"}) == 400  # signed, unreadable
-        assert receipts(s) == 0
+        assert await receipts(s) == 0
         assert await post({"key": f"{nid}:0", "status": "opened"}) == 200
         doc = await s.status(nid)
         assert doc["current_state"] == "delivered"
@@ -311,8 +313,7 @@ async def test_an_inbound_stop_suppresses_the_number_for_every_tenant(tmp_path: 
         stop = {"AccountSid": ACCOUNT, "MessageSid": "SM" + "cd" * 16, "From": PHONE, "To": FROM,
                 "Body": " stop ", "OptOutType": "STOP", "ApiVersion": "2010-04-01"}
         assert (await twilio_post(s, stop))[0] == 200
-        assert s.rows("SELECT tenant, channel_type, address, reason, source FROM suppressions") \
-            == [("*", "sms", PHONE, "unsubscribed", "twilio")]
+        assert await s.e.suppressed() == [("*", "sms", PHONE, "unsubscribed", "twilio")]
         nid = await accept(s, "alert")  # SMS first: suppressed; the email goes at once instead
         assert await s.e.cycle() == 1
         doc = await s.status(nid)

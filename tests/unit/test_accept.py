@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from support import ALERT_STEPS, START_MS, Api, query
+from support import ALERT_STEPS, START_MS, Api
 
 from notifyd.http.errors import CATALOG
 
@@ -19,8 +19,8 @@ async def test_accept_writes_the_notification_and_its_whole_ladder(api: Api) -> 
     assert status == 202
     assert body == {"notification_id": body["notification_id"], "state": "log_pending",
                     "created": True}
-    steps = query(api.db_path, "SELECT step_no, channel, lane, send_after, state FROM steps "
-                  "WHERE notification_id = ? ORDER BY step_no", body["notification_id"])
+    steps = [(s.step_no, s.channel, s.lane, s.send_after, s.state)
+             for s in (await api.record(body["notification_id"])).steps]
     assert steps == [(0, "log", "bulk", START_MS, "pending"),
                      (1, "sms", "bulk", START_MS + 30_000, "pending"),
                      (2, "email", "bulk", START_MS + 90_000, "pending")]
@@ -40,7 +40,7 @@ async def test_idempotency_key_header_is_the_dedup_key(api: Api) -> None:
     _, first = await api.post(BODY, headers={"Idempotency-Key": "req-7"})
     status, again = await api.post({**BODY, "dedup_key": "req-7"})
     assert status == 200 and again["notification_id"] == first["notification_id"]
-    assert query(api.db_path, "SELECT dedup_key FROM notifications") == [("req-7",)]
+    assert (await api.record(first["notification_id"])).dedup_key == "req-7"
 
 
 async def test_no_dedup_key_means_no_dedup(api: Api) -> None:
@@ -127,8 +127,8 @@ async def test_max_ttl_sec_only_shortens_the_kinds_ttl(api: Api, max_ttl: int | 
     body = BODY if max_ttl is None else {**BODY, "max_ttl_sec": max_ttl}
     status, answer = await api.post(body)
     assert status == 202
-    assert query(api.db_path, "SELECT expires_at - created_at FROM notifications") == [
-        (ttl_sec * 1000,)]
+    n = await api.record(answer["notification_id"])
+    assert n.expires_at - n.created_at == ttl_sec * 1000
 
 
 @pytest.mark.parametrize("auth", [None, "Bearer nfy_not-a-key", "Basic abc"])
@@ -153,8 +153,7 @@ async def test_a_key_may_post_only_its_kinds(api: Api) -> None:
 async def test_fallback_chain_replaces_the_ladder(api: Api) -> None:
     chain = [{"channel": "email", "timeout_sec": 10}, {"channel": "log"}]
     _, body = await api.post({**BODY, "fallback_chain": chain})
-    steps = query(api.db_path, "SELECT channel, send_after FROM steps WHERE notification_id = ? "
-                  "ORDER BY step_no", body["notification_id"])
+    steps = [(s.channel, s.send_after) for s in (await api.record(body["notification_id"])).steps]
     assert steps == [("email", START_MS), ("log", START_MS + 10_000)]
 
 
@@ -176,8 +175,8 @@ async def test_same_user_and_dedup_key_under_two_tenants_are_two_notifications(a
     s2, b = await api.post({**BODY, "dedup_key": "d"}, key=other)
     assert (s1, s2) == (202, 202)
     assert a["notification_id"] != b["notification_id"]
-    rows = query(api.db_path, "SELECT tenant FROM notifications ORDER BY tenant")
-    assert rows == [("acme",), ("globex",)]
+    assert [(await api.record(x["notification_id"])).tenant for x in (a, b)] == [
+        "acme", "globex"]
 
 
 async def test_resolution_by_dedup_key_stays_in_the_tenant(api: Api) -> None:

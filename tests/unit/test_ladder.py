@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from support import Api, query
+from support import Api
 
 from notifyd.config import LadderStep
 from notifyd.core.catalog import Catalog, ChannelInfo
@@ -165,8 +165,7 @@ async def test_a_post_during_quiet_hours_stores_the_shifted_time(api: Api) -> No
     assert status == 200, user
     status, body = await api.post({"user_id": "u1", "kind": "alert"})
     assert status == 202
-    rows = query(api.db_path, "SELECT send_after, note FROM steps WHERE notification_id = ? "
-                 "ORDER BY step_no", body["notification_id"])
+    rows = [(s.send_after, s.note) for s in (await api.record(body["notification_id"])).steps]
     morning = ms(NY, 2026, 11, 16, 7, 0)
     assert [at for at, _ in rows] == [morning, morning + 30_000, morning + 90_000]
     assert "quiet hours 22:00-07:00" in rows[0][1]
@@ -180,8 +179,8 @@ async def test_an_urgent_post_during_quiet_hours_is_not_moved(api: Api) -> None:
     await api.call("PUT", "/v1/users/u1", {
         "timezone": NY, "quiet_hours": {"start": "22:00", "end": "07:00"}})
     _, body = await api.post({"user_id": "u1", "kind": "page"})
-    rows = query(api.db_path, "SELECT send_after, note, lane FROM steps "
-                 "WHERE notification_id = ? ORDER BY step_no", body["notification_id"])
+    rows = [(s.send_after, s.note, s.lane)
+            for s in (await api.record(body["notification_id"])).steps]
     assert rows == [(late, None, "urgent"), (late + 30_000, None, "urgent")]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from support import ALERT_STEPS, START_MS, Api, query
+from support import ALERT_STEPS, START_MS, Api
 
 from notifyd.core.text import iso
 
@@ -23,8 +23,9 @@ async def test_resolve_cancels_pending_steps(api: Api) -> None:
     assert status == 200
     assert body == {"notification_id": nid, "resolution": "paid", "changed": True,
                     "resolved_at": iso(START_MS + 5000), "cancelled_steps": ALERT_STEPS}
-    rows = query(api.db_path, "SELECT state, reason FROM steps WHERE notification_id = ?", nid)
-    assert rows == [("cancelled", "resolved: paid")] * ALERT_STEPS
+    steps = (await api.record(nid)).steps
+    assert [(s.state, s.reason, s.updated_at) for s in steps] == [
+        ("cancelled", "resolved: paid", START_MS + 5000)] * ALERT_STEPS
 
 
 async def test_the_first_resolution_wins(api: Api) -> None:
@@ -36,7 +37,7 @@ async def test_the_first_resolution_wins(api: Api) -> None:
     assert status == 200
     assert (body["changed"], body["resolution"], body["cancelled_steps"]) == (False, "paid", 0)
     assert body["resolved_at"] == iso(START_MS)
-    assert query(api.db_path, "SELECT resolution FROM notifications") == [("paid",)]
+    assert (await api.record(nid)).resolution == "paid"
 
 
 async def test_resolve_without_a_body_uses_the_default_resolution(api: Api) -> None:
@@ -74,7 +75,7 @@ async def test_resolution_requests_are_validated(api: Api) -> None:
     status, body = await api.call("POST", "/v1/resolutions", {"user_id": "u1"})
     assert (status, body["error"]["code"], body["error"]["field"]) == (422, "missing_field",
                                                                        "dedup_key")
-    assert query(api.db_path, "SELECT resolved_at FROM notifications") == [(None,)]
+    assert (await api.record(nid)).resolved_at is None
 
 
 async def test_status_of_an_open_notification(api: Api) -> None:
