@@ -71,7 +71,7 @@ from notifyd.domain import policy  # noqa: E402
 from notifyd.engine.ingest import Ingest  # noqa: E402
 from notifyd.store import open_store  # noqa: E402
 from notifyd.store.core.store import CoreStore  # noqa: E402
-from notifyd.store.sqlite import migrate  # noqa: E402
+from notifyd.store.sqlite.migrate import migrate  # noqa: E402
 from notifyd.store.sqlite.queries import (  # noqa: E402
     SELECT_DUE,
     SELECT_LAPSED,

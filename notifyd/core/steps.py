@@ -6,7 +6,7 @@ writes and reads that text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from notifyd.core.text import is_digits
 
@@ -42,6 +42,10 @@ class Cause:
     after_sec: float | None = None
     window_of: int | None = None
     window_sec: float = 0.0
+    text: str | None = field(init=False, default=None, repr=False, compare=False)  # as kept
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", str(self) or None)  # once: every accept writes it
 
     def __str__(self) -> str:
         if self.after_sec is not None:
@@ -62,10 +66,6 @@ class Cause:
         except ValueError:
             pass
         return AT_ACCEPT
-
-    def text(self) -> str | None:
-        """As kept in the row: None for at accept."""
-        return str(self) or None
 
 
 AT_ACCEPT = Cause()

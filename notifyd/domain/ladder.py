@@ -8,6 +8,7 @@ planned as suppressed, and its window collapses so the next step takes its place
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -148,10 +149,20 @@ def _cause(no: int, step: LadderStep, prev_window: float | None) -> Cause | None
     """Why a step is due when it is, kept on the step for the timeline: after_sec from accept,
     when the step before it ends its window, or (None) at accept."""
     if step.after_sec is not None:
-        return Cause(after_sec=step.after_sec)
+        return _after(step.after_sec)
     if no == 0:
         return None
-    return Cause(window_of=no - 1, window_sec=prev_window or 0.0)
+    return _window(no - 1, prev_window or 0.0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _after(sec: float) -> Cause:  # a ladder's causes are few: made once, not per accept
+    return Cause(after_sec=sec)
+
+
+@functools.lru_cache(maxsize=1024)
+def _window(of: int, sec: float) -> Cause:
+    return Cause(window_of=of, window_sec=sec)
 
 
 def restart_windows(sent_no: int, at: int,

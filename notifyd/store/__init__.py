@@ -7,7 +7,7 @@ bare path is the SQLite file.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from notifyd.core.clock import Clock
 from notifyd.core.records import (
@@ -33,7 +33,9 @@ from notifyd.store.base import (
     StoreMissing,
     StoreUnavailable,
 )
-from notifyd.store.sqlite.settings import SqliteSettings
+
+if TYPE_CHECKING:
+    from notifyd.store.sqlite.settings import SqliteSettings
 
 SQLITE_PREFIX = "sqlite:///"
 
@@ -85,7 +87,7 @@ async def open_store(url: str, clock: Clock | None = None, *, sqlite: SqliteSett
         raise _unsupported(url)
     from notifyd.store.sqlite.backend import SqliteBackend
 
-    store = CoreStore(SqliteBackend(path, clock, sqlite or SqliteSettings(), max_pending_writes))
+    store = CoreStore(SqliteBackend(path, clock, sqlite, max_pending_writes))
     await store.open(create, check)
     return store
 

@@ -14,13 +14,13 @@ import pytest
 
 from notifyd.store import StoreClosed
 from notifyd.store.core.store import CoreStore
-from notifyd.store.sqlite import migrate, migrations, schema_sql
 from notifyd.store.sqlite.backend import SqliteBackend
+from notifyd.store.sqlite.migrate import migrate, migrations, schema_sql
 from notifyd.store.sqlite.settings import SqliteSettings
 from notifyd.store.sqlite.tx import SqliteTx
 
 SNAPSHOT = Path(__file__).resolve().parents[2] / "notifyd" / "store" / "sqlite" / "schema.sql"
-REGENERATE = ("python -c 'import sqlite3; from notifyd.store.sqlite import migrate, schema_sql; "
+REGENERATE = ("python -c 'import sqlite3; from notifyd.store.sqlite.migrate import migrate, schema_sql; "
               "c = sqlite3.connect(\":memory:\"); migrate(c); print(schema_sql(c), end=\"\")' "
               "> notifyd/store/sqlite/schema.sql")
 DUE_SCAN = """SELECT notification_id, step_no FROM steps

@@ -55,11 +55,12 @@ IMPURE = ("notifyd.channels", "notifyd.receipts", "notifyd.config", "notifyd.sto
           "jinja2", "asyncio", "socket")
 
 
-def _loaded_by(packages: tuple[str, ...]) -> list[str]:
-    """Every module a fresh interpreter holds after importing each module of `packages`."""
+def _loaded_by(packages: tuple[str, ...], children: bool = True) -> list[str]:
+    """Every module a fresh interpreter holds after importing `packages` (and, with
+    `children`, each module in them)."""
     script = (f"import importlib, pkgutil, sys\nfor name in {list(packages)!r}:\n"
               "    pkg = importlib.import_module(name)\n"
-              "    for m in pkgutil.iter_modules(pkg.__path__):\n"
+              f"    for m in pkgutil.iter_modules(pkg.__path__) if {children} else ():\n"
               "        importlib.import_module(f'{name}.{m.name}')\n"
               "print('\\n'.join(sorted(sys.modules)))\n")
     result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
@@ -73,8 +74,10 @@ def test_pure_modules_load_no_adapter_parser_store_aiohttp_or_sqlite() -> None:
     assert [m for m in loaded if m.split(".")[0] in IMPURE or m.startswith(IMPURE)] == []
 
 
-def test_the_store_loads_no_aiohttp_channel_or_parser() -> None:
-    loaded = _loaded_by(("notifyd.store",))
+def test_the_store_loads_no_aiohttp_channel_or_parser_nor_a_dialect_until_asked() -> None:
+    loaded = _loaded_by(("notifyd.store",), children=False)
     assert [m for m in loaded if m.startswith(("aiohttp", "notifyd.channels",
                                                "notifyd.receipts", "notifyd.http",
                                                "notifyd.engine", "notifyd.config"))] == []
+    assert [m for m in loaded if m.startswith(("notifyd.store.sqlite", "sqlite3",
+                                               "aiosqlite"))] == []

@@ -33,7 +33,7 @@ def accept(tx: Tx, inp: AcceptInput, notification_id: str, params: str, plan: Pl
     steps, lane = plan(load_recipient(tx, inp.tenant, inp.user_id), now)
     tx.many(q.INSERT_STEP, [
         (notification_id, s.step_no, s.channel, lane, s.send_after, s.state, s.reason, s.note,
-         now, s.send_after, s.cause.text() if s.cause else None, s.note) for s in steps])
+         now, s.send_after, s.cause.text if s.cause else None, s.note) for s in steps])
     due = [s.send_after for s in steps if s.state == StepState.PENDING]
     state = current_state(False, ((s.channel, s.state) for s in steps))
     seq = badge = None
