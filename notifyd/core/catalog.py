@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from notifyd.core.contacts import Contact
+from notifyd.core.contacts import Address, Contact
 from notifyd.core.fields import doc
 
 MEDIUMS = ("email", "sms", "push", "chat")  # what a person turns on and off per category
@@ -86,6 +86,14 @@ class Catalog:
     channels: Mapping[str, ChannelInfo] = field(default_factory=dict)
     kinds: Mapping[str, KindRules] = field(default_factory=dict)
     categories: Mapping[str, CategoryRules] = field(default_factory=dict)  # all a person sees
+    # Channel -> the profile field of the address it sends to, for the channels that send to
+    # an address: what every accept's planning asks, so kept ready.
+    address_fields: Mapping[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "address_fields", {
+            name: info.contact.field for name, info in self.channels.items()
+            if isinstance(info.contact, Address)})
 
     def contact(self, channel: str) -> Contact | None:
         """What `channel` sends to; None for one that sends to no address of the person's, or

@@ -14,7 +14,6 @@ from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from notifyd.core.catalog import Catalog, LadderStep
-from notifyd.core.contacts import Address
 from notifyd.core.models import PlannedStep, Recipient, StepState
 from notifyd.core.steps import Cause
 from notifyd.core.text import is_digits
@@ -124,8 +123,8 @@ def plan_steps(
         at = max(at, prev_at)  # never before the step ahead of it
         cause = _cause(no, step, prev_window)
         note = None
-        contact = catalog.contact(step.channel)
-        dead = disabled.get(contact.field) if isinstance(contact, Address) else None
+        address = catalog.address_fields.get(step.channel)
+        dead = disabled.get(address) if address is not None else None
         if dead is not None:
             planned.append(PlannedStep(no, step.channel, at, StepState.SUPPRESSED,
                                        reason=f"suppression_list: {dead}", cause=cause))

@@ -43,7 +43,8 @@ class Tx(Protocol):
         """Execute; how many rows it changed."""
         ...
 
-    def many(self, sql: str, rows: Iterable[Args]) -> None: ...
+    # Execute once per row of args (what it returns is not used).
+    many: Callable[[str, Iterable[Args]], object]
 
 
 Script = Callable[[Tx], T]
