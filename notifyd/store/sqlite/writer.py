@@ -59,6 +59,7 @@ class Writer:
         self.path = path
         self.clock = clock
         self._last_now = 0  # the latest time a script recorded: the next never records less
+        self._txo: SqliteTx | None = None
         self.max_queue = max_queue  # 0: no limit
         self._connect = connect
         self._conn: sqlite3.Connection | None = None
@@ -214,10 +215,14 @@ class Writer:
 
     def _tx(self, conn: sqlite3.Connection) -> SqliteTx:
         """A script's transaction, at the clock's time now, or at the last one recorded if the
-        clock went back (an NTP step): times in commit order, always."""
-        now = max(self.clock.now_ms(), self._last_now)
-        self._last_now = now
-        return SqliteTx(conn, now)
+        clock went back (an NTP step): times in commit order, always. Scripts run one at a time
+        on this thread, so one Tx serves them all, its `now` set for each."""
+        tx = self._txo
+        if tx is None or tx.c is not conn:
+            tx = self._txo = SqliteTx(conn, 0)
+        now = self.clock.now_ms()
+        tx.now = self._last_now = now if now > self._last_now else self._last_now
+        return tx
 
     def _storage(self, e: BaseException) -> BaseException:
         """A storage fault as StorageError (logged, rate-limited); any other error as it is."""
