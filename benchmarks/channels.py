@@ -354,7 +354,7 @@ def write_templates(folder: Path) -> None:
 
 def loaded_config(cfg_path: Path, db: Path) -> Config:
     cfg = load_config(cfg_path)
-    return dataclasses.replace(cfg, store=dataclasses.replace(cfg.store, path=str(db)))
+    return dataclasses.replace(cfg, store=dataclasses.replace(cfg.store, url=str(db)))
 
 
 def body(kind: str, user: str, i: int, key: str) -> bytes:

@@ -236,7 +236,7 @@ def write_config(path: Path, args: argparse.Namespace, provider_port: int) -> No
 
 def loaded_config(cfg_path: Path, db: Path) -> Config:
     cfg = load_config(cfg_path)
-    return dataclasses.replace(cfg, store=dataclasses.replace(cfg.store, path=str(db)))
+    return dataclasses.replace(cfg, store=dataclasses.replace(cfg.store, url=str(db)))
 
 
 def body(i: int, key: str) -> bytes:
