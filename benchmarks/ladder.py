@@ -66,7 +66,7 @@ from notifyd.config import (  # noqa: E402
     load_config,
 )
 from notifyd.core.clock import FakeClock, SystemClock  # noqa: E402
-from notifyd.core.models import ApiKey, Lane, PlanFn, Want, new_id  # noqa: E402
+from notifyd.core.models import ApiKey, Lane, PlanFn, Route, Want, new_id  # noqa: E402
 from notifyd.domain import policy  # noqa: E402
 from notifyd.engine.ingest import Ingest  # noqa: E402
 from notifyd.store import open_store  # noqa: E402
@@ -605,7 +605,7 @@ async def time_claims(db: Path, cfg: Config, now: int, batch: int, rounds: int,
         next_due = []
         for _ in range(reps):
             t = time.perf_counter()
-            await store.next_due([("hook", Lane.URGENT), ("hook", LANE)])
+            await store.next_due([Route("hook", Lane.URGENT), Route("hook", LANE)])
             next_due.append((time.perf_counter() - t) * 1e6)
     finally:
         await store.close()
