@@ -34,6 +34,36 @@ def test_migrations_build_the_committed_schema(tmp_path: Path) -> None:
         assert schema_sql(conn) == SNAPSHOT.read_text(), f"schema changed; run: {REGENERATE}"
 
 
+def test_two_processes_migrating_a_new_file_at_once_both_succeed(tmp_path: Path) -> None:
+    # The daemon and a CLI command (or a second process) may open a new file together: each
+    # reads the version, then waits for the write lock while the other migrates. The one that
+    # waited must see the version the other committed, not apply the migrations again.
+    path = tmp_path / "race.db"
+    latest = migrations()[-1][0]
+    waiting = threading.Event()
+    outcome: list[object] = []
+
+    def second() -> None:
+        conn = sqlite3.connect(path, timeout=30, check_same_thread=False)
+        conn.set_trace_callback(lambda sql: waiting.set() if "IMMEDIATE" in sql else None)
+        try:
+            outcome.append(migrate(conn))
+        except sqlite3.Error as e:
+            outcome.append(e)
+        finally:
+            conn.close()
+
+    with closing(sqlite3.connect(path, timeout=30)) as first:
+        first.execute("BEGIN IMMEDIATE")  # holds the write lock before the second starts
+        thread = threading.Thread(target=second)
+        thread.start()
+        assert waiting.wait(30)  # the second has read version 0 and asks for the lock
+        first.execute("ROLLBACK")
+        assert migrate(first) == latest
+    thread.join(30)
+    assert outcome == [latest]
+
+
 def test_migrating_twice_is_a_no_op(tmp_path: Path) -> None:
     latest = migrations()[-1][0]
     with closing(sqlite3.connect(tmp_path / "twice.db")) as conn:

@@ -16,13 +16,19 @@ def migrations() -> list[tuple[int, str]]:
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Apply every migration newer than PRAGMA user_version, each in its own transaction."""
+    """Apply every migration newer than PRAGMA user_version, each in its own transaction.
+    The version is read again under the write lock, so two processes opening a new file at
+    once apply each migration once between them."""
     version: int = conn.execute("PRAGMA user_version").fetchone()[0]
     for number, sql in migrations():
         if number <= version:
             continue
         conn.execute("BEGIN IMMEDIATE")
         try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if number <= version:
+                conn.execute("COMMIT")
+                continue
             for statement in _statements(sql):
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {number}")
