@@ -344,6 +344,12 @@ class Stream(asyncio.Protocol):
         if not self.opened.done():
             self.opened.set_result(None)
 
+    def settled(self, want: int) -> bool:
+        """Has `want` items and a badge event after the last (the daemon writes the badge
+        after the item, sometimes in a later packet)."""
+        return len(self.items) >= want and bool(self.badges) \
+            and self.badges[-1][0] >= self.items[-1][0]
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = time.perf_counter()
         self._settle()
@@ -378,8 +384,8 @@ async def open_stream(port: int, user: str, token: str, sem: asyncio.Semaphore,
 
 async def gen_streams(spec: dict[str, Any]) -> None:
     """Open one stream per [user, token] in spec["targets"]; print 'ready' once each has its
-    initial badge event; then on 'collect S' wait (at most S s) until each has an item and write
-    the records; on 'close' close them all."""
+    initial badge event; then on 'collect S N' wait (at most S s) until each has N items and a
+    badge after them, and write the records; on 'close' close them all."""
     sem = asyncio.Semaphore(spec["concurrency"])
     opens: list[float] = []
     began = time.perf_counter()
@@ -397,7 +403,7 @@ async def gen_streams(spec: dict[str, Any]) -> None:
             deadline = time.perf_counter() + float(line.split()[1])
             want = int(line.split()[2])
             while time.perf_counter() < deadline and any(
-                    len(s.items) < want and s.lost is None for s in live):
+                    not s.settled(want) and s.lost is None for s in live):
                 await asyncio.sleep(0.01)
             Path(spec["out"]).write_text(json.dumps([s.record() for s in live]))
             print("collected", flush=True)
