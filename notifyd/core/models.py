@@ -24,6 +24,23 @@ def new_id(prefix: str, now_ms: int) -> str:
     return prefix + "".join([_B32_PAIRS[(n >> shift) & 1023] for shift in range(80, -1, -10)])
 
 
+def id_floor(prefix: str, at_ms: int) -> str:
+    """The smallest id `new_id` can make at `at_ms`: every id made before it sorts below."""
+    n = max(0, at_ms) << 40
+    return prefix + "".join([_B32_PAIRS[(n >> shift) & 1023] for shift in range(80, -1, -10)])
+
+
+def id_time(ident: str) -> int | None:
+    """When `new_id` made `ident` (epoch ms), or None if it is not one of its ids."""
+    digits = ident.rpartition("_")[2]
+    if len(digits) != 18 or any(c not in _B32 for c in digits):
+        return None
+    n = 0
+    for c in digits:
+        n = n * 32 + _B32.index(c)
+    return n >> 40
+
+
 
 
 

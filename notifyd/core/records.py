@@ -5,6 +5,7 @@ frozen records; the store builds them, everything else reads them. Times are epo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from notifyd.core.models import Lane, Outcome, StepState, current_state
@@ -91,13 +92,18 @@ class Notification:
     steps: tuple[Step, ...] = ()
     events: tuple[Event, ...] = ()
     proofs: tuple[Proof, ...] = ()  # provider evidence, as it came
+    pruned_at: int | None = None  # when its history aged out: its identity is what is left
+    outcome: str | None = None  # the state it ended in, kept when its history went
 
     @property
     def state(self) -> str:
         return self.state_at(0)
 
     def state_at(self, now: int) -> str:
-        """current_state at `now`: past the time to live, an unproven send is presumed."""
+        """current_state at `now`: past the time to live, an unproven send is presumed. Once
+        its history has been pruned, the state it ended in."""
+        if self.outcome is not None:
+            return self.outcome
         proven = any(s.evidence in ("delivered", "shown", "opened") for s in self.steps)
         return current_state(self.resolved_at is not None,
                              ((s.channel, s.state) for s in self.steps), self.resolution,
@@ -193,3 +199,33 @@ class DeadLetter:
     attempts: int
     reason: str | None
     updated_at: int
+
+
+class Aged(StrEnum):
+    """What ages out, each class by its own window (config [retention])."""
+
+    HISTORY = "history"  # a finished notification's steps, payloads, attempts, moves: an identity stays
+    IDENTITIES = "identities"  # the identities left by HISTORY, once producers no longer retry
+    RECEIPTS = "receipts"  # providers' receipts, once their replay window has passed
+    INBOX_DONE = "inbox_done"  # inbox items read or archived
+    INBOX_OLD = "inbox_old"  # inbox items, read or not
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """One batch of a class pruned: how many went, and where the next batch starts ("" once
+    the walk has reached rows too young to go)."""
+
+    removed: int
+    after: str
+
+
+@dataclass(frozen=True, slots=True)
+class Storage:
+    """The database's size and what it holds: bytes in use (the file and its journal), bytes
+    free inside the file, and per class its rows and the oldest one's time (None: no rows)."""
+
+    bytes: int
+    free_bytes: int
+    rows: dict[str, int]
+    oldest: dict[str, int | None]

@@ -46,6 +46,7 @@ from notifyd.core.models import (
     Want,
 )
 from notifyd.core.records import (
+    Aged,
     Cursor,
     DeadLetter,
     DigestDue,
@@ -55,6 +56,8 @@ from notifyd.core.records import (
     InboxItem,
     KeyRecord,
     Notification,
+    Pruned,
+    Storage,
     Suppression,
 )
 from notifyd.core.steps import StepKey
@@ -328,6 +331,41 @@ class OperationsStore(Protocol):
         ...
 
 
+class RetentionStore(Protocol):
+    """What ages out, and the space it leaves. Each prune is one short write of at most `limit`
+    rows of one class, its window measured back from that write's own time; it decides on what
+    it reads inside the write, so a notification with anything open (a step pending, in flight
+    or unknown, an item held for a digest) keeps its history, and a claim, replay or digest that
+    commits before the prune keeps it too."""
+
+    async def prune(self, what: Aged, window_ms: int, after: str, limit: int) -> Pruned:
+        """Remove up to `limit` of `what` older than `window_ms`, walking oldest first from
+        `after` ("" for the start): a notification's history leaves its identity (id, tenant,
+        user, dedup key, request hash, final state); identities, receipts and inbox items go
+        whole (an unread inbox item's badge count with it)."""
+        ...
+
+    async def prunable(self, what: Aged, window_ms: int) -> int:
+        """How many of `what` a prune would remove now (a read)."""
+        ...
+
+    async def storage(self) -> Storage:
+        """Bytes, free bytes, and rows and the oldest row per class (a read; it counts rows)."""
+        ...
+
+    async def reclaim(self, max_bytes: int) -> int:
+        """Give up to `max_bytes` of free space back to the file system; the bytes given."""
+        ...
+
+    async def compact(self) -> None:
+        """Rebuild the whole database; only where no daemon uses it (it holds the database)."""
+        ...
+
+    async def tune_space(self) -> float | None:
+        """Make the database give space back as rows go, once; seconds taken, or None."""
+        ...
+
+
 class Store(KeyStore, RecipientStore, DeliveryStore, ReceiptStore, InboxStore, DigestStore,
-            OperationsStore, Protocol):
+            RetentionStore, OperationsStore, Protocol):
     """Everything a daemon needs of its database."""

@@ -194,3 +194,21 @@ async def test_due_scan_uses_the_partial_index(store: CoreStore) -> None:
         f"EXPLAIN QUERY PLAN {DUE_SCAN}", ("log", "bulk", 0))])
     assert len(plan) == 1 and "USING INDEX steps_due" in plan[0], plan
     assert "TEMP B-TREE" not in " ".join(plan), "ORDER BY must come from the index"
+
+
+async def test_a_file_from_before_incremental_vacuum_is_converted_once(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with closing(sqlite3.connect(path)) as conn:  # as earlier versions made them
+        migrate(conn)
+        assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 0
+    store = CoreStore(SqliteBackend(path))
+    await store.open()
+    try:
+        took = await store.tune_space()
+        assert took is not None and took >= 0
+        assert await store.tune_space() is None
+    finally:
+        await store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental
+        assert schema_sql(conn) == SNAPSHOT.read_text()

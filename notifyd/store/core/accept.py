@@ -27,7 +27,8 @@ def accept(tx: Tx, inp: AcceptInput, notification_id: str, params: str, plan: Pl
         resolution = tx.one(q.SELECT_RESOLUTION, (hit["id"],))
         resolved = resolution is not None and resolution["resolved_at"] is not None
         states = [(r["channel"], r["state"]) for r in tx.all(q.SELECT_STEP_STATES, (hit["id"],))]
-        return AcceptResult(hit["id"], created=False, state=current_state(resolved, states),
+        state = hit["outcome"] or current_state(resolved, states)  # pruned: how it ended
+        return AcceptResult(hit["id"], created=False, state=state,
                             conflict=hit["request_hash"] != inp.request_hash,
                             existing_kind=hit["kind"])
     steps, lane = plan(load_recipient(tx, inp.tenant, inp.user_id), now)

@@ -31,7 +31,7 @@ class Queries(Protocol):
     REVIVE_DEVICE: str  # (at, tenant, device_id)
 
     # --- accept, read, resolve
-    SELECT_DEDUP: str  # (tenant, user_id, dedup_key) -> id, request_hash, kind
+    SELECT_DEDUP: str  # (tenant, user_id, dedup_key) -> id, request_hash, kind, outcome
     INSERT_NOTIFICATION: str  # (id, tenant, user_id, kind, dedup_key, request_hash, params,
     #                             key_name, created_at, expires_at); nothing on a taken dedup key
     INSERT_STEP: str  # (notification_id, step_no, channel, lane, send_after, state, reason,
@@ -126,3 +126,27 @@ class Queries(Protocol):
     MARK_DIGESTED_ITEM: str  # (digest_id, notification_id, step_no)
     ROLL_DIGEST: str  # (new window_end, tenant, user_id, digest_kind, window_end)
     NEXT_DIGEST: str  # () -> the earliest window_end of items still held
+
+    # --- retention: what ages out, oldest first, a batch at a time
+    SELECT_AGED_LIVE: str  # (after id, before id, limit) -> id, resolved_at, resolution,
+    #                         expires_at, open (its open steps), held (its items still held for
+    #                         a digest), of notifications whose history is kept, by id
+    SELECT_STEPS_OF: str  # (ids as a JSON list) -> notification_id, channel, state, evidence
+    DELETE_ATTEMPTS: str  # (notification_id)
+    DELETE_EVENTS: str  # (notification_id)
+    DELETE_DIGEST_ITEMS: str  # (notification_id)
+    DELETE_STEPS: str  # (notification_id)
+    BLANK_RECEIPTS: str  # (notification_id): the receipts' addresses and details cleared
+    KEEP_IDENTITY: str  # (pruned_at, outcome, id): params cleared, the identity kept
+    SELECT_AGED_IDS: str  # (after id, before id, limit) -> id, pruned_at, by id
+    DELETE_IDENTITY: str  # (id); only one whose history was pruned
+    DELETE_AGED_RECEIPTS: str  # (before, limit): the oldest received, at most limit
+    SELECT_AGED_DONE_INBOX: str  # (before, limit) -> seq of items read or archived before
+    SELECT_OLDEST_INBOX: str  # (limit) -> seq, tenant, user_id, created_at, unread, by seq
+    DELETE_INBOX_ITEM: str  # (seq)
+    COUNT_AGED_LIVE: str  # (before id) -> notifications whose history could go now
+    COUNT_AGED_IDS: str  # (before id) -> identities that could go now
+    COUNT_AGED_RECEIPTS: str  # (before)
+    COUNT_AGED_DONE_INBOX: str  # (before)
+    COUNT_OLD_INBOX: str  # (before created_at)
+    COUNT_ROWS: str  # () -> class, rows, oldest (epoch ms, or an id to read the time from)

@@ -80,7 +80,8 @@ def notification(n: Row, steps: Sequence[Row], attempts: Sequence[Attempt],
         tuple(step(s, tuple(a for a in attempts if a.step_no == s["step_no"])) for s in steps),
         tuple(Event(e["step_no"], e["at"], e["what"]) for e in events),
         tuple(Proof(p["step_no"], p["provider"], p["event"], p["occurred_at"], p["received_at"],
-                    p["detail"]) for p in proofs))
+                    p["detail"]) for p in proofs),
+        n["pruned_at"], n["outcome"])
 
 
 def receipt(row: Row) -> Receipt:

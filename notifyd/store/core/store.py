@@ -36,8 +36,10 @@ from notifyd.core.models import (
     Route,
     Rules,
     Want,
+    id_time,
 )
 from notifyd.core.records import (
+    Aged,
     Cursor,
     DeadLetter,
     DigestDue,
@@ -46,14 +48,23 @@ from notifyd.core.records import (
     InboxItem,
     KeyRecord,
     Notification,
+    Pruned,
+    Storage,
     Suppression,
 )
 from notifyd.core.steps import StepKey
 from notifyd.store.base import Inbox
-from notifyd.store.core import accept, delivery, inbox, receipts, rows
+from notifyd.store.core import accept, delivery, inbox, receipts, retention, rows
 from notifyd.store.core.tx import Args, Backend, Row, Tx
 
 FAR = 2**62  # a cursor past every row
+
+
+def _when(oldest: object) -> int | None:
+    """A class's oldest row's time: epoch ms, or read from a notification's id."""
+    if oldest is None or isinstance(oldest, int):
+        return oldest
+    return id_time(str(oldest))
 
 
 class CoreStore:
@@ -321,6 +332,30 @@ class CoreStore:
         return rows.as_int(await self._value(self.q.NEXT_DIGEST))
 
     # --- reads ----------------------------------------------------------------------------------
+
+    # --- retention ----------------------------------------------------------------------------
+
+    async def prune(self, what: Aged, window_ms: int, after: str, limit: int) -> Pruned:
+        return await self.backend.write(
+            lambda tx: retention.prune(tx, what, window_ms, after, limit))
+
+    async def prunable(self, what: Aged, window_ms: int) -> int:
+        return await self.backend.snapshot(lambda tx: retention.prunable(tx, what, window_ms))
+
+    async def storage(self) -> Storage:
+        found = await self.backend.snapshot(lambda tx: tx.all(self.q.COUNT_ROWS))
+        used, free = await self.backend.size()
+        return Storage(used, free, {r["class"]: int(r["n"]) for r in found},
+                       {r["class"]: _when(r["oldest"]) for r in found})
+
+    async def reclaim(self, max_bytes: int) -> int:
+        return int(await self.backend.reclaim(max_bytes))
+
+    async def compact(self) -> None:
+        await self.backend.compact()
+
+    async def tune_space(self) -> float | None:
+        return await self.backend.tune_space()
 
     async def _all(self, sql: str, args: Args = ()) -> list[Row]:
         return await self.backend.fetch(sql, args)

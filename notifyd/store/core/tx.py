@@ -75,5 +75,21 @@ class Backend(Protocol):
 
     async def backup(self, dest: str) -> None: ...
 
+    async def size(self) -> tuple[int, int]:
+        """Bytes the database takes on disk, and bytes free inside it."""
+        ...
+
+    async def reclaim(self, max_bytes: int) -> int:
+        """Give up to `max_bytes` of free space back to the file system, in one short write."""
+        ...
+
+    async def compact(self) -> None:
+        """Rebuild the whole database; only where no daemon uses it."""
+        ...
+
+    async def tune_space(self) -> float | None:
+        """Make the database give space back as rows go, once; seconds it took, or None."""
+        ...
+
     @property
     def fault(self) -> str | None: ...

@@ -11,15 +11,16 @@ import asyncio
 import logging
 import os
 import sqlite3
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import aiosqlite
 
 from notifyd.core.clock import Clock, SystemClock
 from notifyd.store.base import StorageError, StoreMissing, StoreUnavailable
-from notifyd.store.core.tx import Args, Script
+from notifyd.store.core.tx import Args, Script, Tx
 from notifyd.store.sqlite.migrate import migrate
 from notifyd.store.sqlite.settings import SqliteSettings
 from notifyd.store.sqlite.tx import QUERIES, SqliteTx
@@ -106,6 +107,8 @@ class SqliteBackend:
             if problems != ["ok"]:
                 raise sqlite3.DatabaseError("damaged: " + "; ".join(problems))
         conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        if conn.execute("PRAGMA page_count").fetchone()[0] == 0:  # a new file gives space back
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -179,6 +182,57 @@ class SqliteBackend:
         except BaseException:
             os.unlink(dest)
             raise
+
+
+    # --- space ----------------------------------------------------------------------------
+
+    async def size(self) -> tuple[int, int]:
+        """Bytes on disk (the file and its write-ahead log), and bytes free inside the file."""
+        page = (await self.fetch("PRAGMA page_size"))[0][0]
+        pages = (await self.fetch("PRAGMA page_count"))[0][0]
+        free = (await self.fetch("PRAGMA freelist_count"))[0][0]
+        wal = Path(self.path + "-wal")
+        return pages * page + (wal.stat().st_size if wal.exists() else 0), free * page
+
+    async def reclaim(self, max_bytes: int) -> int:
+        """Give up to `max_bytes` of the file's free pages back to the file system, in one
+        short write; the bytes given back."""
+        def script(tx: Tx) -> int:
+            c = cast(SqliteTx, tx).c
+            page = int(c.execute("PRAGMA page_size").fetchone()[0])
+            before = c.execute("PRAGMA freelist_count").fetchone()[0]
+            # Each run of the pragma frees one page in Python's sqlite3 (it steps it once).
+            for _ in range(min(before, max(1, max_bytes // page))):
+                c.execute("PRAGMA incremental_vacuum")
+            return int(before - c.execute("PRAGMA freelist_count").fetchone()[0]) * page
+
+        return int(await self.writer.write(script))
+
+    async def compact(self) -> None:
+        """Rebuild the whole file (VACUUM): every free page back, the rows packed. It needs
+        as much free disk as the file, and holds the database while it runs."""
+        await asyncio.to_thread(self._vacuum, None)
+
+    async def tune_space(self) -> float | None:
+        """Make a file from before incremental auto-vacuum give its free pages back as rows
+        go (once: a VACUUM); the seconds it took, or None when there was nothing to do."""
+        return await asyncio.to_thread(self._vacuum, "INCREMENTAL")
+
+    def _vacuum(self, auto_vacuum: str | None) -> float | None:
+        began = time.monotonic()
+        # A connection of its own: one kept open still reads the mode it first saw.
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+            if auto_vacuum:
+                if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+                    return None
+                conn.execute(f"PRAGMA auto_vacuum = {auto_vacuum}")
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+        return time.monotonic() - began
 
 
 def _read_fault(e: sqlite3.Error) -> Exception:

@@ -43,7 +43,7 @@ KILL_DEVICE = """UPDATE devices SET state = 'dead', reason = ?, updated_at = ?
 WHERE device_id = ? AND state = 'live'
     AND (tenant, user_id) = (SELECT tenant, user_id FROM notifications WHERE id = ?)"""
 
-SELECT_DEDUP = """SELECT id, request_hash, kind FROM notifications
+SELECT_DEDUP = """SELECT id, request_hash, kind, outcome FROM notifications
 WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
 # Claims the dedup key and writes the row in one statement; no row changed means a retry.
 INSERT_NOTIFICATION = """INSERT INTO notifications
@@ -272,3 +272,64 @@ WHERE notification_id = ? AND step_no = ? AND digest_id IS NULL"""
 ROLL_DIGEST = """UPDATE digest_items SET window_end = ?
 WHERE tenant = ? AND user_id = ? AND digest_kind = ? AND window_end = ? AND digest_id IS NULL"""
 NEXT_DIGEST = "SELECT min(window_end) FROM digest_items WHERE digest_id IS NULL"
+
+# --- retention ----------------------------------------------------------------------------------
+
+OPEN_STATES = "('pending', 'sending', 'unknown')"
+SELECT_AGED_LIVE = f"""SELECT n.id, n.resolved_at, n.resolution, n.expires_at,
+    EXISTS (SELECT 1 FROM steps s WHERE s.notification_id = n.id
+            AND s.state IN {OPEN_STATES}) AS open,
+    EXISTS (SELECT 1 FROM digest_items d WHERE d.notification_id = n.id
+            AND d.digest_id IS NULL) AS held
+FROM notifications n INDEXED BY notifications_live
+WHERE n.pruned_at IS NULL AND n.id > ? AND n.id < ? ORDER BY n.id LIMIT ?"""
+SELECT_STEPS_OF = """SELECT notification_id, channel, state, evidence FROM steps
+WHERE notification_id IN (SELECT value FROM json_each(?)) ORDER BY notification_id, step_no"""
+DELETE_ATTEMPTS = "DELETE FROM attempts WHERE notification_id = ?"
+DELETE_EVENTS = "DELETE FROM events WHERE notification_id = ?"
+DELETE_DIGEST_ITEMS = "DELETE FROM digest_items WHERE notification_id = ?"
+DELETE_STEPS = "DELETE FROM steps WHERE notification_id = ?"
+BLANK_RECEIPTS = """UPDATE receipts SET address = NULL, detail = NULL
+WHERE notification_id = ? AND (address IS NOT NULL OR detail IS NOT NULL)"""
+KEEP_IDENTITY = "UPDATE notifications SET params = '{}', pruned_at = ?, outcome = ? WHERE id = ?"
+SELECT_AGED_IDS = """SELECT id, pruned_at FROM notifications WHERE id > ? AND id < ?
+ORDER BY id LIMIT ?"""
+DELETE_IDENTITY = "DELETE FROM notifications WHERE id = ? AND pruned_at IS NOT NULL"
+DELETE_AGED_RECEIPTS = """DELETE FROM receipts WHERE (provider, event_id) IN (
+    SELECT provider, event_id FROM receipts INDEXED BY receipts_received
+    WHERE received_at < ? ORDER BY received_at LIMIT ?)"""
+DONE_AT = "coalesce(read_at, archived_at)"
+IS_DONE = "(read_at IS NOT NULL OR archived_at IS NOT NULL)"
+SELECT_AGED_DONE_INBOX = f"""SELECT seq FROM inbox_items INDEXED BY inbox_done
+WHERE {IS_DONE} AND {DONE_AT} < ? ORDER BY {DONE_AT} LIMIT ?"""
+SELECT_OLDEST_INBOX = """SELECT seq, tenant, user_id, created_at,
+    read_at IS NULL AND archived_at IS NULL AS unread
+FROM inbox_items ORDER BY seq LIMIT ?"""
+DELETE_INBOX_ITEM = "DELETE FROM inbox_items WHERE seq = ?"
+COUNT_AGED_LIVE = f"""SELECT count(*) FROM notifications n INDEXED BY notifications_live
+WHERE n.pruned_at IS NULL AND n.id < ?
+    AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.notification_id = n.id
+                    AND s.state IN {OPEN_STATES})
+    AND NOT EXISTS (SELECT 1 FROM digest_items d WHERE d.notification_id = n.id
+                    AND d.digest_id IS NULL)"""
+COUNT_AGED_IDS = "SELECT count(*) FROM notifications WHERE id < ? AND pruned_at IS NOT NULL"
+COUNT_AGED_RECEIPTS = "SELECT count(*) FROM receipts WHERE received_at < ?"
+COUNT_AGED_DONE_INBOX = f"SELECT count(*) FROM inbox_items WHERE {IS_DONE} AND {DONE_AT} < ?"
+COUNT_OLD_INBOX = "SELECT count(*) FROM inbox_items WHERE created_at < ?"
+# Rows per class, and the oldest of each: a notification's time is read from its id.
+COUNT_ROWS = """SELECT 'notifications' AS class, (SELECT count(*) FROM notifications
+        INDEXED BY notifications_live WHERE pruned_at IS NULL) AS n,
+    (SELECT min(id) FROM notifications INDEXED BY notifications_live
+        WHERE pruned_at IS NULL) AS oldest
+UNION ALL SELECT 'identities', (SELECT count(*) FROM notifications WHERE pruned_at IS NOT NULL),
+    (SELECT min(id) FROM notifications WHERE pruned_at IS NOT NULL)
+UNION ALL SELECT 'steps', (SELECT count(*) FROM steps), NULL
+UNION ALL SELECT 'attempts', (SELECT count(*) FROM attempts), NULL
+UNION ALL SELECT 'receipts', (SELECT count(*) FROM receipts),
+    (SELECT min(received_at) FROM receipts)
+UNION ALL SELECT 'inbox_items', (SELECT count(*) FROM inbox_items),
+    (SELECT created_at FROM inbox_items ORDER BY seq LIMIT 1)
+UNION ALL SELECT 'digest_items', (SELECT count(*) FROM digest_items),
+    (SELECT min(held_at) FROM digest_items)
+UNION ALL SELECT 'suppressions', (SELECT count(*) FROM suppressions),
+    (SELECT min(created_at) FROM suppressions)"""

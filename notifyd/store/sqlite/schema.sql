@@ -1,4 +1,4 @@
--- user_version = 10
+-- user_version = 11
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -82,7 +82,7 @@ CREATE TABLE notifications (
     resolved_at  INTEGER,
     resolution   TEXT,
     resolved_by  TEXT
-) WITHOUT ROWID;
+, pruned_at INTEGER, outcome TEXT) WITHOUT ROWID;
 CREATE TABLE probe (id INTEGER PRIMARY KEY CHECK (id = 1), at INTEGER NOT NULL);
 CREATE TABLE receipts (
     provider     TEXT NOT NULL,
@@ -146,12 +146,16 @@ CREATE TABLE suppressions (
 ) WITHOUT ROWID;
 CREATE INDEX digest_items_due ON digest_items (window_end) WHERE digest_id IS NULL;
 CREATE INDEX events_notification ON events (notification_id, at);
+CREATE INDEX inbox_done ON inbox_items (coalesce(read_at, archived_at))
+    WHERE read_at IS NOT NULL OR archived_at IS NOT NULL;
 CREATE INDEX inbox_page ON inbox_items (tenant, user_id, created_at DESC, notification_id DESC);
 CREATE INDEX inbox_since ON inbox_items (tenant, user_id, seq);
 CREATE INDEX inbox_unread ON inbox_items (tenant, user_id)
     WHERE read_at IS NULL AND archived_at IS NULL;
 CREATE UNIQUE INDEX notifications_dedup ON notifications (tenant, user_id, dedup_key);
+CREATE INDEX notifications_live ON notifications (id) WHERE pruned_at IS NULL;
 CREATE INDEX receipts_orphans ON receipts (provider_ref) WHERE notification_id IS NULL;
+CREATE INDEX receipts_received ON receipts (received_at);
 CREATE INDEX receipts_step ON receipts (notification_id, step_no);
 CREATE INDEX steps_dead ON steps (updated_at) WHERE state = 'dead';
 CREATE INDEX steps_due ON steps (channel, lane, send_after) WHERE state IN ('pending', 'unknown');
