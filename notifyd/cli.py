@@ -26,15 +26,26 @@ from notifyd.core.contacts import SUPPRESSION_TYPES
 from notifyd.core.errors import ConfigError, DomainError
 from notifyd.core.logs import LOG_FORMATS, LOG_LEVELS
 from notifyd.core.models import REPLAYED, SCOPES
+from notifyd.core.records import Aged, Storage
 from notifyd.core.text import iso, plural
 from notifyd.domain import signed, suppressions
 from notifyd.domain.recipients import dead_reason, has_contact
 from notifyd.domain.views import status_view, timeline
 from notifyd.engine import resolution
 from notifyd.engine.render import load_templates, requirements
+from notifyd.engine.retention import Retention, windows
 from notifyd.engine.templates import MEDIA, TemplateError, Templates, write_starter
 from notifyd.http.auth import hash_key, new_key
-from notifyd.store import Notification, Store, StoreUnavailable, open_store, sqlite_path
+from notifyd.store import (
+    Notification,
+    Store,
+    StoreLocked,
+    StoreUnavailable,
+    hold,
+    open_store,
+    sqlite_path,
+)
+from notifyd.store import restore as restore_store
 
 T = TypeVar("T")
 READ, WRITE, CREATE = "read", "write", "create"  # what a command does to the database
@@ -517,6 +528,122 @@ def backup(ctx: click.Context, dest: str) -> None:
     click.echo(f"backed up to {dest}")
 
 
+@main.command()
+@global_options
+@click.argument("backup_file", type=click.Path(dir_okay=False))
+@click.pass_context
+def restore(ctx: click.Context, backup_file: str) -> None:
+    """Put a backup (notifyd backup made it) in place of the database.
+
+    The daemon must be stopped. The backup is checked whole first; the database it replaces is
+    moved aside beside it (with its -wal and -shm files), never deleted.
+
+    Example: notifyd --config /etc/notifyd/notifyd.toml restore /var/backups/notifyd-1.db
+    """
+    cfg = _config(ctx)
+    try:
+        held = hold(cfg.store.url)
+    except StoreLocked:
+        raise click.ClickException(f"a notifyd daemon is running on {database(cfg)}; stop it "
+                                   "first (systemctl stop notifyd)") from None
+    except StoreUnavailable as e:
+        raise click.ClickException(str(e)) from None
+    try:
+        count, aside = restore_store(cfg.store.url, backup_file)
+    except StoreUnavailable as e:
+        raise click.ClickException(f"not restored: {e}") from None
+    finally:
+        if held is not None:
+            held.release(undo=True)
+    click.echo(f"restored {database(cfg)} from {backup_file} ({plural(count, 'notification')})")
+    if aside:
+        click.echo(f"the database it replaced is at {aside}; delete it once all is well")
+
+
+@main.command()
+@global_options
+@click.option("--dry-run", is_flag=True, help="Count what would go; remove nothing.")
+@click.pass_context
+def prune(ctx: click.Context, dry_run: bool) -> None:
+    """Remove what has aged out ([retention]) now, as the running daemon does on its own.
+
+    Safe beside a running daemon: each batch is one short write.
+
+    Example: notifyd prune --dry-run
+    """
+    cfg = _config(ctx)
+    found = windows(cfg.retention)
+
+    async def run(store: Store) -> tuple[dict[Aged, int], Storage]:
+        if dry_run:
+            counts = {what: await store.prunable(what, ms) for what, ms in found}
+        else:
+            counts = await Retention(cfg.retention, store, SystemClock()).run_once()
+        return counts, await store.storage()
+
+    counts, space = _with_store(ctx, run, READ if dry_run else WRITE)
+    verb = "would go" if dry_run else "removed"
+    for what, ms in found:
+        click.echo(f"{PRUNED[what]:<52} older than {_days(ms)}: {counts[what]:,} {verb}")
+    for what in set(Aged) - {w for w, _ in found}:
+        click.echo(f"{PRUNED[what]:<52} kept forever (retention settings)")
+    click.echo(f"database: {space.bytes / 2**20:.1f} MiB on disk, {space.free_bytes / 2**20:.1f} "
+               "MiB free inside (notifyd vacuum gives it back)")
+
+
+PRUNED = {Aged.HISTORY: "history of finished notifications (notifications)",
+          Aged.IDENTITIES: "identities left by pruned histories",
+          Aged.RECEIPTS: "providers' receipts",
+          Aged.INBOX_DONE: "inbox items read or archived",
+          Aged.INBOX_OLD: "inbox items, read or not"}
+
+
+def _days(ms: int) -> str:
+    days = ms / 86_400_000
+    if days < 1:
+        return f"{ms / 1000:g} s"
+    return f"{days:g} day" + ("" if days == 1 else "s")
+
+
+@main.command()
+@global_options
+@click.option("--full", is_flag=True, help="Rebuild the whole file: the daemon must be stopped, "
+              "and it needs as much free disk as the file.")
+@click.pass_context
+def vacuum(ctx: click.Context, full: bool) -> None:
+    """Give the database's free space back to the file system now.
+
+    Retention does this as it goes; without --full this is safe beside a running daemon.
+
+    Example: notifyd vacuum
+    """
+    cfg = _config(ctx)
+    held = None
+    if full:
+        try:
+            held = hold(cfg.store.url)
+        except StoreLocked:
+            raise click.ClickException("--full needs the daemon stopped (it holds the database "
+                                       "while it rebuilds); without --full it may run") from None
+        except StoreUnavailable as e:
+            raise click.ClickException(str(e)) from None
+
+    async def run(store: Store) -> tuple[int, int]:
+        before = (await store.storage()).bytes
+        if full:
+            await store.compact()
+        else:
+            await Retention(cfg.retention, store, SystemClock()).reclaim()
+        return before, (await store.storage()).bytes
+
+    try:
+        before, after = _with_store(ctx, run, WRITE)
+    finally:
+        if held is not None:
+            held.release()
+    click.echo(f"{database(cfg)}: {before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB")
+
+
 @main.group()
 def templates() -> None:
     """Check and preview message templates.
@@ -678,7 +805,7 @@ def experiment() -> None:
               help="The provider times out before accepting, and Ada turns email off while her "
                    "send is in flight.")
 def experiment_recovery(timeout_before_accept: bool) -> None:
-    """Seed 002's recovery experiment on the real engine, in private temporary files: where
+    """The recovery experiment on the real engine, in private temporary files: where
     notifyd records permission to send, and how it recovers a send whose reply was lost.
 
     Example: notifyd experiment recovery --timeout-before-accept

@@ -115,6 +115,37 @@ class DaemonConfig:
                           'and says nothing) or "auto" (uvloop when installed).', "asyncio")
 
 
+DAY_SEC = 86400
+
+
+@dataclass(frozen=True)
+class RetentionConfig:
+    """How long each class of rows is kept; 0 keeps that class forever. Windows count from a
+    notification's acceptance, a receipt's arrival, an inbox item's reading (or archiving) or
+    creation. Suppressions are kept forever: they are facts about an address."""
+
+    history_sec: int = doc("A finished notification's history (its steps with their frozen "
+                           "payloads, attempts, moves, digest items, and its receipts' addresses "
+                           "and details) is kept this long after acceptance (14 days); then only "
+                           "its identity stays. Nothing still open (due, in flight, held for a "
+                           "digest) is ever pruned.", 14 * DAY_SEC)
+    identity_sec: int = doc("The identity left by a pruned history (id, tenant, user, dedup key, "
+                            "request hash, final state), kept this long after acceptance (60 "
+                            "days): a producer retrying within it gets the original id, never a "
+                            "second notification. At least history_sec.", 60 * DAY_SEC)
+    receipts_sec: int = doc("Providers' receipts, kept this long after arrival (30 days): a "
+                            "provider replaying one within it is answered as a duplicate.",
+                            30 * DAY_SEC)
+    inbox_read_sec: int = doc("Inbox items read or archived, kept this long after that (30 "
+                              "days).", 30 * DAY_SEC)
+    inbox_sec: int = doc("Every inbox item, read or not, kept this long after it was made (180 "
+                         "days); an unread one leaves the badge with it. At least "
+                         "inbox_read_sec.", 180 * DAY_SEC)
+    interval_sec: float = doc("How often retention looks for what has aged out.", 60.0)
+    batch: int = doc("Rows (a notification's history counts as one) removed per write: each "
+                     "write is short, so accepts and sends never wait long behind it.", 200)
+
+
 @dataclass(frozen=True)
 class ChannelConfig:
     """The keys every channel has; its type adds its own (channels/<type>.py), kept in settings."""
@@ -231,6 +262,8 @@ class Config:
     templates: TemplatesConfig = docf("Message templates for email, SMS, push, chat and the inbox.",
                                       TemplatesConfig)
     daemon: DaemonConfig = docf("Process lifecycle.", DaemonConfig)
+    retention: RetentionConfig = docf("What ages out of the database, and when.",
+                                      RetentionConfig)
     channels: dict[str, ChannelConfig] = docf(
         "Channels by name; ladders refer to these names.", _default_channels)
     kinds: dict[str, KindConfig] = docf(
@@ -464,6 +497,16 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(cfg.daemon.ready_max_due_lag_sec > 0, "daemon.ready_max_due_lag_sec", "must be > 0")
     need(cfg.daemon.event_loop in EVENT_LOOPS, "daemon.event_loop",
          f"must be one of {', '.join(EVENT_LOOPS)}")
+    ret = cfg.retention
+    for attr in ("history_sec", "identity_sec", "receipts_sec", "inbox_read_sec", "inbox_sec"):
+        need(0 <= getattr(ret, attr) <= MAX_SEC, f"retention.{attr}",
+             f"must be 0..{MAX_SEC} (a year; 0 keeps them forever)")
+    need(ret.identity_sec == 0 or 0 < ret.history_sec <= ret.identity_sec,
+         "retention.identity_sec", "must be at least retention.history_sec (0: forever)")
+    need(ret.inbox_sec == 0 or 0 < ret.inbox_read_sec <= ret.inbox_sec,
+         "retention.inbox_sec", "must be at least retention.inbox_read_sec (0: forever)")
+    need(0 < ret.interval_sec <= 86400, "retention.interval_sec", "must be 0..86400, not 0")
+    need(1 <= ret.batch <= 10000, "retention.batch", "must be 1..10000")
     for name, ch in cfg.channels.items():
         k = f"channels.{name}"
         need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")

@@ -30,6 +30,7 @@ from notifyd.engine.digests import Digester
 from notifyd.engine.ingest import Ingest
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.render import load_templates
+from notifyd.engine.retention import Retention
 from notifyd.engine.scanner import Scanner, Wakeups
 from notifyd.engine.sender import SenderPool, build_adapters
 from notifyd.engine.templates import Templates
@@ -162,6 +163,10 @@ class Daemon:
         """Run the HTTP server and the scanner as peers until `stop`, then shut down in order."""
         cfg = self.cfg
         store, sock, held = await self._start()
+        took = await store.tune_space()
+        if took is not None:
+            log.info("the database now gives space back to the file system as rows age out "
+                     "(converted once to incremental auto-vacuum, in %.1f s)", took)
         link_key = await store.signing_key(signed.LINKS_KEY)  # signs unsubscribe links
         metrics, wakeups = Metrics(), Wakeups()
         pool = SenderPool(cfg, store, self.clock, build_adapters(cfg), metrics=metrics,
@@ -183,6 +188,8 @@ class Daemon:
                 peers.create_task(scanner.run(stop_claiming), name="scanner")
                 peers.create_task(guard.run(stop_claiming), name="connection-guard")
                 peers.create_task(digester.run(stop_claiming), name="digests")
+                peers.create_task(Retention(cfg.retention, store, self.clock, metrics).run(
+                    stop_claiming), name="retention")
         finally:
             # One grace period in all: what the HTTP drain used is not given again here.
             left = cfg.daemon.grace_sec - (time.monotonic() - self._stopping_at)

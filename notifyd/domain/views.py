@@ -39,8 +39,8 @@ def total_time_ms(n: Notification) -> int | None:
     """From accept to resolution, or to the last step's end; None while the ladder is open."""
     if n.resolved_at is not None:
         return n.resolved_at - n.created_at
-    if any(s.state in OPEN_STEP_STATES for s in n.steps):
-        return None
+    if not n.steps or any(s.state in OPEN_STEP_STATES for s in n.steps):
+        return None  # open, or its history pruned
     return max(s.updated_at for s in n.steps) - n.created_at
 
 
@@ -62,6 +62,7 @@ def status_view(n: Notification, now: int = 0) -> dict[str, Any]:
         "resolution": resolution,
         "steps": [_step_view(n, s) for s in n.steps],
         "total_time_ms": total_time_ms(n),
+        "pruned_at": iso(n.pruned_at),
     }
 
 
@@ -96,9 +97,15 @@ def timeline(n: Notification, now: int = 0) -> list[str]:
     attempt, each step's end; every escalation names its cause."""
     # (when, step or -1, order within the step, text): what shares a millisecond reads in the
     # order it happened, a step's end before the pull it causes in the step after it.
+    ladder = "its steps pruned" if n.pruned_at is not None else plural(len(n.steps), "step")
     events: list[tuple[int, int, int, str]] = [(n.created_at, -1, 0, (
-        f"accepted from key {n.key_name!r}: kind {n.kind}, {plural(len(n.steps), 'step')}, "
+        f"accepted from key {n.key_name!r}: kind {n.kind}, {ladder}, "
         f"expires {iso(n.expires_at)}"))]
+    if n.pruned_at is not None:
+        events.append((n.pruned_at, -1, 2, (
+            f"history pruned (retention): its steps, attempts, payloads and params are gone; "
+            f"kept: its id, tenant, user, dedup key, request hash and how it ended "
+            f"({n.outcome})")))
     for s in n.steps:
         moves = [e for e in n.events if e.step_no == s.step_no]
         events += [(at, s.step_no, order, text) for at, order, text in _step_events(n, s, moves)]

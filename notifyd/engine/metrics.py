@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 
 from notifyd.core.models import OPEN_STEP_STATES, StepState, Why
+from notifyd.core.records import Storage
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BREAKER_STATE = {"closed": 0, "open": 1, "half-open": 2}
@@ -56,7 +57,32 @@ class Metrics:
         self.cancellation_ratio = Gauge(
             "notifyd_cancellation_ratio", "Share of ended steps that were cancelled by a "
             "resolution, since start: it should be substantial.", registry=r)
+        self.db_bytes = Gauge("notifyd_db_bytes", "Bytes the database takes on disk (the file "
+                              "and its journal), as retention last measured.", registry=r)
+        self.db_free_bytes = Gauge("notifyd_db_free_bytes", "Bytes free inside the database "
+                                   "file, not yet given back to the file system.", registry=r)
+        self.db_rows = Gauge("notifyd_db_rows", "Rows per class, as retention last counted "
+                             "them.", ["class"], registry=r)
+        self.db_oldest = Gauge("notifyd_db_oldest_row_age_seconds", "Age of the oldest row per "
+                               "class (0: none).", ["class"], registry=r)
+        self.pruned = Counter("notifyd_pruned", "Rows retention removed, by class (history: "
+                              "notifications whose history went, leaving their identity).",
+                              ["class"], registry=r)
         self._ended: Tally[str] = Tally()
+        self._oldest: dict[str, int | None] = {}
+
+    def storage(self, s: Storage) -> None:
+        """The database's figures, as retention measured them."""
+        self.db_bytes.set(s.bytes)
+        self.db_free_bytes.set(s.free_bytes)
+        for name, n in s.rows.items():
+            self.db_rows.labels(name).set(n)
+        self._oldest = dict(s.oldest)
+
+    def age_rows(self, now: int) -> None:
+        """The oldest rows' ages as of `now` (at scrape time)."""
+        for name, at in self._oldest.items():
+            self.db_oldest.labels(name).set(0 if at is None else max(0, now - at) / 1000)
 
     def step_ended(self, state: StepState, why: Why, n: int = 1) -> None:
         if state in OPEN_STEP_STATES or n <= 0:
@@ -91,6 +117,8 @@ def summary(text: str) -> list[str]:
     ratio = samples.get("notifyd_cancellation_ratio", [({}, 0.0)])[0][1]
     dead = samples.get("notifyd_dead_letters", [({}, 0.0)])[0][1]
     orphans = samples.get("notifyd_orphan_receipts", [({}, 0.0)])[0][1]
+    ages = {labels["class"]: v for labels, v in
+            samples.get("notifyd_db_oldest_row_age_seconds", [])}
     depth = [f"    {labels['kind']:<32} {v:g} resolved, mean depth "
              f"{_sum(samples, 'notifyd_escalation_depth_sum', labels) / v:.2f}"
              for labels, v in samples.get("notifyd_escalation_depth_count", []) if v]
@@ -109,9 +137,32 @@ def summary(text: str) -> list[str]:
         "receipts by provider and result:", *rows("notifyd_receipts_total", "provider", "result"),
         f"orphan receipts: {orphans:g}",
         "escalation depth by kind:", *depth,
+        f"database: {_mb(_one(samples, 'notifyd_db_bytes'))} on disk, "
+        f"{_mb(_one(samples, 'notifyd_db_free_bytes'))} free inside",
+        "rows by class (oldest):",
+        *[f"    {labels['class']:<32} {value:g} ({_age(ages.get(labels['class'], 0.0))})"
+          for labels, value in samples.get("notifyd_db_rows", [])],
+        "pruned by class:", *rows("notifyd_pruned_total", "class"),
     ]
 
 
 def _sum(samples: dict[str, list[tuple[dict[str, str], float]]], name: str,
          labels: dict[str, str]) -> float:
     return sum(v for lab, v in samples.get(name, []) if lab == labels)
+
+
+def _one(samples: dict[str, list[tuple[dict[str, str], float]]], name: str) -> float:
+    return samples.get(name, [({}, 0.0)])[0][1]
+
+
+def _mb(n: float) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def _age(sec: float) -> str:
+    if not sec:
+        return "none"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if sec >= size:
+            return f"{sec / size:.1f} {unit}"
+    return f"{sec:.0f} s"

@@ -89,7 +89,10 @@ SCHEMAS: dict[str, Any] = {
         "created_at": _TIME, "expires_at": _TIME, "current_state": _STATE,
         "delivered_via": _NSTR, "resolution": {"type": ["object", "null"]},
         "steps": {"type": "array", "items": _ref("Step")},
-        "total_time_ms": {"type": ["integer", "null"]}}},
+        "total_time_ms": {"type": ["integer", "null"]},
+        "pruned_at": {"type": ["string", "null"], "format": "date-time", "description":
+                      "When retention pruned its history: steps is then empty and "
+                      "current_state is how it ended."}}},
     "ResolveRequest": {"type": "object", "additionalProperties": False,
                        "properties": {"resolution": _opt(_text(200))}},
     "ResolutionRequest": {"type": "object", "required": ["user_id", "dedup_key"],

@@ -92,7 +92,23 @@ async def open_store(url: str, clock: Clock | None = None, *, sqlite: SqliteSett
     return store
 
 
+def restore(url: str, backup: str) -> tuple[int, str | None]:
+    """Put the backup file at `backup` in place of the database `url` names, after checking
+    it whole: the notifications it holds, and where the replaced database was moved (None:
+    there was none). The caller holds the database (`hold`): no daemon may run on it."""
+    path = sqlite_path(url)
+    if path is None:
+        raise _unsupported(url)
+    from pathlib import Path
+
+    from notifyd.store.sqlite.restore import check_backup
+    from notifyd.store.sqlite.restore import restore as put_back
+
+    count = check_backup(Path(backup))
+    return count, put_back(path, Path(backup))
+
+
 __all__ = ["Attempt", "DeadLetter", "DigestDue", "DigestMember", "Event", "Held", "InboxChange",
            "InboxItem", "KeyRecord", "Notification", "Overloaded", "Proof", "Step",
            "StorageError", "Store", "StoreClosed", "StoreLocked", "StoreMissing",
-           "StoreUnavailable", "Suppression", "hold", "open_store", "sqlite_path"]
+           "StoreUnavailable", "Suppression", "hold", "open_store", "restore", "sqlite_path"]
