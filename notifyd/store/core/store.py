@@ -232,7 +232,7 @@ class CoreStore:
         return Leases(int(row[0]), rows.as_int(row[1]))
 
     async def next_due(self, routes: list[Route]) -> int | None:
-        return rows.as_int(await self._value(self.q.next_due_sql(len(routes)),
+        return rows.as_int(self.backend.peek(self.q.next_due_sql(len(routes)),
                                              tuple(x for r in routes for x in (r.channel, r.lane))))
 
     async def replay(self, notification_id: str, step_no: int | None) -> int:

@@ -69,6 +69,11 @@ class Backend(Protocol):
         """One statement, read on its own (it sees every commit that returned before it)."""
         ...
 
+    def peek(self, sql: str, args: Args = ()) -> Any:
+        """One small indexed read's first value, on the caller's thread (it must never wait
+        on a writer): where a hop to another thread costs more than the read."""
+        ...
+
     async def snapshot(self, script: Script[T]) -> T:
         """Run `script`'s reads in one consistent snapshot."""
         ...
