@@ -23,8 +23,10 @@ from notifyd.store import StorageError, Store
 log = logging.getLogger("notifyd.retention")
 RECLAIM_BYTES = 2 << 20  # given back per write: a few ms of the writer's time
 COUNT_EVERY_MS = 300_000  # rows are counted at most this often: counting reads every row
-NAMES = {Aged.HISTORY: "histories", Aged.IDENTITIES: "identities", Aged.RECEIPTS: "receipts",
-         Aged.INBOX_DONE: "read inbox items", Aged.INBOX_OLD: "old inbox items"}
+NAMES = {Aged.HISTORY: ("history", "histories"), Aged.IDENTITIES: ("identity", "identities"),
+         Aged.RECEIPTS: ("receipt", "receipts"),
+         Aged.INBOX_DONE: ("read inbox item", "read inbox items"),
+         Aged.INBOX_OLD: ("old inbox item", "old inbox items")}
 
 
 def windows(cfg: RetentionConfig) -> list[tuple[Aged, int]]:
@@ -51,7 +53,8 @@ class Retention:
         freed = await self.reclaim()
         if any(removed.values()) or freed:
             log.info("retention removed %s; gave %.1f MiB back to the file system",
-                     ", ".join(f"{n:,} {NAMES[w]}" for w, n in removed.items() if n) or "nothing",
+                     ", ".join(f"{n:,} {NAMES[w][n != 1]}" for w, n in removed.items() if n)
+                     or "nothing",
                      freed / 2**20)
         return removed
 
