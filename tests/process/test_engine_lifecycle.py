@@ -132,12 +132,13 @@ def test_a_second_signal_exits_at_once(tmp_path: Path) -> None:
         assert step_state(db, nid) == "sending"  # retried as unknown once its lease ends
 
 
-def test_the_systemd_unit_is_type_notify_restarts_on_failure_and_is_sandboxed() -> None:
+def test_the_systemd_unit_is_type_notify_restarts_on_failure_reloads_and_is_sandboxed() -> None:
     unit = (ROOT / "contrib" / "notifyd.service").read_text()
     lines = {ln.strip() for ln in unit.splitlines()}
     assert "Type=notify" in lines
     assert "Restart=on-failure" in lines
     assert any(ln.startswith("ExecStart=") and ln.endswith(" serve") for ln in lines)
+    assert "ExecReload=/bin/kill -HUP $MAINPID" in lines  # systemctl reload: SIGHUP
     for option in ("NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes",
                    "PrivateTmp=yes", "StateDirectory=notifyd"):
         assert option in lines, option
