@@ -258,8 +258,8 @@ class Daemon:
             return
         except Exception as e:  # noqa: BLE001 - a reload must never end the daemon
             # The type only: an adapter's error text can hold a secret from its settings.
-            log.error("reload refused: the new config's senders could not be made (%s); "
-                      "keeping the running config", type(e).__name__)
+            log.error("reload refused: %s while making the new config's peers; keeping the "
+                      "running config", type(e).__name__)
             return
         if stop.is_set():
             log.info("reload abandoned: notifyd is stopping")
