@@ -69,13 +69,18 @@ def _config(ctx: click.Context) -> Config:
     obj: dict[str, Any] = ctx.find_root().ensure_object(dict)
     if "config" not in obj:
         try:
-            cfg = load_config(obj.get("config_path"))
+            obj["config"] = _load(obj)
         except ConfigError as e:
             raise click.ClickException(f"config error: {e}") from None
-        if obj.get("db"):
-            cfg = dataclasses.replace(cfg, store=dataclasses.replace(cfg.store, url=obj["db"]))
-        obj["config"] = cfg
     return obj["config"]  # type: ignore[no-any-return]
+
+
+def _load(obj: dict[str, Any]) -> Config:
+    """The config file (or the built-in one) with --db; ConfigError names what is wrong."""
+    cfg = load_config(obj.get("config_path"))
+    if obj.get("db"):
+        cfg = dataclasses.replace(cfg, store=dataclasses.replace(cfg.store, url=obj["db"]))
+    return cfg
 
 
 def database(cfg: Config) -> str:
@@ -130,7 +135,7 @@ def main(ctx: click.Context) -> None:
 @click.pass_context
 def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str,
           log_format: str, access_log: bool) -> None:
-    """Run the daemon: HTTP API, scanner and senders, until SIGTERM.
+    """Run the daemon: HTTP API, scanner and senders, until SIGTERM; SIGHUP reloads the config.
 
     Example: notifyd --config /etc/notifyd/notifyd.toml serve --port 7726
     """
@@ -138,14 +143,17 @@ def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str
     from notifyd.daemon import StartError
     from notifyd.daemon import serve as run_serve
 
-    cfg = _config(ctx)
-    server = dataclasses.replace(cfg.server, host=host or cfg.server.host,
-                                 port=cfg.server.port if port is None else port)
+    def overridden(cfg: Config) -> Config:
+        return dataclasses.replace(cfg, server=dataclasses.replace(
+            cfg.server, host=host or cfg.server.host,
+            port=cfg.server.port if port is None else port))
+
+    cfg = overridden(_config(ctx))
+    obj = ctx.find_root().obj
     setup_logging(log_level, log_format)
-    config_path = ctx.find_root().obj.get("config_path")
-    try:
-        run_serve(dataclasses.replace(cfg, server=server), config_path=config_path,
-                  access_log=access_log)
+    try:  # a reload (SIGHUP) reads the file again, under the same command line
+        run_serve(cfg, config_path=obj.get("config_path"), access_log=access_log,
+                  load=lambda: overridden(_load(obj)))
     except StartError as e:
         raise click.ClickException(str(e)) from None
 

@@ -17,9 +17,11 @@ import queue
 import random
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -566,8 +568,11 @@ class Daemon:
     STARTED: list[Daemon] = []
 
     def __init__(self, db: Path, config: Path | None = None, env: dict[str, str] | None = None,
-                 start_timeout: float = 30.0, preexec: Callable[[], None] | None = None) -> None:
-        self.proc = subprocess.Popen(notifyd_cmd(db, "serve", "--port", "0", config=config),
+                 start_timeout: float = 30.0, preexec: Callable[[], None] | None = None,
+                 port: int | None = 0) -> None:
+        """`port` None: no --port, so the config's server.port is the one served."""
+        args = ("serve",) if port is None else ("serve", "--port", str(port))
+        self.proc = subprocess.Popen(notifyd_cmd(db, *args, config=config),
                                      env=env or clean_env(), cwd=db.parent,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                      preexec_fn=preexec)
@@ -613,6 +618,38 @@ class Daemon:
 
     def stderr(self) -> str:
         return "".join(self.lines)
+
+    def wait_for_line(self, text: str, count: int = 1, timeout: float = 30.0) -> list[str]:
+        """Poll, bounded, until `count` lines hold `text`; those lines."""
+        deadline = time.monotonic() + timeout
+        while len(found := [ln for ln in list(self.lines) if text in ln]) < count:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"{count} lines with {text!r} expected:\n" + self.stderr())
+            time.sleep(0.02)
+        return found
+
+
+@contextmanager
+def notify_socket() -> Iterator[tuple[socket.socket, str]]:
+    """A datagram socket standing in for systemd's; under /tmp, as a unix path is short."""
+    with tempfile.TemporaryDirectory(prefix="nd-", dir="/tmp") as d:
+        path = f"{d}/notify"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.bind(path)
+            yield sock, path
+
+
+def receive(sock: socket.socket, wanted: str, timeout: float = 30.0) -> list[str]:
+    """Every message up to and including `wanted`; fails at the deadline."""
+    got: list[str] = []
+    deadline = time.monotonic() + timeout
+    while wanted not in got:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            got.append(sock.recv(4096).decode())
+        except TimeoutError:
+            raise AssertionError(f"no {wanted} within {timeout}s; got {got}") from None
+    return got
 
 
 @contextmanager

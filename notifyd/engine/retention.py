@@ -43,6 +43,7 @@ class Retention:
         self.cfg, self.store, self.clock = cfg, store, clock
         self.metrics = metrics or Metrics()
         self.counted_at: int | None = None
+        self.stop: asyncio.Event | None = None  # run()'s: a pass ends at the next batch
 
     async def run_once(self) -> dict[Aged, int]:
         """One pass over every class; how many of each went."""
@@ -64,7 +65,7 @@ class Retention:
             began = time.perf_counter()
             batch = await self.store.prune(what, window_ms, after, self.cfg.batch)
             total += batch.removed
-            if not batch.after:
+            if not batch.after or (self.stop is not None and self.stop.is_set()):
                 return total
             after = batch.after
             await asyncio.sleep(time.perf_counter() - began)  # the writer's other half
@@ -89,6 +90,7 @@ class Retention:
 
     async def run(self, stop: asyncio.Event) -> None:
         """A pass every retention.interval_sec until `stop`; a storage fault waits a pass."""
+        self.stop = stop
         while not stop.is_set():
             try:
                 await self.run_once()

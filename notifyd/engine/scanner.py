@@ -91,13 +91,15 @@ class Scanner:
             if d.decision.verdict in ENDED:
                 self.pool.metrics.step_ended(ENDED[d.decision.verdict], d.decision.why)
 
-    async def run(self, stop: asyncio.Event) -> None:
+    async def run(self, stop: asyncio.Event, reloaded: bool = False) -> None:
         """Start-up work, then scan until `stop`. A failing store read or write (a full disk,
         no file descriptors left) waits a poll interval and tries again; it never ends the
-        daemon."""
+        daemon. After a reload (`reloaded`) the start-up work is only ending the open steps
+        on channels the new config no longer has: the sends in flight are this process's."""
+        start_up = self.end_unconfigured if reloaded else self._start_up
         while True:
             try:
-                await self._start_up()
+                await start_up()
                 break
             except Exception as e:  # noqa: BLE001 - logged; retried after the poll interval
                 self._failed(e)
@@ -133,6 +135,10 @@ class Scanner:
             log.warning("%d steps were mid-send when notifyd last stopped, or are being sent "
                         "by another process; each is retried as unknown under its original key "
                         "once its lease ends (the last at %s)", held.count, iso(held.last_end))
+        await self.end_unconfigured()
+
+    async def end_unconfigured(self) -> None:
+        """End, dead, the open steps on channels this config does not have."""
         ended = await self.store.end_unconfigured(sorted(self.cfg.channels), self.rules.decide)
         self._log_decided(ended)
         if ended:

@@ -15,7 +15,7 @@ import json
 import logging
 import random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 
 from notifyd.channels import build_channel
 from notifyd.channels.base import (
@@ -133,14 +133,19 @@ def backoff_ms(cfg: ChannelConfig, tries: int, rng: random.Random) -> int:
     return int(rng.uniform(0, ceiling) * 1000)
 
 
-def build_adapters(cfg: Config) -> dict[str, Channel]:
-    """One adapter per configured channel, built by its type from its own settings. A type
-    whose provider's webhook is on ([webhooks.twilio]) learns the public URL, so it asks the
-    provider for status callbacks there."""
-    return {name: build_channel(name, ch.type, ch.settings, Limits(
-        ch.timeout_sec, ch.urgent_concurrency + ch.bulk_concurrency,
-        cfg.server.public_url if cfg.webhook(ch.type) is not None else ""))
-        for name, ch in cfg.channels.items()}
+def build_adapters(cfg: Config, only: Collection[str] | None = None) -> dict[str, Channel]:
+    """One adapter per configured channel (or per channel in `only`), built by its type from
+    its own settings."""
+    return {name: build_channel(name, ch.type, ch.settings, adapter_limits(cfg, ch))
+            for name, ch in cfg.channels.items() if only is None or name in only}
+
+
+def adapter_limits(cfg: Config, ch: ChannelConfig) -> Limits:
+    """What an adapter is built with beside its settings. A type whose provider's webhook is
+    on ([webhooks.twilio]) learns the public URL, so it asks the provider for status callbacks
+    there."""
+    return Limits(ch.timeout_sec, ch.urgent_concurrency + ch.bulk_concurrency,
+                  cfg.server.public_url if cfg.webhook(ch.type) is not None else "")
 
 
 def aggregate(fanout: Fanout) -> Answer:
@@ -206,12 +211,18 @@ class ChannelSender:
 
 
 class SenderPool:
+    """The channels' senders for one config. `carry` (a reload's: the pool before it, asked
+    `unchanged(cfg)`) are senders kept as they are, with their adapter, token bucket, breaker
+    and the sends they have in flight, so a reload resets no rate limit and no breaker of a
+    channel it did not change; `adapters` are for the other channels."""
+
     def __init__(self, cfg: Config, store: Store, clock: Clock, adapters: dict[str, Channel],
                  rng: random.Random | None = None, metrics: Metrics | None = None,
                  templates: Templates | None = None, rules: Rules | None = None,
                  link_key: bytes | None = None,
-                 on_free: Callable[[bool], None] | None = None) -> None:
-        self.store, self.clock = store, clock
+                 on_free: Callable[[bool], None] | None = None,
+                 carry: Mapping[str, ChannelSender] | None = None) -> None:
+        self.cfg, self.store, self.clock = cfg, store, clock
         # What the store applies beside the rows: a sent step's windows, receipts that arrived
         # before a send's answer named its message (the scanner claims under the same rules).
         self.rules = rules or policy.rules(cfg.catalog)
@@ -219,15 +230,27 @@ class SenderPool:
         self.metrics = metrics or Metrics()
         self.rng = rng or random.Random()
         now = clock.now_ms()
-        breakers: dict[str, Breaker] = {}
+        carry = carry or {}
+        # A vendor's breaker is one, whichever of its channels a reload changed.
+        breakers = {ch.cfg.vendor or name: ch.breaker for name, ch in carry.items()}
         self.channels: dict[str, ChannelSender] = {}
         for name, ch in cfg.channels.items():
+            if name in carry:
+                self.channels[name] = carry[name]
+                continue
             breaker = breakers.setdefault(ch.vendor or name, Breaker(ch))
             self.channels[name] = ChannelSender(name, ch, adapters[name], breaker, now)
         self.tasks: set[asyncio.Task[None]] = set()
         # The scanner's wake-up (scanner.Wakeups.freed): True when the lane had no free slot
         # before this one.
         self.on_free: Callable[[bool], None] = on_free or (lambda was_full: None)
+
+    def unchanged(self, cfg: Config) -> dict[str, ChannelSender]:
+        """The senders whose channel `cfg` has as this pool's config has it: the same
+        settings, and the same adapter limits (a changed public URL rebuilds the adapter)."""
+        return {name: ch for name, ch in self.channels.items()
+                if cfg.channels.get(name) == ch.cfg
+                and adapter_limits(cfg, ch.cfg) == adapter_limits(self.cfg, ch.cfg)}
 
     def routes(self) -> list[Route]:
         return [Route(name, lane) for lane in LANES for name in self.channels]

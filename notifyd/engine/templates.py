@@ -155,6 +155,16 @@ class Templates:
         self._sets: dict[tuple[str, str, str], _Set] = {}
         self._load()
 
+    @property
+    def fingerprint(self) -> str:
+        """A hash over every template file read, its path and bytes: two loads of the same
+        files agree, so a reload can say whether any template changed."""
+        digest = hashlib.sha256()
+        for files in self._files.values():
+            for file in files.values():
+                digest.update(f"{file.path}\0{len(file.data)}\0".encode() + file.data)
+        return digest.hexdigest()
+
     def check(self, requirements: Mapping[str, Iterable[str]]) -> list[str]:
         """One line per problem, each naming a file relative to the folder; [] means fine.
         `requirements`: kind -> the media it is sent by; each needs the default locale's parts.

@@ -40,14 +40,14 @@ log = logging.getLogger("notifyd.web")
 
 async def post_notification(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
+    ingest = ctx.ingest  # one config for the whole request, should a reload swap it meanwhile
     started, outcome = time.perf_counter(), "refused"
     try:
         if ctx.draining:
             raise ApiError("shutting_down")
         key = await authorise(request, "post")
-        inp = ctx.ingest.parse(await read_body(request), key,
-                               request.headers.get("Idempotency-Key"))
-        result = await ctx.ingest.accept(inp)
+        inp = ingest.parse(await read_body(request), key, request.headers.get("Idempotency-Key"))
+        result = await ingest.accept(inp)
         outcome = "created" if result.created else "retry"
     except DomainError as e:
         outcome = {409: "conflict", 503: "unavailable"}.get(status_of(e), "refused")

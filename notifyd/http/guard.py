@@ -93,6 +93,12 @@ class ConnectionGuard:
         self.open: dict[asyncio.BaseTransport, Guarded] = {}  # in the order they went idle
         self.refused = self.evicted = self.timed_out = 0
 
+    def resize(self, max_connections: int, header_timeout_sec: float) -> None:
+        """New bounds (a reload's): connections over a lower ceiling stay until they go idle
+        and a newcomer takes the place of one; the next sweep times out by the new timeout."""
+        self.max_connections = max_connections
+        self.timeout_ms = int(header_timeout_sec * 1000)
+
     def protocol(self, inner: RequestHandler) -> Guarded:
         return Guarded(self, inner)
 

@@ -53,6 +53,12 @@ class Context:
         self.guard = guard  # the connection guard, when serving: streams leave its count
         self.closing = asyncio.Event()  # set at shutdown: open inbox streams end
 
+    def use(self, cfg: Config, ingest: Ingest, health: Health | None) -> None:
+        """A reload's config and the peers made from it, for the requests from here on; a
+        request already running goes on with what it read."""
+        self.cfg, self.ingest, self.health = cfg, ingest, health
+        self.rules = policy.rules(cfg.catalog)
+
 
 def json_response(data: Any, status: int = 200) -> web.Response:
     """web.json_response with orjson: ~10x cheaper than the stdlib encoder on a page of 50."""

@@ -7,15 +7,20 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
-import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from engine_support import Daemon, ThreadedProvider, clean_env, create_key, query, reaped
+from engine_support import (
+    Daemon,
+    ThreadedProvider,
+    clean_env,
+    create_key,
+    notify_socket,
+    query,
+    reaped,
+    receive,
+)
 
 from notifyd.config import DaemonConfig
 
@@ -37,29 +42,6 @@ timeout_sec = 30.0
 [kinds.k]
 ladder = [{{ channel = "hook" }}]
 """
-
-
-@contextmanager
-def notify_socket() -> Iterator[tuple[socket.socket, str]]:
-    """A datagram socket standing in for systemd's; under /tmp, as a unix path is short."""
-    with tempfile.TemporaryDirectory(prefix="nd-", dir="/tmp") as d:
-        path = f"{d}/notify"
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            sock.bind(path)
-            yield sock, path
-
-
-def receive(sock: socket.socket, wanted: str, timeout: float = TIMEOUT) -> list[str]:
-    """Every message up to and including `wanted`; fails at the deadline."""
-    got: list[str] = []
-    deadline = time.monotonic() + timeout
-    while wanted not in got:
-        sock.settimeout(max(0.01, deadline - time.monotonic()))
-        try:
-            got.append(sock.recv(4096).decode())
-        except TimeoutError:
-            raise AssertionError(f"no {wanted} within {timeout}s; got {got}") from None
-    return got
 
 
 def post(url: str, key: str, body: dict[str, object]) -> str:
@@ -150,12 +132,13 @@ def test_a_second_signal_exits_at_once(tmp_path: Path) -> None:
         assert step_state(db, nid) == "sending"  # retried as unknown once its lease ends
 
 
-def test_the_systemd_unit_is_type_notify_restarts_on_failure_and_is_sandboxed() -> None:
+def test_the_systemd_unit_is_type_notify_restarts_on_failure_reloads_and_is_sandboxed() -> None:
     unit = (ROOT / "contrib" / "notifyd.service").read_text()
     lines = {ln.strip() for ln in unit.splitlines()}
     assert "Type=notify" in lines
     assert "Restart=on-failure" in lines
     assert any(ln.startswith("ExecStart=") and ln.endswith(" serve") for ln in lines)
+    assert "ExecReload=/bin/kill -HUP $MAINPID" in lines  # systemctl reload: SIGHUP
     for option in ("NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes",
                    "PrivateTmp=yes", "StateDirectory=notifyd"):
         assert option in lines, option

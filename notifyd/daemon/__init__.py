@@ -2,6 +2,18 @@
 
 Shutdown order: stop accepting HTTP, stop claiming, let in-flight sends finish within the grace
 period, close the store. A second SIGTERM or SIGINT exits at once.
+
+Reload (SIGHUP): the config file and the templates are read again off the event loop and
+checked whole, as a start checks them (reload.py); a bad one is one log line, and the running
+config stays. A good one becomes a new generation of the peers a config makes (generation.py):
+the HTTP context switches to its ingest and health, the old scanner and digester stop claiming,
+the new ones start (first ending steps on channels the config dropped), and the old pool's sends
+in flight finish on their adapters in the background before those are closed. A channel the
+reload left unchanged keeps its sender, rate limit and breaker included. The store, its lock,
+the socket, the HTTP server, the metrics and the scanner's wake-ups stay; keys only a restart
+can change (reload.RESTART_ONLY) keep their running values, each named in a log line. Reloads
+asked during one make one more after it; SIGHUP while stopping is ignored; a stop during a
+reload abandons it.
 """
 
 from __future__ import annotations
@@ -23,21 +35,19 @@ from pathlib import Path
 from aiohttp import web
 
 from notifyd import __version__
-from notifyd.config import Config
+from notifyd.config import Config, load_config
 from notifyd.core.clock import Clock, SystemClock
+from notifyd.daemon.generation import Generation, Shared, build, close_adapters
+from notifyd.daemon.reload import Refused, reread, templates_problem
 from notifyd.domain import signed
-from notifyd.engine.digests import Digester
-from notifyd.engine.ingest import Ingest
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.render import load_templates
-from notifyd.engine.retention import Retention
-from notifyd.engine.scanner import Scanner, Wakeups
-from notifyd.engine.sender import SenderPool, build_adapters
+from notifyd.engine.scanner import Wakeups
+from notifyd.engine.stream import Hub
 from notifyd.engine.templates import Templates
 from notifyd.http.app import make_app
 from notifyd.http.auth import KeyCache
 from notifyd.http.guard import BACKLOG, ConnectionGuard, GuardedSite, loop_errors
-from notifyd.http.health import Health
 from notifyd.http.kit import Context
 from notifyd.http.serverlog import ServerLog
 from notifyd.store import Held, Store, StoreUnavailable, hold, open_store
@@ -118,15 +128,21 @@ def fit_connections(wanted: int, files: int) -> int:
 
 class Daemon:
     def __init__(self, cfg: Config, clock: Clock | None = None, config_path: str | None = None,
-                 access_log: bool = False) -> None:
+                 access_log: bool = False, load: Callable[[], Config] | None = None) -> None:
         self.cfg = cfg
         self.clock = clock or SystemClock()
         self.config_path = config_path
         self.access_log = access_log
+        # A reload's config: the file read again, with the command line's overrides (the CLI's);
+        # with no file, the running config, so that a reload reads the templates only.
+        self.load = load or (lambda: load_config(config_path) if config_path else self.cfg)
         self.port: int | None = None  # the bound port, once listening
         self.files = 1024  # the open-files limit, read at start
         self.templates: Templates | None = None
         self._stopping_at = time.monotonic()
+        self._reload_asked = asyncio.Event()
+        self._reloading = False
+        self._retiring: dict[Generation, asyncio.Task[None]] = {}  # old pools finishing sends
 
     async def _start(self) -> tuple[Store, socket.socket, Held | None]:
         """Check the templates; take the database (one daemon per SQLite file), the port and
@@ -135,9 +151,7 @@ class Daemon:
         cfg = self.cfg
         self.templates, problems = load_templates(cfg)
         if problems:
-            more = f" (and {len(problems) - 1} more: notifyd templates check lists them)" \
-                if len(problems) > 1 else ""
-            raise StartError(f"templates: {problems[0]}{more}")
+            raise StartError(templates_problem(problems))
         try:
             held = hold(cfg.store.url)
         except StoreUnavailable as e:
@@ -160,46 +174,128 @@ class Daemon:
         return store, sock, held
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run the HTTP server and the scanner as peers until `stop`, then shut down in order."""
+        """Run the HTTP server, the scanner and the digester as peers until `stop`, reloading
+        when asked (ask_reload), then shut down in order."""
         cfg = self.cfg
         store, sock, held = await self._start()
         took = await store.tune_space()
         if took is not None:
             log.info("the database now gives space back to the file system as rows age out "
                      "(converted once to incremental auto-vacuum, in %.1f s)", took)
-        link_key = await store.signing_key(signed.LINKS_KEY)  # signs unsubscribe links
-        metrics, wakeups = Metrics(), Wakeups()
-        pool = SenderPool(cfg, store, self.clock, build_adapters(cfg), metrics=metrics,
-                          templates=self.templates, link_key=link_key, on_free=wakeups.freed)
-        scanner = Scanner(cfg, store, pool, self.clock, wakeups)
-        ingest = Ingest(cfg, store, self.clock, wake=wakeups.due, templates=self.templates)
-        digester = Digester(cfg, store, ingest, self.clock)
-        health = Health(cfg, store, pool, scanner, self.clock)
+        shared = Shared(store, self.clock, Metrics(), Wakeups(),
+                        await store.signing_key(signed.LINKS_KEY), Hub())
+        self.gen = build(cfg, self.templates, shared)
         srv = cfg.server
-        guard = ConnectionGuard(self.clock, fit_connections(srv.max_connections, self.files),
-                                srv.header_timeout_sec, backlog_for(self.files), metrics)
-        ctx = Context(cfg, ingest, KeyCache(store, self.clock), self.clock, health,
-                      link_key=link_key, guard=guard)
+        self.guard = ConnectionGuard(self.clock, fit_connections(srv.max_connections, self.files),
+                                     srv.header_timeout_sec, backlog_for(self.files),
+                                     shared.metrics)
+        self.ctx = Context(cfg, self.gen.ingest, KeyCache(store, self.clock), self.clock,
+                           self.gen.health, link_key=shared.link_key, guard=self.guard)
         stop_claiming = asyncio.Event()
         try:
             async with asyncio.TaskGroup() as peers:
-                peers.create_task(self._serve_http(ctx, sock, guard, stop, stop_claiming),
-                                  name="http")
-                peers.create_task(scanner.run(stop_claiming), name="scanner")
-                peers.create_task(guard.run(stop_claiming), name="connection-guard")
-                peers.create_task(digester.run(stop_claiming), name="digests")
-                peers.create_task(Retention(cfg.retention, store, self.clock, metrics).run(
-                    stop_claiming), name="retention")
+                peers.create_task(self._serve_http(self.ctx, sock, self.guard, stop,
+                                                   stop_claiming), name="http")
+                peers.create_task(self.guard.run(stop_claiming), name="connection-guard")
+                peers.create_task(self._engine(peers, shared, stop, stop_claiming),
+                                  name="engine")
         finally:
+            retiring = list(self._retiring)
+            for task in self._retiring.values():  # they only wait for sends: drained below
+                task.cancel()
+            await asyncio.gather(*self._retiring.values(), return_exceptions=True)
+            gens = [self.gen, *retiring]
             # One grace period in all: what the HTTP drain used is not given again here.
             left = cfg.daemon.grace_sec - (time.monotonic() - self._stopping_at)
-            await pool.drain(max(0.0, left))
-            await pool.close()
-            await ctx.fetch.close()
+            await asyncio.gather(*(g.pool.drain(max(0.0, left)) for g in gens))
+            await close_adapters(gens)
+            await self.ctx.fetch.close()
             await store.close()
             if held is not None:
                 held.release()
         log.info("stopped cleanly")
+
+    def ask_reload(self) -> None:
+        """Reload the config and templates (SIGHUP). Asked while a reload runs, one more runs
+        after it (the file may have changed after it was read); asked again before that one
+        starts, nothing more."""
+        if self._reload_asked.is_set():
+            log.info("a reload is already waiting to run")
+        elif self._reloading:
+            log.info("a reload is running; another follows it")
+        self._reload_asked.set()
+
+    async def _engine(self, peers: asyncio.TaskGroup, shared: Shared, stop: asyncio.Event,
+                      stop_claiming: asyncio.Event) -> None:
+        """The generation's scanner and digester, a new generation at each reload, until
+        `stop_claiming`."""
+        self.gen.start(peers)
+        while True:
+            await first_of(stop_claiming, self._reload_asked)
+            if stop_claiming.is_set():
+                break
+            self._reload_asked.clear()
+            self._reloading = True
+            try:
+                await self._reload(peers, shared, stop)
+            finally:
+                self._reloading = False
+                if not stop.is_set():
+                    sd_notify("READY=1")
+        await self.gen.stop()
+
+    async def _reload(self, peers: asyncio.TaskGroup, shared: Shared,
+                      stop: asyncio.Event) -> None:
+        """Read and check the new config whole; then replace the generation, keeping what
+        only a restart can change, or keep the running one and say why."""
+        if self.config_path:
+            log.info("reloading config from %s", Path(self.config_path).resolve())
+        else:
+            log.info("reloading templates (the config is built in: no file to read again)")
+        sd_notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}")
+        old = self.gen
+        try:
+            new = await asyncio.to_thread(reread, self.load, old.cfg, old.templates)
+            gen = build(new.cfg, new.templates, shared, before=old)
+        except Refused as e:
+            log.error("reload refused: %s; keeping the running config", e)
+            return
+        except Exception as e:  # noqa: BLE001 - a reload must never end the daemon
+            # The type only: an adapter's error text can hold a secret from its settings.
+            log.error("reload refused: %s while making the new config's peers; keeping the "
+                      "running config", type(e).__name__)
+            return
+        if stop.is_set():
+            log.info("reload abandoned: notifyd is stopping")
+            await close_adapters([gen], [old])
+            return
+        for key in new.waiting:
+            log.warning("%s changed; takes effect at the next restart", key)
+        self.ctx.use(gen.cfg, gen.ingest, gen.health)  # requests from here on
+        srv = gen.cfg.server
+        self.guard.resize(fit_connections(srv.max_connections, self.files),
+                          srv.header_timeout_sec)
+        await old.stop()  # it claims no more; its sends go on
+        self.gen, self.cfg, self.templates = gen, gen.cfg, gen.templates
+        gen.start(peers, reloaded=True)
+        self._retiring[old] = asyncio.create_task(self._retire(old), name="retire")
+        log.info("reloaded: %s", new.summary())
+
+    async def _retire(self, old: Generation) -> None:
+        """After a reload: the old generation's sends finish on the adapters they started
+        with; then the adapters no other generation sends on are closed, and a step one of
+        those sends left open on a channel the new config does not have ends as at start."""
+        try:
+            while old.pool.tasks:
+                await asyncio.wait(set(old.pool.tasks))
+            await close_adapters([old], [self.gen, *(g for g in self._retiring if g is not old)])
+            if set(old.cfg.channels) - set(self.gen.cfg.channels):
+                await self.gen.scanner.end_unconfigured()
+        except Exception as e:  # noqa: BLE001 - a task of its own: said here or never
+            log.warning("after a reload: closing the old config's senders failed (%s)",
+                        type(e).__name__)
+        finally:
+            self._retiring.pop(old, None)
 
     async def _serve_http(self, ctx: Context, sock: socket.socket, guard: ConnectionGuard,
                           stop: asyncio.Event, stop_claiming: asyncio.Event) -> None:
@@ -243,12 +339,15 @@ class Daemon:
                  ", ".join(sorted(cfg.kinds)), loop)
 
 
-def serve(cfg: Config, config_path: str | None = None, access_log: bool = False) -> None:
-    """Run the daemon until SIGTERM or SIGINT; a second signal exits at once."""
+def serve(cfg: Config, config_path: str | None = None, access_log: bool = False,
+          load: Callable[[], Config] | None = None) -> None:
+    """Run the daemon until SIGTERM or SIGINT (a second signal exits at once); SIGHUP reloads
+    the config (`load`, default: the file read again) and the templates."""
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        daemon = Daemon(cfg, config_path=config_path, access_log=access_log, load=load)
 
         def on_signal(signum: int) -> None:
             if stop.is_set():
@@ -257,10 +356,18 @@ def serve(cfg: Config, config_path: str | None = None, access_log: bool = False)
             log.info("received %s", signal.Signals(signum).name)
             stop.set()
 
+        def on_hangup() -> None:
+            if stop.is_set():
+                log.info("received SIGHUP while stopping; ignored")
+                return
+            log.info("received SIGHUP")
+            daemon.ask_reload()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
+        loop.add_signal_handler(signal.SIGHUP, on_hangup)
         loop.set_exception_handler(loop_errors(SystemClock()))
-        await Daemon(cfg, config_path=config_path, access_log=access_log).run(stop)
+        await daemon.run(stop)
 
     # The writer thread drops the GIL on every SQLite step and must win it back from the event
     # loop; the default 5 ms switch interval leaves it waiting, and accepts with it. 1 ms
@@ -283,3 +390,13 @@ def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
                              "(pip install uvloop)") from None
         return None
     return uvloop.new_event_loop
+
+
+async def first_of(*events: asyncio.Event) -> None:
+    """Wait until any of `events` is set."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
