@@ -126,10 +126,21 @@ class ChannelConfig:
     burst: int = doc("Token bucket size.", 100)
     urgent_concurrency: int = doc("Concurrent sends in the urgent lane.", 16)
     bulk_concurrency: int = doc("Concurrent sends in the bulk lane.", 8)
-    max_attempts: int = doc("Attempts per step before it is dead.", 5)
-    backoff_base_sec: float = doc("First retry delay ceiling; doubles per attempt (full jitter).",
-                                  1.0)
-    backoff_max_sec: float = doc("Largest retry delay ceiling.", 300.0)
+    max_attempts: int = doc("Most attempts per step (counted from its last replay) before it "
+                            "is dead. 0: no count limit; a step that keeps failing for a "
+                            "passing reason (refused connection, timeout, 5xx, 429, SMTP 4xx) is "
+                            "retried until its time to live ends (the kind's ttl_sec, or a "
+                            "request's shorter max_ttl_sec), as a mail relay keeps a message "
+                            "queued for days, so an outage of hours ends in a send.", 0)
+    backoff_base_sec: float = doc("First retry delay ceiling; doubles per attempt up to "
+                                  "backoff_max_sec. Each delay is drawn at random below its "
+                                  "ceiling (full jitter), so the retries of an outage do not "
+                                  "arrive together.", 1.0)
+    backoff_max_sec: float = doc("Largest retry delay ceiling: while a provider is down each "
+                                 "step is tried again at least this often, so a provider or "
+                                 "relay that comes back is used within minutes (Postfix's "
+                                 "queue starts at 300 s, minimal_backoff_time). A longer "
+                                 "Retry-After is honoured.", 300.0)
     vendor: str = doc("Circuit breaker key; channels naming one vendor share a breaker. Empty: "
                       "the channel name.", "")
     breaker_error_rate: float = doc("Open the breaker when this share of recent calls failed.", 0.5)
@@ -475,9 +486,12 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         for attr in ("timeout_sec", "rate_per_sec", "backoff_base_sec", "backoff_max_sec",
                      "breaker_window_sec", "breaker_cooldown_sec"):
             need(getattr(ch, attr) > 0, f"{k}.{attr}", "must be > 0")
-        for attr in ("burst", "urgent_concurrency", "bulk_concurrency", "max_attempts",
-                     "breaker_min_calls"):
+        for attr in ("burst", "urgent_concurrency", "bulk_concurrency", "breaker_min_calls"):
             need(getattr(ch, attr) >= 1, f"{k}.{attr}", "must be >= 1")
+        need(ch.max_attempts >= 0, f"{k}.max_attempts",
+             "must be >= 0 (0: no count limit, the time to live bounds the retries)")
+        need(ch.backoff_base_sec <= ch.backoff_max_sec, f"{k}.backoff_base_sec",
+             "must not be over backoff_max_sec")
         need(0 < ch.breaker_error_rate <= 1, f"{k}.breaker_error_rate", "must be in (0, 1]")
         need(ch.timeout_sec + SEND_SLACK_SEC < cfg.scanner.lease_sec, f"{k}.timeout_sec",
              f"must be under scanner.lease_sec - {SEND_SLACK_SEC:g}, or a slow send would be "

@@ -170,7 +170,13 @@ def _said(a: Answer) -> str:
 
 def decide(cfg: ChannelConfig, claim: Claim, outcome: Answer, now: int,
            rng: random.Random) -> Completion:
-    """Turn one provider outcome into the step's next state: the whole retry policy."""
+    """Turn one provider outcome into the step's next state: the whole retry policy.
+
+    A transient failure (Failed not final, Unknown) is tried again after a full-jitter backoff,
+    no sooner than the provider's Retry-After, for as long as the retry still falls before the
+    step's deadline (the notification's expires_at): time bounds the retries, as a mail relay's
+    queue lifetime does, so an outage of hours ends in a send. `max_attempts`, when set, also
+    caps them by count."""
     if isinstance(outcome, Sent):
         return Completion(Outcome.SENT, StepState.SENT, provider_ref=outcome.provider_ref,
                           reason=outcome.detail)
@@ -185,11 +191,12 @@ def decide(cfg: ChannelConfig, claim: Claim, outcome: Answer, now: int,
     if isinstance(outcome, Failed) and outcome.retry_after is not None:
         delay = max(delay, int(outcome.retry_after * 1000))
     retry_at = now + delay
-    if claim.tries >= cfg.max_attempts or retry_at >= claim.expires_at:
-        why = "retry budget spent" if claim.tries >= cfg.max_attempts else "time to live ends"
+    spent = 0 < cfg.max_attempts <= claim.tries
+    if spent or retry_at >= claim.expires_at:
+        why = "retry budget spent" if spent else "time to live ends"
         return Completion(label, StepState.DEAD, pull_next=True, reason=(
             f"{why} after {plural(claim.tries, 'attempt')}; last: {outcome.reason}"),
-            why=Why.RETRIES if claim.tries >= cfg.max_attempts else Why.TTL)
+            why=Why.RETRIES if spent else Why.TTL)
     state = StepState.PENDING if label is Outcome.FAILED else StepState.UNKNOWN
     return Completion(label, state, why=Why.RETRY,
                       reason=f"{outcome.reason}; retry {claim.tries + 1}",
