@@ -4,7 +4,8 @@ The scanner asks `wants()` how much each (channel, lane) can take right now, cla
 and hands the claims to `dispatch()`. Tokens are taken at claim time, so claimed work never waits
 in memory behind a closed bucket. The urgent lane is asked first and has its own ceiling, so a bulk
 backlog cannot delay it. A breaker per vendor, while open, makes the channel want nothing: work
-stays pending in the store rather than failing.
+stays pending in the store rather than failing, its attempts unspent; when a probe closes it, the
+channels behind it start with empty buckets, so what it held goes out at their rate.
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ class TokenBucket:
 
     def take(self, n: int) -> None:
         self.tokens -= n
+
+    def empty(self, now_ms: int) -> None:
+        """No tokens left: from now the bucket fills at its rate, starting from nothing."""
+        self.tokens, self.at = 0.0, max(self.at, now_ms)
 
     def ms_until_token(self) -> int:
         return 0 if self.tokens >= 1 else int((1 - self.tokens) / self.rate * 1000) + 1
@@ -347,6 +352,8 @@ class SenderPool:
                 outcome = aggregate(outcome)
             now = self.clock.now_ms()
             ch.breaker.record(isinstance(outcome, Sent | Rejected), now, probe)
+            if probe and ch.breaker.state == "closed":
+                self._release(ch.breaker, now)
             done = decide(ch.cfg, claim, outcome, now, self.rng)
             if isinstance(claim.contact, Devices):  # devices are disabled one by one, never all at once
                 done = dataclasses.replace(done, disable_contact=False, dead_devices=dead)
@@ -365,6 +372,16 @@ class SenderPool:
             was_full = ch.in_flight[claim.lane] >= ch.ceiling[claim.lane]
             ch.in_flight[claim.lane] -= 1
             self.on_free(was_full)
+
+    def _release(self, breaker: Breaker, now: int) -> None:
+        """A good probe closed the breaker. Its steps have waited, pending and due, and their
+        channels' buckets filled while it was open: they start empty instead, so the held steps
+        go in due order at each channel's rate, not as one burst at a provider just back."""
+        names = [name for name, ch in self.channels.items() if ch.breaker is breaker]
+        for name in names:
+            self.channels[name].bucket.empty(now)
+        log.info("breaker closed: a probe went through; held steps of %s go at the "
+                 "channel's rate", ", ".join(names))
 
     async def _give_back(self, claim: Claim) -> None:
         """This process stops mid-send: the step becomes unknown now, under its claim token,
