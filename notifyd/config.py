@@ -44,7 +44,8 @@ URGENCIES = ("urgent", "normal")
 # Keys that moved, and where to: a config that still has one keeps working (both: an error).
 MOVED = {("store", "path"): ("store", "url"),
          **{("store", key): ("store", "sqlite", key)
-            for key in ("synchronous", "busy_timeout_ms", "check_at_start")}}
+            for key in ("synchronous", "busy_timeout_ms", "check_at_start")},
+         ("daemon", "ready_max_due_lag_sec"): ("daemon", "ready_max_loop_lag_sec")}
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 ORIGIN_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
 SEND_SLACK_SEC = 5.0  # a send gets this long beyond its channel timeout before it is unknown
@@ -108,8 +109,12 @@ class TemplatesConfig:
 @dataclass(frozen=True)
 class DaemonConfig:
     grace_sec: float = doc("On SIGTERM, how long in-flight sends may finish before exit.", 10.0)
-    ready_max_due_lag_sec: float = doc("GET /readyz fails while the oldest due step has waited "
-                                       "longer than this.", 60.0)
+    ready_max_loop_lag_sec: float = doc(
+        "GET /readyz fails while the daemon's event loop runs its timers later than this (the "
+        "worst of the last 10 s): notifyd itself cannot keep up. A provider's outage never "
+        "fails it; that shows as notifyd_due_lag_seconds and notifyd_breaker_state on "
+        "/metrics. It was ready_max_due_lag_sec, the oldest due step's wait, which an outage "
+        "pushed past any bound; a config with that name sets this.", 5.0)
     event_loop: str = doc('"asyncio" (the standard event loop), "uvloop" (a faster drop-in on '
                           'libuv; out of file descriptors, it closes new connections at once '
                           'and says nothing) or "auto" (uvloop when installed).', "asyncio")
@@ -336,8 +341,9 @@ def _limits(cfg: Config, kind: str, named: dict[str, str],
 
 
 def moved(data: dict[str, Any]) -> dict[str, Any]:
-    """`data` with each key of MOVED where it lives now: store.url is store.url, and the
-    SQLite keys that sat in [store] sit in [store.sqlite]."""
+    """`data` with each key of MOVED where it lives now: store.path is store.url, the SQLite
+    keys that sat in [store] sit in [store.sqlite], and daemon.ready_max_due_lag_sec is
+    daemon.ready_max_loop_lag_sec."""
     for old, new in MOVED.items():
         table = data.get(old[0])
         if not isinstance(table, dict) or old[1] not in table:
@@ -472,7 +478,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(cfg.scanner.claim_batch > 0, "scanner.claim_batch", "must be > 0")
     need(cfg.scanner.lease_sec > 0, "scanner.lease_sec", "must be > 0")
     need(cfg.daemon.grace_sec >= 0, "daemon.grace_sec", "must be >= 0")
-    need(cfg.daemon.ready_max_due_lag_sec > 0, "daemon.ready_max_due_lag_sec", "must be > 0")
+    need(cfg.daemon.ready_max_loop_lag_sec > 0, "daemon.ready_max_loop_lag_sec", "must be > 0")
     need(cfg.daemon.event_loop in EVENT_LOOPS, "daemon.event_loop",
          f"must be one of {', '.join(EVENT_LOOPS)}")
     for name, ch in cfg.channels.items():

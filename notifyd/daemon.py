@@ -183,6 +183,7 @@ class Daemon:
                 peers.create_task(scanner.run(stop_claiming), name="scanner")
                 peers.create_task(guard.run(stop_claiming), name="connection-guard")
                 peers.create_task(digester.run(stop_claiming), name="digests")
+                peers.create_task(health.loop.run(stop_claiming), name="loop-lag")
         finally:
             # One grace period in all: what the HTTP drain used is not given again here.
             left = cfg.daemon.grace_sec - (time.monotonic() - self._stopping_at)
