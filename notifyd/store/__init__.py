@@ -13,6 +13,8 @@ from notifyd.core.clock import Clock
 from notifyd.core.records import (
     Attempt,
     DeadLetter,
+    DeadMatch,
+    DeadStep,
     DigestDue,
     DigestMember,
     Event,
@@ -92,7 +94,8 @@ async def open_store(url: str, clock: Clock | None = None, *, sqlite: SqliteSett
     return store
 
 
-__all__ = ["Attempt", "DeadLetter", "DigestDue", "DigestMember", "Event", "Held", "InboxChange",
-           "InboxItem", "KeyRecord", "Notification", "Overloaded", "Proof", "Step",
+__all__ = ["Attempt", "DeadLetter", "DeadMatch", "DeadStep", "DigestDue", "DigestMember",
+           "Event", "Held", "InboxChange", "InboxItem", "KeyRecord", "Notification",
+           "Overloaded", "Proof", "Step",
            "StorageError", "Store", "StoreClosed", "StoreLocked", "StoreMissing",
            "StoreUnavailable", "Suppression", "hold", "open_store", "sqlite_path"]
