@@ -24,6 +24,7 @@ from engine_support import (
     provider,
     webhook,
 )
+from stack_support import stack
 
 from notifyd.config import KindConfig, LadderStep
 from notifyd.core.models import Route
@@ -198,3 +199,44 @@ async def test_a_kind_whose_push_provider_is_down_reaches_sms_on_time(
                 assert s0["state"] == "pending"
                 assert s1["state"] == "sent"
                 assert start + 120_000 <= s1["attempt_log"][0]["started_at"] <= start + 121_000
+
+
+# --- a real SMTP relay, down and back -----------------------------------------------------------
+
+
+async def test_an_email_posted_while_the_relay_is_down_is_sent_once_when_it_returns(
+        tmp_path: Path) -> None:
+    """The user's report: with the defaults, a relay refusing connections left the email dead
+    4.4 s after accept. Now it waits, retrying, and goes once when the relay is back."""
+    kinds = {"kinds": {"alert": {"ladder": [{"channel": "email"}]}}}
+    async with stack(tmp_path, kinds) as s:
+        await s.user("ada", email="ada@example.org")
+        port = s.smtp.port
+        await s.smtp.stop()  # connection refused from here on
+        posted = await s.client.post("/v1/notifications", json={
+            "user_id": "ada", "kind": "alert", "params": {"what": "disk full"}},
+            headers={"Authorization": f"Bearer {s.key}"})
+        assert posted.status == 202, await posted.text()
+        nid = (await posted.json())["notification_id"]
+        start = s.e.now
+
+        for attempt in range(1, 9):  # eight refused connections; five used to be the end
+            assert await s.e.cycle() == 1
+            step = await s.e.step(nid, 0)
+            assert step["state"] == "pending", step
+            assert step["reason"] == (f"connect failed: ConnectionRefusedError; retry "
+                                      f"{attempt + 1}")
+            s.e.clock.ms = step["send_after"]
+        assert s.smtp.received == []
+        assert s.e.now - start < 300_000  # minutes, well inside the day it may wait
+
+        await s.smtp.start(port=port)  # the relay is back, where the channel expects it
+        assert await s.e.cycle() == 1
+        step = await s.e.step(nid, 0)
+        assert (step["state"], step["attempts"]) == ("sent", 9)
+        s.e.clock.advance(3600)
+        await s.e.run_dry()
+        assert len(s.smtp.received) == 1  # exactly one message
+        [mail] = s.smtp.received
+        assert mail.rcpt_tos == ["ada@example.org"] and b"disk full" in mail.data
+        assert (await s.status(nid))["current_state"] == "sent"
