@@ -166,7 +166,10 @@ class KindConfig:
     ladder: tuple[LadderStep, ...] = docf(
         "Ordered steps: {channel, after_sec?, timeout_sec?}. A step is due after_sec after "
         "accept, or else when the previous step's timeout_sec window ends.", tuple)
-    ttl_sec: int = doc("Time to live: steps not sent by then end expired.", 86400)
+    ttl_sec: int = doc("Time to live: steps not sent by then end expired. It is also how long "
+                       "a step whose provider keeps failing is retried (a day; a mail relay "
+                       "keeps mail for five), and a request's max_ttl_sec may shorten it.",
+                       86400)
     urgency: str = doc("urgent (bypasses quiet hours, urgent lane) or normal.", "normal")
     stop: str = doc("What ends the ladder: resolved (written from outside: the API, the CLI), "
                     "delivered (also a provider's or the app's receipt proving delivery) or "
