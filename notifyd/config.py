@@ -44,7 +44,8 @@ URGENCIES = ("urgent", "normal")
 # Keys that moved, and where to: a config that still has one keeps working (both: an error).
 MOVED = {("store", "path"): ("store", "url"),
          **{("store", key): ("store", "sqlite", key)
-            for key in ("synchronous", "busy_timeout_ms", "check_at_start")}}
+            for key in ("synchronous", "busy_timeout_ms", "check_at_start")},
+         ("daemon", "ready_max_due_lag_sec"): ("daemon", "ready_max_loop_lag_sec")}
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 ORIGIN_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
 SEND_SLACK_SEC = 5.0  # a send gets this long beyond its channel timeout before it is unknown
@@ -108,8 +109,12 @@ class TemplatesConfig:
 @dataclass(frozen=True)
 class DaemonConfig:
     grace_sec: float = doc("On SIGTERM, how long in-flight sends may finish before exit.", 10.0)
-    ready_max_due_lag_sec: float = doc("GET /readyz fails while the oldest due step has waited "
-                                       "longer than this.", 60.0)
+    ready_max_loop_lag_sec: float = doc(
+        "GET /readyz fails while the daemon's event loop runs its timers later than this (the "
+        "worst of the last 10 s): notifyd itself cannot keep up. A provider's outage never "
+        "fails it; that shows as notifyd_due_lag_seconds and notifyd_breaker_state on "
+        "/metrics. It was ready_max_due_lag_sec, the oldest due step's wait, which an outage "
+        "pushed past any bound; a config with that name sets this.", 5.0)
     event_loop: str = doc('"asyncio" (the standard event loop), "uvloop" (a faster drop-in on '
                           'libuv; out of file descriptors, it closes new connections at once '
                           'and says nothing) or "auto" (uvloop when installed).', "asyncio")
@@ -157,10 +162,21 @@ class ChannelConfig:
     burst: int = doc("Token bucket size.", 100)
     urgent_concurrency: int = doc("Concurrent sends in the urgent lane.", 16)
     bulk_concurrency: int = doc("Concurrent sends in the bulk lane.", 8)
-    max_attempts: int = doc("Attempts per step before it is dead.", 5)
-    backoff_base_sec: float = doc("First retry delay ceiling; doubles per attempt (full jitter).",
-                                  1.0)
-    backoff_max_sec: float = doc("Largest retry delay ceiling.", 300.0)
+    max_attempts: int = doc("Most attempts per step (counted from its last replay) before it "
+                            "is dead. 0: no count limit; a step that keeps failing for a "
+                            "passing reason (refused connection, timeout, 5xx, 429, SMTP 4xx) is "
+                            "retried until its time to live ends (the kind's ttl_sec, or a "
+                            "request's shorter max_ttl_sec), as a mail relay keeps a message "
+                            "queued for days, so an outage of hours ends in a send.", 0)
+    backoff_base_sec: float = doc("First retry delay ceiling; doubles per attempt up to "
+                                  "backoff_max_sec. Each delay is drawn at random below its "
+                                  "ceiling (full jitter), so the retries of an outage do not "
+                                  "arrive together.", 1.0)
+    backoff_max_sec: float = doc("Largest retry delay ceiling: while a provider is down each "
+                                 "step is tried again at least this often, so a provider or "
+                                 "relay that comes back is used within minutes (Postfix's "
+                                 "queue starts at 300 s, minimal_backoff_time). A longer "
+                                 "Retry-After is honoured.", 300.0)
     vendor: str = doc("Circuit breaker key; channels naming one vendor share a breaker. Empty: "
                       "the channel name.", "")
     breaker_error_rate: float = doc("Open the breaker when this share of recent calls failed.", 0.5)
@@ -181,7 +197,10 @@ class KindConfig:
     ladder: tuple[LadderStep, ...] = docf(
         "Ordered steps: {channel, after_sec?, timeout_sec?}. A step is due after_sec after "
         "accept, or else when the previous step's timeout_sec window ends.", tuple)
-    ttl_sec: int = doc("Time to live: steps not sent by then end expired.", 86400)
+    ttl_sec: int = doc("Time to live: steps not sent by then end expired. It is also how long "
+                       "a step whose provider keeps failing is retried (a day; a mail relay "
+                       "keeps mail for five), and a request's max_ttl_sec may shorten it.",
+                       86400)
     urgency: str = doc("urgent (bypasses quiet hours, urgent lane) or normal.", "normal")
     stop: str = doc("What ends the ladder: resolved (written from outside: the API, the CLI), "
                     "delivered (also a provider's or the app's receipt proving delivery) or "
@@ -358,8 +377,9 @@ def _limits(cfg: Config, kind: str, named: dict[str, str],
 
 
 def moved(data: dict[str, Any]) -> dict[str, Any]:
-    """`data` with each key of MOVED where it lives now: store.url is store.url, and the
-    SQLite keys that sat in [store] sit in [store.sqlite]."""
+    """`data` with each key of MOVED where it lives now: store.path is store.url, the SQLite
+    keys that sat in [store] sit in [store.sqlite], and daemon.ready_max_due_lag_sec is
+    daemon.ready_max_loop_lag_sec."""
     for old, new in MOVED.items():
         table = data.get(old[0])
         if not isinstance(table, dict) or old[1] not in table:
@@ -494,7 +514,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(cfg.scanner.claim_batch > 0, "scanner.claim_batch", "must be > 0")
     need(cfg.scanner.lease_sec > 0, "scanner.lease_sec", "must be > 0")
     need(cfg.daemon.grace_sec >= 0, "daemon.grace_sec", "must be >= 0")
-    need(cfg.daemon.ready_max_due_lag_sec > 0, "daemon.ready_max_due_lag_sec", "must be > 0")
+    need(cfg.daemon.ready_max_loop_lag_sec > 0, "daemon.ready_max_loop_lag_sec", "must be > 0")
     need(cfg.daemon.event_loop in EVENT_LOOPS, "daemon.event_loop",
          f"must be one of {', '.join(EVENT_LOOPS)}")
     ret = cfg.retention
@@ -518,9 +538,12 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         for attr in ("timeout_sec", "rate_per_sec", "backoff_base_sec", "backoff_max_sec",
                      "breaker_window_sec", "breaker_cooldown_sec"):
             need(getattr(ch, attr) > 0, f"{k}.{attr}", "must be > 0")
-        for attr in ("burst", "urgent_concurrency", "bulk_concurrency", "max_attempts",
-                     "breaker_min_calls"):
+        for attr in ("burst", "urgent_concurrency", "bulk_concurrency", "breaker_min_calls"):
             need(getattr(ch, attr) >= 1, f"{k}.{attr}", "must be >= 1")
+        need(ch.max_attempts >= 0, f"{k}.max_attempts",
+             "must be >= 0 (0: no count limit, the time to live bounds the retries)")
+        need(ch.backoff_base_sec <= ch.backoff_max_sec, f"{k}.backoff_base_sec",
+             "must not be over backoff_max_sec")
         need(0 < ch.breaker_error_rate <= 1, f"{k}.breaker_error_rate", "must be in (0, 1]")
         need(ch.timeout_sec + SEND_SLACK_SEC < cfg.scanner.lease_sec, f"{k}.timeout_sec",
              f"must be under scanner.lease_sec - {SEND_SLACK_SEC:g}, or a slow send would be "

@@ -48,7 +48,10 @@ class FakeSmtp:
 
     async def start(self, *, tls: ssl.SSLContext | None = None,
                     starttls: ssl.SSLContext | None = None,
-                    credentials: tuple[bytes, bytes] | None = None) -> FakeSmtp:
+                    credentials: tuple[bytes, bytes] | None = None,
+                    port: int = 0) -> FakeSmtp:
+        """Listen on 127.0.0.1:`port` (0: any free one); after stop(), start(port=self.port)
+        brings the same server back where its clients expect it."""
         loop = asyncio.get_running_loop()
         kwargs: dict[str, Any] = {"hostname": "fake.test", "loop": loop}
         if starttls is not None:
@@ -59,7 +62,7 @@ class FakeSmtp:
             kwargs.update(authenticator=self._authenticator(credentials),
                           auth_require_tls=False)
         self.server = await loop.create_server(lambda: _Session(self, **kwargs), "127.0.0.1",
-                                               0, ssl=tls)
+                                               port, ssl=tls)
         self.port = self.server.sockets[0].getsockname()[1]
         return self
 

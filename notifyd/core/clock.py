@@ -15,6 +15,14 @@ class SystemClock:
         return time.time_ns() // 1_000_000
 
 
+class MonotonicClock:
+    """Milliseconds that only go forward, from an arbitrary start: for how late something ran,
+    never for a time a row records."""
+
+    def now_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
+
+
 class FakeClock:
     """A clock tests move by hand."""
 

@@ -9,7 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from notifyd.core.models import Lane, Outcome, StepState, current_state
-from notifyd.core.steps import AT_ACCEPT, Cause
+from notifyd.core.steps import AT_ACCEPT, Cause, StepKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,3 +229,30 @@ class Storage:
     free_bytes: int
     rows: dict[str, int]
     oldest: dict[str, int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class DeadMatch:
+    """The dead steps an operator replays in bulk: those that ended dead at or after `since`
+    and before `until` (the moment the replay began, so a step that dies again while it runs is
+    not taken twice), on `channel` and of `kind` when given. Times are epoch ms."""
+
+    until: int
+    since: int = 0
+    channel: str | None = None
+    kind: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadStep:
+    """One dead step a bulk replay pages through, in the order they died, then by key; the
+    last of a page is where the next page starts."""
+
+    notification_id: str
+    step_no: int
+    died_at: int
+    expires_at: int  # its notification's deadline: a replay after it ends expired, unsent
+
+    @property
+    def key(self) -> StepKey:
+        return StepKey(self.notification_id, self.step_no)

@@ -197,6 +197,7 @@ class Daemon:
                 peers.create_task(self._serve_http(self.ctx, sock, self.guard, stop,
                                                    stop_claiming), name="http")
                 peers.create_task(self.guard.run(stop_claiming), name="connection-guard")
+                peers.create_task(shared.loop.run(stop_claiming), name="loop-lag")
                 peers.create_task(self._engine(peers, shared, stop, stop_claiming),
                                   name="engine")
         finally:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from notifyd.channels.base import Channel
 from notifyd.config import Config
-from notifyd.core.clock import Clock
+from notifyd.core.clock import Clock, MonotonicClock
 from notifyd.engine.digests import Digester
 from notifyd.engine.ingest import Ingest
 from notifyd.engine.metrics import Metrics
@@ -20,7 +20,7 @@ from notifyd.engine.scanner import Scanner, Wakeups
 from notifyd.engine.sender import SenderPool, build_adapters
 from notifyd.engine.stream import Hub
 from notifyd.engine.templates import Templates
-from notifyd.http.health import Health
+from notifyd.http.health import Health, LoopLag
 from notifyd.store import Store
 
 
@@ -32,6 +32,7 @@ class Shared:
     wakeups: Wakeups
     link_key: bytes  # signs unsubscribe links
     hub: Hub  # open inbox streams, told of new items by every generation's ingest
+    loop: LoopLag = field(default_factory=lambda: LoopLag(MonotonicClock()))  # for /readyz
 
 
 @dataclass(eq=False)  # one generation is one, whatever it holds
@@ -74,7 +75,7 @@ def build(cfg: Config, templates: Templates | None, shared: Shared,
     ingest = Ingest(cfg, shared.store, shared.clock, wake=shared.wakeups.due,
                     templates=templates, hub=shared.hub)
     digester = Digester(cfg, shared.store, ingest, shared.clock)
-    health = Health(cfg, shared.store, pool, scanner, shared.clock)
+    health = Health(cfg, shared.store, pool, scanner, shared.clock, shared.loop)
     retention = Retention(cfg.retention, shared.store, shared.clock, shared.metrics)
     return Generation(cfg, templates, pool, scanner, ingest, digester, health, retention)
 

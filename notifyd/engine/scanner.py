@@ -69,6 +69,7 @@ class Scanner:
 
     async def run_once(self, now: int) -> int:
         """Claim what the senders can take right now and dispatch it; returns the count."""
+        self.alive_at = now  # a scan, whatever it finds: the loop is turning (for /readyz)
         wants = self.pool.wants(now)
         if not wants:
             return 0
@@ -108,7 +109,7 @@ class Scanner:
                 await self._wait(self.clock.now_ms() + self.poll_ms, stop)
         while not stop.is_set():
             self.wakeups.wake.clear()
-            now = self.alive_at = self.clock.now_ms()
+            now = self.clock.now_ms()
             try:
                 await self.run_once(now)
                 if self._full and self.pool.wants(self.clock.now_ms()):

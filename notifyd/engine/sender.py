@@ -4,7 +4,8 @@ The scanner asks `wants()` how much each (channel, lane) can take right now, cla
 and hands the claims to `dispatch()`. Tokens are taken at claim time, so claimed work never waits
 in memory behind a closed bucket. The urgent lane is asked first and has its own ceiling, so a bulk
 backlog cannot delay it. A breaker per vendor, while open, makes the channel want nothing: work
-stays pending in the store rather than failing.
+stays pending in the store rather than failing, its attempts unspent; when a probe closes it, the
+channels behind it start with empty buckets, so what it held goes out at their rate.
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ class TokenBucket:
 
     def take(self, n: int) -> None:
         self.tokens -= n
+
+    def empty(self, now_ms: int) -> None:
+        """No tokens left: from now the bucket fills at its rate, starting from nothing."""
+        self.tokens, self.at = 0.0, max(self.at, now_ms)
 
     def ms_until_token(self) -> int:
         return 0 if self.tokens >= 1 else int((1 - self.tokens) / self.rate * 1000) + 1
@@ -175,7 +180,13 @@ def _said(a: Answer) -> str:
 
 def decide(cfg: ChannelConfig, claim: Claim, outcome: Answer, now: int,
            rng: random.Random) -> Completion:
-    """Turn one provider outcome into the step's next state: the whole retry policy."""
+    """Turn one provider outcome into the step's next state: the whole retry policy.
+
+    A transient failure (Failed not final, Unknown) is tried again after a full-jitter backoff,
+    no sooner than the provider's Retry-After, for as long as the retry still falls before the
+    step's deadline (the notification's expires_at): time bounds the retries, as a mail relay's
+    queue lifetime does, so an outage of hours ends in a send. `max_attempts`, when set, also
+    caps them by count."""
     if isinstance(outcome, Sent):
         return Completion(Outcome.SENT, StepState.SENT, provider_ref=outcome.provider_ref,
                           reason=outcome.detail)
@@ -190,11 +201,12 @@ def decide(cfg: ChannelConfig, claim: Claim, outcome: Answer, now: int,
     if isinstance(outcome, Failed) and outcome.retry_after is not None:
         delay = max(delay, int(outcome.retry_after * 1000))
     retry_at = now + delay
-    if claim.tries >= cfg.max_attempts or retry_at >= claim.expires_at:
-        why = "retry budget spent" if claim.tries >= cfg.max_attempts else "time to live ends"
+    spent = 0 < cfg.max_attempts <= claim.tries
+    if spent or retry_at >= claim.expires_at:
+        why = "retry budget spent" if spent else "time to live ends"
         return Completion(label, StepState.DEAD, pull_next=True, reason=(
             f"{why} after {plural(claim.tries, 'attempt')}; last: {outcome.reason}"),
-            why=Why.RETRIES if claim.tries >= cfg.max_attempts else Why.TTL)
+            why=Why.RETRIES if spent else Why.TTL)
     state = StepState.PENDING if label is Outcome.FAILED else StepState.UNKNOWN
     return Completion(label, state, why=Why.RETRY,
                       reason=f"{outcome.reason}; retry {claim.tries + 1}",
@@ -363,6 +375,8 @@ class SenderPool:
                 outcome = aggregate(outcome)
             now = self.clock.now_ms()
             ch.breaker.record(isinstance(outcome, Sent | Rejected), now, probe)
+            if probe and ch.breaker.state == "closed":
+                self._release(ch.breaker, now)
             done = decide(ch.cfg, claim, outcome, now, self.rng)
             if isinstance(claim.contact, Devices):  # devices are disabled one by one, never all at once
                 done = dataclasses.replace(done, disable_contact=False, dead_devices=dead)
@@ -381,6 +395,16 @@ class SenderPool:
             was_full = ch.in_flight[claim.lane] >= ch.ceiling[claim.lane]
             ch.in_flight[claim.lane] -= 1
             self.on_free(was_full)
+
+    def _release(self, breaker: Breaker, now: int) -> None:
+        """A good probe closed the breaker. Its steps have waited, pending and due, and their
+        channels' buckets filled while it was open: they start empty instead, so the held steps
+        go in due order at each channel's rate, not as one burst at a provider just back."""
+        names = [name for name, ch in self.channels.items() if ch.breaker is breaker]
+        for name in names:
+            self.channels[name].bucket.empty(now)
+        log.info("breaker closed: a probe went through; held steps of %s go at the "
+                 "channel's rate", ", ".join(names))
 
     async def _give_back(self, claim: Claim) -> None:
         """This process stops mid-send: the step becomes unknown now, under its claim token,

@@ -283,7 +283,8 @@ async def get_health(request: web.Request) -> web.Response:
 
 
 async def get_ready(request: web.Request) -> web.Response:
-    """Readiness: the store takes writes, the scanner loops, due work is not falling behind."""
+    """Readiness of the daemon itself: the store takes writes, the scanner loops, the event
+    loop keeps time. A provider's outage is not ours: it shows on /metrics, never here."""
     ctx = request.app[CTX]
     if ctx.health is not None:
         checks = await ctx.health.ready()

@@ -351,7 +351,8 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> d
             "/healthz": _public("Liveness: the process answers; nothing is touched",
                                 {"200": {"description": "ok"}}),
             "/readyz": _public(
-                "Readiness: the store takes writes, the scanner loops, due lag is in bounds",
+                "Readiness of the daemon itself: the store takes writes, the scanner loops, the "
+                "event loop keeps time (a provider's outage never fails it)",
                 {"200": _json(_ref("Ready"), "ready"),
                  "503": _json(_ref("Ready"), "not ready: each check says why")}),
             "/metrics": _public("Prometheus metrics (text exposition format)", {"200": {

@@ -13,6 +13,8 @@ from notifyd.core.clock import Clock
 from notifyd.core.records import (
     Attempt,
     DeadLetter,
+    DeadMatch,
+    DeadStep,
     DigestDue,
     DigestMember,
     Event,
@@ -108,7 +110,8 @@ def restore(url: str, backup: str) -> tuple[int, str | None]:
     return count, put_back(path, Path(backup))
 
 
-__all__ = ["Attempt", "DeadLetter", "DigestDue", "DigestMember", "Event", "Held", "InboxChange",
-           "InboxItem", "KeyRecord", "Notification", "Overloaded", "Proof", "Step",
+__all__ = ["Attempt", "DeadLetter", "DeadMatch", "DeadStep", "DigestDue", "DigestMember",
+           "Event", "Held", "InboxChange", "InboxItem", "KeyRecord", "Notification",
+           "Overloaded", "Proof", "Step",
            "StorageError", "Store", "StoreClosed", "StoreLocked", "StoreMissing",
            "StoreUnavailable", "Suppression", "hold", "open_store", "restore", "sqlite_path"]

@@ -49,6 +49,8 @@ from notifyd.core.records import (
     Aged,
     Cursor,
     DeadLetter,
+    DeadMatch,
+    DeadStep,
     DigestDue,
     DigestMember,
     InboxChange,
@@ -218,6 +220,12 @@ class DeliveryStore(Protocol):
         their original key and frozen payload; how many."""
         ...
 
+    async def replay_steps(self, steps: list[StepKey]) -> int:
+        """One write: each of `steps` that is dead or unknown back to pending, as `replay` puts
+        one; how many. A bulk replay calls it once per short batch: the write holds the
+        writer (and, on SQLite, the database) while it runs."""
+        ...
+
     async def end_unconfigured(self, channels: list[str], decide: DecideFn) -> list[Decided]:
         """One write: open steps on channels not in `channels`, judged by `decide` as such."""
         ...
@@ -324,7 +332,16 @@ class OperationsStore(Protocol):
 
     async def dead_letters(self, limit: int) -> list[DeadLetter]: ...
 
-    async def dead_count(self) -> int: ...
+    async def dead_count(self, match: DeadMatch | None = None) -> int:
+        """How many steps are dead (that `match`, when given)."""
+        ...
+
+    async def dead_steps(self, match: DeadMatch, after: DeadStep | None,
+                         limit: int) -> list[DeadStep]:
+        """Up to `limit` dead steps that `match`, in the order they died, then by key, after
+        `after` (None: from the first): one read. Paging on while the steps of earlier pages
+        are replayed neither skips nor repeats one."""
+        ...
 
     async def oldest_due(self, routes: list[Route]) -> dict[Route, int]:
         """The earliest send_after among open steps, per route that has any."""

@@ -29,6 +29,7 @@ from store_support import (
 
 from notifyd.core.clock import FakeClock
 from notifyd.core.models import (
+    REPLAYED,
     ClaimContext,
     Completion,
     Decision,
@@ -46,7 +47,7 @@ from notifyd.core.models import (
     Verdict,
     Want,
 )
-from notifyd.core.records import Cursor, DigestDue, InboxEntry
+from notifyd.core.records import Cursor, DeadMatch, DigestDue, InboxEntry
 from notifyd.core.steps import Cause, StepKey
 from notifyd.domain.policy import decide_claim
 from notifyd.store import Store, StoreMissing, base, open_store
@@ -348,6 +349,46 @@ class TestDelivery:
         [again] = await claim(store)
         assert (again.key, again.attempt_no, again.tries) == ("n_1:0", 2, 1)
         assert await store.dead_count() == 0
+
+    async def test_dead_steps_are_picked_by_filter_page_by_page_and_replayed_in_batches(
+            self, store: Store, clock: FakeClock) -> None:
+        for nid, channel, kind in (("n_1", "a", "k"), ("n_2", "c", "k"), ("n_3", "a", "other"),
+                                   ("n_4", "a", "k"), ("n_5", "a", "k")):
+            await accept(store, nid, channel, kind=kind)
+        claims = {c.notification_id: c for c in await claim(store) + await claim(store, "c")}
+        for i, nid in enumerate(("n_1", "n_2", "n_3", "n_4"), start=1):
+            at(clock, NOW + i)  # each dies a millisecond after the one before
+            assert await store.complete(claims[nid], Completion(
+                Outcome.FAILED, StepState.DEAD, "time to live ends", pull_next=True), RULES)
+        assert await store.complete(claims["n_5"], Completion(Outcome.SENT, StepState.SENT),
+                                    RULES)
+        everything = DeadMatch(until=NOW + 10)
+        assert await store.dead_count() == await store.dead_count(everything) == 4
+        assert [(d.notification_id, d.step_no, d.died_at, d.expires_at)
+                for d in await store.dead_steps(everything, None, 10)] == [
+            (f"n_{i}", 0, NOW + i, NOW + 3_600_000) for i in (1, 2, 3, 4)]
+        between = DeadMatch(until=NOW + 4, since=NOW + 2)  # [since, until)
+        assert [d.notification_id for d in await store.dead_steps(between, None, 10)] == [
+            "n_2", "n_3"]
+        assert await store.dead_count(DeadMatch(NOW + 10, channel="c")) == 1
+
+        picked = DeadMatch(until=NOW + 10, channel="a", kind="k")
+        assert await store.dead_count(picked) == 2
+        [first] = await store.dead_steps(picked, None, 1)
+        assert first.key == StepKey("n_1", 0)
+        at(clock, NOW + 20)
+        assert await store.replay_steps([first.key, StepKey("n_5", 0)]) == 1  # n_5 was sent
+        [second] = await store.dead_steps(picked, first, 1)  # the next page, not a repeat
+        assert second.key == StepKey("n_4", 0)
+        assert await store.replay_steps([second.key]) == 1
+        assert await store.dead_steps(picked, second, 1) == []
+        assert await store.dead_count(picked) == 0 and await store.dead_count() == 2
+        n = await store.get_notification("n_1")
+        assert n is not None and (n.steps[0].state, n.steps[0].reason, n.steps[0].send_after) == (
+            StepState.PENDING, REPLAYED, NOW + 20)
+        again = {c.key: c for c in await claim(store)}
+        assert (again["n_1:0"].attempt_no, again["n_1:0"].tries) == (2, 1)
+        assert set(again) == {"n_1:0", "n_4:0"}
 
     async def test_steps_on_a_removed_channel_end_as_the_policy_says(
             self, store: Store, clock: FakeClock) -> None:

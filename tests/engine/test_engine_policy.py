@@ -406,6 +406,8 @@ async def test_breaker_opens_holds_work_pending_and_a_good_probe_closes_it(
         gate.set()
         await e.settle()
         assert breaker.state == "closed"
+        assert await e.cycle() == 0  # its bucket starts empty: the rest go at its rate
+        e.clock.advance(0.001)
         await e.run_dry()
         assert (await e.state_counts()) == {"sent": 7}
 
@@ -472,6 +474,7 @@ async def test_a_vendor_shared_by_two_channels_probes_through_the_one_with_work(
         prov.reply = accepted()
         assert await e.cycle() == 1  # one probe, on the channel that has due work
         assert breaker.state == "closed"
+        e.clock.advance(0.001)  # both channels' buckets start empty, and fill at their rate
         await e.run_dry()
         assert (await e.state_counts()) == {"sent": 6}
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -40,9 +42,27 @@ def steps(db_path: Any, nid: str) -> list[tuple[Any, ...]]:
 
 
 async def in_one_batch(store: CoreStore, *calls: Any) -> list[Any]:
+    """Run `calls` as one group commit, whatever the machine's load: the writer is held by a
+    write of its own until every call's write waits in its queue, then they go together."""
+    entered, gate = threading.Event(), threading.Event()
+
+    def hold(_: Any) -> None:
+        entered.set()
+        gate.wait(30)
+
+    blocker = asyncio.ensure_future(store.backend.write(hold))
+    await asyncio.to_thread(entered.wait, 30)
+    tasks = [asyncio.ensure_future(c) for c in calls]
+    writer = store.backend.writer
+    deadline = time.monotonic() + 30
+    while writer._ops.qsize() < len(calls):  # each call parses, then queues its write
+        assert time.monotonic() < deadline, "the calls never all queued"
+        await asyncio.sleep(0.001)
     before = store.backend.commits
-    results = await asyncio.gather(*calls, return_exceptions=True)
-    assert store.backend.commits - before == 1, "precondition: one batch"
+    gate.set()
+    await blocker
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert store.backend.commits - before == 2, "precondition: the blocker, then one batch"
     return results
 
 

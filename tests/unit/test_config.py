@@ -73,6 +73,13 @@ def test_the_keys_that_moved_keep_working_where_they_were(tmp_path: Path) -> Non
     config.write_text('[store]\nsynchronous = "FULL"\n[store.sqlite]\nsynchronous = "NORMAL"\n')
     with pytest.raises(ConfigError, match="keep only store.sqlite.synchronous"):
         load_config(config)
+    # /readyz's bound is on the daemon's own lag now; a config with the old name still loads
+    config.write_text('[daemon]\nready_max_due_lag_sec = 30\n')
+    assert load_config(config).daemon.ready_max_loop_lag_sec == 30
+    config.write_text('[daemon]\nready_max_due_lag_sec = 30\nready_max_loop_lag_sec = 2\n')
+    with pytest.raises(ConfigError, match="daemon.ready_max_due_lag_sec: the old name of "
+                                          "daemon.ready_max_loop_lag_sec"):
+        load_config(config)
 
 
 def test_the_log_channel_is_always_there_and_demo_only_without_kinds(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from notifyd.core.models import (
     Verdict,
     Want,
 )
+from notifyd.core.steps import StepKey
 from notifyd.core.text import iso
 from notifyd.store.core import receipts, rows
 from notifyd.store.core.moves import pull_next, start_window
@@ -195,6 +196,11 @@ def replay(tx: Tx, nid: str, step_no: int | None) -> int:
     rows = tx.all(tx.q.REPLAY_STEPS, (tx.now, REPLAYED, tx.now, nid, step_no, step_no))
     tx.many(tx.q.INSERT_EVENT, [(nid, r["step_no"], tx.now, REPLAYED) for r in rows])
     return len(rows)
+
+
+def replay_steps(tx: Tx, steps: list[StepKey]) -> int:
+    """A batch of an operator's bulk replay: each step as `replay` puts one back."""
+    return sum(replay(tx, s.notification_id, s.step_no) for s in steps)
 
 
 def end_unconfigured(tx: Tx, channels: list[str], decide: DecideFn) -> list[Decided]:

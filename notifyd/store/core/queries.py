@@ -104,6 +104,11 @@ class Queries(Protocol):
     SELECT_SUPPRESSIONS: str  # {tenant, address, limit} -> the list, with dead devices as push
     SELECT_DEAD_COUNT: str
     SELECT_DEAD: str  # (limit) -> dead steps, newest first
+    SELECT_DEAD_MATCHING: str  # {since, until, channel, kind, at, nid, step, limit} ->
+    #   notification_id, step_no, updated_at, expires_at of dead steps that ended in [since,
+    #   until), on the channel and of the kind (NULL: any), after (at, nid, step) in
+    #   (updated_at, notification_id, step_no) order
+    COUNT_DEAD_MATCHING: str  # {since, until, channel, kind} -> how many of those
 
     # --- the inbox
     INSERT_INBOX: str  # (tenant, user_id, notification_id, kind, title, body, at) -> seq,

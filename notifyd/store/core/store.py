@@ -42,6 +42,8 @@ from notifyd.core.records import (
     Aged,
     Cursor,
     DeadLetter,
+    DeadMatch,
+    DeadStep,
     DigestDue,
     DigestMember,
     InboxChange,
@@ -97,8 +99,19 @@ class CoreStore:
                            r["reason"], r["updated_at"])
                 for r in await self._all(self.q.SELECT_DEAD, (limit,))]
 
-    async def dead_count(self) -> int:
-        return int(await self._value(self.q.SELECT_DEAD_COUNT) or 0)
+    async def dead_count(self, match: DeadMatch | None = None) -> int:
+        if match is None:
+            return int(await self._value(self.q.SELECT_DEAD_COUNT) or 0)
+        return int(await self._value(self.q.COUNT_DEAD_MATCHING, _matching(match)) or 0)
+
+    async def dead_steps(self, match: DeadMatch, after: DeadStep | None,
+                         limit: int) -> list[DeadStep]:
+        start = (after.died_at, after.notification_id, after.step_no) if after else (-1, "", -1)
+        found = await self._all(self.q.SELECT_DEAD_MATCHING, {
+            **_matching(match), "at": start[0], "nid": start[1], "step": start[2],
+            "limit": limit})
+        return [DeadStep(r["notification_id"], r["step_no"], r["updated_at"], r["expires_at"])
+                for r in found]
 
     async def oldest_due(self, routes: list[Route]) -> dict[Route, int]:
         found = {r: await self._value(self.q.SELECT_NEXT_DUE, (r.channel, r.lane))
@@ -238,6 +251,9 @@ class CoreStore:
     async def replay(self, notification_id: str, step_no: int | None) -> int:
         return await self.backend.write(lambda tx: delivery.replay(tx, notification_id, step_no))
 
+    async def replay_steps(self, steps: list[StepKey]) -> int:
+        return await self.backend.write(lambda tx: delivery.replay_steps(tx, steps))
+
     async def end_unconfigured(self, channels: list[str], decide: DecideFn) -> list[Decided]:
         return await self.backend.write(lambda tx: delivery.end_unconfigured(
             tx, channels, decide))
@@ -367,6 +383,11 @@ class CoreStore:
     async def _value(self, sql: str, args: Args = ()) -> Any:
         row = await self._one(sql, args)
         return row[0] if row is not None else None
+
+
+def _matching(match: DeadMatch) -> dict[str, Any]:
+    return {"since": match.since, "until": match.until, "channel": match.channel,
+            "kind": match.kind}
 
 
 def _item(r: Row) -> InboxItem:

@@ -209,6 +209,16 @@ COUNT_ORPHANS = "SELECT count(*) FROM receipts WHERE notification_id IS NULL"
 SELECT_DEAD_COUNT = "SELECT count(*) FROM steps WHERE state = 'dead'"
 SELECT_DEAD = """SELECT notification_id, step_no, channel, attempts, reason, updated_at FROM steps
 WHERE state = 'dead' ORDER BY updated_at DESC LIMIT ?"""
+# A bulk replay's selection, a page at a time along the steps_dead index (updated_at, then the
+# key): the moment each step died, bounded by [since, until), on a channel and of a kind.
+_DEAD_MATCHING = """FROM steps s JOIN notifications n ON n.id = s.notification_id
+WHERE s.state = 'dead' AND s.updated_at >= :since AND s.updated_at < :until
+    AND (:channel IS NULL OR s.channel = :channel) AND (:kind IS NULL OR n.kind = :kind)"""
+SELECT_DEAD_MATCHING = f"""SELECT s.notification_id, s.step_no, s.updated_at, n.expires_at
+{_DEAD_MATCHING}
+    AND (s.updated_at, s.notification_id, s.step_no) > (:at, :nid, :step)
+ORDER BY s.updated_at, s.notification_id, s.step_no LIMIT :limit"""
+COUNT_DEAD_MATCHING = f"SELECT count(*) {_DEAD_MATCHING}"
 
 # --- the inbox --------------------------------------------------------------------------------
 
