@@ -73,12 +73,13 @@ class Retention:
     async def reclaim(self) -> int:
         """Free pages back to the file system, a short write at a time; the bytes given."""
         total = 0
-        while (freed := await self.store.reclaim(RECLAIM_BYTES)) > 0:
+        while True:
+            began = time.perf_counter()
+            freed = await self.store.reclaim(RECLAIM_BYTES)
             total += freed
-            if freed < RECLAIM_BYTES:
-                break
-            await asyncio.sleep(0)
-        return total
+            if freed < RECLAIM_BYTES or (self.stop is not None and self.stop.is_set()):
+                return total
+            await asyncio.sleep(time.perf_counter() - began)  # the writer's other half
 
     async def count(self) -> None:
         """The database's figures for /metrics, at most every few minutes."""
