@@ -723,12 +723,12 @@ def vacuum(ctx: click.Context, full: bool) -> None:
             raise click.ClickException(str(e)) from None
 
     async def run(store: Store) -> tuple[int, int]:
-        before = (await store.storage()).bytes
+        before = (await store.storage(count=False)).bytes
         if full:
             await store.compact()
         else:
             await Retention(cfg.retention, store, SystemClock()).reclaim()
-        return before, (await store.storage()).bytes
+        return before, (await store.storage(count=False)).bytes
 
     try:
         before, after = _with_store(ctx, run, WRITE)

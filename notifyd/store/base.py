@@ -366,8 +366,9 @@ class RetentionStore(Protocol):
         """How many of `what` a prune would remove now (a read)."""
         ...
 
-    async def storage(self) -> Storage:
-        """Bytes, free bytes, and rows and the oldest row per class (a read; it counts rows)."""
+    async def storage(self, count: bool = True) -> Storage:
+        """Bytes, free bytes, and rows and the oldest row per class (a read that counts every
+        row); with count=False the sizes alone (rows and oldest empty), cheap at any size."""
         ...
 
     async def reclaim(self, max_bytes: int) -> int:

@@ -358,8 +358,8 @@ class CoreStore:
     async def prunable(self, what: Aged, window_ms: int) -> int:
         return await self.backend.snapshot(lambda tx: retention.prunable(tx, what, window_ms))
 
-    async def storage(self) -> Storage:
-        found = await self.backend.snapshot(lambda tx: tx.all(self.q.COUNT_ROWS))
+    async def storage(self, count: bool = True) -> Storage:
+        found = await self.backend.snapshot(lambda tx: tx.all(self.q.COUNT_ROWS)) if count else []
         used, free = await self.backend.size()
         return Storage(used, free, {r["class"]: int(r["n"]) for r in found},
                        {r["class"]: _when(r["oldest"]) for r in found})
