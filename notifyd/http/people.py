@@ -62,6 +62,7 @@ async def person(request: web.Request, every_kind: bool = False) -> tuple[str, s
         if who.user_id != user_id:
             raise ApiError("wrong_user", "this user token is for another user")
         tenant = who.tenant
+        request[KINDS] = ()  # the person's own: every kind
     else:
         key = await authorise(request, "users")
         if key.kinds and every_kind:
@@ -78,7 +79,7 @@ def _every_kind(kinds: tuple[str, ...]) -> None:
 
 
 def _kinds(request: web.Request) -> tuple[str, ...]:
-    return request[KINDS] if KINDS in request else ()
+    return request[KINDS]  # set by person()
 
 
 async def _user_token(request: web.Request, token: str) -> signed.UserToken:

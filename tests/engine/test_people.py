@@ -21,8 +21,8 @@ import pytest
 from stack_support import ADDRESS, PHONE, PUBLIC, TEMPLATES, Stack, stack
 
 from notifyd.domain.views import timeline
-from notifyd.http.auth import hash_key, new_key
 from notifyd.engine.digests import Digester
+from notifyd.http.auth import hash_key, new_key
 
 DIGEST_TEMPLATES = {
     "email.subject.j2": "{{ count }} new mentions",
