@@ -27,7 +27,7 @@ from notifyd.core.clock import SystemClock
 from notifyd.core.contacts import SUPPRESSION_TYPES
 from notifyd.core.errors import ConfigError, DomainError
 from notifyd.core.logs import LOG_FORMATS, LOG_LEVELS
-from notifyd.core.models import REPLAYED, SCOPES
+from notifyd.core.models import ALL_SCOPES, REPLAYED, SCOPES
 from notifyd.core.records import Aged, Storage
 from notifyd.core.text import iso, plural
 from notifyd.domain import signed, suppressions
@@ -206,7 +206,9 @@ def keys() -> None:
 @click.option("--kinds", default="", help="Comma-separated kinds this key may post and whose inbox items it "
               "may see (default all).")
 @click.option("--scopes", default=",".join(sorted(SCOPES)), show_default=True,
-              help="What it may do: post, read, resolve, users (profiles and contacts).")
+              help="What it may do: post, read, resolve, users (profiles and contacts), topics "
+                   "(manage topics, send events to them) and everyone (send events to every "
+                   "user of the tenant: never given unless named).")
 @click.pass_context
 def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: str) -> None:
     """Create an API key and print it once; only its hash is stored. Creates the database if
@@ -223,8 +225,8 @@ def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: 
     if not NAME_RE.match(name) or not NAME_RE.match(tenant):
         raise click.ClickException("--name and --tenant: lower-case letters, digits, _ . -")
     may = frozenset(s.strip() for s in scopes.split(",") if s.strip())
-    if not may or not may <= SCOPES:
-        raise click.ClickException(f"--scopes: choose from {', '.join(sorted(SCOPES))}")
+    if not may or not may <= ALL_SCOPES:
+        raise click.ClickException(f"--scopes: choose from {', '.join(sorted(ALL_SCOPES))}")
     key = new_key()
 
     async def create(s: Store) -> bool:
@@ -690,7 +692,9 @@ PRUNED = {Aged.HISTORY: "history of finished notifications (notifications)",
           Aged.IDENTITIES: "identities left by pruned histories",
           Aged.RECEIPTS: "providers' receipts",
           Aged.INBOX_DONE: "inbox items read or archived",
-          Aged.INBOX_OLD: "inbox items, read or not"}
+          Aged.INBOX_OLD: "inbox items, read or not",
+          Aged.EVENTS: "routed events",
+          Aged.MEMBERS: "ended topic memberships"}
 
 
 def _days(ms: int) -> str:

@@ -94,6 +94,7 @@ class Notification:
     proofs: tuple[Proof, ...] = ()  # provider evidence, as it came
     pruned_at: int | None = None  # when its history aged out: its identity is what is left
     outcome: str | None = None  # the state it ended in, kept when its history went
+    event_id: str | None = None  # the event it was made for (POST /v1/events), if any
 
     @property
     def state(self) -> str:
@@ -209,6 +210,8 @@ class Aged(StrEnum):
     RECEIPTS = "receipts"  # providers' receipts, once their replay window has passed
     INBOX_DONE = "inbox_done"  # inbox items read or archived
     INBOX_OLD = "inbox_old"  # inbox items, read or not
+    EVENTS = "events"  # routed events, once a producer's retry of one would be answered anew
+    MEMBERS = "topic_members"  # topic memberships that ended, once no routing event needs them
 
 
 @dataclass(frozen=True, slots=True)

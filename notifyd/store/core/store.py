@@ -57,6 +57,7 @@ from notifyd.core.records import (
 from notifyd.core.steps import StepKey
 from notifyd.store.base import Inbox
 from notifyd.store.core import accept, delivery, inbox, receipts, retention, rows
+from notifyd.store.core.fanout import FanoutMethods
 from notifyd.store.core.tx import Args, Backend, Row, Tx
 
 FAR = 2**62  # a cursor past every row
@@ -69,7 +70,7 @@ def _when(oldest: object) -> int | None:
     return id_time(str(oldest))
 
 
-class CoreStore:
+class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.q = backend.q
