@@ -12,6 +12,7 @@ import re
 import tomllib
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,11 +134,13 @@ class RetentionConfig:
                            "payloads, attempts, moves, digest items, and its receipts' addresses "
                            "and details) is kept this long after acceptance (14 days); then only "
                            "its identity stays. Nothing still open (due, in flight, held for a "
-                           "digest) is ever pruned.", 14 * DAY_SEC)
+                           "digest) is ever pruned. A topic membership that ended is kept as "
+                           "long, unless an event still routing needs it.", 14 * DAY_SEC)
     identity_sec: int = doc("The identity left by a pruned history (id, tenant, user, dedup key, "
                             "request hash, final state), kept this long after acceptance (60 "
                             "days): a producer retrying within it gets the original id, never a "
-                            "second notification. At least history_sec.", 60 * DAY_SEC)
+                            "second notification. A routed event is kept as long, so a retry of "
+                            "it is answered with it. At least history_sec.", 60 * DAY_SEC)
     receipts_sec: int = doc("Providers' receipts, kept this long after arrival (30 days): a "
                             "provider replaying one within it is answered as a duplicate.",
                             30 * DAY_SEC)
@@ -253,6 +256,24 @@ class LimitConfig:
 
 
 @dataclass(frozen=True)
+class EventTypeConfig:
+    """An event type ([events.NAME]): what POST /v1/events of it makes for each recipient."""
+
+    kinds: tuple[str, ...] = doc("The kinds ([kinds.NAME]) each recipient of an event of this "
+                                 "type gets one notification of, each under its own ladder "
+                                 "and preferences. A key may post the event only if it may "
+                                 "post every one of them.", ())
+
+
+@dataclass(frozen=True)
+class FanoutConfig:
+    chunk: int = doc("Recipients an event's fan-out routes per write: each write is short, so "
+                     "accepts and sends never wait long behind a large event.", 100)
+    max_inline_users: int = doc("Most user ids an event may list inline ({\"user_ids\": "
+                                "[...]}); a larger audience is a topic.", 1000)
+
+
+@dataclass(frozen=True)
 class TenantConfig:
     cors_origins: tuple[str, ...] = doc("Browser origins (https://app.example.com) whose pages "
                                         "may call the inbox and preferences with a user token.",
@@ -283,6 +304,8 @@ class Config:
     daemon: DaemonConfig = docf("Process lifecycle.", DaemonConfig)
     retention: RetentionConfig = docf("What ages out of the database, and when.",
                                       RetentionConfig)
+    fanout: FanoutConfig = docf("Events' fan-out to their audiences (POST /v1/events).",
+                                FanoutConfig)
     channels: dict[str, ChannelConfig] = docf(
         "Channels by name; ladders refer to these names.", _default_channels)
     kinds: dict[str, KindConfig] = docf(
@@ -292,6 +315,8 @@ class Config:
         "every medium on.", dict)
     limits: tuple[LimitConfig, ...] = docf("Send limits per person ([[limits]]).", tuple)
     tenants: dict[str, TenantConfig] = docf("Per-tenant settings by tenant name.", dict)
+    events: dict[str, EventTypeConfig] = docf(
+        "Event types by name: the kinds each recipient of an event gets.", dict)
     # Providers' delivery webhooks by provider name: each its receipts/<name>.py settings, on
     # when its secret is set. Built by _build_webhooks, not from a type hint.
     webhooks: dict[str, Any] = field(default_factory=dict, metadata={
@@ -558,6 +583,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         need(not lim.kind or lim.kind in cfg.kinds, f"{k}.kind", f"unknown kind {lim.kind!r}")
         need(not lim.medium or lim.medium in MEDIUMS, f"{k}.medium",
              f"must be one of {', '.join(MEDIUMS)}, or empty")
+    _validate_events(cfg, need)
     for name, tenant in cfg.tenants.items():
         for origin in tenant.cors_origins:
             need(bool(ORIGIN_RE.match(origin)), f"tenants.{name}.cors_origins",
@@ -597,6 +623,22 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
                 need(step.after_sec is not None or kind.ladder[i - 1].timeout_sec is not None,
                      sk, "needs after_sec, or timeout_sec on the step before it")
     return cfg
+
+
+def _validate_events(cfg: Config, need: Callable[[bool, str, str], None]) -> None:
+    need(1 <= cfg.fanout.chunk <= 10000, "fanout.chunk", "must be 1..10000")
+    need(1 <= cfg.fanout.max_inline_users <= 10000, "fanout.max_inline_users",
+         "must be 1..10000")
+    for name, event in cfg.events.items():
+        k = f"events.{name}"
+        need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")
+        need(bool(event.kinds), f"{k}.kinds", "needs at least one kind")
+        need(len(set(event.kinds)) == len(event.kinds), f"{k}.kinds", "names a kind twice")
+        for kind in event.kinds:
+            need(kind in cfg.kinds, f"{k}.kinds",
+                 f"unknown kind {kind!r} (known: {', '.join(sorted(cfg.kinds))})")
+            need(not cfg.kinds[kind].schedule, f"{k}.kinds",
+                 f"{kind!r} is a digest kind: only the digest scheduler makes those")
 
 
 # --- the commented example -------------------------------------------------------------------
@@ -644,6 +686,13 @@ def render_example() -> str:
         "#",
         "# [tenants.NAME]",
         *_commented(_render_fields(TenantConfig())),
+        "",
+        "# Event types by name, for POST /v1/events: an event of a type reaches its audience",
+        "# (a list of users, a topic, or everyone) as one notification of each of its kinds per",
+        "# recipient. An event type table takes these keys:",
+        "#",
+        "# [events.NAME]",
+        *_commented(_render_fields(EventTypeConfig(kinds=("comment_reply",)))),
         "",
         *_render_webhooks(),
         "# For example, a webhook channel and a kind that escalates from it to the log after ten",

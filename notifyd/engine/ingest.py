@@ -5,6 +5,7 @@ Nothing here touches HTTP; web.py hands in bytes and headers and gets back a res
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from notifyd.core.models import (
 )
 from notifyd.core.records import InboxEntry
 from notifyd.core.text import iso
+from notifyd.domain.events import check_dedup_key
 from notifyd.domain.ladder import plan_steps
 from notifyd.domain.recipients import dead_contacts
 from notifyd.domain.validate import check_depth, check_fields, get_str, header_value, parse_object
@@ -58,6 +60,7 @@ class Ingest:
         self.wake = wake
         self.templates = templates  # renders inbox items at accept
         self.hub = hub or Hub()  # open inbox streams hear of each new item after its commit
+        self.routing = asyncio.Event()  # set once an event is accepted: its fan-out starts
 
     def parse(self, body: bytes, key: ApiKey, idempotency_key: str | None) -> AcceptInput:
         data = parse_object(body)
@@ -81,6 +84,7 @@ class Ingest:
                 raise DomainError("invalid_field", "dedup_key differs from the Idempotency-Key "
                                "header; send one or make them equal", "dedup_key")
             dedup_key = idempotency_key
+        check_dedup_key(dedup_key)  # events' notifications have keys of their own form
         chain = self._parse_chain(kind, data.get("fallback_chain"))
         ttl = data.get("max_ttl_sec")
         if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool)

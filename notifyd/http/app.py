@@ -20,7 +20,7 @@ from notifyd.domain.views import status_view
 from notifyd.engine import evidence, resolution
 from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
-from notifyd.http import people
+from notifyd.http import events, people, topics
 from notifyd.http.errors import ApiError, status_of
 from notifyd.http.kit import (
     CTX,
@@ -281,7 +281,8 @@ def _refusal(err: ApiError, status: int) -> web.Response:
 
 async def get_openapi(request: web.Request) -> web.Response:
     cfg = request.app[CTX].cfg
-    return web.json_response(spec(sorted(cfg.kinds), sorted(cfg.channels)))
+    return web.json_response(spec(sorted(cfg.kinds), sorted(cfg.channels),
+                                  cfg.fanout.max_inline_users))
 
 
 async def get_health(request: web.Request) -> web.Response:
@@ -330,6 +331,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/readyz", get_ready),
     ("GET", "/metrics", get_metrics),
 ]
+ROUTES += events.ROUTES + topics.ROUTES  # http/events.py, http/topics.py
 
 
 def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:

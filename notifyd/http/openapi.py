@@ -7,10 +7,12 @@ import json
 from typing import Any
 
 from notifyd import __version__
+from notifyd.config import FanoutConfig
 from notifyd.core.catalog import MEDIUMS
 from notifyd.core.contacts import ADDRESSES, SUPPRESSION_TYPES
 from notifyd.core.models import StepState
 from notifyd.domain.validate import MAX_ID_LEN
+from notifyd.http import openapi_events
 from notifyd.http.errors import CATALOG
 from notifyd.receipts import PROVIDERS
 
@@ -92,7 +94,9 @@ SCHEMAS: dict[str, Any] = {
         "total_time_ms": {"type": ["integer", "null"]},
         "pruned_at": {"type": ["string", "null"], "format": "date-time", "description":
                       "When retention pruned its history: steps is then empty and "
-                      "current_state is how it ended."}}},
+                      "current_state is how it ended."},
+        "event_id": {"type": ["string", "null"], "description": "the event it was made for "
+                     "(POST /v1/events); null for one posted on its own"}}},
     "ResolveRequest": {"type": "object", "additionalProperties": False,
                        "properties": {"resolution": _opt(_text(200))}},
     "ResolutionRequest": {"type": "object", "required": ["user_id", "dedup_key"],
@@ -194,7 +198,8 @@ def _op(summary: str, ok: str, schema: str, errors: tuple[int, ...],
     if body:
         op["requestBody"] = {"required": body in ("AcceptRequest", "ResolutionRequest", "User",
                                                   "DeviceRequest", "SuppressionRequest",
-                                                  "PreferencesRequest"),
+                                                  "PreferencesRequest", "EventRequest",
+                                                  "MembersRequest"),
                              "content": {"application/json": {"schema": _ref(body)}}}
     return op
 
@@ -203,11 +208,12 @@ def _public(summary: str, responses: dict[str, Any]) -> dict[str, Any]:
     return {"get": {"summary": summary, "security": [], "responses": responses}}
 
 
-def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> dict[str, Any]:
+def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
+         max_inline_users: int = FanoutConfig.max_inline_users) -> dict[str, Any]:
     """The document; given the configured kinds and channels, their names are enums in it."""
-    schemas = SCHEMAS
+    schemas = {**SCHEMAS, **openapi_events.schemas(max_inline_users)}
     if kinds is not None or channels is not None:
-        schemas = json.loads(json.dumps(SCHEMAS))  # a copy to narrow
+        schemas = json.loads(json.dumps(schemas))  # a copy to narrow
         props = schemas["AcceptRequest"]["properties"]
         if kinds is not None:
             props["kind"] = {"type": "string", "enum": sorted(kinds)}
@@ -357,5 +363,6 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> d
                  "503": _json(_ref("Ready"), "not ready: each check says why")}),
             "/metrics": _public("Prometheus metrics (text exposition format)", {"200": {
                 "description": "ok", "content": {"text/plain": {"schema": _STR}}}}),
+            **openapi_events.paths(_op, _errors, _json, _ref),
         },
     }

@@ -397,7 +397,7 @@ async def post_unsubscribe(request: web.Request) -> web.Response:
 
 def _person_path(path: str) -> bool:
     return path.startswith("/v1/users/") and any(
-        part in path for part in ("/inbox", "/preferences"))
+        part in path for part in ("/inbox", "/preferences", "/topics"))
 
 
 def _cors_headers(request: web.Request, response: web.StreamResponse) -> None:
@@ -424,7 +424,7 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
             return web.Response(status=403, text="origin not allowed")
         return web.Response(status=204, headers={
             "Access-Control-Allow-Origin": origin, "Vary": "Origin",
-            "Access-Control-Allow-Methods": "GET, PUT, POST",
+            "Access-Control-Allow-Methods": "GET, PUT, POST, DELETE",
             "Access-Control-Allow-Headers": CORS_HEADERS, "Access-Control-Max-Age": "600"})
     response = await handler(request)
     if not response.prepared:

@@ -15,6 +15,7 @@ from notifyd.config import (
     CategoryConfig,
     ChannelConfig,
     Config,
+    EventTypeConfig,
     KindConfig,
     LadderStep,
     LimitConfig,
@@ -173,7 +174,7 @@ def test_example_shows_every_key() -> None:
         if cls in (Config, LadderStep):
             continue
         lead = "# " if cls in (ChannelConfig, KindConfig, CategoryConfig, LimitConfig,
-                               TenantConfig) else ""
+                               TenantConfig, EventTypeConfig) else ""
         for f in _keys(cls):
             assert f"\n{lead}{f.name} = " in text, f"{cls.__name__}.{f.name} missing"
 
