@@ -30,7 +30,7 @@ from notifyd.core.logs import LOG_FORMATS, LOG_LEVELS
 from notifyd.core.models import ALL_SCOPES, REPLAYED, SCOPES
 from notifyd.core.records import Aged, Storage
 from notifyd.core.text import iso, plural
-from notifyd.domain import signed, suppressions
+from notifyd.domain import events, signed, suppressions
 from notifyd.domain.recipients import dead_reason, has_contact
 from notifyd.domain.views import status_view, timeline
 from notifyd.engine import resolution
@@ -52,6 +52,8 @@ from notifyd.store import restore as restore_store
 
 T = TypeVar("T")
 READ, WRITE, CREATE = "read", "write", "create"  # what a command does to the database
+EVENT_PAGE = 500  # an event's notifications read at a time by inspect --event
+FOLLOW_SEC = 0.5  # events show --follow reads the event again this often
 
 
 def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> None:
@@ -294,22 +296,55 @@ async def _find(store: Store, ref: str, tenant: str) -> Notification:
 
 @main.command()
 @global_options
-@click.argument("ref")
-@click.option("--tenant", default="default", show_default=True, help="For user_id:dedup_key.")
+@click.argument("ref", required=False)
+@click.option("--tenant", default="default", show_default=True,
+              help="For user_id:dedup_key, and an event's id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status document instead.")
+@click.option("--event", "event_id", metavar="ID",
+              help="Instead of REF: an event (POST /v1/events), its recipients and each ladder.")
 @click.pass_context
-def inspect(ctx: click.Context, ref: str, tenant: str, as_json: bool) -> None:
+def inspect(ctx: click.Context, ref: str | None, tenant: str, as_json: bool,
+            event_id: str | None) -> None:
     """Print a notification's whole ladder as a timeline: what was decided, when and why.
 
-    REF is a notification id (n_...) or user_id:dedup_key (split on the last colon).
+    REF is a notification id (n_...) or user_id:dedup_key (split on the last colon). With
+    --event ID, the event and a line per notification it made: the recipient, the kind, its
+    state and each step (notifyd inspect n_... then shows one whole).
 
     Example: notifyd inspect u_42:invoice-1009
     """
+    if (ref is None) == (event_id is None):
+        raise click.UsageError("give REF (a notification) or --event ID, one of them")
+    if event_id is not None:
+        if as_json:
+            raise click.UsageError("--json with --event: notifyd events show ID prints the "
+                                   "event's document")
+        _inspect_event(ctx, tenant, event_id)
+        return
+    assert ref is not None
     n = _with_store(ctx, lambda s: _find(s, ref, tenant))
     if as_json:
         click.echo(json.dumps(status_view(n, SystemClock().now_ms()), indent=2))
     else:
         click.echo("\n".join(timeline(n, SystemClock().now_ms())))
+
+
+def _inspect_event(ctx: click.Context, tenant: str, event_id: str) -> None:
+    """The event's summary, then its notifications a page at a time, by recipient."""
+
+    async def run(store: Store) -> None:
+        e = await store.get_event(tenant, event_id)
+        if e is None:
+            raise click.ClickException(f"no event {event_id!r} in tenant {tenant!r} (--tenant)")
+        now = SystemClock().now_ms()
+        click.echo("\n".join(events.summary(e, await store.event_counts(tenant, event_id),
+                                            now)))
+        after = ("", "")
+        while page := await store.event_notifications(tenant, event_id, after, EVENT_PAGE):
+            click.echo("\n".join(events.ladder_line(n, now) for n in page))
+            after = (page[-1].user_id, page[-1].id)
+
+    _with_store(ctx, run)
 
 
 @main.command()
@@ -889,6 +924,51 @@ def tokens_create(ctx: click.Context, user_id: str, tenant: str, ttl_sec: int) -
     key = _with_store(ctx, lambda s: s.signing_key(signed.tenant_key_name(tenant)), WRITE)
     expires = SystemClock().now_ms() // 1000 + ttl_sec
     click.echo(signed.make_user_token(key, tenant, user_id, expires))
+
+
+@main.group("events")
+def events_group() -> None:
+    """Events posted for many people (POST /v1/events), and their fan-out.
+
+    Example: notifyd events show launch-42 --tenant acme --follow
+    """
+
+
+@events_group.command("show")
+@global_options
+@click.argument("event_id")
+@click.option("--tenant", default="default", show_default=True)
+@click.option("--follow", is_flag=True, help="While it routes, redraw its progress until every "
+              "recipient is routed, then print the document.")
+@click.pass_context
+def events_show(ctx: click.Context, event_id: str, tenant: str, follow: bool) -> None:
+    """Print an event's document, as GET /v1/events/ID answers it: its audience, how far its
+    fan-out has got and how its notifications stand.
+
+    Example: notifyd events show launch-42 --tenant acme --follow
+    """
+
+    async def run(store: Store) -> dict[str, Any]:
+        e = await store.get_event(tenant, event_id)
+        if e is None:
+            raise click.ClickException(f"no event {event_id!r} in tenant {tenant!r} (--tenant)")
+        if follow and e.routed_at is None:
+            with click.progressbar(length=max(e.size, 1), label=f"routing {event_id}",
+                                   file=sys.stderr, show_pos=True) as bar:
+                shown = 0
+                while e is not None and e.routed_at is None:
+                    bar.update(e.routed - shown)
+                    shown = e.routed
+                    await asyncio.sleep(FOLLOW_SEC)
+                    e = await store.get_event(tenant, event_id)
+                if e is not None:
+                    bar.update(e.size - shown)
+            if e is None:
+                raise click.ClickException(f"event {event_id!r} is gone (pruned)")
+        return events.event_view(e, await store.event_counts(tenant, event_id),
+                                 SystemClock().now_ms())
+
+    click.echo(json.dumps(_with_store(ctx, run), indent=2))
 
 
 @main.group()

@@ -17,6 +17,7 @@ import orjson
 from notifyd.core.errors import DomainError
 from notifyd.core.events import EVENT_KEY_PREFIX, Audience, Counts, EventInput, EventRecord
 from notifyd.core.models import ApiKey
+from notifyd.core.records import Notification
 from notifyd.core.text import iso
 from notifyd.domain.validate import check_depth, check_fields, get_str
 
@@ -163,6 +164,30 @@ def event_view(e: EventRecord, counts: Counts, now: int) -> dict[str, Any]:
         "routed_at": iso(e.routed_at), "fanout_lag_ms": e.lag_ms(now),
         "notifications": counts_view(counts),
     }
+
+
+def summary(e: EventRecord, counts: Counts, now: int) -> list[str]:
+    """The event in a few lines, for `notifyd inspect --event`."""
+    view, aud = counts_view(counts), audience_view(e)
+    whom = {"topic": f"topic {e.topic} at version {e.version}",
+            "everyone": f"everyone made before {aud.get('cutoff')}",
+            "user_ids": "a list of users"}[aud["kind"]]
+    states = [f"{n} {state}" for state, n in view.items() if state != "suppressed" and n]
+    states += [f"{n} suppressed ({reason})" for reason, n in view["suppressed"].items()]
+    routed = f"routed {iso(e.routed_at)}" if e.routed_at is not None else "routing"
+    return [f"event {e.event_id}  tenant={e.tenant} type={e.type} subject={e.subject}",
+            f"  audience: {whom}: {e.size} recipients, {e.routed} routed "
+            f"(cursor {e.cursor or '-'})",
+            f"  accepted {iso(e.accepted_at)} from key {e.key_name!r}; {routed}; fan-out "
+            f"{e.lag_ms(now) / 1000:.1f} s",
+            f"  kinds: {', '.join(e.kinds)}; notifications: {', '.join(states) or 'none yet'}"]
+
+
+def ladder_line(n: Notification, now: int) -> str:
+    """One notification of an event: who, which kind, its state and each step of its ladder."""
+    steps = "; ".join(f"{s.step_no} {s.channel} {s.state}" + (f" ({s.reason})" if s.reason
+                                                              else "") for s in n.steps)
+    return f"{n.user_id}  {n.kind}  {n.id}  {n.state_at(now)}  {steps or 'steps pruned'}"
 
 
 def accepted_view(e: EventRecord, created: bool) -> dict[str, Any]:
