@@ -12,7 +12,6 @@ new items. A restart resumes every event at its cursor; a chunk replayed creates
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from notifyd.config import Config
@@ -137,15 +136,10 @@ class Fanout:
                 await self.run_once()
             except StorageError as e:
                 log.warning("fan-out waits: %s", e)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(POLL_SEC):
-                    await _first(stop, routing)
-
-
-async def _first(*events: asyncio.Event) -> None:
-    waiters = [asyncio.ensure_future(e.wait()) for e in events]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()
+            waiters = [asyncio.ensure_future(e.wait()) for e in (stop, routing)]
+            try:
+                await asyncio.wait(waiters, timeout=POLL_SEC,
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waiters:
+                    w.cancel()

@@ -114,8 +114,8 @@ def paths(op: Op, errors: Callable[..., dict[str, Any]],
               "the event and its routing job are committed, fan-out follows", "202",
               "EventAccepted", (400, 401, 403, 408, 409, 413, 422, 503), "EventRequest")
     post["responses"]["200"] = json(ref("EventAccepted"), "the same event again")
-    put = {**op("Make a topic (201) or change it", "201", "Topic", (400, 401, 403, 408, 422),
-                "TopicRequest"), "parameters": topic}
+    put = {**op("Make a topic (201) or change it", "201", "Topic",
+                (400, 401, 403, 408, 413, 422), "TopicRequest"), "parameters": topic}
     put["responses"]["200"] = json(ref("Topic"), "changed")
     person = "Authorization: Bearer <API key with the topics scope> or Bearer <that user's " \
              "user token> (self-service topics only)"
@@ -135,7 +135,7 @@ def paths(op: Op, errors: Callable[..., dict[str, Any]],
                                      **errors(401, 403, 404, 409, 422)}}},
         "/v1/topics/{topic}/members": {
             "post": {**op("Add and remove members as one change (a new version)", "200",
-                          "Topic", (400, 401, 403, 404, 408, 422), "MembersRequest"),
+                          "Topic", (400, 401, 403, 404, 408, 413, 422), "MembersRequest"),
                      "parameters": topic},
             "get": {**op("Members by user id, a page at a time", "200", "Members",
                          (401, 403, 404, 422)), "parameters": [

@@ -22,6 +22,7 @@ from notifyd.domain.topics import (
 from notifyd.http.errors import ApiError
 from notifyd.http.kit import CTX, Handler, authorise, json_response, read_object, user_id_of
 from notifyd.http.people import person
+from notifyd.store import Store
 
 PAGE_MAX = 1000
 PAGE_DEFAULT = 100
@@ -31,35 +32,34 @@ def _topic(request: web.Request) -> str:
     return check_topic(request.match_info["topic"])
 
 
+async def _managed(request: web.Request) -> tuple[Store, str, str]:
+    """(the store, the key's tenant, the path's topic) for a key with the topics scope."""
+    key = await authorise(request, "topics")
+    return request.app[CTX].store, key.tenant, _topic(request)
+
+
 def _no_topic(name: str) -> ApiError:
     return ApiError("not_found", f"no topic {name!r}", "topic")
 
 
 async def put_topic(request: web.Request) -> web.Response:
     """Make a topic (201) or change whether people may follow it themselves (200)."""
-    ctx = request.app[CTX]
-    key = await authorise(request, "topics")
-    name = _topic(request)
-    found, made = await ctx.store.put_topic(key.tenant, name,
-                                            parse_topic(await read_object(request)))
+    store, tenant, name = await _managed(request)
+    found, made = await store.put_topic(tenant, name, parse_topic(await read_object(request)))
     return json_response(topic_view(found), status=201 if made else 200)
 
 
 async def get_topic(request: web.Request) -> web.Response:
-    ctx = request.app[CTX]
-    key = await authorise(request, "topics")
-    name = _topic(request)
-    found = await ctx.store.get_topic(key.tenant, name)
+    store, tenant, name = await _managed(request)
+    found = await store.get_topic(tenant, name)
     if found is None:
         raise _no_topic(name)
     return json_response(topic_view(found))
 
 
 async def delete_topic(request: web.Request) -> web.Response:
-    ctx = request.app[CTX]
-    key = await authorise(request, "topics")
-    name = _topic(request)
-    gone = await ctx.store.delete_topic(key.tenant, name)
+    store, tenant, name = await _managed(request)
+    gone = await store.delete_topic(tenant, name)
     if gone is TopicGone.MISSING:
         raise _no_topic(name)
     if gone is TopicGone.NOT_EMPTY:
@@ -71,11 +71,9 @@ async def delete_topic(request: web.Request) -> web.Response:
 async def post_members(request: web.Request) -> web.Response:
     """Add and remove members as one change: the answer names the topic's new version (an
     event accepted from now on pins it)."""
-    ctx = request.app[CTX]
-    key = await authorise(request, "topics")
-    name = _topic(request)
+    store, tenant, name = await _managed(request)
     add, remove = parse_change(await read_object(request))
-    changed = await ctx.store.change_members(key.tenant, name, add, remove)
+    changed = await store.change_members(tenant, name, add, remove)
     if changed is None:
         raise _no_topic(name)
     return json_response(change_view(changed))
@@ -83,9 +81,7 @@ async def post_members(request: web.Request) -> web.Response:
 
 async def get_members(request: web.Request) -> web.Response:
     """Members by user_id, a page at a time: `next` is the `after` of the next page."""
-    ctx = request.app[CTX]
-    key = await authorise(request, "topics")
-    name = _topic(request)
+    store, tenant, name = await _managed(request)
     unknown = sorted(set(request.query) - {"after", "limit"})
     if unknown:
         raise ApiError("unknown_field", f"unknown query parameter {unknown[0]!r} (known: "
@@ -94,10 +90,9 @@ async def get_members(request: web.Request) -> web.Response:
     if not is_digits(text) or not 1 <= int(text) <= PAGE_MAX:
         raise ApiError("invalid_field", f"limit must be 1..{PAGE_MAX}", "limit")
     limit = int(text)
-    if await ctx.store.get_topic(key.tenant, name) is None:
+    if await store.get_topic(tenant, name) is None:
         raise _no_topic(name)
-    found = await ctx.store.topic_members(key.tenant, name, request.query.get("after", ""),
-                                          limit + 1)
+    found = await store.topic_members(tenant, name, request.query.get("after", ""), limit + 1)
     page = found[:limit]
     return json_response({"members": [member_view(m) for m in page],
                           "next": page[-1].user_id if len(found) > limit else None})

@@ -167,7 +167,8 @@ class Queries(Protocol):
     #   key_name, audience, topic, version, cutoff, users, size, accepted_at): cursor '', routed
     #   0; nothing if (tenant, event_id) is taken
     SELECT_FANOUT_EVENT: str  # (tenant, event_id) -> every column
-    SELECT_ROUTING: str  # (limit) -> every column of events still routing, in acceptance order
+    SELECT_ROUTING: str  # (limit) -> every column but users of events still routing, in
+    #                      acceptance order
     SELECT_BACKLOG: str  # () -> events still routing, the earliest accepted_at of them
     ADVANCE_EVENT: str  # (cursor, recipients, routed_at or NULL, tenant, event_id); only while
     #                     routing
