@@ -276,7 +276,8 @@ class FanoutConfig:
 @dataclass(frozen=True)
 class TenantConfig:
     cors_origins: tuple[str, ...] = doc("Browser origins (https://app.example.com) whose pages "
-                                        "may call the inbox and preferences with a user token.",
+                                        "may call the inbox, preferences and topics with a user "
+                                        "token.",
                                         ())
 
 

@@ -29,6 +29,7 @@ SETTINGS: dict[str, Any] = {
     },
     "events": {"comment": {"kinds": ["reply"]}, "two": {"kinds": ["reply", "summary"]}},
     "fanout": {"chunk": 2},
+    "tenants": {"default": {"cors_origins": ["https://app.example.com"]}},
 }
 
 
@@ -269,3 +270,20 @@ async def test_the_fan_out_loop_starts_when_an_event_is_accepted(tmp_path: Path)
         finally:
             stop.set()
             await running
+
+
+async def test_a_page_of_the_tenants_origin_may_follow_and_leave_a_topic(tmp_path: Path) -> None:
+    """The browser asks first (a preflight, no token) whether it may PUT and DELETE there."""
+    async with events_stack(tmp_path) as (s, _):
+        origin = {"Origin": "https://app.example.com"}
+        r = await s.client.options("/v1/users/ada/topics/open", headers={
+            **origin, "Access-Control-Request-Method": "DELETE"})
+        assert r.status == 204
+        assert "DELETE" in r.headers["Access-Control-Allow-Methods"].split(", ")
+        assert r.headers["Access-Control-Allow-Origin"] == origin["Origin"]
+        await call(s, "PUT", "/v1/topics/open", {"self_service": True}, await key(s))
+        token = (await (await s.client.post("/v1/users/ada/tokens", headers={
+            "Authorization": f"Bearer {s.key}"}, json={})).json())["token"]
+        r = await s.client.put("/v1/users/ada/topics/open", headers={
+            **origin, "Authorization": f"Bearer {token}"})
+        assert r.status == 200 and r.headers["Access-Control-Allow-Origin"] == origin["Origin"]
