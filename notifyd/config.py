@@ -162,6 +162,12 @@ class ChannelConfig:
     burst: int = doc("Token bucket size.", 100)
     urgent_concurrency: int = doc("Concurrent sends in the urgent lane.", 16)
     bulk_concurrency: int = doc("Concurrent sends in the bulk lane.", 8)
+    broadcast_concurrency: int = doc("Concurrent sends in the broadcast lane (kinds with "
+                                     "broadcast = true: announcements to many).", 8)
+    broadcast_share: float = doc("The most of rate_per_sec and burst the broadcast lane may "
+                                 "use; the rest stays for the channel's other kinds, so "
+                                 "one-time codes keep flowing through an announcement on the "
+                                 "same provider account.", 0.5)
     max_attempts: int = doc("Most attempts per step (counted from its last replay) before it "
                             "is dead. 0: no count limit; a step that keeps failing for a "
                             "passing reason (refused connection, timeout, 5xx, 429, SMTP 4xx) is "
@@ -202,6 +208,10 @@ class KindConfig:
                        "keeps mail for five), and a request's max_ttl_sec may shorten it.",
                        86400)
     urgency: str = doc("urgent (bypasses quiet hours, urgent lane) or normal.", "normal")
+    broadcast: bool = doc("An announcement to many (news, a status page, everyone): its steps "
+                          "ride each channel's broadcast lane, at most the channel's "
+                          "broadcast_share of its rate, behind the urgent and bulk lanes' "
+                          "work.", False)
     stop: str = doc("What ends the ladder: resolved (written from outside: the API, the CLI), "
                     "delivered (also a provider's or the app's receipt proving delivery) or "
                     "read (also the person reading its inbox item; needs inbox = true).",
@@ -538,13 +548,15 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         for attr in ("timeout_sec", "rate_per_sec", "backoff_base_sec", "backoff_max_sec",
                      "breaker_window_sec", "breaker_cooldown_sec"):
             need(getattr(ch, attr) > 0, f"{k}.{attr}", "must be > 0")
-        for attr in ("burst", "urgent_concurrency", "bulk_concurrency", "breaker_min_calls"):
+        for attr in ("burst", "urgent_concurrency", "bulk_concurrency", "broadcast_concurrency",
+                     "breaker_min_calls"):
             need(getattr(ch, attr) >= 1, f"{k}.{attr}", "must be >= 1")
         need(ch.max_attempts >= 0, f"{k}.max_attempts",
              "must be >= 0 (0: no count limit, the time to live bounds the retries)")
         need(ch.backoff_base_sec <= ch.backoff_max_sec, f"{k}.backoff_base_sec",
              "must not be over backoff_max_sec")
         need(0 < ch.breaker_error_rate <= 1, f"{k}.breaker_error_rate", "must be in (0, 1]")
+        need(0 < ch.broadcast_share <= 1, f"{k}.broadcast_share", "must be in (0, 1]")
         need(ch.timeout_sec + SEND_SLACK_SEC < cfg.scanner.lease_sec, f"{k}.timeout_sec",
              f"must be under scanner.lease_sec - {SEND_SLACK_SEC:g}, or a slow send would be "
              "taken over while still in flight")
@@ -572,6 +584,8 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         need(0 < kind.ttl_sec <= MAX_SEC, f"{k}.ttl_sec", f"must be 1..{MAX_SEC} (a year)")
         need(kind.urgency in URGENCIES, f"{k}.urgency", f"must be one of {', '.join(URGENCIES)}")
         need(kind.stop in STOP_RULES, f"{k}.stop", f"must be one of {', '.join(STOP_RULES)}")
+        need(not (kind.broadcast and kind.urgency == "urgent"), f"{k}.broadcast",
+             "an urgent kind rides the urgent lane; a broadcast cannot be urgent")
         need(kind.stop != "read" or kind.inbox, f"{k}.stop",
              'is "read" but the kind has no inbox item to read (set inbox = true)')
         need(not kind.schedule or bool(SCHEDULE_RE.match(kind.schedule)), f"{k}.schedule",

@@ -65,6 +65,7 @@ OPEN_STEP_STATES = frozenset({StepState.PENDING, StepState.SENDING, StepState.UN
 class Lane(StrEnum):
     URGENT = "urgent"  # urgent kinds: bypass quiet hours, never wait behind bulk work
     BULK = "bulk"
+    BROADCAST = "broadcast"  # announcements to many: at most a share of the channel's rate
 
 
 class Outcome(StrEnum):
@@ -416,17 +417,18 @@ class Completion:
 
 @dataclass
 class Budget:
-    """Limits that several (channel, lane) claims share: a channel's bucket tokens, a half-open
-    vendor's single probe. Each channel draws from every key it lists; the claim spends."""
+    """Limits that several (channel, lane) claims share: a channel's bucket tokens, its
+    broadcast lane's share of them, a half-open vendor's single probe. Each route draws from
+    every key it lists; the claim spends."""
 
     left: dict[str, int] = field(default_factory=dict)
-    keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    keys: dict[Route, tuple[str, ...]] = field(default_factory=dict)
 
-    def allow(self, channel: str, n: int) -> int:
-        return min([n, *(self.left[k] for k in self.keys.get(channel, ()))])
+    def allow(self, route: Route, n: int) -> int:
+        return min([n, *(self.left[k] for k in self.keys.get(route, ()))])
 
-    def spend(self, channel: str, n: int) -> None:
-        for k in self.keys.get(channel, ()):
+    def spend(self, route: Route, n: int) -> None:
+        for k in self.keys.get(route, ()):
             self.left[k] -= n
 
 

@@ -134,7 +134,7 @@ class Ingest:
         if inp.fallback_chain is not None:
             ladder = tuple(LadderStep(ch, timeout_sec=t) for ch, t in inp.fallback_chain)
         urgent = kind.urgency == "urgent"
-        lane = Lane.URGENT if urgent else Lane.BULK
+        lane = Lane.URGENT if urgent else Lane.BROADCAST if kind.broadcast else Lane.BULK
 
         ttl_ms = self.ttl_sec(inp) * 1000
 

@@ -27,6 +27,7 @@ from notifyd.core.models import (
     Notice,
     Recipient,
     ResolveResult,
+    Route,
     Rules,
     StepState,
     Verdict,
@@ -65,7 +66,8 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
     claimed = Claimed([], [])
     sending: dict[str, int] = {}  # claimed in this transaction: a sibling in flight
     for want in wants:
-        n = budget.allow(want.channel, want.n)
+        route = Route(want.channel, want.lane)
+        n = budget.allow(route, want.n)
         taken = 0
         while taken < n:
             rows = tx.all(tx.q.SELECT_DUE, (want.channel, want.lane, tx.now,
@@ -80,7 +82,7 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
                     taken += 1
             if len(rows) < n - taken + LOOKAHEAD:
                 break
-        budget.spend(want.channel, taken)
+        budget.spend(route, taken)
     return claimed
 
 
