@@ -11,7 +11,7 @@ from aiohttp import web
 
 from notifyd.core.errors import DomainError
 from notifyd.core.models import ApiKey, ResolveResult
-from notifyd.core.text import is_digits, iso
+from notifyd.core.text import iso, whole_number
 from notifyd.domain import suppressions
 from notifyd.domain.recipients import device_view, parse_device, parse_recipient, recipient_view
 from notifyd.domain.validate import check_fields, get_str, parse_object
@@ -187,9 +187,10 @@ async def get_suppressions(request: web.Request) -> web.Response:
 def _limit(text: str | None, most: int = 1000) -> int:
     if text is None:
         return most
-    if not is_digits(text) or not 1 <= int(text) <= most:
+    limit = whole_number(text, most, 1)
+    if limit is None:
         raise ApiError("invalid_field", f"limit must be 1..{most}", "limit")
-    return int(text)
+    return limit
 
 
 async def post_suppression(request: web.Request) -> web.Response:
