@@ -35,8 +35,6 @@ from notifyd.http.kit import (
 from notifyd.http.openapi import spec
 from notifyd.store import Notification, Overloaded, StorageError
 
-log = logging.getLogger("notifyd.web")
-
 
 async def post_notification(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
@@ -232,7 +230,8 @@ def public_url(request: web.Request) -> str:
 
 async def post_webhook(request: web.Request) -> web.Response:
     """A provider's delivery receipts: verified over the raw body, stored and applied before the
-    2xx. A refusal is one log line naming the provider and why, never the body."""
+    2xx. A refusal is a log line naming the provider and why, never the body: at most one per
+    provider every few seconds, counting those held back (anyone can post here)."""
     ctx = request.app[CTX]
     name = request.match_info["provider"]
     provider, settings = evidence.PROVIDERS.get(name), ctx.cfg.webhook(name)
@@ -243,20 +242,24 @@ async def post_webhook(request: web.Request) -> web.Response:
     raw = evidence.RawRequest(request.method, public_url(request), request.headers,
                               await read_body(request), request.query)
     count = ctx.metrics.receipts
+
+    def say(msg: str, *args: object) -> None:
+        ctx.lines.log(f"webhook {name}", logging.WARNING, msg, name, *args)
+
     try:
         taken = await evidence.take(ctx.store, provider, settings, raw, ctx.clock.now_ms(),
                                     ctx.fetch, ctx.rules)
     except evidence.BadSignature as e:
         count.labels(name, "bad_signature").inc()
-        log.warning("webhook %s refused from %s: %s", name, request.remote, e)
+        say("webhook %s refused from %s: %s", request.remote, e)
         return _refusal(ApiError("bad_signature", f"{name}: {e}"), provider.bad_signature_status)
     except evidence.BadReceipt as e:
         count.labels(name, "bad_receipt").inc()
-        log.warning("webhook %s unreadable from %s: %s", name, request.remote, e)
+        say("webhook %s unreadable from %s: %s", request.remote, e)
         return _refusal(ApiError("bad_receipt", f"{name}: {e}"), provider.bad_receipt_status)
     except evidence.FetchFailed as e:
         count.labels(name, "unavailable").inc()
-        log.warning("webhook %s: could not fetch what verification needs: %s", name, e)
+        say("webhook %s: could not fetch what verification needs: %s", e)
         raise ApiError("provider_unreachable") from None
     except (Overloaded, StorageError):
         count.labels(name, "unavailable").inc()
