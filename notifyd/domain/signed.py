@@ -16,6 +16,8 @@ import hmac
 import json
 from dataclasses import dataclass
 
+from notifyd.core.bounded import load_json
+
 USER_TOKEN = "nut1."  # a user token starts so
 LINK = "unsub1."  # an unsubscribe link's token starts so
 MAX_TOKEN_BYTES = 2048
@@ -75,8 +77,8 @@ def _open(token: str, prefix: str) -> tuple[str, str, dict[str, object]]:
     if not dot or not payload or not signature:
         raise BadToken("malformed")
     try:
-        body = json.loads(_unb64(payload))
-    except (ValueError, UnicodeDecodeError):
+        body = load_json(_unb64(payload))  # the API's limits: nesting is malformed, not a 500
+    except ValueError:
         raise BadToken("malformed") from None
     if not isinstance(body, dict):
         raise BadToken("malformed")

@@ -6,10 +6,10 @@ from typing import Any
 
 import orjson
 
+from notifyd.core.bounded import MAX_DEPTH, deeper_than
 from notifyd.core.errors import DomainError
 
 MAX_ID_LEN = 256
-MAX_DEPTH = 32  # params nest at most this deep (orjson parses 1024 levels but writes 254)
 
 
 def parse_object(body: bytes) -> dict[str, Any]:
@@ -24,16 +24,8 @@ def parse_object(body: bytes) -> dict[str, Any]:
 
 def check_depth(value: Any, field: str, limit: int = MAX_DEPTH) -> None:
     """Refuse JSON nested deeper than `limit` objects or arrays (a 422, never a 500)."""
-    level: list[Any] = [value]
-    for depth in range(limit + 1):
-        level = [v for item in level
-                 for v in (item.values() if isinstance(item, dict) else item)
-                 if isinstance(v, dict | list)]
-        if not level:
-            return
-        if depth + 1 >= limit:
-            break
-    raise DomainError("invalid_field", f"{field} nests deeper than {limit} levels", field)
+    if deeper_than(value, limit):
+        raise DomainError("invalid_field", f"{field} nests deeper than {limit} levels", field)
 
 
 def header_value(value: str | None, name: str, max_len: int = MAX_ID_LEN) -> str | None:

@@ -12,7 +12,7 @@ from aiohttp import web
 from notifyd.channels import webpush
 from notifyd.core.errors import DomainError
 from notifyd.core.models import ApiKey, ResolveResult
-from notifyd.core.text import is_digits, iso
+from notifyd.core.text import iso, whole_number
 from notifyd.domain import suppressions
 from notifyd.domain.recipients import device_view, parse_device, parse_recipient, recipient_view
 from notifyd.domain.validate import check_fields, get_str, parse_object
@@ -35,8 +35,6 @@ from notifyd.http.kit import (
 )
 from notifyd.http.openapi import spec
 from notifyd.store import Notification, Overloaded, StorageError
-
-log = logging.getLogger("notifyd.web")
 
 
 async def post_notification(request: web.Request) -> web.Response:
@@ -194,9 +192,10 @@ async def get_suppressions(request: web.Request) -> web.Response:
 def _limit(text: str | None, most: int = 1000) -> int:
     if text is None:
         return most
-    if not is_digits(text) or not 1 <= int(text) <= most:
+    limit = whole_number(text, most, 1)
+    if limit is None:
         raise ApiError("invalid_field", f"limit must be 1..{most}", "limit")
-    return int(text)
+    return limit
 
 
 async def post_suppression(request: web.Request) -> web.Response:
@@ -238,7 +237,8 @@ def public_url(request: web.Request) -> str:
 
 async def post_webhook(request: web.Request) -> web.Response:
     """A provider's delivery receipts: verified over the raw body, stored and applied before the
-    2xx. A refusal is one log line naming the provider and why, never the body."""
+    2xx. A refusal is a log line naming the provider and why, never the body: at most one per
+    provider every few seconds, counting those held back (anyone can post here)."""
     ctx = request.app[CTX]
     name = request.match_info["provider"]
     provider, settings = evidence.PROVIDERS.get(name), ctx.cfg.webhook(name)
@@ -249,20 +249,24 @@ async def post_webhook(request: web.Request) -> web.Response:
     raw = evidence.RawRequest(request.method, public_url(request), request.headers,
                               await read_body(request), request.query)
     count = ctx.metrics.receipts
+
+    def say(msg: str, *args: object) -> None:
+        ctx.lines.log(f"webhook {name}", logging.WARNING, msg, name, *args)
+
     try:
         taken = await evidence.take(ctx.store, provider, settings, raw, ctx.clock.now_ms(),
                                     ctx.fetch, ctx.rules)
     except evidence.BadSignature as e:
         count.labels(name, "bad_signature").inc()
-        log.warning("webhook %s refused from %s: %s", name, request.remote, e)
+        say("webhook %s refused from %s: %s", request.remote, e)
         return _refusal(ApiError("bad_signature", f"{name}: {e}"), provider.bad_signature_status)
     except evidence.BadReceipt as e:
         count.labels(name, "bad_receipt").inc()
-        log.warning("webhook %s unreadable from %s: %s", name, request.remote, e)
+        say("webhook %s unreadable from %s: %s", request.remote, e)
         return _refusal(ApiError("bad_receipt", f"{name}: {e}"), provider.bad_receipt_status)
     except evidence.FetchFailed as e:
         count.labels(name, "unavailable").inc()
-        log.warning("webhook %s: could not fetch what verification needs: %s", name, e)
+        say("webhook %s: could not fetch what verification needs: %s", e)
         raise ApiError("provider_unreachable") from None
     except (Overloaded, StorageError):
         count.labels(name, "unavailable").inc()

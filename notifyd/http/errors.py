@@ -24,6 +24,8 @@ CATALOG: dict[str, ErrorSpec] = {
     "kind_not_allowed": ErrorSpec(403, "this API key may not post this kind"),
     "wrong_user": ErrorSpec(403, "this user token is for another user"),
     "scope_not_allowed": ErrorSpec(403, "this API key's scopes do not allow this call"),
+    "origin_not_allowed": ErrorSpec(403, "no tenant lists this page's origin in its "
+                                         "cors_origins"),
     "not_found": ErrorSpec(404, "no such resource"),
     "method_not_allowed": ErrorSpec(405, "this method is not allowed on this path"),
     "dedup_conflict": ErrorSpec(

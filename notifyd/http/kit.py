@@ -15,6 +15,7 @@ from aiohttp import web
 from notifyd.config import Config
 from notifyd.core.clock import Clock
 from notifyd.core.errors import DomainError
+from notifyd.core.logs import Throttled, printable
 from notifyd.core.models import ApiKey
 from notifyd.domain import policy
 from notifyd.domain.validate import get_str, parse_object
@@ -52,6 +53,8 @@ class Context:
         self.token_keys: dict[str, bytes] = {}  # tenant -> its user-token key, once read
         self.guard = guard  # the connection guard, when serving: streams leave its count
         self.closing = asyncio.Event()  # set at shutdown: open inbox streams end
+        # Lines a client can provoke at will (an error, a refused webhook): a few, not a flood.
+        self.lines = Throttled(log, clock)
 
     def use(self, cfg: Config, ingest: Ingest, health: Health | None) -> None:
         """A reload's config and the peers made from it, for the requests from here on; a
@@ -101,8 +104,9 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
                                            f"allowed on {request.path} (allowed: {allowed})"))
         response.headers["Allow"] = allowed
         return response
-    except Exception:
-        log.exception("unhandled error on %s %s", request.method, request.path)
+    except Exception as e:
+        request.app[CTX].lines.unexpected(f"unhandled error on {request.method} "
+                                          f"{printable(request.path)}", e)
         return error_response(ApiError("internal"))
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import html
 import logging
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from notifyd.core.records import Cursor, InboxItem
-from notifyd.core.text import is_digits, iso
+from notifyd.core.text import iso, whole_number
 from notifyd.domain import preferences, signed
 from notifyd.domain.validate import check_fields, parse_object
 from notifyd.engine.stream import CLOSE, Event
@@ -27,6 +26,7 @@ from notifyd.http.kit import (
     CTX,
     Handler,
     authorise,
+    error_response,
     json_response,
     read_body,
     read_object,
@@ -159,11 +159,14 @@ def _cursor(item: InboxItem) -> str:
 def _read_cursor(text: str) -> Cursor:
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
-        at, _, nid = raw.partition(".")
-        return Cursor(int(at), nid)
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        raw = ""
+    at, _, nid = raw.partition(".")
+    created_at = whole_number(at)  # int() and SQLite refuse a number of any length
+    if created_at is None:
         raise ApiError("invalid_field", "before must be a cursor from a previous page's "
-                       "next", "before") from None
+                       "next", "before")
+    return Cursor(created_at, nid)
 
 
 def _query(request: web.Request, known: frozenset[str]) -> None:
@@ -179,14 +182,13 @@ async def get_inbox(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
     _query(request, frozenset({"before", "limit", "archived"}))
-    limit_text = request.query.get("limit", str(PAGE_DEFAULT))
-    if not is_digits(limit_text) or not 1 <= int(limit_text) <= PAGE_MAX:
+    limit = whole_number(request.query.get("limit", str(PAGE_DEFAULT)), PAGE_MAX, 1)
+    if limit is None:
         raise ApiError("invalid_field", f"limit must be 1..{PAGE_MAX}", "limit")
     archived = request.query.get("archived", "false")
     if archived not in ("true", "false"):
         raise ApiError("invalid_field", "archived must be true or false", "archived")
     before = request.query.get("before")
-    limit = int(limit_text)
     items = await ctx.store.inbox_page(tenant, user_id, _read_cursor(before) if before else None,
                                        limit + 1, archived == "true", _kinds(request))
     more = len(items) > limit
@@ -263,7 +265,7 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     tenant, user_id = await person(request, every_kind=True)
     _query(request, frozenset({"last_event_id"}))
     last_text = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
-    if last_text is not None and not is_digits(last_text):
+    if last_text is not None and whole_number(last_text) is None:
         raise ApiError("invalid_field", "Last-Event-ID must be an event id from this stream",
                        "Last-Event-ID")
     if ctx.hub.open >= ctx.cfg.server.max_streams:
@@ -421,7 +423,7 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if request.method == "OPTIONS":
         origin = request.headers["Origin"]
         if not any(origin in t.cors_origins for t in request.app[CTX].cfg.tenants.values()):
-            return web.Response(status=403, text="origin not allowed")
+            return error_response(ApiError("origin_not_allowed"))
         return web.Response(status=204, headers={
             "Access-Control-Allow-Origin": origin, "Vary": "Origin",
             "Access-Control-Allow-Methods": "GET, PUT, POST",

@@ -54,6 +54,7 @@ from notifyd.receipts.base import (
     RawRequest,
     Receipt,
     ReceiptProvider,
+    json_of,
 )
 
 NAME = "mailgun"
@@ -167,11 +168,8 @@ def verify(body: Any, settings: MailgunSettings, now: int) -> None:
 
 async def parse(request: RawRequest, settings: MailgunSettings, now: int,
                 fetch: Fetch) -> list[Receipt]:
-    try:
-        body = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
-        # The signature travels inside the body: without it nothing can be verified.
-        raise BadSignature("mailgun: body is not JSON, so carries no signature") from None
+    # The signature travels inside the body: without it nothing can be verified.
+    body = json_of(request.body, BadSignature, "mailgun: body")
     verify(body, settings, now)
     data = body.get("event-data")
     if not isinstance(data, dict) or not isinstance(data.get("event"), str):

@@ -32,7 +32,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from notifyd.receipts.base import (
     RawRequest,
     Receipt,
     ReceiptProvider,
+    json_of,
 )
 
 NAME = "delivery-receipt"
@@ -141,10 +141,7 @@ def _any_matches(header: str, expected: list[bytes]) -> bool:
 
 def read_json(body: bytes) -> dict[str, Any]:
     """The verified body as a JSON object, or BadReceipt."""
-    try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, ValueError):
-        raise BadReceipt("the body is not JSON") from None
+    data = json_of(body, BadReceipt)
     if not isinstance(data, dict):
         raise BadReceipt("the body is not a JSON object")
     return data
