@@ -689,7 +689,23 @@ def _render_webhooks() -> list[str]:
         out.append(f"# [webhooks.{name}]  {provider.summary}")
         for line in _render_fields(provider.settings()):
             out += [f"#   {part.removeprefix('# ')}" for part in line.split("\n")]
+        for table, text, entry in _named_tables(provider.settings):
+            out.append(f"# [webhooks.{name}.{table}.NAME]  {text}")
+            for line in _render_fields(entry()):
+                out += [f"#   {part.removeprefix('# ')}" for part in line.split("\n")]
     return [*out, ""]
+
+
+def _named_tables(cls: type[Any]) -> list[tuple[str, str, type[Any]]]:
+    """A settings class's tables of named entries (dict[str, a dataclass]): key, doc, entry
+    class."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        args = typing.get_args(hints[f.name]) if typing.get_origin(hints[f.name]) is dict else ()
+        if len(args) == 2 and isinstance(args[1], type) and dataclasses.is_dataclass(args[1]):
+            out.append((f.name, str(f.metadata["doc"]), args[1]))
+    return out
 
 
 def _render_table(name: str, text: str, obj: Any) -> list[str]:
@@ -706,8 +722,8 @@ def _render_fields(obj: Any) -> list[str]:
     lines = []
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        if "doc" not in f.metadata or dataclasses.is_dataclass(value):  # tables: _render_table
-            continue
+        if "doc" not in f.metadata or dataclasses.is_dataclass(value) or isinstance(value, dict):
+            continue  # tables: _render_table; tables of named entries: their own comment
         if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
             tables = [{k: v for k, v in dataclasses.asdict(s).items() if v is not None}
                       for s in value]

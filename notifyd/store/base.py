@@ -36,6 +36,7 @@ from notifyd.core.models import (
     Device,
     Freeze,
     Leases,
+    Nonce,
     PlanFn,
     Receipt,
     Recipient,
@@ -234,12 +235,16 @@ class DeliveryStore(Protocol):
 class ReceiptStore(Protocol):
     """Provider evidence and the suppression list."""
 
-    async def record_receipts(self, receipts: list[Receipt], rules: Rules) -> list[Recorded]:
+    async def record_receipts(self, receipts: list[Receipt], rules: Rules,
+                              once: Nonce | None = None) -> list[Recorded]:
         """One write, before the provider is answered, serialized with claim_due and complete:
         each receipt stored once ('duplicate' if its (provider, event_id) was), matched to its
-        step and applied as `rules.judge` says ('applied'), or kept until its send's answer
-        names it ('orphan'). A delivery that resolves a stop = "delivered" kind beats a later
-        claim; a claim that committed first is answered by resolving what is left."""
+        step (one of its tenant's, when it names one) and applied as `rules.judge` says
+        ('applied'), or kept until its send's answer names it ('orphan'). A delivery that
+        resolves a stop = "delivered" kind beats a later claim; a claim that committed first is
+        answered by resolving what is left. With `once`, the request's one-time token is kept
+        until its `until` in the same write; a token kept already (by any process, before any
+        restart) makes it [REPLAYED] and stores nothing."""
         ...
 
     async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,

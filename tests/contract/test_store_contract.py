@@ -38,6 +38,7 @@ from notifyd.core.models import (
     Freeze,
     Lane,
     Leases,
+    Nonce,
     Outcome,
     PlannedStep,
     Receipt,
@@ -447,6 +448,43 @@ class TestReceipts:
         assert (listed.tenant, listed.channel_type, listed.reason) == ("*", "sms",
                                                                        "unsubscribed")
 
+    async def test_a_tenants_receipt_matches_only_that_tenants_steps(
+            self, store: Store) -> None:
+        await accept(store, "n_1", "a")  # acme's
+        [c] = await claim(store)
+        other = Receipt("delivery-receipt", "other:m1", Evidence.DELIVERED, None, key="n_1:0",
+                        tenant="other")
+        early = Receipt("resend", "e1", Evidence.BOUNCED, None, provider_ref="p1",
+                        tenant="other")
+        assert await store.record_receipts([other, early], RULES) == ["orphan", "orphan"]
+        await store.complete(c, Completion(Outcome.SENT, StepState.SENT, provider_ref="p1"),
+                             RULES)  # the answer names p1: the other tenant's orphan stays one
+        n = await store.get_notification("n_1")
+        assert n is not None and n.steps[0].evidence is None and n.proofs == ()
+        assert await store.orphan_count() == 2
+        mine = dataclasses.replace(other, event_id="acme:m1", tenant="acme")
+        assert await store.record_receipts([mine], RULES) == ["applied"]
+        n = await store.get_notification("n_1")
+        assert n is not None and n.steps[0].evidence == "delivered"
+
+    async def test_a_one_time_token_is_taken_once_until_its_window_ends(
+            self, store: Store, clock: FakeClock) -> None:
+        token = Nonce("mailgun", "tok1", NOW + 300_000)
+        first = Receipt("mailgun", "e1", Evidence.DELIVERED, None, provider_ref="p1")
+        forged = Receipt("mailgun", "e2", Evidence.COMPLAINED, None, address="ada@x.io",
+                         channel_type="email")
+        assert await store.record_receipts([first], RULES, token) == ["orphan"]
+        assert await store.record_receipts([forged], RULES, token) == ["replayed"]
+        assert await store.record_receipts([], RULES, token) == ["replayed"]
+        assert await store.orphan_count() == 1 and await store.suppressions("acme") == []
+        other = dataclasses.replace(token, provider="another")  # each provider's own tokens
+        assert await store.record_receipts([], RULES, other) == []
+        at(clock, NOW + 300_001)  # let in just before its window ended, stored just after
+        assert await store.record_receipts([forged], RULES, token) == ["replayed"]
+        later = dataclasses.replace(token, until=NOW + 600_001)  # a new window: new again
+        assert await store.record_receipts([], RULES, later) == []
+        assert await store.record_receipts([], RULES, later) == ["replayed"]
+
     async def test_the_suppression_list_takes_and_gives_back(
             self, store: Store, clock: FakeClock) -> None:
         at(clock, NOW + 3)
@@ -549,6 +587,15 @@ class TestOperations:
             assert await again.get_notification("n_1") is not None
         finally:
             await again.close()
+
+    async def test_a_one_time_token_outlives_a_restart_and_binds_every_instance(
+            self, url: str, clock: FakeClock) -> None:
+        token = Nonce("mailgun", "tok1", NOW + 300_000)
+        async with opened(url, clock) as first, opened(url, clock) as second:
+            assert await first.record_receipts([], RULES, token) == []
+            assert await second.record_receipts([], RULES, token) == ["replayed"]
+        async with opened(url, clock) as restarted:
+            assert await restarted.record_receipts([], RULES, token) == ["replayed"]
 
 
 def _windowed():  # noqa: ANN202 - a PlanFn: step 1 is due 30 s after step 0 goes out

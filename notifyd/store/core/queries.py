@@ -87,14 +87,19 @@ class Queries(Protocol):
 
     # --- provider evidence and the suppression list
     INSERT_RECEIPT: str  # (provider, event_id, event, occurred_at, received_at, provider_ref,
-    #                       step_key, message_id, address, channel_type, detail, nid, step);
-    #                       nothing for a (provider, event_id) seen before
+    #                       step_key, message_id, address, channel_type, detail, nid, step,
+    #                       tenant); nothing for a (provider, event_id) seen before
+    PRUNE_WEBHOOK_TOKENS: str  # (provider, now, limit): up to limit of its tokens kept until
+    #                             before now
+    CLAIM_WEBHOOK_TOKEN: str  # (provider, token, seen_at, until, edge): 1 row changed if the
+    #                            token is new, or was kept only until before edge; else 0
     STEP_BY_REF: str  # (provider_ref) -> notification_id, step_no
     SELECT_RECEIPT_STEP: str  # (notification_id, step_no) -> state, evidence, channel,
     #                            destination, kind, tenant, resolved_at
     MATCH_RECEIPT: str  # (notification_id, step_no, provider, event_id)
     SET_EVIDENCE: str  # (evidence, notification_id, step_no)
-    SELECT_ORPHANS: str  # (provider_ref) -> unmatched receipts that name it
+    SELECT_ORPHANS: str  # (provider_ref, notification_id) -> unmatched receipts that name it
+    #                       and may match that notification's tenant
     SELECT_RECEIPTS: str  # (notification_id) -> step_no, provider, event, occurred_at,
     #                        received_at, detail
     COUNT_ORPHANS: str

@@ -28,6 +28,7 @@ from notifyd.core.models import (
     Device,
     Freeze,
     Leases,
+    Nonce,
     PlanFn,
     Receipt,
     Recipient,
@@ -260,9 +261,9 @@ class CoreStore:
 
     # --- provider evidence and the suppression list ------------------------------------------
 
-    async def record_receipts(self, found: list[Receipt], rules: Rules) -> list[Recorded]:
-        return await self.backend.write(
-            lambda tx: [receipts.record(tx, r, rules) for r in found])
+    async def record_receipts(self, found: list[Receipt], rules: Rules,
+                              once: Nonce | None = None) -> list[Recorded]:
+        return await self.backend.write(lambda tx: receipts.record_all(tx, found, rules, once))
 
     async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,
                        source: str) -> bool:

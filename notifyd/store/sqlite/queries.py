@@ -190,8 +190,18 @@ WRITE_PROBE = "INSERT OR REPLACE INTO probe (id, at) VALUES (1, ?)"
 # --- provider evidence ---
 # A redelivered event (same provider and event id) inserts nothing: harmless twice.
 INSERT_RECEIPT = """INSERT INTO receipts (provider, event_id, event, occurred_at, received_at,
-    provider_ref, step_key, message_id, address, channel_type, detail, notification_id, step_no)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"""
+    provider_ref, step_key, message_id, address, channel_type, detail, notification_id, step_no,
+    tenant)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"""
+# One-time tokens: those past their window go as new ones come, a few at a time; a token still
+# kept is refused (no row changed), one past its window counts as new.
+PRUNE_WEBHOOK_TOKENS = """DELETE FROM webhook_tokens WHERE (provider, token) IN (
+    SELECT provider, token FROM webhook_tokens INDEXED BY webhook_tokens_until
+    WHERE provider = ? AND until < ? ORDER BY until LIMIT ?)"""
+CLAIM_WEBHOOK_TOKEN = """INSERT INTO webhook_tokens (provider, token, seen_at, until)
+VALUES (?, ?, ?, ?)
+ON CONFLICT (provider, token) DO UPDATE SET seen_at = excluded.seen_at, until = excluded.until
+WHERE webhook_tokens.until < ?"""
 STEP_BY_REF = "SELECT notification_id, step_no FROM steps WHERE provider_ref = ? LIMIT 1"
 SELECT_RECEIPT_STEP = """SELECT s.state, s.evidence, s.channel, s.destination, n.kind, n.tenant,
     n.resolved_at FROM steps s JOIN notifications n ON n.id = s.notification_id
@@ -200,8 +210,9 @@ MATCH_RECEIPT = """UPDATE receipts SET notification_id = ?, step_no = ?
 WHERE provider = ? AND event_id = ?"""
 SET_EVIDENCE = "UPDATE steps SET evidence = ? WHERE notification_id = ? AND step_no = ?"
 SELECT_ORPHANS = """SELECT provider, event_id, event, occurred_at, provider_ref, step_key,
-    message_id, address, channel_type, detail FROM receipts
-WHERE notification_id IS NULL AND provider_ref = ?"""
+    message_id, address, channel_type, detail, tenant FROM receipts
+WHERE notification_id IS NULL AND provider_ref = ?
+    AND (tenant IS NULL OR tenant = (SELECT tenant FROM notifications WHERE id = ?))"""
 SELECT_RECEIPTS = """SELECT step_no, provider, event, occurred_at, received_at, detail
 FROM receipts WHERE notification_id = ? ORDER BY received_at, provider, event_id"""
 COUNT_ORPHANS = "SELECT count(*) FROM receipts WHERE notification_id IS NULL"
