@@ -121,6 +121,7 @@ class DaemonConfig:
 
 
 DAY_SEC = 86400
+MIN_TOKEN_TTL_SEC = 60  # the shortest token POST /v1/users/{user_id}/tokens makes
 
 
 @dataclass(frozen=True)
@@ -253,6 +254,17 @@ class LimitConfig:
 
 
 @dataclass(frozen=True)
+class TokensConfig:
+    """User tokens: what a person's page reads their own inbox and preferences with."""
+
+    max_ttl_sec: int = doc("The longest a user token may live: one whose expiry is further "
+                           "from now is refused, however it was signed (a backend's own "
+                           "included, with a minute's leeway for its clock). Also the longest "
+                           "POST /v1/users/{user_id}/tokens grants, and how long a rotated key "
+                           "still verifies by default (notifyd tokens rotate).", DAY_SEC)
+
+
+@dataclass(frozen=True)
 class TenantConfig:
     cors_origins: tuple[str, ...] = doc("Browser origins (https://app.example.com) whose pages "
                                         "may call the inbox and preferences with a user token.",
@@ -283,6 +295,8 @@ class Config:
     daemon: DaemonConfig = docf("Process lifecycle.", DaemonConfig)
     retention: RetentionConfig = docf("What ages out of the database, and when.",
                                       RetentionConfig)
+    tokens: TokensConfig = docf("User tokens for a person's own inbox and preferences.",
+                                TokensConfig)
     channels: dict[str, ChannelConfig] = docf(
         "Channels by name; ladders refer to these names.", _default_channels)
     kinds: dict[str, KindConfig] = docf(
@@ -527,6 +541,8 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
          "retention.inbox_sec", "must be at least retention.inbox_read_sec (0: forever)")
     need(0 < ret.interval_sec <= 86400, "retention.interval_sec", "must be 0..86400, not 0")
     need(1 <= ret.batch <= 10000, "retention.batch", "must be 1..10000")
+    need(MIN_TOKEN_TTL_SEC <= cfg.tokens.max_ttl_sec <= MAX_SEC, "tokens.max_ttl_sec",
+         f"must be {MIN_TOKEN_TTL_SEC}..{MAX_SEC}")
     for name, ch in cfg.channels.items():
         k = f"channels.{name}"
         need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")

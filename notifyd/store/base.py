@@ -60,6 +60,7 @@ from notifyd.core.records import (
     KeyRecord,
     Notification,
     Pruned,
+    SigningKey,
     Storage,
     Suppression,
 )
@@ -108,17 +109,27 @@ class KeyStore(Protocol):
 
     async def list_keys(self) -> list[KeyRecord]: ...
 
+    async def find_key_named(self, name: str) -> KeyRecord | None:
+        """The key of that name, revoked or not."""
+        ...
+
     async def revoke_key(self, name: str) -> bool:
         """One write; False if there was no such key, or it was revoked already."""
         ...
 
     async def signing_key(self, name: str) -> bytes:
-        """One write: the named key, made (32 random bytes) the first time; two processes
-        asking at once get the same key."""
+        """One write: the named key (the one that signs now), made (32 random bytes) the first
+        time; two processes asking at once get the same key."""
         ...
 
-    async def find_signing_key(self, name: str) -> bytes | None:
-        """The named key if it was made; never makes one."""
+    async def find_signing_key(self, name: str) -> SigningKey | None:
+        """The named key if it was made, with the one a rotation replaced; never makes one."""
+        ...
+
+    async def rotate_signing_key(self, name: str, overlap_ms: int) -> SigningKey:
+        """One write: a new key (32 random bytes) signs from now; the one it replaces still
+        verifies for `overlap_ms` after this write's time, and one replaced before it is gone
+        at once. A key never made is just made."""
         ...
 
 

@@ -48,7 +48,7 @@ from notifyd.core.models import (
     Verdict,
     Want,
 )
-from notifyd.core.records import Cursor, DeadMatch, DigestDue, InboxEntry
+from notifyd.core.records import Cursor, DeadMatch, DigestDue, InboxEntry, SigningKey
 from notifyd.core.steps import Cause, StepKey
 from notifyd.domain.policy import decide_claim
 from notifyd.store import Store, StoreMissing, base, open_store
@@ -95,7 +95,33 @@ class TestKeysAndPeople:
         assert await store.find_signing_key("links") is None
         made = await store.signing_key("links")
         assert len(made) == 32 and await store.signing_key("links") == made
-        assert await store.find_signing_key("links") == made
+        assert await store.find_signing_key("links") == SigningKey(made)
+
+    async def test_a_key_is_found_by_name_revoked_or_not(
+            self, store: Store, clock: FakeClock) -> None:
+        assert await store.find_key_named("billing") is None
+        await store.create_key("h1", "billing", "acme", (), frozenset({"users"}))
+        found = await store.find_key_named("billing")
+        assert found is not None and (found.tenant, found.revoked_at) == ("acme", None)
+        at(clock, NOW + 7)
+        await store.revoke_key("billing")
+        found = await store.find_key_named("billing")
+        assert found is not None and found.revoked_at == NOW + 7
+
+    async def test_a_rotated_key_verifies_for_its_overlap_then_is_gone(
+            self, store: Store, clock: FakeClock) -> None:
+        made = await store.rotate_signing_key("tokens:acme", 60_000)  # never made: just made
+        assert made.previous is None and await store.signing_key("tokens:acme") == made.secret
+        at(clock, NOW + 5)
+        turned = await store.rotate_signing_key("tokens:acme", 60_000)
+        assert turned == SigningKey(turned.secret, made.secret, NOW + 60_005)
+        assert turned.secret != made.secret
+        assert await store.signing_key("tokens:acme") == turned.secret  # new tokens: the new key
+        assert await store.find_signing_key("tokens:acme") == turned
+        assert turned.verifying(NOW + 60_004) == [turned.secret, made.secret]
+        assert turned.verifying(NOW + 60_005) == [turned.secret]
+        again = await store.rotate_signing_key("tokens:acme", 0)  # the oldest goes at once
+        assert again.previous == turned.secret and again.verifying(NOW + 5) == [again.secret]
 
     async def test_a_profile_and_its_disabled_contacts_round_trip(self, store: Store) -> None:
         assert await store.get_recipient("acme", "nobody") is None

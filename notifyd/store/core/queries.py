@@ -13,9 +13,12 @@ class Queries(Protocol):
     INSERT_KEY: str  # (key_hash, name, tenant, kinds, created_at, scopes)
     SELECT_KEY: str  # (key_hash) -> name, tenant, kinds, key_hash, scopes; not revoked
     SELECT_KEYS: str  # () -> name, tenant, kinds, created_at, revoked_at, scopes, by name
+    SELECT_KEY_NAMED: str  # (name) -> name, tenant, kinds, created_at, revoked_at, scopes
     REVOKE_KEY: str  # (revoked_at, name); only one not yet revoked
     INSERT_SIGNING_KEY: str  # (name, secret, created_at); nothing if it exists
-    SELECT_SIGNING_KEY: str  # (name) -> secret
+    SELECT_SIGNING_KEY: str  # (name) -> secret, previous, previous_until
+    ROTATE_SIGNING_KEY: str  # (secret, previous_until, created_at, name): the key it had becomes
+    #                           the previous one, verifying until previous_until
 
     # --- recipients, devices, preferences
     UPSERT_RECIPIENT: str  # (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, at)

@@ -8,6 +8,8 @@ SELECT_KEY = "SELECT name, tenant, kinds, key_hash, scopes FROM api_keys WHERE k
              "AND revoked_at IS NULL"
 SELECT_KEYS = """SELECT name, tenant, kinds, created_at, revoked_at, scopes FROM api_keys
 ORDER BY name"""
+SELECT_KEY_NAMED = """SELECT name, tenant, kinds, created_at, revoked_at, scopes FROM api_keys
+WHERE name = ?"""
 REVOKE_KEY = "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"
 
 UPSERT_RECIPIENT = """INSERT INTO recipients
@@ -275,7 +277,10 @@ WHERE tenant = ? AND user_id = ? AND read_at IS NULL RETURNING notification_id, 
 
 INSERT_SIGNING_KEY = """INSERT OR IGNORE INTO signing_keys (name, secret, created_at)
 VALUES (?, ?, ?)"""
-SELECT_SIGNING_KEY = "SELECT secret FROM signing_keys WHERE name = ?"
+SELECT_SIGNING_KEY = "SELECT secret, previous, previous_until FROM signing_keys WHERE name = ?"
+# The key it had stays as the previous one for the overlap; one before it is gone at once.
+ROTATE_SIGNING_KEY = """UPDATE signing_keys SET previous = secret, secret = ?, previous_until = ?,
+    created_at = ? WHERE name = ?"""
 
 # --- digests ----------------------------------------------------------------------------------
 
