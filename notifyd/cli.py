@@ -204,7 +204,8 @@ def keys() -> None:
 @click.option("--name", required=True, help="A name for the key, shown in inspect.")
 @click.option("--tenant", default="default", show_default=True,
               help="The tenant whose recipients this key may post to.")
-@click.option("--kinds", default="", help="Comma-separated kinds this key may post (default all).")
+@click.option("--kinds", default="", help="Comma-separated kinds this key may post and whose inbox items it "
+              "may see (default all).")
 @click.option("--scopes", default=",".join(sorted(SCOPES)), show_default=True,
               help="What it may do: post, read, resolve, users (profiles and contacts).")
 @click.pass_context

@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 import orjson
 from aiohttp import web
 
+from notifyd.channels import webpush
 from notifyd.core.errors import DomainError
 from notifyd.core.models import ApiKey, ResolveResult
 from notifyd.core.text import is_digits, iso
@@ -149,6 +150,12 @@ async def post_device(request: web.Request) -> web.Response:
     key = await authorise(request, "users")
     user_id = user_id_of(request)
     device = parse_device(await read_object(request))
+    if device.kind == "webpush":
+        pushers = {name: c.settings for name, c in ctx.cfg.channels.items()
+                   if c.type == "webpush"}
+        why = webpush.registration_problem(pushers, device.endpoint)
+        if why is not None:
+            raise ApiError("invalid_field", why, "endpoint")
     await ctx.store.put_device(key.tenant, user_id, device)
     stored = await ctx.store.get_recipient(key.tenant, user_id)
     shown = next(d for d in (stored.devices if stored else ()) if d.device_id == device.device_id)

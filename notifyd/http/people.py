@@ -42,13 +42,17 @@ KEEPALIVE_SEC = 25.0  # a comment on an idle stream, so proxies keep it open
 BACKLOG_PAGE = 500  # items read at a time for a stream that resumes with Last-Event-ID
 CORS_HEADERS = "Authorization, Content-Type, Last-Event-ID"
 TENANT: web.RequestKey[str] = web.RequestKey("tenant", str)  # whose person the request is for
+# The kinds of inbox item the request may see and change: a key's kinds (none: every kind).
+KINDS: web.RequestKey[tuple[str, ...]] = web.RequestKey("kinds", tuple)
 
 
 # --- who the request acts for -----------------------------------------------------------------
 
 
-async def person(request: web.Request) -> tuple[str, str]:
-    """(tenant, user_id) of the path's user, if the request may act for them."""
+async def person(request: web.Request, every_kind: bool = False) -> tuple[str, str]:
+    """(tenant, user_id) of the path's user, if the request may act for them. A key limited to
+    some kinds sees only their inbox items (request[KINDS]); a route that covers every kind
+    (`every_kind`: preferences, the stream, minting a user token) refuses it."""
     user_id = user_id_of(request)
     header = request.headers.get("Authorization", "")
     token = header[7:].strip() if header[:7].lower() == "bearer " else ""
@@ -58,10 +62,24 @@ async def person(request: web.Request) -> tuple[str, str]:
         if who.user_id != user_id:
             raise ApiError("wrong_user", "this user token is for another user")
         tenant = who.tenant
+        request[KINDS] = ()  # the person's own: every kind
     else:
-        tenant = (await authorise(request, "users")).tenant
+        key = await authorise(request, "users")
+        if key.kinds and every_kind:
+            _every_kind(key.kinds)
+        tenant = key.tenant
+        request[KINDS] = key.kinds
     request[TENANT] = tenant  # CORS answers by the tenant's origins
     return tenant, user_id
+
+
+def _every_kind(kinds: tuple[str, ...]) -> None:
+    raise ApiError("kind_not_allowed", f"this API key may act only on the kinds "
+                   f"{', '.join(kinds)}; this call covers every kind (use a key for every kind)")
+
+
+def _kinds(request: web.Request) -> tuple[str, ...]:
+    return request[KINDS]  # set by person()
 
 
 async def _user_token(request: web.Request, token: str) -> signed.UserToken:
@@ -87,6 +105,8 @@ async def post_token(request: web.Request) -> web.Response:
     page; only a producer's key may ask, and the token dies with that key."""
     ctx = request.app[CTX]
     key = await authorise(request, "users")
+    if key.kinds:  # the token opens the person's whole inbox and preferences
+        _every_kind(key.kinds)
     user_id = user_id_of(request)
     data = await read_object(request)
     check_fields(data, frozenset({"ttl_sec"}))
@@ -108,14 +128,14 @@ async def post_token(request: web.Request) -> web.Response:
 
 async def get_preferences(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    tenant, user_id = await person(request)
+    tenant, user_id = await person(request, every_kind=True)
     return json_response(preferences.view(
         ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id)))
 
 
 async def put_preferences(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    tenant, user_id = await person(request)
+    tenant, user_id = await person(request, every_kind=True)
     body = await read_body(request)
     if not body:
         raise ApiError("body_not_object", "send the preferences as a JSON object")
@@ -172,7 +192,7 @@ async def get_inbox(request: web.Request) -> web.Response:
     before = request.query.get("before")
     limit = int(limit_text)
     items = await ctx.store.inbox_page(tenant, user_id, _read_cursor(before) if before else None,
-                                       limit + 1, archived == "true")
+                                       limit + 1, archived == "true", _kinds(request))
     more = len(items) > limit
     items = items[:limit]
     return json_response({"items": [item_view(i) for i in items],
@@ -182,7 +202,16 @@ async def get_inbox(request: web.Request) -> web.Response:
 async def get_badge(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
-    return json_response({"unread": await ctx.store.badge(tenant, user_id)})
+    return json_response({"unread": await ctx.store.badge(tenant, user_id, _kinds(request))})
+
+
+async def _unread(request: web.Request, badge: int) -> int:
+    """The badge as the request may see it: of its kinds only, for a key limited to some."""
+    kinds = _kinds(request)
+    if not kinds:
+        return badge
+    tenant, user_id = request[TENANT], user_id_of(request)
+    return await request.app[CTX].store.badge(tenant, user_id, kinds)
 
 
 def _stops_on_read(request: web.Request) -> frozenset[str]:
@@ -195,36 +224,39 @@ async def post_read(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
     item_id = request.match_info["item_id"]
-    change = await ctx.store.read_item(tenant, user_id, item_id,
-                                       _stops_on_read(request))
+    change = await ctx.store.read_item(tenant, user_id, item_id, _stops_on_read(request),
+                                       _kinds(request))
     if change is None:
         raise ApiError("not_found", f"no inbox item {item_id!r}", "item_id")
     if change.changed:
         ctx.hub.publish(tenant, user_id, Event("read", {"id": item_id}),
                         Event("badge", {"unread": change.badge}))
-    return json_response({"id": item_id, "read": True, "unread": change.badge,
+    return json_response({"id": item_id, "read": True,
+                          "unread": await _unread(request, change.badge),
                               "resolved": bool(change.resolved)})
 
 
 async def post_read_all(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
-    change = await ctx.store.read_all(tenant, user_id, _stops_on_read(request))
-    ctx.hub.publish(tenant, user_id, Event("badge", {"unread": 0}))
-    return json_response({"unread": 0, "resolved": len(change.resolved)})
+    change = await ctx.store.read_all(tenant, user_id, _stops_on_read(request), _kinds(request))
+    ctx.hub.publish(tenant, user_id, Event("badge", {"unread": change.badge}))
+    return json_response({"unread": await _unread(request, change.badge),
+                          "resolved": len(change.resolved)})
 
 
 async def post_archive(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
     item_id = request.match_info["item_id"]
-    change = await ctx.store.archive_item(tenant, user_id, item_id)
+    change = await ctx.store.archive_item(tenant, user_id, item_id, _kinds(request))
     if change is None:
         raise ApiError("not_found", f"no inbox item {item_id!r}", "item_id")
     if change.changed:
         ctx.hub.publish(tenant, user_id, Event("archived", {"id": item_id}),
                         Event("badge", {"unread": change.badge}))
-    return json_response({"id": item_id, "archived": True, "unread": change.badge})
+    return json_response({"id": item_id, "archived": True,
+                          "unread": await _unread(request, change.badge)})
 
 
 async def get_stream(request: web.Request) -> web.StreamResponse:
@@ -232,7 +264,7 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     `badge` after each change, `read` and `archived`. An idle stream costs a task and a queue;
     it does not count against server.max_connections, but against server.max_streams."""
     ctx = request.app[CTX]
-    tenant, user_id = await person(request)
+    tenant, user_id = await person(request, every_kind=True)
     _query(request, frozenset({"last_event_id"}))
     last_text = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
     if last_text is not None and not is_digits(last_text):

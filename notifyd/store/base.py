@@ -276,8 +276,10 @@ class InboxStore(Protocol):
     """The person's inbox and its unread badge."""
 
     async def inbox_page(self, tenant: str, user_id: str, before: Cursor | None,
-                         limit: int, archived: bool = False) -> list[InboxItem]:
-        """Newest first, strictly before the cursor."""
+                         limit: int, archived: bool = False,
+                         kinds: tuple[str, ...] = ()) -> list[InboxItem]:
+        """Newest first, strictly before the cursor. `kinds`, here and below: only items of
+        these kinds are seen or changed (none named: every kind)."""
         ...
 
     async def inbox_since(self, tenant: str, user_id: str, seq: int,
@@ -285,19 +287,20 @@ class InboxStore(Protocol):
         """Items after `seq`, in seq order: what a resuming stream missed."""
         ...
 
-    async def badge(self, tenant: str, user_id: str) -> int: ...
+    async def badge(self, tenant: str, user_id: str, kinds: tuple[str, ...] = ()) -> int: ...
 
     async def read_item(self, tenant: str, user_id: str, item_id: str,
-                        stop_on_read: frozenset[str]) -> InboxChange | None:
+                        stop_on_read: frozenset[str],
+                        kinds: tuple[str, ...] = ()) -> InboxChange | None:
         """One write: the item read, the badge moved, and a kind that stops when read resolved
         (serialized with claim_due, as resolve). None: no such item of this person's."""
         ...
 
-    async def read_all(self, tenant: str, user_id: str,
-                       stop_on_read: frozenset[str]) -> InboxChange: ...
+    async def read_all(self, tenant: str, user_id: str, stop_on_read: frozenset[str],
+                       kinds: tuple[str, ...] = ()) -> InboxChange: ...
 
-    async def archive_item(self, tenant: str, user_id: str,
-                           item_id: str) -> InboxChange | None: ...
+    async def archive_item(self, tenant: str, user_id: str, item_id: str,
+                           kinds: tuple[str, ...] = ()) -> InboxChange | None: ...
 
     async def rebuild_badges(self) -> int:
         """One write: every badge recounted from the items; how many had drifted."""

@@ -555,6 +555,25 @@ class TestInboxAndDigests:
         assert (everything.changed, everything.badge) == (True, 0)
         assert await store.rebuild_badges() == 0
 
+    async def test_a_caller_limited_to_some_kinds_sees_and_changes_only_those(
+            self, store: Store, clock: FakeClock) -> None:
+        for i, kind in enumerate(("news", "secret", "news", "secret")):
+            at(clock, NOW + i)
+            await accept(store, f"n_{i}", "a", kind=kind, inbox=InboxEntry(f"t{i}", None))
+        news = ("news",)
+        page = await store.inbox_page("acme", "u1", None, 10, kinds=news)
+        assert [i.notification_id for i in page] == ["n_2", "n_0"]
+        assert await store.badge("acme", "u1", news) == 2
+        assert await store.read_item("acme", "u1", "n_1", frozenset(), news) is None
+        assert await store.archive_item("acme", "u1", "n_3", news) is None
+        read = await store.read_item("acme", "u1", "n_0", frozenset(), news)
+        assert read is not None and (read.changed, read.badge) == (True, 3)
+        everything = await store.read_all("acme", "u1", frozenset({"secret"}), news)
+        assert (everything.changed, everything.badge, everything.resolved) == (True, 2, ())
+        assert await store.badge("acme", "u1", news) == 0
+        assert await store.badge("acme", "u1") == 2  # the secret items, unread
+        assert await store.rebuild_badges() == 0
+
     async def test_reading_an_item_resolves_a_kind_that_stops_when_read(
             self, store: Store, clock: FakeClock) -> None:
         await accept(store, "n_1", "a", "a", inbox=InboxEntry("t", "b"))

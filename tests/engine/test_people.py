@@ -285,6 +285,41 @@ async def test_a_user_token_reads_only_its_own_users_inbox(tmp_path: Path) -> No
         assert r.status == 401 and "expired" in (await r.json())["error"]["message"]
 
 
+async def test_a_key_limited_to_some_kinds_sees_and_changes_only_their_items(
+        tmp_path: Path) -> None:
+    """A `kinds = report` key lists, counts, reads and archives report items only: another
+    kind's item is not found (a read would resolve its stop = "read" ladder), and the calls
+    that cover every kind (preferences, the stream, a user token) are refused."""
+    async with people(tmp_path) as s:
+        news = new_key()
+        await s.e.store.create_key(hash_key(news), "news", "default", ("report",),
+                                   frozenset({"post", "users"}))
+        report, task = await post(s, "report"), await post(s, "task")
+        await post(s, "report")
+        inbox = await (await s.client.get("/v1/users/ada/inbox", headers=auth(s, news))).json()
+        assert {i["kind"] for i in inbox["items"]} == {"report"} and len(inbox["items"]) == 2
+        badge = await s.client.get("/v1/users/ada/inbox/badge", headers=auth(s, news))
+        assert (await badge.json())["unread"] == 2
+        for action in ("read", "archive"):
+            r = await s.client.post(f"/v1/users/ada/inbox/{task}/{action}", headers=auth(s, news))
+            assert r.status == 404, action
+        r = await s.client.post(f"/v1/users/ada/inbox/{report}/read", headers=auth(s, news))
+        assert (await r.json())["unread"] == 1  # of its kinds; the task still counts for Ada
+        r = await s.client.post("/v1/users/ada/inbox/read-all", headers=auth(s, news))
+        assert (await r.json())["unread"] == 0
+        assert await s.e.store.badge("default", "ada") == 1  # the task, unread
+        assert (await s.status(task))["current_state"] != "resolved"
+        for method, path in (("GET", "preferences"), ("PUT", "preferences"),
+                             ("GET", "inbox/stream"), ("POST", "tokens")):
+            r = await s.client.request(method, f"/v1/users/ada/{path}", headers=auth(s, news),
+                                       json={})
+            body = await r.json()
+            assert (r.status, body["error"]["code"]) == (403, "kind_not_allowed"), path
+            assert "report" in body["error"]["message"]
+        full = await (await s.client.get("/v1/users/ada/inbox", headers=auth(s))).json()
+        assert {i["kind"]: i["read"] for i in full["items"]} == {"report": True, "task": False}
+
+
 async def test_a_backend_signs_a_user_token_itself(tmp_path: Path) -> None:
     """The README's recipe, in a few lines of hmac: the tenant's key, then the token."""
     async with people(tmp_path) as s:

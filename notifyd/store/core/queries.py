@@ -124,14 +124,18 @@ class Queries(Protocol):
     BUMP_BADGE: str  # (tenant, user_id, by, by) -> unread, never below zero
     SELECT_BADGE: str  # (tenant, user_id) -> unread
     COUNT_UNREAD: str  # (tenant, user_id) -> unread items counted from the rows
+    # "kinds" below is two arguments: every kind (a bool), else the kinds as a JSON list
+    COUNT_UNREAD_OF_KINDS: str  # (tenant, user_id, kinds) -> as COUNT_UNREAD, of those kinds
     SET_BADGE: str  # (tenant, user_id, unread)
     DRIFTED_BADGES: str  # () -> tenant, user_id, kept, actual for every person with items
-    SELECT_INBOX_PAGE: str  # (tenant, user_id, created_at, id, archived too, limit), newest first
+    SELECT_INBOX_PAGE: str  # (tenant, user_id, created_at, id, archived too, kinds, limit),
+    #                         newest first
     SELECT_INBOX_SINCE: str  # (tenant, user_id, seq, limit), by seq
     SELECT_INBOX_ITEM: str  # (tenant, user_id, notification_id)
     READ_ITEM: str  # (at, tenant, user_id, id) -> whether it counted in the badge; if unread
     ARCHIVE_ITEM: str  # (at, tenant, user_id, id) -> whether it was unread; if not archived
-    READ_ALL: str  # (at, tenant, user_id) -> notification_id, kind of each item it read
+    READ_ALL: str  # (at, tenant, user_id, kinds) -> notification_id, kind, counted (in the badge:
+    #                not archived) of each item it read
 
     # --- digests
     SELECT_DUE_DIGESTS: str  # (now, limit) -> tenant, user_id, digest_kind, window_end, count

@@ -308,33 +308,38 @@ class CoreStore:
     # --- the inbox ------------------------------------------------------------------------------
 
     async def inbox_page(self, tenant: str, user_id: str, before: Cursor | None,
-                         limit: int, archived: bool = False) -> list[InboxItem]:
+                         limit: int, archived: bool = False,
+                         kinds: tuple[str, ...] = ()) -> list[InboxItem]:
         at, nid = (before.created_at, before.notification_id) if before else (FAR, "")
         return [_item(r) for r in await self._all(self.q.SELECT_INBOX_PAGE, (
-            tenant, user_id, at, nid, archived, limit))]
+            tenant, user_id, at, nid, archived, *inbox.of_kinds(kinds), limit))]
 
     async def inbox_since(self, tenant: str, user_id: str, seq: int,
                           limit: int) -> list[InboxItem]:
         return [_item(r) for r in await self._all(self.q.SELECT_INBOX_SINCE, (
             tenant, user_id, seq, limit))]
 
-    async def badge(self, tenant: str, user_id: str) -> int:
+    async def badge(self, tenant: str, user_id: str, kinds: tuple[str, ...] = ()) -> int:
+        if kinds:  # counted: the kept badge is of every kind
+            return int(await self._value(self.q.COUNT_UNREAD_OF_KINDS, (
+                tenant, user_id, *inbox.of_kinds(kinds))) or 0)
         return int(await self._value(self.q.SELECT_BADGE, (tenant, user_id)) or 0)
 
     async def read_item(self, tenant: str, user_id: str, item_id: str,
-                        stop_on_read: frozenset[str]) -> InboxChange | None:
+                        stop_on_read: frozenset[str],
+                        kinds: tuple[str, ...] = ()) -> InboxChange | None:
         return await self.backend.write(lambda tx: inbox.read_item(
-            tx, tenant, user_id, item_id, stop_on_read))
+            tx, tenant, user_id, item_id, stop_on_read, kinds))
 
-    async def read_all(self, tenant: str, user_id: str,
-                       stop_on_read: frozenset[str]) -> InboxChange:
+    async def read_all(self, tenant: str, user_id: str, stop_on_read: frozenset[str],
+                       kinds: tuple[str, ...] = ()) -> InboxChange:
         return await self.backend.write(lambda tx: inbox.read_all(
-            tx, tenant, user_id, stop_on_read))
+            tx, tenant, user_id, stop_on_read, kinds))
 
-    async def archive_item(self, tenant: str, user_id: str,
-                           item_id: str) -> InboxChange | None:
+    async def archive_item(self, tenant: str, user_id: str, item_id: str,
+                           kinds: tuple[str, ...] = ()) -> InboxChange | None:
         return await self.backend.write(lambda tx: inbox.archive_item(
-            tx, tenant, user_id, item_id))
+            tx, tenant, user_id, item_id, kinds))
 
     async def rebuild_badges(self) -> int:
         return await self.backend.write(inbox.rebuild_badges)

@@ -256,9 +256,12 @@ SELECT DISTINCT i.tenant, i.user_id, NULL, (SELECT count(*) FROM inbox_items j
     AND j.archived_at IS NULL) FROM inbox_items i
 WHERE NOT EXISTS (SELECT 1 FROM inbox_badges b WHERE b.tenant = i.tenant AND b.user_id = i.user_id)"""
 INBOX_COLUMNS = "seq, notification_id, kind, title, body, created_at, read_at, archived_at"
+# A key limited to some kinds sees only those: ? is 1 for every kind, else a JSON array of them.
+OF_KINDS = "(? OR kind IN (SELECT value FROM json_each(?)))"
+COUNT_UNREAD_OF_KINDS = f"{COUNT_UNREAD} AND {OF_KINDS}"
 SELECT_INBOX_PAGE = f"""SELECT {INBOX_COLUMNS} FROM inbox_items INDEXED BY inbox_page
 WHERE tenant = ? AND user_id = ? AND (created_at, notification_id) < (?, ?)
-    AND (? OR archived_at IS NULL)
+    AND (? OR archived_at IS NULL) AND {OF_KINDS}
 ORDER BY created_at DESC, notification_id DESC LIMIT ?"""
 SELECT_INBOX_SINCE = f"""SELECT {INBOX_COLUMNS} FROM inbox_items INDEXED BY inbox_since
 WHERE tenant = ? AND user_id = ? AND seq > ? ORDER BY seq LIMIT ?"""
@@ -270,8 +273,9 @@ RETURNING archived_at IS NULL"""
 ARCHIVE_ITEM = """UPDATE inbox_items SET archived_at = ?
 WHERE tenant = ? AND user_id = ? AND notification_id = ? AND archived_at IS NULL
 RETURNING read_at IS NULL"""
-READ_ALL = """UPDATE inbox_items SET read_at = ?
-WHERE tenant = ? AND user_id = ? AND read_at IS NULL RETURNING notification_id, kind"""
+READ_ALL = f"""UPDATE inbox_items SET read_at = ?
+WHERE tenant = ? AND user_id = ? AND read_at IS NULL AND {OF_KINDS}
+RETURNING notification_id, kind, archived_at IS NULL AS counted"""
 
 # --- keys that sign links and user tokens, made on first use ---------------------------------
 
