@@ -121,6 +121,7 @@ class DaemonConfig:
 
 
 DAY_SEC = 86400
+MIN_TOKEN_TTL_SEC = 60  # the shortest token POST /v1/users/{user_id}/tokens makes
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,17 @@ class LimitConfig:
 
 
 @dataclass(frozen=True)
+class TokensConfig:
+    """User tokens: what a person's page reads their own inbox and preferences with."""
+
+    max_ttl_sec: int = doc("The longest a user token may live: one whose expiry is further "
+                           "from now is refused, however it was signed (a backend's own "
+                           "included, with a minute's leeway for its clock). Also the longest "
+                           "POST /v1/users/{user_id}/tokens grants, and how long a rotated key "
+                           "still verifies by default (notifyd tokens rotate).", DAY_SEC)
+
+
+@dataclass(frozen=True)
 class TenantConfig:
     cors_origins: tuple[str, ...] = doc("Browser origins (https://app.example.com) whose pages "
                                         "may call the inbox and preferences with a user token.",
@@ -293,6 +305,8 @@ class Config:
     daemon: DaemonConfig = docf("Process lifecycle.", DaemonConfig)
     retention: RetentionConfig = docf("What ages out of the database, and when.",
                                       RetentionConfig)
+    tokens: TokensConfig = docf("User tokens for a person's own inbox and preferences.",
+                                TokensConfig)
     channels: dict[str, ChannelConfig] = docf(
         "Channels by name; ladders refer to these names.", _default_channels)
     kinds: dict[str, KindConfig] = docf(
@@ -537,6 +551,8 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
          "retention.inbox_sec", "must be at least retention.inbox_read_sec (0: forever)")
     need(0 < ret.interval_sec <= 86400, "retention.interval_sec", "must be 0..86400, not 0")
     need(1 <= ret.batch <= 10000, "retention.batch", "must be 1..10000")
+    need(MIN_TOKEN_TTL_SEC <= cfg.tokens.max_ttl_sec <= MAX_SEC, "tokens.max_ttl_sec",
+         f"must be {MIN_TOKEN_TTL_SEC}..{MAX_SEC}")
     for name, ch in cfg.channels.items():
         k = f"channels.{name}"
         need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")
@@ -703,7 +719,23 @@ def _render_webhooks() -> list[str]:
         out.append(f"# [webhooks.{name}]  {provider.summary}")
         for line in _render_fields(provider.settings()):
             out += [f"#   {part.removeprefix('# ')}" for part in line.split("\n")]
+        for table, text, entry in _named_tables(provider.settings):
+            out.append(f"# [webhooks.{name}.{table}.NAME]  {text}")
+            for line in _render_fields(entry()):
+                out += [f"#   {part.removeprefix('# ')}" for part in line.split("\n")]
     return [*out, ""]
+
+
+def _named_tables(cls: type[Any]) -> list[tuple[str, str, type[Any]]]:
+    """A settings class's tables of named entries (dict[str, a dataclass]): key, doc, entry
+    class."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        args = typing.get_args(hints[f.name]) if typing.get_origin(hints[f.name]) is dict else ()
+        if len(args) == 2 and isinstance(args[1], type) and dataclasses.is_dataclass(args[1]):
+            out.append((f.name, str(f.metadata["doc"]), args[1]))
+    return out
 
 
 def _render_table(name: str, text: str, obj: Any) -> list[str]:
@@ -720,8 +752,8 @@ def _render_fields(obj: Any) -> list[str]:
     lines = []
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        if "doc" not in f.metadata or dataclasses.is_dataclass(value):  # tables: _render_table
-            continue
+        if "doc" not in f.metadata or dataclasses.is_dataclass(value) or isinstance(value, dict):
+            continue  # tables: _render_table; tables of named entries: their own comment
         if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
             tables = [{k: v for k, v in dataclasses.asdict(s).items() if v is not None}
                       for s in value]

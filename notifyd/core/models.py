@@ -250,6 +250,20 @@ class Receipt:
     address: str | None = None  # the recipient address it concerns (for suppression)
     channel_type: str | None = None  # email, sms, push: what the address is for (suppression)
     detail: str | None = None  # a short provider code (bounce type, error code): never free text
+    # The tenant whose notifications it may match, when it was verified with that tenant's own
+    # secret; None: a provider's account-wide webhook, which matches any tenant's.
+    tenant: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Nonce:
+    """A signed value a provider's scheme lets through once (Mailgun's token, which does not
+    cover the event): the store keeps it until `until` (epoch ms), when the scheme's clock check
+    refuses it anyway, and refuses it a second time before then."""
+
+    provider: str
+    value: str
+    until: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -515,3 +529,4 @@ class Recorded(StrEnum):
     APPLIED = "applied"  # matched to its step and applied
     DUPLICATE = "duplicate"  # its (provider, event id) came before
     ORPHAN = "orphan"  # no step yet: kept, applied when its send's answer names the message
+    REPLAYED = "replayed"  # the request's one-time token was seen before: nothing was stored

@@ -121,6 +121,22 @@ class KeyRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class SigningKey:
+    """A named signing key: the one that signs now, and while a rotation's overlap lasts, the
+    one it replaced, which still verifies until `previous_until` (epoch ms)."""
+
+    secret: bytes
+    previous: bytes | None = None
+    previous_until: int | None = None
+
+    def verifying(self, now: int) -> list[bytes]:
+        """The keys that verify at `now`: the current one, and the previous within its overlap."""
+        kept = self.previous is not None and self.previous_until is not None \
+            and now < self.previous_until
+        return [self.secret, self.previous] if kept and self.previous else [self.secret]
+
+
+@dataclass(frozen=True, slots=True)
 class InboxEntry:
     """What an inbox item says, rendered at accept."""
 

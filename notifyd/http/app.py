@@ -285,7 +285,8 @@ def _refusal(err: ApiError, status: int) -> web.Response:
 
 async def get_openapi(request: web.Request) -> web.Response:
     cfg = request.app[CTX].cfg
-    return web.json_response(spec(sorted(cfg.kinds), sorted(cfg.channels)))
+    return web.json_response(spec(sorted(cfg.kinds), sorted(cfg.channels),
+                                  cfg.tokens.max_ttl_sec))
 
 
 async def get_health(request: web.Request) -> web.Response:

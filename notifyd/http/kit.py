@@ -50,7 +50,6 @@ class Context:
         self.fetch = evidence.Fetcher()  # the SNS certificate, for the ses webhook
         self.hub: Hub = ingest.hub  # open inbox streams, told of changes after they commit
         self.link_key = link_key  # signs unsubscribe links (the daemon's, from the store)
-        self.token_keys: dict[str, bytes] = {}  # tenant -> its user-token key, once read
         self.guard = guard  # the connection guard, when serving: streams leave its count
         self.closing = asyncio.Event()  # set at shutdown: open inbox streams end
         # Lines a client can provoke at will (an error, a refused webhook): a few, not a flood.

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from notifyd import __version__
+from notifyd.config import TokensConfig
 from notifyd.core.catalog import MEDIUMS
 from notifyd.core.contacts import ADDRESSES, SUPPRESSION_TYPES
 from notifyd.core.models import StepState
@@ -14,6 +15,7 @@ from notifyd.domain.validate import MAX_ID_LEN
 from notifyd.http.errors import CATALOG
 from notifyd.receipts import PROVIDERS
 
+TOKEN_TTL_MAX = TokensConfig().max_ttl_sec  # unless the config says otherwise
 _STR = {"type": "string"}
 _NSTR = {"type": ["string", "null"]}
 _TIME = {"type": ["string", "null"], "format": "date-time"}
@@ -176,7 +178,8 @@ SCHEMAS: dict[str, Any] = {
         "unread": {"type": "integer", "minimum": 0},
         "resolved": {"type": ["boolean", "integer"]}}},
     "TokenRequest": {"type": "object", "additionalProperties": False, "properties": {
-        "ttl_sec": {"type": "integer", "minimum": 60, "maximum": 86400}}},
+        "ttl_sec": {"type": "integer", "minimum": 60, "maximum": TOKEN_TTL_MAX,
+                    "description": "at most tokens.max_ttl_sec"}}},
     "Token": {"type": "object", "required": ["token", "user_id", "expires_at"], "properties": {
         "token": _STR, "user_id": _STR, "expires_at": _TIME}},
     "Devices": {"type": "object", "required": ["devices"],
@@ -203,11 +206,14 @@ def _public(summary: str, responses: dict[str, Any]) -> dict[str, Any]:
     return {"get": {"summary": summary, "security": [], "responses": responses}}
 
 
-def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> dict[str, Any]:
-    """The document; given the configured kinds and channels, their names are enums in it."""
+def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
+         token_ttl_max: int = TOKEN_TTL_MAX) -> dict[str, Any]:
+    """The document; given the configured kinds and channels, their names are enums in it, and
+    a token's longest ttl_sec is tokens.max_ttl_sec."""
     schemas = SCHEMAS
-    if kinds is not None or channels is not None:
+    if kinds is not None or channels is not None or token_ttl_max != TOKEN_TTL_MAX:
         schemas = json.loads(json.dumps(SCHEMAS))  # a copy to narrow
+        schemas["TokenRequest"]["properties"]["ttl_sec"]["maximum"] = token_ttl_max
         props = schemas["AcceptRequest"]["properties"]
         if kinds is not None:
             props["kind"] = {"type": "string", "enum": sorted(kinds)}

@@ -37,7 +37,7 @@ log = logging.getLogger("notifyd.people")
 PAGE_MAX = 100
 PAGE_DEFAULT = 50
 TOKEN_TTL_DEFAULT = 3600
-TOKEN_TTL_MAX = 86400
+TOKEN_TTL_MIN = 60
 KEEPALIVE_SEC = 25.0  # a comment on an idle stream, so proxies keep it open
 BACKLOG_PAGE = 500  # items read at a time for a stream that resumes with Last-Event-ID
 CORS_HEADERS = "Authorization, Content-Type, Last-Event-ID"
@@ -83,23 +83,26 @@ def _kinds(request: web.Request) -> tuple[str, ...]:
 
 
 async def _user_token(request: web.Request, token: str) -> signed.UserToken:
+    """The token, if its tenant's key (or the one a rotation replaced, within the overlap)
+    signed it, it is within tokens.max_ttl_sec, and the API key it names is live."""
     ctx = request.app[CTX]
     try:
         tenant = signed.token_tenant(token)
-        key = ctx.token_keys.get(tenant)
-        if key is None:
-            key = await ctx.store.find_signing_key(signed.tenant_key_name(tenant))
-            if key is None:
-                raise signed.BadToken("no such tenant has user tokens")
-            ctx.token_keys[tenant] = key
-        return signed.read_user_token(token, key, ctx.clock.now_ms() // 1000)
+        keys = await ctx.keys.token_keys(tenant)
+        if not keys:
+            raise signed.BadToken("no such tenant has user tokens")
+        who = signed.read_user_token(token, keys, ctx.clock.now_ms() // 1000,
+                                     ctx.cfg.tokens.max_ttl_sec)
+        if who.key_name is not None and not await ctx.keys.live(who.key_name, tenant):
+            raise signed.BadToken("the API key that made it was revoked")
+        return who
     except signed.BadToken as e:
         raise ApiError("unauthorized", f"user token: {e}") from None
 
 
 async def post_token(request: web.Request) -> web.Response:
     """A short-lived token for one user's own inbox and preferences, minted for a producer's
-    page; only a producer's key may ask."""
+    page; only a producer's key may ask, and the token dies with that key."""
     ctx = request.app[CTX]
     key = await authorise(request, "users")
     if key.kinds:  # the token opens the person's whole inbox and preferences
@@ -107,14 +110,15 @@ async def post_token(request: web.Request) -> web.Response:
     user_id = user_id_of(request)
     data = await read_object(request)
     check_fields(data, frozenset({"ttl_sec"}))
-    ttl = data.get("ttl_sec", TOKEN_TTL_DEFAULT)
-    if not isinstance(ttl, int) or isinstance(ttl, bool) or not 60 <= ttl <= TOKEN_TTL_MAX:
-        raise ApiError("invalid_field", f"ttl_sec must be an integer 60..{TOKEN_TTL_MAX}",
-                       "ttl_sec")
+    longest = ctx.cfg.tokens.max_ttl_sec
+    ttl = data.get("ttl_sec", min(TOKEN_TTL_DEFAULT, longest))
+    if not isinstance(ttl, int) or isinstance(ttl, bool) or not TOKEN_TTL_MIN <= ttl <= longest:
+        raise ApiError("invalid_field", f"ttl_sec must be an integer {TOKEN_TTL_MIN}..{longest} "
+                       "(tokens.max_ttl_sec)", "ttl_sec")
     secret = await ctx.store.signing_key(signed.tenant_key_name(key.tenant))
     expires = ctx.clock.now_ms() // 1000 + ttl
     return json_response({"token": signed.make_user_token(secret, key.tenant, user_id,
-                                                               expires),
+                                                               expires, key.name),
                               "user_id": user_id, "expires_at": iso(expires * 1000)},
                              status=201)
 

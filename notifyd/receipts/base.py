@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from notifyd.core.bounded import TooDeep, load_json
-from notifyd.core.models import Evidence, Receipt, message_key
+from notifyd.core.models import Evidence, Nonce, Receipt, message_key
 
-__all__ = ["BadReceipt", "BadSignature", "Event", "Evidence", "Fetch", "Parser", "RawRequest",
-           "Receipt", "ReceiptProvider", "Reply", "json_of", "message_key"]
+__all__ = ["BadReceipt", "BadSignature", "Event", "Evidence", "Fetch", "Nonce", "NonceOf",
+           "Parser", "RawRequest", "Receipt", "ReceiptProvider", "Reply", "json_of",
+           "message_key"]
 
 
 Event = Evidence  # what a receipt says happened: notifyd.models.Evidence
@@ -66,6 +67,11 @@ class Parser(Protocol):
                        fetch: Fetch) -> list[Receipt]: ...
 
 
+# The one-time token of a request its parser has verified, for a scheme whose signature leaves
+# the event unsigned (Mailgun's): the store keeps it and refuses it a second time.
+NonceOf = Callable[[RawRequest, Any], Nonce]
+
+
 @dataclass(frozen=True)
 class Reply:
     """What the provider must get back besides 200 (e.g. Twilio's empty TwiML for an inbound
@@ -92,3 +98,4 @@ class ReceiptProvider:
     # on 406; Postmark retries a 401 and stops on 403).
     bad_signature_status: int = 401
     bad_receipt_status: int = 400
+    nonce: NonceOf | None = None

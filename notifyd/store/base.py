@@ -36,6 +36,7 @@ from notifyd.core.models import (
     Device,
     Freeze,
     Leases,
+    Nonce,
     PlanFn,
     Receipt,
     Recipient,
@@ -59,6 +60,7 @@ from notifyd.core.records import (
     KeyRecord,
     Notification,
     Pruned,
+    SigningKey,
     Storage,
     Suppression,
 )
@@ -107,17 +109,27 @@ class KeyStore(Protocol):
 
     async def list_keys(self) -> list[KeyRecord]: ...
 
+    async def find_key_named(self, name: str) -> KeyRecord | None:
+        """The key of that name, revoked or not."""
+        ...
+
     async def revoke_key(self, name: str) -> bool:
         """One write; False if there was no such key, or it was revoked already."""
         ...
 
     async def signing_key(self, name: str) -> bytes:
-        """One write: the named key, made (32 random bytes) the first time; two processes
-        asking at once get the same key."""
+        """One write: the named key (the one that signs now), made (32 random bytes) the first
+        time; two processes asking at once get the same key."""
         ...
 
-    async def find_signing_key(self, name: str) -> bytes | None:
-        """The named key if it was made; never makes one."""
+    async def find_signing_key(self, name: str) -> SigningKey | None:
+        """The named key if it was made, with the one a rotation replaced; never makes one."""
+        ...
+
+    async def rotate_signing_key(self, name: str, overlap_ms: int) -> SigningKey:
+        """One write: a new key (32 random bytes) signs from now; the one it replaces still
+        verifies for `overlap_ms` after this write's time, and one replaced before it is gone
+        at once. A key never made is just made."""
         ...
 
 
@@ -234,12 +246,16 @@ class DeliveryStore(Protocol):
 class ReceiptStore(Protocol):
     """Provider evidence and the suppression list."""
 
-    async def record_receipts(self, receipts: list[Receipt], rules: Rules) -> list[Recorded]:
+    async def record_receipts(self, receipts: list[Receipt], rules: Rules,
+                              once: Nonce | None = None) -> list[Recorded]:
         """One write, before the provider is answered, serialized with claim_due and complete:
         each receipt stored once ('duplicate' if its (provider, event_id) was), matched to its
-        step and applied as `rules.judge` says ('applied'), or kept until its send's answer
-        names it ('orphan'). A delivery that resolves a stop = "delivered" kind beats a later
-        claim; a claim that committed first is answered by resolving what is left."""
+        step (one of its tenant's, when it names one) and applied as `rules.judge` says
+        ('applied'), or kept until its send's answer names it ('orphan'). A delivery that
+        resolves a stop = "delivered" kind beats a later claim; a claim that committed first is
+        answered by resolving what is left. With `once`, the request's one-time token is kept
+        until its `until` in the same write; a token kept already (by any process, before any
+        restart) makes it [REPLAYED] and stores nothing."""
         ...
 
     async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,

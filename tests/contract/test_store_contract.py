@@ -38,6 +38,7 @@ from notifyd.core.models import (
     Freeze,
     Lane,
     Leases,
+    Nonce,
     Outcome,
     PlannedStep,
     Receipt,
@@ -47,7 +48,7 @@ from notifyd.core.models import (
     Verdict,
     Want,
 )
-from notifyd.core.records import Cursor, DeadMatch, DigestDue, InboxEntry
+from notifyd.core.records import Cursor, DeadMatch, DigestDue, InboxEntry, SigningKey
 from notifyd.core.steps import Cause, StepKey
 from notifyd.domain.policy import decide_claim
 from notifyd.store import Store, StoreMissing, base, open_store
@@ -94,7 +95,33 @@ class TestKeysAndPeople:
         assert await store.find_signing_key("links") is None
         made = await store.signing_key("links")
         assert len(made) == 32 and await store.signing_key("links") == made
-        assert await store.find_signing_key("links") == made
+        assert await store.find_signing_key("links") == SigningKey(made)
+
+    async def test_a_key_is_found_by_name_revoked_or_not(
+            self, store: Store, clock: FakeClock) -> None:
+        assert await store.find_key_named("billing") is None
+        await store.create_key("h1", "billing", "acme", (), frozenset({"users"}))
+        found = await store.find_key_named("billing")
+        assert found is not None and (found.tenant, found.revoked_at) == ("acme", None)
+        at(clock, NOW + 7)
+        await store.revoke_key("billing")
+        found = await store.find_key_named("billing")
+        assert found is not None and found.revoked_at == NOW + 7
+
+    async def test_a_rotated_key_verifies_for_its_overlap_then_is_gone(
+            self, store: Store, clock: FakeClock) -> None:
+        made = await store.rotate_signing_key("tokens:acme", 60_000)  # never made: just made
+        assert made.previous is None and await store.signing_key("tokens:acme") == made.secret
+        at(clock, NOW + 5)
+        turned = await store.rotate_signing_key("tokens:acme", 60_000)
+        assert turned == SigningKey(turned.secret, made.secret, NOW + 60_005)
+        assert turned.secret != made.secret
+        assert await store.signing_key("tokens:acme") == turned.secret  # new tokens: the new key
+        assert await store.find_signing_key("tokens:acme") == turned
+        assert turned.verifying(NOW + 60_004) == [turned.secret, made.secret]
+        assert turned.verifying(NOW + 60_005) == [turned.secret]
+        again = await store.rotate_signing_key("tokens:acme", 0)  # the oldest goes at once
+        assert again.previous == turned.secret and again.verifying(NOW + 5) == [again.secret]
 
     async def test_a_profile_and_its_disabled_contacts_round_trip(self, store: Store) -> None:
         assert await store.get_recipient("acme", "nobody") is None
@@ -447,6 +474,43 @@ class TestReceipts:
         assert (listed.tenant, listed.channel_type, listed.reason) == ("*", "sms",
                                                                        "unsubscribed")
 
+    async def test_a_tenants_receipt_matches_only_that_tenants_steps(
+            self, store: Store) -> None:
+        await accept(store, "n_1", "a")  # acme's
+        [c] = await claim(store)
+        other = Receipt("delivery-receipt", "other:m1", Evidence.DELIVERED, None, key="n_1:0",
+                        tenant="other")
+        early = Receipt("resend", "e1", Evidence.BOUNCED, None, provider_ref="p1",
+                        tenant="other")
+        assert await store.record_receipts([other, early], RULES) == ["orphan", "orphan"]
+        await store.complete(c, Completion(Outcome.SENT, StepState.SENT, provider_ref="p1"),
+                             RULES)  # the answer names p1: the other tenant's orphan stays one
+        n = await store.get_notification("n_1")
+        assert n is not None and n.steps[0].evidence is None and n.proofs == ()
+        assert await store.orphan_count() == 2
+        mine = dataclasses.replace(other, event_id="acme:m1", tenant="acme")
+        assert await store.record_receipts([mine], RULES) == ["applied"]
+        n = await store.get_notification("n_1")
+        assert n is not None and n.steps[0].evidence == "delivered"
+
+    async def test_a_one_time_token_is_taken_once_until_its_window_ends(
+            self, store: Store, clock: FakeClock) -> None:
+        token = Nonce("mailgun", "tok1", NOW + 300_000)
+        first = Receipt("mailgun", "e1", Evidence.DELIVERED, None, provider_ref="p1")
+        forged = Receipt("mailgun", "e2", Evidence.COMPLAINED, None, address="ada@x.io",
+                         channel_type="email")
+        assert await store.record_receipts([first], RULES, token) == ["orphan"]
+        assert await store.record_receipts([forged], RULES, token) == ["replayed"]
+        assert await store.record_receipts([], RULES, token) == ["replayed"]
+        assert await store.orphan_count() == 1 and await store.suppressions("acme") == []
+        other = dataclasses.replace(token, provider="another")  # each provider's own tokens
+        assert await store.record_receipts([], RULES, other) == []
+        at(clock, NOW + 300_001)  # let in just before its window ended, stored just after
+        assert await store.record_receipts([forged], RULES, token) == ["replayed"]
+        later = dataclasses.replace(token, until=NOW + 600_001)  # a new window: new again
+        assert await store.record_receipts([], RULES, later) == []
+        assert await store.record_receipts([], RULES, later) == ["replayed"]
+
     async def test_the_suppression_list_takes_and_gives_back(
             self, store: Store, clock: FakeClock) -> None:
         at(clock, NOW + 3)
@@ -568,6 +632,15 @@ class TestOperations:
             assert await again.get_notification("n_1") is not None
         finally:
             await again.close()
+
+    async def test_a_one_time_token_outlives_a_restart_and_binds_every_instance(
+            self, url: str, clock: FakeClock) -> None:
+        token = Nonce("mailgun", "tok1", NOW + 300_000)
+        async with opened(url, clock) as first, opened(url, clock) as second:
+            assert await first.record_receipts([], RULES, token) == []
+            assert await second.record_receipts([], RULES, token) == ["replayed"]
+        async with opened(url, clock) as restarted:
+            assert await restarted.record_receipts([], RULES, token) == ["replayed"]
 
 
 def _windowed():  # noqa: ANN202 - a PlanFn: step 1 is due 30 s after step 0 goes out

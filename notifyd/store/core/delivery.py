@@ -188,7 +188,7 @@ def complete(tx: Tx, claim: Claim, done: Completion, rules: Rules) -> bool:
     for device_id, why in done.dead_devices:  # whatever became of the step
         tx.run(q.KILL_DEVICE, (why, tx.now, device_id, nid))
     if applied and done.provider_ref:
-        for row in tx.all(q.SELECT_ORPHANS, (done.provider_ref,)):
+        for row in tx.all(q.SELECT_ORPHANS, (done.provider_ref, nid)):
             receipts.apply(tx, rows.receipt(row), nid, no, rules)
     return applied
 

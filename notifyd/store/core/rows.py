@@ -87,7 +87,7 @@ def notification(n: Row, steps: Sequence[Row], attempts: Sequence[Attempt],
 def receipt(row: Row) -> Receipt:
     return Receipt(row["provider"], row["event_id"], Evidence(row["event"]), row["occurred_at"],
                    row["provider_ref"], row["step_key"], row["message_id"], row["address"],
-                   row["channel_type"], row["detail"])
+                   row["channel_type"], row["detail"], row["tenant"])
 
 
 def split(text: str) -> tuple[str, ...]:

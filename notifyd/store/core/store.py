@@ -28,6 +28,7 @@ from notifyd.core.models import (
     Device,
     Freeze,
     Leases,
+    Nonce,
     PlanFn,
     Receipt,
     Recipient,
@@ -51,6 +52,7 @@ from notifyd.core.records import (
     KeyRecord,
     Notification,
     Pruned,
+    SigningKey,
     Storage,
     Suppression,
 )
@@ -133,9 +135,11 @@ class CoreStore:
                       frozenset(rows.split(row["scopes"])))
 
     async def list_keys(self) -> list[KeyRecord]:
-        return [KeyRecord(r["name"], r["tenant"], rows.split(r["kinds"]), r["created_at"],
-                          r["revoked_at"], rows.split(r["scopes"]))
-                for r in await self._all(self.q.SELECT_KEYS)]
+        return [_key_record(r) for r in await self._all(self.q.SELECT_KEYS)]
+
+    async def find_key_named(self, name: str) -> KeyRecord | None:
+        r = await self._one(self.q.SELECT_KEY_NAMED, (name,))
+        return _key_record(r) if r is not None else None
 
     async def revoke_key(self, name: str) -> bool:
         return await self.backend.write(
@@ -150,10 +154,21 @@ class CoreStore:
 
         return await self.backend.write(script)
 
-    async def find_signing_key(self, name: str) -> bytes | None:
+    async def find_signing_key(self, name: str) -> SigningKey | None:
         """The named key if it was made; never makes one (a forged token names any tenant)."""
-        value = await self._value(self.q.SELECT_SIGNING_KEY, (name,))
-        return bytes(value) if value is not None else None
+        row = await self._one(self.q.SELECT_SIGNING_KEY, (name,))
+        return _signing_key(row) if row is not None else None
+
+    async def rotate_signing_key(self, name: str, overlap_ms: int) -> SigningKey:
+        def script(tx: Tx) -> SigningKey:
+            fresh = secrets.token_bytes(32)
+            if not tx.run(self.q.INSERT_SIGNING_KEY, (name, fresh, tx.now)):
+                tx.run(self.q.ROTATE_SIGNING_KEY, (fresh, tx.now + overlap_ms, tx.now, name))
+            row = tx.one(self.q.SELECT_SIGNING_KEY, (name,))
+            assert row is not None
+            return _signing_key(row)
+
+        return await self.backend.write(script)
 
     # --- recipients ---------------------------------------------------------------------------
 
@@ -260,9 +275,9 @@ class CoreStore:
 
     # --- provider evidence and the suppression list ------------------------------------------
 
-    async def record_receipts(self, found: list[Receipt], rules: Rules) -> list[Recorded]:
-        return await self.backend.write(
-            lambda tx: [receipts.record(tx, r, rules) for r in found])
+    async def record_receipts(self, found: list[Receipt], rules: Rules,
+                              once: Nonce | None = None) -> list[Recorded]:
+        return await self.backend.write(lambda tx: receipts.record_all(tx, found, rules, once))
 
     async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,
                        source: str) -> bool:
@@ -388,6 +403,17 @@ class CoreStore:
     async def _value(self, sql: str, args: Args = ()) -> Any:
         row = await self._one(sql, args)
         return row[0] if row is not None else None
+
+
+def _key_record(r: Row) -> KeyRecord:
+    return KeyRecord(r["name"], r["tenant"], rows.split(r["kinds"]), r["created_at"],
+                     r["revoked_at"], rows.split(r["scopes"]))
+
+
+def _signing_key(r: Row) -> SigningKey:
+    previous = r["previous"]
+    return SigningKey(bytes(r["secret"]), bytes(previous) if previous is not None else None,
+                      r["previous_until"])
 
 
 def _matching(match: DeadMatch) -> dict[str, Any]:

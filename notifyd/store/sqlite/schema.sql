@@ -1,4 +1,4 @@
--- user_version = 11
+-- user_version = 12
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -97,7 +97,7 @@ CREATE TABLE receipts (
     channel_type TEXT,
     detail       TEXT,
     notification_id TEXT,
-    step_no      INTEGER,
+    step_no      INTEGER, tenant TEXT,
     PRIMARY KEY (provider, event_id)
 ) WITHOUT ROWID;
 CREATE TABLE recipients (
@@ -115,7 +115,7 @@ CREATE TABLE signing_keys (
     name       TEXT PRIMARY KEY,
     secret     BLOB NOT NULL,
     created_at INTEGER NOT NULL
-) WITHOUT ROWID;
+, previous BLOB, previous_until INTEGER) WITHOUT ROWID;
 CREATE TABLE steps (
     notification_id TEXT NOT NULL REFERENCES notifications (id),
     step_no      INTEGER NOT NULL,
@@ -144,6 +144,13 @@ CREATE TABLE suppressions (
     created_at   INTEGER NOT NULL,
     PRIMARY KEY (tenant, channel_type, address)
 ) WITHOUT ROWID;
+CREATE TABLE webhook_tokens (
+    provider TEXT NOT NULL,
+    token    TEXT NOT NULL,
+    seen_at  INTEGER NOT NULL,
+    until    INTEGER NOT NULL,
+    PRIMARY KEY (provider, token)
+) WITHOUT ROWID;
 CREATE INDEX digest_items_due ON digest_items (window_end) WHERE digest_id IS NULL;
 CREATE INDEX events_notification ON events (notification_id, at);
 CREATE INDEX inbox_done ON inbox_items (coalesce(read_at, archived_at))
@@ -162,3 +169,4 @@ CREATE INDEX steps_due ON steps (channel, lane, send_after) WHERE state IN ('pen
 CREATE INDEX steps_inflight ON steps (lease_until) WHERE state = 'sending';
 CREATE INDEX steps_provider_ref ON steps (provider_ref) WHERE provider_ref IS NOT NULL;
 CREATE INDEX suppressions_address ON suppressions (address);
+CREATE INDEX webhook_tokens_until ON webhook_tokens (provider, until);
