@@ -94,6 +94,7 @@ class Notification:
     proofs: tuple[Proof, ...] = ()  # provider evidence, as it came
     pruned_at: int | None = None  # when its history aged out: its identity is what is left
     outcome: str | None = None  # the state it ended in, kept when its history went
+    send_at: int | None = None  # a scheduled one: when its ladder started (or starts)
 
     @property
     def state(self) -> str:
@@ -126,6 +127,7 @@ class InboxEntry:
 
     title: str
     body: str | None
+
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,12 @@ def _errors(*statuses: int) -> dict[str, Any]:
         "with the status this provider reads as final") for s in statuses}
 
 
+SEND_AT = ("RFC 3339 (2026-09-21T14:13:20Z): the ladder starts then instead of at accept; every "
+           "step's time, quiet hours and the time to live count from it. A time already past is "
+           "now; at most server.max_schedule_sec (31 days) ahead; refused for a kind with an "
+           "inbox. Compared, like the other fields, when a dedup key is used again.")
+
+
 STATE_DOC = ("delivered (proved by a receipt) or resolved; <channel>_pending, <channel>_sending "
              "or <channel>_unknown for the first open step; or how the ladder ended: sent, "
              "presumed_delivered (sent, unproven, past the time to live), held (for a digest), "
@@ -65,7 +71,8 @@ SCHEMAS: dict[str, Any] = {
             "type": "object", "required": ["channel"], "additionalProperties": False,
             "properties": {"channel": _STR, "timeout_sec": {"type": ["number", "null"],
                                                             "minimum": 0}}}},
-        "max_ttl_sec": {"type": ["integer", "null"], "minimum": 1, "maximum": 30 * 86400}}},
+        "max_ttl_sec": {"type": ["integer", "null"], "minimum": 1, "maximum": 30 * 86400},
+        "send_at": {"type": ["string", "null"], "format": "date-time", "description": SEND_AT}}},
     "Accepted": {"type": "object", "required": ["notification_id", "state", "created"],
                  "properties": {"notification_id": _STR, "state": _STATE,
                                 "created": {"type": "boolean"}}},
@@ -87,6 +94,8 @@ SCHEMAS: dict[str, Any] = {
         "total_time_ms"], "properties": {
         "notification_id": _STR, "user_id": _STR, "kind": _STR, "dedup_key": _NSTR,
         "created_at": _TIME, "expires_at": _TIME, "current_state": _STATE,
+        "send_at": {**_TIME, "description": "a scheduled one: when its ladder started (or "
+                    "starts); null for one sent at once"},
         "delivered_via": _NSTR, "resolution": {"type": ["object", "null"]},
         "steps": {"type": "array", "items": _ref("Step")},
         "total_time_ms": {"type": ["integer", "null"]},

@@ -158,6 +158,7 @@ class DeliveryStore(Protocol):
         the recipient as this transaction reads it, at its time. Two accepts of one key make
         one notification (a unique index decides). The inbox item's seq grows in commit order:
         an item committed later has a larger seq, so a stream resuming after a seq misses none.
+        A request's send_at later than this time starts the ladder and the time to live then.
         May raise Overloaded before anything is written."""
         ...
 

@@ -164,6 +164,25 @@ class TestAcceptAndResolve:
             (1, "b", StepState.PENDING, NOW + 60_007, NOW + 60_007)]
         assert await store.get_notification("n_404") is None
 
+    async def test_a_send_at_starts_the_ladder_and_its_time_to_live(
+            self, store: Store, clock: FakeClock) -> None:
+        later = dataclasses.replace(inp(), send_at=NOW + 600_000)
+        r = await store.accept(later, "n_1", plan("a", "b"), 3600)
+        assert (r.created, r.state, r.first_due, r.created_at) == (
+            True, "a_pending", NOW + 600_000, NOW)
+        n = await store.get_notification("n_1")
+        assert n is not None and (n.created_at, n.send_at, n.expires_at) == (
+            NOW, NOW + 600_000, NOW + 600_000 + 3_600_000)
+        assert [s.send_after for s in n.steps] == [NOW + 600_000, NOW + 660_000]
+        at(clock, NOW + 5)  # a send_at already past when the accept runs starts it then
+        past = dataclasses.replace(inp(dedup="d2"), send_at=NOW - 1)
+        assert (await store.accept(past, "n_2", plan("a"), 3600)).first_due == NOW + 5
+        n = await store.get_notification("n_2")
+        assert n is not None and (n.send_at, n.expires_at) == (NOW + 5, NOW + 5 + 3_600_000)
+        await accept(store, "n_3", "a")
+        n = await store.get_notification("n_3")
+        assert n is not None and n.send_at is None
+
     async def test_the_first_resolution_wins_at_its_own_time(
             self, store: Store, clock: FakeClock) -> None:
         await accept(store, "n_1", "a", "b")

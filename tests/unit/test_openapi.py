@@ -94,6 +94,15 @@ async def test_real_responses_match_their_schemas(api: Api) -> None:
     check("Resolved", resolved)
 
 
+async def test_a_scheduled_notifications_status_matches_its_schema(api: Api) -> None:
+    scheduled = {**BODY, "dedup_key": "later", "send_at": "2026-09-21T15:00:00Z"}
+    check("AcceptRequest", scheduled)
+    _, accepted = await api.post(scheduled)
+    _, doc = await api.get(f"/v1/notifications/{accepted['notification_id']}")
+    check("Status", doc)
+    assert doc["send_at"] == "2026-09-21T15:00:00.000+00:00"
+
+
 async def test_user_view_matches_its_schema(api: Api) -> None:
     user = {"email": "a@example.com", "slack_user_id": "U1", "timezone": "UTC",
             "quiet_hours": {"start": "22:00", "end": "07:00"}}
