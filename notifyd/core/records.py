@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from notifyd.core.models import Lane, Outcome, StepState, current_state
+from notifyd.core.models import AcceptInput, Lane, Outcome, PlanFn, StepState, current_state
 from notifyd.core.steps import AT_ACCEPT, Cause, StepKey
 
 
@@ -128,6 +128,16 @@ class InboxEntry:
     title: str
     body: str | None
 
+
+@dataclass(frozen=True, slots=True)
+class Acceptance:
+    """One accept of a batch: what store.accept takes for one notification."""
+
+    inp: AcceptInput
+    notification_id: str
+    plan: PlanFn
+    ttl_sec: int
+    inbox: InboxEntry | None = None
 
 
 @dataclass(frozen=True, slots=True)

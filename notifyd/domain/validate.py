@@ -95,3 +95,15 @@ def get_time(data: dict[str, Any], name: str) -> int | None:
     except (ValueError, OverflowError):  # a 30 February, an hour 24, a leap second
         raise DomainError("invalid_field", f"{shape}; {value!r} is no such time", name) from None
 
+
+def parse_items(body: bytes, most: int) -> list[Any]:
+    """A batch's envelope, {"items": [...]} with 1..`most` items; each item is checked on its
+    own by the call it stands for."""
+    data = parse_object(body)
+    check_fields(data, frozenset({"items"}))
+    items = data.get("items")
+    if items is None:
+        raise DomainError("missing_field", 'items is required: {"items": [...]}', "items")
+    if not isinstance(items, list) or not 1 <= len(items) <= most:
+        raise DomainError("invalid_field", f"items must be a list of 1..{most} items", "items")
+    return items

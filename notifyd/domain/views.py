@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from notifyd.core.models import OPEN_STEP_STATES, StepState
+from notifyd.core.models import OPEN_STEP_STATES, AcceptResult, ResolveResult, StepState
 from notifyd.core.records import Event, Notification, Step
 from notifyd.core.steps import Cause
 from notifyd.core.text import iso, plural
@@ -42,6 +42,18 @@ def total_time_ms(n: Notification) -> int | None:
     if not n.steps or any(s.state in OPEN_STEP_STATES for s in n.steps):
         return None  # open, or its history pruned
     return max(s.updated_at for s in n.steps) - n.created_at
+
+
+def accepted_view(r: AcceptResult) -> dict[str, Any]:
+    """What an accept answers: the notification's id and state, and whether this made it."""
+    return {"notification_id": r.notification_id, "state": r.state, "created": r.created}
+
+
+def resolved_view(r: ResolveResult) -> dict[str, Any]:
+    """What a resolution answers: the one that won (this, or an earlier one)."""
+    return {"notification_id": r.notification_id, "resolution": r.resolution,
+            "resolved_at": iso(r.resolved_at), "changed": r.changed,
+            "cancelled_steps": r.cancelled_steps}
 
 
 def status_view(n: Notification, now: int = 0) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from notifyd.core.models import (
     StepState,
     new_id,
 )
-from notifyd.core.records import InboxEntry
+from notifyd.core.records import Acceptance, InboxEntry
 from notifyd.core.text import iso
 from notifyd.domain.ladder import plan_steps
 from notifyd.domain.recipients import dead_contacts
@@ -67,7 +67,11 @@ class Ingest:
         self.hub = hub or Hub()  # open inbox streams hear of each new item after its commit
 
     def parse(self, body: bytes, key: ApiKey, idempotency_key: str | None) -> AcceptInput:
-        data = parse_object(body)
+        return self.parse_item(parse_object(body), key, idempotency_key)
+
+    def parse_item(self, data: dict[str, Any], key: ApiKey,
+                   idempotency_key: str | None = None) -> AcceptInput:
+        """One request's fields (a POST's body, or one item of a batch) checked."""
         check_fields(data, ACCEPT_FIELDS)
         user_id = get_str(data, "user_id")
         kind = get_str(data, "kind")
@@ -212,6 +216,38 @@ class Ingest:
         nid = new_id("n_", self.clock.now_ms())
         inbox = await self.inbox_item(inp, nid)
         result = await self.store.accept(inp, nid, self.planner(inp), self.ttl_sec(inp), inbox)
+        return self.settle(inp, result, inbox)
+
+    async def accept_many(self, inps: list[AcceptInput]) -> list[AcceptResult | DomainError]:
+        """Each input accepted as `accept` would, in order, all in one write (one commit, one
+        trip through the writer); an answer or a refusal per input, in order. Overloaded or a
+        storage fault refuses the whole batch, before anything is written."""
+        made: list[Acceptance | DomainError] = []
+        for inp in inps:
+            nid = new_id("n_", self.clock.now_ms())
+            try:
+                inbox = await self.inbox_item(inp, nid)
+            except DomainError as e:
+                made.append(e)
+                continue
+            made.append(Acceptance(inp, nid, self.planner(inp), self.ttl_sec(inp), inbox))
+        todo = [a for a in made if isinstance(a, Acceptance)]
+        done = iter(await self.store.accept_many(todo) if todo else [])
+        answers: list[AcceptResult | DomainError] = []
+        for item in made:
+            if isinstance(item, DomainError):
+                answers.append(item)
+                continue
+            try:
+                answers.append(self.settle(item.inp, next(done), item.inbox))
+            except DomainError as e:
+                answers.append(e)
+        return answers
+
+    def settle(self, inp: AcceptInput, result: AcceptResult,
+               inbox: InboxEntry | None) -> AcceptResult:
+        """After the commit: open streams hear of a new item, the scanner of its first due
+        step; a conflict is refused."""
         if result.created:
             self.announce(inp, result, inbox)
         if result.conflict:  # name what holds the key only to a key that may read it

@@ -46,6 +46,7 @@ from notifyd.core.models import (
     Want,
 )
 from notifyd.core.records import (
+    Acceptance,
     Aged,
     Cursor,
     DeadLetter,
@@ -162,6 +163,13 @@ class DeliveryStore(Protocol):
         May raise Overloaded before anything is written."""
         ...
 
+    async def accept_many(self, items: list[Acceptance]) -> list[AcceptResult]:
+        """One write holding every item, each exactly as `accept` alone (in order: a dedup key
+        twice in `items` makes one notification, the second a retry or a conflict); an answer
+        per item, all after the one commit. May raise Overloaded before anything is written:
+        the batch waits as one write."""
+        ...
+
     async def resolve(self, notification_id: str, resolution: str, by: str,
                       tenant: str | None = None, kinds: tuple[str, ...] = ()
                       ) -> ResolveResult | None:
@@ -169,6 +177,13 @@ class DeliveryStore(Protocol):
         (later calls report it unchanged) and cancels the open steps. A claim that commits
         after it never sends (promise 3). With `tenant` (and `kinds`), a notification outside
         them is not found (None) and nothing is written."""
+        ...
+
+    async def resolve_keys(self, tenant: str, keys: list[tuple[str, str, str]], by: str,
+                           kinds: tuple[str, ...] = ()) -> list[ResolveResult | None]:
+        """One write: each (user_id, dedup_key, resolution) of `tenant` found and resolved as
+        `resolve` does, in order, the lookup inside the write; None for a key that names
+        nothing the tenant (and `kinds`) holds."""
         ...
 
     async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None: ...

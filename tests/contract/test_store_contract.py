@@ -47,7 +47,7 @@ from notifyd.core.models import (
     Verdict,
     Want,
 )
-from notifyd.core.records import Cursor, DeadMatch, DigestDue, InboxEntry
+from notifyd.core.records import Acceptance, Cursor, DeadMatch, DigestDue, InboxEntry
 from notifyd.core.steps import Cause, StepKey
 from notifyd.domain.policy import decide_claim
 from notifyd.store import Store, StoreMissing, base, open_store
@@ -182,6 +182,46 @@ class TestAcceptAndResolve:
         await accept(store, "n_3", "a")
         n = await store.get_notification("n_3")
         assert n is not None and n.send_at is None
+
+    async def test_accept_many_writes_each_as_accept_alone_in_one_write(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_0", "a", dedup="taken")
+        at(clock, NOW + 3)
+        results = await store.accept_many([
+            Acceptance(inp(dedup="x"), "n_1", plan("a", "b"), 3600),
+            Acceptance(inp(dedup="taken", digest="other"), "n_2", plan("a"), 3600),
+            Acceptance(inp(dedup="x"), "n_3", plan("a", "b"), 3600),  # the same key again
+            Acceptance(inp(dedup="taken"), "n_4", plan("a"), 3600),
+            Acceptance(inp(user="u2", dedup="y"), "n_5", plan("a"), 3600,
+                       InboxEntry("Hi", None))])
+        assert [(r.notification_id, r.created, r.conflict) for r in results] == [
+            ("n_1", True, False), ("n_0", False, True), ("n_1", False, False),
+            ("n_0", False, False), ("n_5", True, False)]
+        assert [r.created_at for r in results if r.created] == [NOW + 3, NOW + 3]
+        assert results[4].inbox_seq is not None and results[4].badge == 1
+        n = await store.get_notification("n_1")
+        assert n is not None and [s.send_after for s in n.steps] == [NOW + 3, NOW + 60_003]
+        assert await store.get_notification("n_3") is None
+        page = await store.inbox_page("acme", "u2", None, 10)
+        assert [i.notification_id for i in page] == ["n_5"]
+        assert await store.accept_many([]) == []
+
+    async def test_resolve_keys_resolves_each_by_its_key_in_one_write(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_1", "a", "b", dedup="k1")
+        await accept(store, "n_2", "a", dedup="k2", kind="other")
+        at(clock, NOW + 5)
+        found = await store.resolve_keys("acme", [
+            ("u1", "k1", "paid"), ("u1", "nope", "x"), ("u1", "k1", "again"),
+            ("u1", "k2", "y")], "key:k", ("k",))
+        assert [(r.notification_id, r.resolution, r.changed, r.cancelled_steps, r.resolved_at)
+                if r else None for r in found] == [
+            ("n_1", "paid", True, 2, NOW + 5), None, ("n_1", "paid", False, 0, NOW + 5), None]
+        assert await store.resolve_keys("other", [("u1", "k2", "z")], "key:o") == [None]
+        n = await store.get_notification("n_2")
+        assert n is not None and n.resolved_at is None  # out of the key's kinds: untouched
+        [r] = await store.resolve_keys("acme", [("u1", "k2", "z")], "key:k")
+        assert r is not None and (r.notification_id, r.changed) == ("n_2", True)
 
     async def test_the_first_resolution_wins_at_its_own_time(
             self, store: Store, clock: FakeClock) -> None:
