@@ -58,6 +58,14 @@ class ServerConfig:
     port: int = doc("TCP port for the HTTP API.", DEFAULT_PORT)
     max_body_bytes: int = doc("Largest request body accepted; larger gets 413 body_too_large.",
                               65536)
+    max_batch_body_bytes: int = doc("Largest body of POST /v1/notifications/batch and POST "
+                                    "/v1/resolutions/batch (up to 1000 items each); larger gets "
+                                    "413 body_too_large. Every other call keeps max_body_bytes.",
+                                    4 * 1024 * 1024)
+    max_schedule_sec: int = doc("How far ahead a notification's send_at may be (31 days); "
+                                "further gets 422 invalid_field naming send_at. A scheduled "
+                                "ladder's steps and time to live count from its send_at.",
+                                31 * 86400)
     max_connections: int = doc("Most client connections at once; past it a new one takes the "
                                "place of the one idle longest. Each needs a file descriptor: "
                                "keep it under the process's open-files limit.", 1000)
@@ -524,6 +532,9 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
 
     need(0 <= cfg.server.port <= 65535, "server.port", "must be 0..65535")
     need(cfg.server.max_body_bytes >= 1024, "server.max_body_bytes", "must be at least 1024")
+    need(cfg.server.max_batch_body_bytes >= 1024, "server.max_batch_body_bytes",
+         "must be at least 1024")
+    need(cfg.server.max_schedule_sec >= 1, "server.max_schedule_sec", "must be >= 1")
     need(cfg.server.max_connections >= 1, "server.max_connections", "must be >= 1")
     need(cfg.server.max_streams >= 0, "server.max_streams", "must be >= 0")
     need(cfg.server.header_timeout_sec > 0, "server.header_timeout_sec", "must be > 0")

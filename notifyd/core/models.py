@@ -188,6 +188,7 @@ class AcceptInput:
     request_hash: str
     key_name: str
     key_kinds: tuple[str, ...] = ()  # the posting key's kinds (empty: all), for what it may see
+    send_at: int | None = None  # when the ladder starts, if not at accept (a past time: at accept)
 
 
 @dataclass(frozen=True)

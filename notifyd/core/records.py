@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from notifyd.core.models import Lane, Outcome, StepState, current_state
+from notifyd.core.models import AcceptInput, Lane, Outcome, PlanFn, StepState, current_state
 from notifyd.core.steps import AT_ACCEPT, Cause, StepKey
 
 
@@ -94,6 +94,7 @@ class Notification:
     proofs: tuple[Proof, ...] = ()  # provider evidence, as it came
     pruned_at: int | None = None  # when its history aged out: its identity is what is left
     outcome: str | None = None  # the state it ended in, kept when its history went
+    send_at: int | None = None  # a scheduled one: when its ladder started (or starts)
 
     @property
     def state(self) -> str:
@@ -142,6 +143,17 @@ class InboxEntry:
 
     title: str
     body: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Acceptance:
+    """One accept of a batch: what store.accept takes for one notification."""
+
+    inp: AcceptInput
+    notification_id: str
+    plan: PlanFn
+    ttl_sec: int
+    inbox: InboxEntry | None = None
 
 
 @dataclass(frozen=True, slots=True)

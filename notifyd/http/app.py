@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, NoReturn
+from typing import Any
 
 import orjson
 from aiohttp import web
 
 from notifyd.channels import webpush
 from notifyd.core.errors import DomainError
-from notifyd.core.models import ApiKey, ResolveResult
-from notifyd.core.text import iso, whole_number
+from notifyd.core.models import ApiKey
+from notifyd.core.text import whole_number
 from notifyd.domain import suppressions
 from notifyd.domain.recipients import device_view, parse_device, parse_recipient, recipient_view
 from notifyd.domain.validate import check_fields, get_str, parse_object
-from notifyd.domain.views import status_view
+from notifyd.domain.views import accepted_view, resolved_view, status_view
 from notifyd.engine import evidence, resolution
 from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
-from notifyd.http import people
+from notifyd.http import batch, people
 from notifyd.http.errors import ApiError, status_of
 from notifyd.http.kit import (
     CTX,
@@ -29,6 +29,7 @@ from notifyd.http.kit import (
     authorise,
     error_response,
     errors_middleware,
+    no_notification,
     read_body,
     read_object,
     user_id_of,
@@ -57,10 +58,8 @@ async def post_notification(request: web.Request) -> web.Response:
     finally:
         ctx.metrics.accepts.labels(outcome).inc()
         ctx.metrics.accept_seconds.observe(time.perf_counter() - started)
-    body = orjson.dumps({"notification_id": result.notification_id, "state": result.state,
-                         "created": result.created})
-    return web.Response(body=body, status=202 if result.created else 200,
-                        content_type="application/json")
+    return web.Response(body=orjson.dumps(accepted_view(result)),
+                        status=202 if result.created else 200, content_type="application/json")
 
 
 async def _owned(request: web.Request, key: ApiKey, ref: Ref) -> Notification:
@@ -68,15 +67,8 @@ async def _owned(request: web.Request, key: ApiKey, ref: Ref) -> Notification:
     else is simply not found, so ids of others are not confirmed to exist."""
     n = await resolution.find(request.app[CTX].store, ref, key.tenant)
     if n is None or not key.allows(n.kind):
-        _not_found(ref)
+        raise no_notification(ref)
     return n
-
-
-def _not_found(ref: Ref) -> NoReturn:
-    if ref.notification_id is not None:
-        raise ApiError("not_found", f"no notification {ref.notification_id!r}", "id")
-    raise ApiError("not_found", f"no notification for user {ref.user_id!r} with dedup key "
-                   f"{ref.dedup_key!r}", "dedup_key")
 
 
 async def get_notification(request: web.Request) -> web.Response:
@@ -92,16 +84,10 @@ async def _resolve(request: web.Request, key: ApiKey, ref: Ref,
     r = await resolution.resolve(ctx.store, ref, what or resolution.DEFAULT_RESOLUTION,
                                  f"key:{key.name}", key.tenant, key.kinds)
     if r is None:
-        _not_found(ref)
+        raise no_notification(ref)
     if r.changed:
         ctx.metrics.resolved(r.kind, r.depth, r.cancelled_steps)
-    return _resolved(r)
-
-
-def _resolved(r: ResolveResult) -> web.Response:
-    return web.json_response({"notification_id": r.notification_id, "resolution": r.resolution,
-                              "resolved_at": iso(r.resolved_at), "changed": r.changed,
-                              "cancelled_steps": r.cancelled_steps})
+    return web.json_response(resolved_view(r))
 
 
 async def resolve_notification(request: web.Request) -> web.Response:
@@ -318,9 +304,11 @@ async def get_metrics(request: web.Request) -> web.Response:
 
 ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/notifications", post_notification),
-    ("GET", "/v1/notifications/{id}", get_notification),
+    ("POST", "/v1/notifications/batch", batch.post_notifications),
+    ("GET", "/v1/notifications/{id:(?!batch$)[^/]+}", get_notification),  # batch is no id
     ("POST", "/v1/notifications/{id}/resolve", resolve_notification),
     ("POST", "/v1/resolutions", post_resolution),
+    ("POST", "/v1/resolutions/batch", batch.post_resolutions),
     ("PUT", "/v1/users/{user_id}", put_user),
     ("GET", "/v1/users/{user_id}", get_user),
     ("POST", "/v1/users/{user_id}/devices", post_device),

@@ -22,6 +22,7 @@ from notifyd.domain.validate import get_str, parse_object
 from notifyd.engine import evidence
 from notifyd.engine.ingest import Ingest
 from notifyd.engine.metrics import Metrics
+from notifyd.engine.resolution import Ref
 from notifyd.engine.stream import Hub
 from notifyd.http.auth import KeyCache
 from notifyd.http.errors import ApiError, body_of, status_of
@@ -132,6 +133,14 @@ async def read_body(request: web.Request) -> bytes:
 async def read_object(request: web.Request) -> dict[str, Any]:
     body = await read_body(request)
     return parse_object(body) if body else {}
+
+
+def no_notification(ref: Ref) -> ApiError:
+    """Not found, in the words of how it was named."""
+    if ref.notification_id is not None:
+        return ApiError("not_found", f"no notification {ref.notification_id!r}", "id")
+    return ApiError("not_found", f"no notification for user {ref.user_id!r} with dedup key "
+                    f"{ref.dedup_key!r}", "dedup_key")
 
 
 def user_id_of(request: web.Request) -> str:

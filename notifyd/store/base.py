@@ -47,6 +47,7 @@ from notifyd.core.models import (
     Want,
 )
 from notifyd.core.records import (
+    Acceptance,
     Aged,
     Cursor,
     DeadLetter,
@@ -170,7 +171,15 @@ class DeliveryStore(Protocol):
         the recipient as this transaction reads it, at its time. Two accepts of one key make
         one notification (a unique index decides). The inbox item's seq grows in commit order:
         an item committed later has a larger seq, so a stream resuming after a seq misses none.
+        A request's send_at later than this time starts the ladder and the time to live then.
         May raise Overloaded before anything is written."""
+        ...
+
+    async def accept_many(self, items: list[Acceptance]) -> list[AcceptResult]:
+        """One write holding every item, each exactly as `accept` alone (in order: a dedup key
+        twice in `items` makes one notification, the second a retry or a conflict); an answer
+        per item, all after the one commit. May raise Overloaded before anything is written:
+        the batch waits as one write."""
         ...
 
     async def resolve(self, notification_id: str, resolution: str, by: str,
@@ -180,6 +189,13 @@ class DeliveryStore(Protocol):
         (later calls report it unchanged) and cancels the open steps. A claim that commits
         after it never sends (promise 3). With `tenant` (and `kinds`), a notification outside
         them is not found (None) and nothing is written."""
+        ...
+
+    async def resolve_keys(self, tenant: str, keys: list[tuple[str, str, str]], by: str,
+                           kinds: tuple[str, ...] = ()) -> list[ResolveResult | None]:
+        """One write: each (user_id, dedup_key, resolution) of `tenant` found and resolved as
+        `resolve` does, in order, the lookup inside the write; None for a key that names
+        nothing the tenant (and `kinds`) holds."""
         ...
 
     async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None: ...

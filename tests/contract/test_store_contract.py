@@ -48,7 +48,7 @@ from notifyd.core.models import (
     Verdict,
     Want,
 )
-from notifyd.core.records import Cursor, DeadMatch, DigestDue, InboxEntry, SigningKey
+from notifyd.core.records import Acceptance, Cursor, DeadMatch, DigestDue, InboxEntry, SigningKey
 from notifyd.core.steps import Cause, StepKey
 from notifyd.domain.policy import decide_claim
 from notifyd.store import Store, StoreMissing, base, open_store
@@ -190,6 +190,65 @@ class TestAcceptAndResolve:
             (0, "a", StepState.PENDING, NOW + 7, NOW + 7),
             (1, "b", StepState.PENDING, NOW + 60_007, NOW + 60_007)]
         assert await store.get_notification("n_404") is None
+
+    async def test_a_send_at_starts_the_ladder_and_its_time_to_live(
+            self, store: Store, clock: FakeClock) -> None:
+        later = dataclasses.replace(inp(), send_at=NOW + 600_000)
+        r = await store.accept(later, "n_1", plan("a", "b"), 3600)
+        assert (r.created, r.state, r.first_due, r.created_at) == (
+            True, "a_pending", NOW + 600_000, NOW)
+        n = await store.get_notification("n_1")
+        assert n is not None and (n.created_at, n.send_at, n.expires_at) == (
+            NOW, NOW + 600_000, NOW + 600_000 + 3_600_000)
+        assert [s.send_after for s in n.steps] == [NOW + 600_000, NOW + 660_000]
+        at(clock, NOW + 5)  # a send_at already past when the accept runs starts it then
+        past = dataclasses.replace(inp(dedup="d2"), send_at=NOW - 1)
+        assert (await store.accept(past, "n_2", plan("a"), 3600)).first_due == NOW + 5
+        n = await store.get_notification("n_2")
+        assert n is not None and (n.send_at, n.expires_at) == (NOW + 5, NOW + 5 + 3_600_000)
+        await accept(store, "n_3", "a")
+        n = await store.get_notification("n_3")
+        assert n is not None and n.send_at is None
+
+    async def test_accept_many_writes_each_as_accept_alone_in_one_write(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_0", "a", dedup="taken")
+        at(clock, NOW + 3)
+        results = await store.accept_many([
+            Acceptance(inp(dedup="x"), "n_1", plan("a", "b"), 3600),
+            Acceptance(inp(dedup="taken", digest="other"), "n_2", plan("a"), 3600),
+            Acceptance(inp(dedup="x"), "n_3", plan("a", "b"), 3600),  # the same key again
+            Acceptance(inp(dedup="taken"), "n_4", plan("a"), 3600),
+            Acceptance(inp(user="u2", dedup="y"), "n_5", plan("a"), 3600,
+                       InboxEntry("Hi", None))])
+        assert [(r.notification_id, r.created, r.conflict) for r in results] == [
+            ("n_1", True, False), ("n_0", False, True), ("n_1", False, False),
+            ("n_0", False, False), ("n_5", True, False)]
+        assert [r.created_at for r in results if r.created] == [NOW + 3, NOW + 3]
+        assert results[4].inbox_seq is not None and results[4].badge == 1
+        n = await store.get_notification("n_1")
+        assert n is not None and [s.send_after for s in n.steps] == [NOW + 3, NOW + 60_003]
+        assert await store.get_notification("n_3") is None
+        page = await store.inbox_page("acme", "u2", None, 10)
+        assert [i.notification_id for i in page] == ["n_5"]
+        assert await store.accept_many([]) == []
+
+    async def test_resolve_keys_resolves_each_by_its_key_in_one_write(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_1", "a", "b", dedup="k1")
+        await accept(store, "n_2", "a", dedup="k2", kind="other")
+        at(clock, NOW + 5)
+        found = await store.resolve_keys("acme", [
+            ("u1", "k1", "paid"), ("u1", "nope", "x"), ("u1", "k1", "again"),
+            ("u1", "k2", "y")], "key:k", ("k",))
+        assert [(r.notification_id, r.resolution, r.changed, r.cancelled_steps, r.resolved_at)
+                if r else None for r in found] == [
+            ("n_1", "paid", True, 2, NOW + 5), None, ("n_1", "paid", False, 0, NOW + 5), None]
+        assert await store.resolve_keys("other", [("u1", "k2", "z")], "key:o") == [None]
+        n = await store.get_notification("n_2")
+        assert n is not None and n.resolved_at is None  # out of the key's kinds: untouched
+        [r] = await store.resolve_keys("acme", [("u1", "k2", "z")], "key:k")
+        assert r is not None and (r.notification_id, r.changed) == ("n_2", True)
 
     async def test_the_first_resolution_wins_at_its_own_time(
             self, store: Store, clock: FakeClock) -> None:

@@ -182,6 +182,26 @@ async def test_a_retry_does_not_spend_another_allowance(tmp_path: Path) -> None:
 # --- the inbox --------------------------------------------------------------------------------
 
 
+async def test_a_batch_writes_each_inbox_item_with_its_notification(tmp_path: Path) -> None:
+    """Inbox items rendered per item: one whose params the template cannot render is refused
+    in its place; a send_at is refused for an inbox kind; the rest land with the badge."""
+    async with people(tmp_path) as s:
+        await s.user("ada")
+        r = await s.client.post("/v1/notifications/batch", headers=auth(s), json={"items": [
+            {"user_id": "ada", "kind": "report", "params": {"what": "one"}},
+            {"user_id": "ada", "kind": "report", "params": {}},
+            {"user_id": "ada", "kind": "report", "params": {"what": "later"},
+             "send_at": "2099-01-01T00:00:00Z"},
+            {"user_id": "ada", "kind": "report", "params": {"what": "two"}}]})
+        results = (await r.json())["results"]
+        assert [(x["status"], x.get("error", {}).get("field")) for x in results] == [
+            (202, None), (422, "params"), (422, "send_at"), (202, None)]
+        inbox = await (await s.client.get("/v1/users/ada/inbox", headers=auth(s))).json()
+        assert sorted(i["title"] for i in inbox["items"]) == ["one", "two"]  # one ms: any order
+        badge = await (await s.client.get("/v1/users/ada/inbox/badge", headers=auth(s))).json()
+        assert badge == {"unread": 2}
+
+
 async def test_the_inbox_pages_by_cursor_and_keeps_its_badge(tmp_path: Path) -> None:
     async with people(tmp_path) as s:
         await s.user("ada")

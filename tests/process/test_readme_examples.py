@@ -1,5 +1,6 @@
-"""The README's user-token recipes make tokens notifyd accepts: Python always, JavaScript where
-node is installed."""
+"""The README's examples do what it says: the user-token recipes make tokens notifyd accepts
+(Python always, JavaScript where node is installed); the batch example, run against the daemon,
+prints what its comments say."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_support import Daemon, create_key
 
 from notifyd.domain import signed
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 TOKENS = README[README.index("**User tokens.**"):]
+BATCHES = README[README.index("**Batches.**"):]
 KEY = secrets.token_bytes(32)
 SECRET = base64.urlsafe_b64encode(KEY).decode().rstrip("=")
 MAX_TTL_SEC = 86400  # tokens.max_ttl_sec's default
@@ -46,3 +49,21 @@ def test_the_javascript_recipe_makes_a_token_notifyd_accepts() -> None:
                           check=True)
     who = signed.read_user_token(done.stdout.strip(), [KEY], int(time.time()), MAX_TTL_SEC)
     assert (who.tenant, who.user_id) == ("acme", "ada")
+
+
+def test_the_batch_example_prints_what_its_comments_say(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    code = re.search(r"```python\n(.*?)```", BATCHES, re.S)
+    assert code is not None
+    said = re.findall(r"^print\(.*?\)  # (\[[^]]*\])", code.group(1), re.M)
+    assert len(said) == 2
+    db = tmp_path / "n.db"
+    key = create_key(db)
+    daemon = Daemon(db)
+    try:
+        names: dict[str, Any] = {"KEY": key}
+        exec(code.group(1).replace("http://127.0.0.1:7726", daemon.url), names)  # noqa: S102
+    finally:
+        assert daemon.stop() == 0, daemon.stderr()
+    assert capsys.readouterr().out.splitlines() == said
+    assert names["results"][0]["state"] == "log_pending"

@@ -235,3 +235,15 @@ def resolve(tx: Tx, nid: str, resolution: str, by: str, tenant: str | None,
     depth = int(tx.value(q.SELECT_DEPTH, (nid,)))
     cancelled = tx.run(q.CANCEL_PENDING, (f"resolved: {resolution}", tx.now, nid))
     return ResolveResult(nid, resolution, tx.now, True, cancelled, depth, row["kind"])
+
+
+def resolve_keys(tx: Tx, tenant: str, keys: list[tuple[str, str, str]], by: str,
+                 kinds: tuple[str, ...]) -> list[ResolveResult | None]:
+    """Each (user_id, dedup_key, resolution) looked up in `tenant` and resolved, in order, in
+    this one transaction; None where the key names nothing the tenant (and `kinds`) holds."""
+    found: list[ResolveResult | None] = []
+    for user_id, dedup_key, resolution in keys:
+        hit = tx.one(tx.q.SELECT_DEDUP, (tenant, user_id, dedup_key))
+        found.append(None if hit is None else resolve(tx, hit["id"], resolution, by, tenant,
+                                                      kinds))
+    return found

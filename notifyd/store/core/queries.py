@@ -36,7 +36,8 @@ class Queries(Protocol):
     # --- accept, read, resolve
     SELECT_DEDUP: str  # (tenant, user_id, dedup_key) -> id, request_hash, kind, outcome
     INSERT_NOTIFICATION: str  # (id, tenant, user_id, kind, dedup_key, request_hash, params,
-    #                             key_name, created_at, expires_at); nothing on a taken dedup key
+    #                             key_name, created_at, expires_at, send_at); nothing on a taken
+    #                             dedup key
     INSERT_STEP: str  # (notification_id, step_no, channel, lane, send_after, state, reason,
     #                     note, updated_at, planned_at, cause, plan_note)
     SELECT_NOTIFICATION: str  # (id) -> every column

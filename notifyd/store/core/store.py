@@ -40,6 +40,7 @@ from notifyd.core.models import (
     id_time,
 )
 from notifyd.core.records import (
+    Acceptance,
     Aged,
     Cursor,
     DeadLetter,
@@ -213,6 +214,17 @@ class CoreStore:
         return await self.backend.write(  # past max_queue waiting, refused: 503, retry
             lambda tx: accept.accept(tx, inp, notification_id, params, plan, ttl_sec,
                                      inbox_item), shed=True)
+
+    async def accept_many(self, items: list[Acceptance]) -> list[AcceptResult]:
+        params = [orjson.dumps(a.inp.params).decode() for a in items]
+        return await self.backend.write(lambda tx: [  # the batch waits, or is shed, as one
+            accept.accept(tx, a.inp, a.notification_id, p, a.plan, a.ttl_sec, a.inbox)
+            for a, p in zip(items, params, strict=True)], shed=True)
+
+    async def resolve_keys(self, tenant: str, keys: list[tuple[str, str, str]], by: str,
+                           kinds: tuple[str, ...] = ()) -> list[ResolveResult | None]:
+        return await self.backend.write(lambda tx: delivery.resolve_keys(
+            tx, tenant, keys, by, kinds))
 
     async def resolve(self, notification_id: str, resolution: str, by: str,
                       tenant: str | None = None, kinds: tuple[str, ...] = ()

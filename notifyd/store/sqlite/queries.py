@@ -49,8 +49,9 @@ SELECT_DEDUP = """SELECT id, request_hash, kind, outcome FROM notifications
 WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
 # Claims the dedup key and writes the row in one statement; no row changed means a retry.
 INSERT_NOTIFICATION = """INSERT INTO notifications
-    (id, tenant, user_id, kind, dedup_key, request_hash, params, key_name, created_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    (id, tenant, user_id, kind, dedup_key, request_hash, params, key_name, created_at, expires_at,
+     send_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant, user_id, dedup_key) DO NOTHING"""
 INSERT_STEP = """INSERT INTO steps (notification_id, step_no, channel, lane, send_after, state,
     reason, note, updated_at, planned_at, cause, plan_note)

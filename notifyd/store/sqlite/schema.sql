@@ -1,4 +1,4 @@
--- user_version = 12
+-- user_version = 13
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -82,7 +82,7 @@ CREATE TABLE notifications (
     resolved_at  INTEGER,
     resolution   TEXT,
     resolved_by  TEXT
-, pruned_at INTEGER, outcome TEXT) WITHOUT ROWID;
+, pruned_at INTEGER, outcome TEXT, send_at INTEGER) WITHOUT ROWID;
 CREATE TABLE probe (id INTEGER PRIMARY KEY CHECK (id = 1), at INTEGER NOT NULL);
 CREATE TABLE receipts (
     provider     TEXT NOT NULL,
