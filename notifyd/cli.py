@@ -26,6 +26,7 @@ from notifyd.core.catalog import Catalog
 from notifyd.core.clock import SystemClock
 from notifyd.core.contacts import SUPPRESSION_TYPES
 from notifyd.core.errors import ConfigError, DomainError
+from notifyd.core.fields import MAX_SEC
 from notifyd.core.logs import LOG_FORMATS, LOG_LEVELS
 from notifyd.core.models import ALL_SCOPES, REPLAYED, SCOPES
 from notifyd.core.records import Aged, Storage
@@ -895,6 +896,14 @@ def tokens() -> None:
     """
 
 
+def _tenant_key(ctx: click.Context, tenant: str) -> bytes:
+    return _with_store(ctx, lambda s: s.signing_key(signed.tenant_key_name(tenant)), WRITE)
+
+
+def _b64(key: bytes) -> str:
+    return base64.urlsafe_b64encode(key).decode().rstrip("=")
+
+
 @tokens.command("secret")
 @global_options
 @click.option("--tenant", default="default", show_default=True)
@@ -905,25 +914,49 @@ def tokens_secret(ctx: click.Context, tenant: str) -> None:
 
     Example: notifyd tokens secret --tenant acme
     """
-    key = _with_store(ctx, lambda s: s.signing_key(signed.tenant_key_name(tenant)), WRITE)
-    click.echo(base64.urlsafe_b64encode(key).decode().rstrip("="))
+    click.echo(_b64(_tenant_key(ctx, tenant)))
+
+
+@tokens.command("rotate")
+@global_options
+@click.option("--tenant", default="default", show_default=True)
+@click.option("--overlap", "overlap_sec", type=click.IntRange(0, MAX_SEC), default=None,
+              help="Seconds the old key still verifies tokens it signed (default: "
+                   "tokens.max_ttl_sec, so each can run its course); 0 ends them now.")
+@click.pass_context
+def tokens_rotate(ctx: click.Context, tenant: str, overlap_sec: int | None) -> None:
+    """Give the tenant's user tokens a new key and print it (base64url), as `tokens secret`
+    does: tokens notifyd makes from now on are signed with it, and backends that sign their
+    own need it. Tokens signed with the old key work until the overlap ends, then stop; a
+    running daemon takes the new key within seconds.
+
+    Example: notifyd tokens rotate --tenant acme --overlap 3600
+    """
+    overlap = _config(ctx).tokens.max_ttl_sec if overlap_sec is None else overlap_sec
+    key = _with_store(ctx, lambda s: s.rotate_signing_key(signed.tenant_key_name(tenant),
+                                                          overlap * 1000), WRITE)
+    click.echo(_b64(key.secret))
+    if key.previous is not None:
+        click.echo(f"the old key verifies tokens until {iso(key.previous_until)}", err=True)
 
 
 @tokens.command("create")
 @global_options
 @click.argument("user_id")
 @click.option("--tenant", default="default", show_default=True)
-@click.option("--ttl", "ttl_sec", type=click.IntRange(60, 86400), default=3600,
-              show_default=True, help="Seconds the token is valid.")
+@click.option("--ttl", "ttl_sec", type=click.IntRange(60, MAX_SEC), default=3600,
+              show_default=True, help="Seconds the token is valid (at most tokens.max_ttl_sec).")
 @click.pass_context
 def tokens_create(ctx: click.Context, user_id: str, tenant: str, ttl_sec: int) -> None:
     """Print a user token for one user (to try the inbox API by hand).
 
     Example: notifyd tokens create ada --tenant acme --ttl 600
     """
-    key = _with_store(ctx, lambda s: s.signing_key(signed.tenant_key_name(tenant)), WRITE)
+    longest = _config(ctx).tokens.max_ttl_sec
+    if ttl_sec > longest:
+        raise click.ClickException(f"--ttl: at most {longest} (tokens.max_ttl_sec)")
     expires = SystemClock().now_ms() // 1000 + ttl_sec
-    click.echo(signed.make_user_token(key, tenant, user_id, expires))
+    click.echo(signed.make_user_token(_tenant_key(ctx, tenant), tenant, user_id, expires))
 
 
 @main.group("events")

@@ -26,9 +26,9 @@ class Metrics:
         self.accept_seconds = Histogram(
             "notifyd_accept_seconds", "Time to answer POST /v1/notifications.",
             buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5), registry=r)
-        self.accepts = Counter("notifyd_accepts", "Answers to POST /v1/notifications, by result "
-                               "(created, retry, conflict, refused, unavailable).", ["result"],
-                               registry=r)
+        self.accepts = Counter("notifyd_accepts", "Answers to POST /v1/notifications and to each "
+                               "item of a batch, by result (created, retry, conflict, refused, "
+                               "unavailable).", ["result"], registry=r)
         self.sends = Counter("notifyd_sends", "Provider calls by channel and outcome.",
                              ["channel", "outcome"], registry=r)
         self.steps_ended = Counter("notifyd_steps_ended", "Steps that reached a final state, by "

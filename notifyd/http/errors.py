@@ -26,6 +26,8 @@ CATALOG: dict[str, ErrorSpec] = {
     "scope_not_allowed": ErrorSpec(403, "this API key's scopes do not allow this call"),
     "not_self_service": ErrorSpec(403, "a person may follow or leave only a self-service topic "
                                        "themselves"),
+    "origin_not_allowed": ErrorSpec(403, "no tenant lists this page's origin in its "
+                                         "cors_origins"),
     "not_found": ErrorSpec(404, "no such resource"),
     "method_not_allowed": ErrorSpec(405, "this method is not allowed on this path"),
     "dedup_conflict": ErrorSpec(

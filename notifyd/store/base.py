@@ -51,6 +51,7 @@ from notifyd.core.models import (
     Device,
     Freeze,
     Leases,
+    Nonce,
     PlanFn,
     Receipt,
     Recipient,
@@ -61,6 +62,7 @@ from notifyd.core.models import (
     Want,
 )
 from notifyd.core.records import (
+    Acceptance,
     Aged,
     Cursor,
     DeadLetter,
@@ -74,6 +76,7 @@ from notifyd.core.records import (
     KeyRecord,
     Notification,
     Pruned,
+    SigningKey,
     Storage,
     Suppression,
 )
@@ -122,17 +125,27 @@ class KeyStore(Protocol):
 
     async def list_keys(self) -> list[KeyRecord]: ...
 
+    async def find_key_named(self, name: str) -> KeyRecord | None:
+        """The key of that name, revoked or not."""
+        ...
+
     async def revoke_key(self, name: str) -> bool:
         """One write; False if there was no such key, or it was revoked already."""
         ...
 
     async def signing_key(self, name: str) -> bytes:
-        """One write: the named key, made (32 random bytes) the first time; two processes
-        asking at once get the same key."""
+        """One write: the named key (the one that signs now), made (32 random bytes) the first
+        time; two processes asking at once get the same key."""
         ...
 
-    async def find_signing_key(self, name: str) -> bytes | None:
-        """The named key if it was made; never makes one."""
+    async def find_signing_key(self, name: str) -> SigningKey | None:
+        """The named key if it was made, with the one a rotation replaced; never makes one."""
+        ...
+
+    async def rotate_signing_key(self, name: str, overlap_ms: int) -> SigningKey:
+        """One write: a new key (32 random bytes) signs from now; the one it replaces still
+        verifies for `overlap_ms` after this write's time, and one replaced before it is gone
+        at once. A key never made is just made."""
         ...
 
 
@@ -173,7 +186,15 @@ class DeliveryStore(Protocol):
         the recipient as this transaction reads it, at its time. Two accepts of one key make
         one notification (a unique index decides). The inbox item's seq grows in commit order:
         an item committed later has a larger seq, so a stream resuming after a seq misses none.
+        A request's send_at later than this time starts the ladder and the time to live then.
         May raise Overloaded before anything is written."""
+        ...
+
+    async def accept_many(self, items: list[Acceptance]) -> list[AcceptResult]:
+        """One write holding every item, each exactly as `accept` alone (in order: a dedup key
+        twice in `items` makes one notification, the second a retry or a conflict); an answer
+        per item, all after the one commit. May raise Overloaded before anything is written:
+        the batch waits as one write."""
         ...
 
     async def resolve(self, notification_id: str, resolution: str, by: str,
@@ -183,6 +204,13 @@ class DeliveryStore(Protocol):
         (later calls report it unchanged) and cancels the open steps. A claim that commits
         after it never sends (promise 3). With `tenant` (and `kinds`), a notification outside
         them is not found (None) and nothing is written."""
+        ...
+
+    async def resolve_keys(self, tenant: str, keys: list[tuple[str, str, str]], by: str,
+                           kinds: tuple[str, ...] = ()) -> list[ResolveResult | None]:
+        """One write: each (user_id, dedup_key, resolution) of `tenant` found and resolved as
+        `resolve` does, in order, the lookup inside the write; None for a key that names
+        nothing the tenant (and `kinds`) holds."""
         ...
 
     async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None: ...
@@ -249,12 +277,16 @@ class DeliveryStore(Protocol):
 class ReceiptStore(Protocol):
     """Provider evidence and the suppression list."""
 
-    async def record_receipts(self, receipts: list[Receipt], rules: Rules) -> list[Recorded]:
+    async def record_receipts(self, receipts: list[Receipt], rules: Rules,
+                              once: Nonce | None = None) -> list[Recorded]:
         """One write, before the provider is answered, serialized with claim_due and complete:
         each receipt stored once ('duplicate' if its (provider, event_id) was), matched to its
-        step and applied as `rules.judge` says ('applied'), or kept until its send's answer
-        names it ('orphan'). A delivery that resolves a stop = "delivered" kind beats a later
-        claim; a claim that committed first is answered by resolving what is left."""
+        step (one of its tenant's, when it names one) and applied as `rules.judge` says
+        ('applied'), or kept until its send's answer names it ('orphan'). A delivery that
+        resolves a stop = "delivered" kind beats a later claim; a claim that committed first is
+        answered by resolving what is left. With `once`, the request's one-time token is kept
+        until its `until` in the same write; a token kept already (by any process, before any
+        restart) makes it [REPLAYED] and stores nothing."""
         ...
 
     async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,

@@ -13,9 +13,12 @@ class Queries(Protocol):
     INSERT_KEY: str  # (key_hash, name, tenant, kinds, created_at, scopes)
     SELECT_KEY: str  # (key_hash) -> name, tenant, kinds, key_hash, scopes; not revoked
     SELECT_KEYS: str  # () -> name, tenant, kinds, created_at, revoked_at, scopes, by name
+    SELECT_KEY_NAMED: str  # (name) -> name, tenant, kinds, created_at, revoked_at, scopes
     REVOKE_KEY: str  # (revoked_at, name); only one not yet revoked
     INSERT_SIGNING_KEY: str  # (name, secret, created_at); nothing if it exists
-    SELECT_SIGNING_KEY: str  # (name) -> secret
+    SELECT_SIGNING_KEY: str  # (name) -> secret, previous, previous_until
+    ROTATE_SIGNING_KEY: str  # (secret, previous_until, created_at, name): the key it had becomes
+    #                           the previous one, verifying until previous_until
 
     # --- recipients, devices, preferences
     UPSERT_RECIPIENT: str  # (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, at);
@@ -35,7 +38,8 @@ class Queries(Protocol):
     # --- accept, read, resolve
     SELECT_DEDUP: str  # (tenant, user_id, dedup_key) -> id, request_hash, kind, outcome
     INSERT_NOTIFICATION: str  # (id, tenant, user_id, kind, dedup_key, request_hash, params,
-    #                             key_name, created_at, expires_at); nothing on a taken dedup key
+    #                             key_name, created_at, expires_at, send_at); nothing on a taken
+    #                             dedup key
     INSERT_STEP: str  # (notification_id, step_no, channel, lane, send_after, state, reason,
     #                     note, updated_at, planned_at, cause, plan_note)
     SELECT_NOTIFICATION: str  # (id) -> every column
@@ -89,14 +93,19 @@ class Queries(Protocol):
 
     # --- provider evidence and the suppression list
     INSERT_RECEIPT: str  # (provider, event_id, event, occurred_at, received_at, provider_ref,
-    #                       step_key, message_id, address, channel_type, detail, nid, step);
-    #                       nothing for a (provider, event_id) seen before
+    #                       step_key, message_id, address, channel_type, detail, nid, step,
+    #                       tenant); nothing for a (provider, event_id) seen before
+    PRUNE_WEBHOOK_TOKENS: str  # (provider, now, limit): up to limit of its tokens kept until
+    #                             before now
+    CLAIM_WEBHOOK_TOKEN: str  # (provider, token, seen_at, until, edge): 1 row changed if the
+    #                            token is new, or was kept only until before edge; else 0
     STEP_BY_REF: str  # (provider_ref) -> notification_id, step_no
     SELECT_RECEIPT_STEP: str  # (notification_id, step_no) -> state, evidence, channel,
     #                            destination, kind, tenant, resolved_at
     MATCH_RECEIPT: str  # (notification_id, step_no, provider, event_id)
     SET_EVIDENCE: str  # (evidence, notification_id, step_no)
-    SELECT_ORPHANS: str  # (provider_ref) -> unmatched receipts that name it
+    SELECT_ORPHANS: str  # (provider_ref, notification_id) -> unmatched receipts that name it
+    #                       and may match that notification's tenant
     SELECT_RECEIPTS: str  # (notification_id) -> step_no, provider, event, occurred_at,
     #                        received_at, detail
     COUNT_ORPHANS: str

@@ -28,6 +28,7 @@ from notifyd.core.models import (
     Device,
     Freeze,
     Leases,
+    Nonce,
     PlanFn,
     Receipt,
     Recipient,
@@ -39,6 +40,7 @@ from notifyd.core.models import (
     id_time,
 )
 from notifyd.core.records import (
+    Acceptance,
     Aged,
     Cursor,
     DeadLetter,
@@ -51,6 +53,7 @@ from notifyd.core.records import (
     KeyRecord,
     Notification,
     Pruned,
+    SigningKey,
     Storage,
     Suppression,
 )
@@ -134,9 +137,11 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
                       frozenset(rows.split(row["scopes"])))
 
     async def list_keys(self) -> list[KeyRecord]:
-        return [KeyRecord(r["name"], r["tenant"], rows.split(r["kinds"]), r["created_at"],
-                          r["revoked_at"], rows.split(r["scopes"]))
-                for r in await self._all(self.q.SELECT_KEYS)]
+        return [_key_record(r) for r in await self._all(self.q.SELECT_KEYS)]
+
+    async def find_key_named(self, name: str) -> KeyRecord | None:
+        r = await self._one(self.q.SELECT_KEY_NAMED, (name,))
+        return _key_record(r) if r is not None else None
 
     async def revoke_key(self, name: str) -> bool:
         return await self.backend.write(
@@ -151,10 +156,21 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
 
         return await self.backend.write(script)
 
-    async def find_signing_key(self, name: str) -> bytes | None:
+    async def find_signing_key(self, name: str) -> SigningKey | None:
         """The named key if it was made; never makes one (a forged token names any tenant)."""
-        value = await self._value(self.q.SELECT_SIGNING_KEY, (name,))
-        return bytes(value) if value is not None else None
+        row = await self._one(self.q.SELECT_SIGNING_KEY, (name,))
+        return _signing_key(row) if row is not None else None
+
+    async def rotate_signing_key(self, name: str, overlap_ms: int) -> SigningKey:
+        def script(tx: Tx) -> SigningKey:
+            fresh = secrets.token_bytes(32)
+            if not tx.run(self.q.INSERT_SIGNING_KEY, (name, fresh, tx.now)):
+                tx.run(self.q.ROTATE_SIGNING_KEY, (fresh, tx.now + overlap_ms, tx.now, name))
+            row = tx.one(self.q.SELECT_SIGNING_KEY, (name,))
+            assert row is not None
+            return _signing_key(row)
+
+        return await self.backend.write(script)
 
     # --- recipients ---------------------------------------------------------------------------
 
@@ -199,6 +215,17 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
         return await self.backend.write(  # past max_queue waiting, refused: 503, retry
             lambda tx: accept.accept(tx, inp, notification_id, params, plan, ttl_sec,
                                      inbox_item), shed=True)
+
+    async def accept_many(self, items: list[Acceptance]) -> list[AcceptResult]:
+        params = [orjson.dumps(a.inp.params).decode() for a in items]
+        return await self.backend.write(lambda tx: [  # the batch waits, or is shed, as one
+            accept.accept(tx, a.inp, a.notification_id, p, a.plan, a.ttl_sec, a.inbox)
+            for a, p in zip(items, params, strict=True)], shed=True)
+
+    async def resolve_keys(self, tenant: str, keys: list[tuple[str, str, str]], by: str,
+                           kinds: tuple[str, ...] = ()) -> list[ResolveResult | None]:
+        return await self.backend.write(lambda tx: delivery.resolve_keys(
+            tx, tenant, keys, by, kinds))
 
     async def resolve(self, notification_id: str, resolution: str, by: str,
                       tenant: str | None = None, kinds: tuple[str, ...] = ()
@@ -261,9 +288,9 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
 
     # --- provider evidence and the suppression list ------------------------------------------
 
-    async def record_receipts(self, found: list[Receipt], rules: Rules) -> list[Recorded]:
-        return await self.backend.write(
-            lambda tx: [receipts.record(tx, r, rules) for r in found])
+    async def record_receipts(self, found: list[Receipt], rules: Rules,
+                              once: Nonce | None = None) -> list[Recorded]:
+        return await self.backend.write(lambda tx: receipts.record_all(tx, found, rules, once))
 
     async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,
                        source: str) -> bool:
@@ -389,6 +416,17 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
     async def _value(self, sql: str, args: Args = ()) -> Any:
         row = await self._one(sql, args)
         return row[0] if row is not None else None
+
+
+def _key_record(r: Row) -> KeyRecord:
+    return KeyRecord(r["name"], r["tenant"], rows.split(r["kinds"]), r["created_at"],
+                     r["revoked_at"], rows.split(r["scopes"]))
+
+
+def _signing_key(r: Row) -> SigningKey:
+    previous = r["previous"]
+    return SigningKey(bytes(r["secret"]), bytes(previous) if previous is not None else None,
+                      r["previous_until"])
 
 
 def _matching(match: DeadMatch) -> dict[str, Any]:

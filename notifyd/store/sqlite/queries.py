@@ -8,6 +8,8 @@ SELECT_KEY = "SELECT name, tenant, kinds, key_hash, scopes FROM api_keys WHERE k
              "AND revoked_at IS NULL"
 SELECT_KEYS = """SELECT name, tenant, kinds, created_at, revoked_at, scopes FROM api_keys
 ORDER BY name"""
+SELECT_KEY_NAMED = """SELECT name, tenant, kinds, created_at, revoked_at, scopes FROM api_keys
+WHERE name = ?"""
 REVOKE_KEY = "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"
 
 # created_at: the time of the write that made the row (?8 is `at` again; an update keeps it).
@@ -48,8 +50,9 @@ SELECT_DEDUP = """SELECT id, request_hash, kind, outcome FROM notifications
 WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
 # Claims the dedup key and writes the row in one statement; no row changed means a retry.
 INSERT_NOTIFICATION = """INSERT INTO notifications
-    (id, tenant, user_id, kind, dedup_key, request_hash, params, key_name, created_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    (id, tenant, user_id, kind, dedup_key, request_hash, params, key_name, created_at, expires_at,
+     send_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant, user_id, dedup_key) DO NOTHING"""
 INSERT_STEP = """INSERT INTO steps (notification_id, step_no, channel, lane, send_after, state,
     reason, note, updated_at, planned_at, cause, plan_note)
@@ -191,8 +194,18 @@ WRITE_PROBE = "INSERT OR REPLACE INTO probe (id, at) VALUES (1, ?)"
 # --- provider evidence ---
 # A redelivered event (same provider and event id) inserts nothing: harmless twice.
 INSERT_RECEIPT = """INSERT INTO receipts (provider, event_id, event, occurred_at, received_at,
-    provider_ref, step_key, message_id, address, channel_type, detail, notification_id, step_no)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"""
+    provider_ref, step_key, message_id, address, channel_type, detail, notification_id, step_no,
+    tenant)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"""
+# One-time tokens: those past their window go as new ones come, a few at a time; a token still
+# kept is refused (no row changed), one past its window counts as new.
+PRUNE_WEBHOOK_TOKENS = """DELETE FROM webhook_tokens WHERE (provider, token) IN (
+    SELECT provider, token FROM webhook_tokens INDEXED BY webhook_tokens_until
+    WHERE provider = ? AND until < ? ORDER BY until LIMIT ?)"""
+CLAIM_WEBHOOK_TOKEN = """INSERT INTO webhook_tokens (provider, token, seen_at, until)
+VALUES (?, ?, ?, ?)
+ON CONFLICT (provider, token) DO UPDATE SET seen_at = excluded.seen_at, until = excluded.until
+WHERE webhook_tokens.until < ?"""
 STEP_BY_REF = "SELECT notification_id, step_no FROM steps WHERE provider_ref = ? LIMIT 1"
 SELECT_RECEIPT_STEP = """SELECT s.state, s.evidence, s.channel, s.destination, n.kind, n.tenant,
     n.resolved_at FROM steps s JOIN notifications n ON n.id = s.notification_id
@@ -201,8 +214,9 @@ MATCH_RECEIPT = """UPDATE receipts SET notification_id = ?, step_no = ?
 WHERE provider = ? AND event_id = ?"""
 SET_EVIDENCE = "UPDATE steps SET evidence = ? WHERE notification_id = ? AND step_no = ?"
 SELECT_ORPHANS = """SELECT provider, event_id, event, occurred_at, provider_ref, step_key,
-    message_id, address, channel_type, detail FROM receipts
-WHERE notification_id IS NULL AND provider_ref = ?"""
+    message_id, address, channel_type, detail, tenant FROM receipts
+WHERE notification_id IS NULL AND provider_ref = ?
+    AND (tenant IS NULL OR tenant = (SELECT tenant FROM notifications WHERE id = ?))"""
 SELECT_RECEIPTS = """SELECT step_no, provider, event, occurred_at, received_at, detail
 FROM receipts WHERE notification_id = ? ORDER BY received_at, provider, event_id"""
 COUNT_ORPHANS = "SELECT count(*) FROM receipts WHERE notification_id IS NULL"
@@ -269,7 +283,10 @@ RETURNING notification_id, kind, archived_at IS NULL AS counted"""
 
 INSERT_SIGNING_KEY = """INSERT OR IGNORE INTO signing_keys (name, secret, created_at)
 VALUES (?, ?, ?)"""
-SELECT_SIGNING_KEY = "SELECT secret FROM signing_keys WHERE name = ?"
+SELECT_SIGNING_KEY = "SELECT secret, previous, previous_until FROM signing_keys WHERE name = ?"
+# The key it had stays as the previous one for the overlap; one before it is gone at once.
+ROTATE_SIGNING_KEY = """UPDATE signing_keys SET previous = secret, secret = ?, previous_until = ?,
+    created_at = ? WHERE name = ?"""
 
 # --- digests ----------------------------------------------------------------------------------
 

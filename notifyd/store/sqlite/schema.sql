@@ -103,7 +103,7 @@ CREATE TABLE notifications (
     resolved_at  INTEGER,
     resolution   TEXT,
     resolved_by  TEXT
-, pruned_at INTEGER, outcome TEXT, event_id TEXT) WITHOUT ROWID;
+, pruned_at INTEGER, outcome TEXT, send_at INTEGER, event_id TEXT) WITHOUT ROWID;
 CREATE TABLE probe (id INTEGER PRIMARY KEY CHECK (id = 1), at INTEGER NOT NULL);
 CREATE TABLE receipts (
     provider     TEXT NOT NULL,
@@ -118,7 +118,7 @@ CREATE TABLE receipts (
     channel_type TEXT,
     detail       TEXT,
     notification_id TEXT,
-    step_no      INTEGER,
+    step_no      INTEGER, tenant TEXT,
     PRIMARY KEY (provider, event_id)
 ) WITHOUT ROWID;
 CREATE TABLE recipients (
@@ -136,7 +136,7 @@ CREATE TABLE signing_keys (
     name       TEXT PRIMARY KEY,
     secret     BLOB NOT NULL,
     created_at INTEGER NOT NULL
-) WITHOUT ROWID;
+, previous BLOB, previous_until INTEGER) WITHOUT ROWID;
 CREATE TABLE steps (
     notification_id TEXT NOT NULL REFERENCES notifications (id),
     step_no      INTEGER NOT NULL,
@@ -186,6 +186,13 @@ CREATE TABLE topics (
     deleted_at   INTEGER,                  -- deleted while empty; made again, its versions go on
     PRIMARY KEY (tenant, name)
 ) WITHOUT ROWID;
+CREATE TABLE webhook_tokens (
+    provider TEXT NOT NULL,
+    token    TEXT NOT NULL,
+    seen_at  INTEGER NOT NULL,
+    until    INTEGER NOT NULL,
+    PRIMARY KEY (provider, token)
+) WITHOUT ROWID;
 CREATE INDEX digest_items_due ON digest_items (window_end) WHERE digest_id IS NULL;
 CREATE INDEX events_notification ON events (notification_id, at);
 CREATE UNIQUE INDEX fanout_events_id ON fanout_events (tenant, event_id);
@@ -216,3 +223,4 @@ CREATE UNIQUE INDEX topic_members_open ON topic_members (tenant, topic, user_id)
     WHERE removed_version IS NULL;
 CREATE INDEX topic_members_user ON topic_members (tenant, user_id)
     WHERE removed_version IS NULL;
+CREATE INDEX webhook_tokens_until ON webhook_tokens (provider, until);
