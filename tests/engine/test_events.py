@@ -287,3 +287,19 @@ async def test_a_page_of_the_tenants_origin_may_follow_and_leave_a_topic(tmp_pat
         r = await s.client.put("/v1/users/ada/topics/open", headers={
             **origin, "Authorization": f"Bearer {token}"})
         assert r.status == 200 and r.headers["Access-Control-Allow-Origin"] == origin["Origin"]
+
+
+
+async def test_a_small_event_is_not_held_behind_a_large_one(tmp_path: Path) -> None:
+    """Events still routing take turns, a chunk each: the inbox items' seq, taken in commit
+    order, shows the small event's one item written right after the large event's first chunk,
+    not after all five."""
+    async with events_stack(tmp_path) as (s, fanout):
+        k = await key(s)
+        large = [f"u{i:02}" for i in range(10)]
+        await call(s, "POST", "/v1/events", news("large", {"user_ids": large}), k)
+        await call(s, "POST", "/v1/events", news("small", {"user_ids": ["zz"]}), k)
+        assert await fanout.run_once() == 11
+        seq = {user: (await s.e.store.inbox_page("default", user, None, 1))[0].seq
+               for user in [*large, "zz"]}
+        assert sorted(seq, key=seq.__getitem__)[:4] == ["u00", "u01", "zz", "u02"]
