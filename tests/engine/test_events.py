@@ -19,6 +19,7 @@ from notifyd.core.events import event_key
 from notifyd.domain.views import timeline
 from notifyd.engine.fanout import Fanout
 from notifyd.http.auth import hash_key, new_key
+from notifyd.http.health import Health
 
 SETTINGS: dict[str, Any] = {
     "kinds": {
@@ -303,3 +304,20 @@ async def test_a_small_event_is_not_held_behind_a_large_one(tmp_path: Path) -> N
         seq = {user: (await s.e.store.inbox_page("default", user, None, 1))[0].seq
                for user in [*large, "zz"]}
         assert sorted(seq, key=seq.__getitem__)[:4] == ["u00", "u01", "zz", "u02"]
+
+
+async def test_metrics_say_what_is_routing_and_how_long_it_has_waited(tmp_path: Path) -> None:
+    async with events_stack(tmp_path) as (s, _):
+        health = Health(s.e.cfg, s.e.store, s.e.pool, s.e.scanner, s.e.clock)
+        fanout = Fanout(s.e.cfg, s.e.store, s.e.ingest, s.e.clock, health.metrics)
+        k = await key(s)
+        await call(s, "POST", "/v1/events", news(audience={"user_ids": ["a", "b", "c"]}), k)
+        s.e.clock.advance(7)
+        text = (await health.scrape()).decode()
+        assert "notifyd_events_routing 1.0" in text
+        assert "notifyd_event_routing_lag_seconds 7.0" in text
+        await fanout.run_once()
+        text = (await health.scrape()).decode()
+        assert "notifyd_events_routing 0.0" in text
+        assert "notifyd_event_routing_lag_seconds 0.0" in text
+        assert "notifyd_event_recipients_routed_total 3.0" in text
