@@ -173,7 +173,7 @@ class Queries(Protocol):
 
     # --- events and their fan-out (an event's row is its routing job: audience and cursor)
     INSERT_FANOUT_EVENT: str  # (tenant, event_id, type, subject, params, kinds, request_hash,
-    #   key_name, audience, topic, version, cutoff, users, size, accepted_at): cursor '', routed
+    #   key_name, audience, topic, version, cutoff, users, size, accepted_at, send_at): cursor '', routed
     #   0; nothing if (tenant, event_id) is taken
     SELECT_FANOUT_EVENT: str  # (tenant, event_id) -> every column
     SELECT_ROUTING: str  # (limit) -> every column but users of events still routing, in

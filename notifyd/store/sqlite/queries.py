@@ -373,14 +373,14 @@ UNION ALL SELECT 'topic_members', (SELECT count(*) FROM topic_members),
 # --- events and their fan-out ---------------------------------------------------------------
 
 INSERT_FANOUT_EVENT = """INSERT INTO fanout_events (tenant, event_id, type, subject, params, kinds,
-    request_hash, key_name, audience, topic, version, cutoff, users, size, accepted_at, cursor,
-    routed)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0)
+    request_hash, key_name, audience, topic, version, cutoff, users, size, accepted_at, send_at,
+    cursor, routed)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0)
 ON CONFLICT (tenant, event_id) DO NOTHING"""
 SELECT_FANOUT_EVENT = "SELECT * FROM fanout_events WHERE tenant = ? AND event_id = ?"
 # Not `users`: an inline list is read by its chunks alone, not with every event still routing.
 SELECT_ROUTING = """SELECT tenant, event_id, type, subject, params, kinds, request_hash, key_name,
-    audience, topic, version, cutoff, size, cursor, routed, accepted_at, routed_at
+    audience, topic, version, cutoff, size, cursor, routed, accepted_at, routed_at, send_at
 FROM fanout_events INDEXED BY fanout_events_routing
 WHERE routed_at IS NULL ORDER BY seq LIMIT ?"""
 SELECT_BACKLOG = """SELECT count(*), min(accepted_at) FROM fanout_events INDEXED BY
