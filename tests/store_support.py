@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pg_support
+
 from notifyd.core.catalog import Catalog, ChannelInfo, KindRules, LimitRule
 from notifyd.core.clock import Clock
 from notifyd.core.contacts import EMAIL
@@ -32,6 +34,8 @@ from notifyd.store import Store, open_store
 BACKENDS: dict[str, Callable[[Path, str], str]] = {
     "sqlite": lambda folder, name: f"sqlite:///{folder / name}",
 }
+if pg_support.SERVER != "off":
+    BACKENDS["postgresql"] = pg_support.fresh_url
 NOW = 1_790_000_000_000
 LEASE = 60_000
 LIMITED = LimitRule(1, 3_600_000, ("limited",), ("b",), "1 email per 3600 s of limited")

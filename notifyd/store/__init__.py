@@ -2,7 +2,8 @@
 SQL, and only a dialect's folder (store/sqlite/) holds it.
 
 `open_store` picks the backend from a URL, importing only that backend: `sqlite:///path` or a
-bare path is the SQLite file.
+bare path is the SQLite file; `postgresql://user@host/db` (or `postgres://`) a PostgreSQL
+database that several notifyd processes may share.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
     from notifyd.store.sqlite.settings import SqliteSettings
 
 SQLITE_PREFIX = "sqlite:///"
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(POSTGRES_SCHEMES)
 
 
 class Held(Protocol):
@@ -60,13 +66,15 @@ def sqlite_path(url: str) -> str | None:
 
 def _unsupported(url: str) -> StoreUnavailable:
     scheme = url.split("://", 1)[0]
-    return StoreUnavailable(f"store URL scheme {scheme!r} is not supported (a path, or "
-                            "sqlite:///path)")
+    return StoreUnavailable(f"store URL scheme {scheme!r} is not supported (a path, "
+                            "sqlite:///path or postgresql://user@host/database)")
 
 
 def hold(url: str) -> Held | None:
     """Take the database for one daemon where its backend allows only one (a SQLite file: its
     lock file); StoreLocked when another holds it. None where several may share it."""
+    if is_postgres(url):
+        return None
     path = sqlite_path(url)
     if path is None:
         raise _unsupported(url)
@@ -84,6 +92,12 @@ async def open_store(url: str, clock: Clock | None = None, *, sqlite: SqliteSett
     (Overloaded); with `check`, a damaged database is refused."""
     from notifyd.store.core.store import CoreStore
 
+    if is_postgres(url):
+        from notifyd.store.postgres.backend import PostgresBackend
+
+        pg = CoreStore(PostgresBackend(url, clock, max_pending_writes))
+        await pg.open(create, check)
+        return pg
     path = sqlite_path(url)
     if path is None:
         raise _unsupported(url)
@@ -98,6 +112,9 @@ def restore(url: str, backup: str) -> tuple[int, str | None]:
     """Put the backup file at `backup` in place of the database `url` names, after checking
     it whole: the notifications it holds, and where the replaced database was moved (None:
     there was none). The caller holds the database (`hold`): no daemon may run on it."""
+    if is_postgres(url):
+        raise StoreUnavailable("notifyd restore puts a SQLite file back; restore a PostgreSQL "
+                               "database with pg_restore (pg_restore -d DBNAME FILE)")
     path = sqlite_path(url)
     if path is None:
         raise _unsupported(url)
@@ -114,4 +131,5 @@ __all__ = ["Attempt", "DeadLetter", "DeadMatch", "DeadStep", "DigestDue", "Diges
            "Event", "Held", "InboxChange", "InboxItem", "KeyRecord", "Notification",
            "Overloaded", "Proof", "Step",
            "StorageError", "Store", "StoreClosed", "StoreLocked", "StoreMissing",
-           "StoreUnavailable", "Suppression", "hold", "open_store", "restore", "sqlite_path"]
+           "StoreUnavailable", "Suppression", "hold", "is_postgres", "open_store", "restore",
+           "sqlite_path"]

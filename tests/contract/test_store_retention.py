@@ -14,7 +14,7 @@ from store_support import BACKENDS, NOW, RULES, accept, claim, inp, opened, plan
 from notifyd.core.clock import FakeClock
 from notifyd.core.models import Completion, Decision, Evidence, Outcome, Receipt, StepState, Verdict, new_id
 from notifyd.core.records import Aged, InboxEntry
-from notifyd.store import Store
+from notifyd.store import Store, is_postgres
 
 DAY = 86_400_000
 
@@ -177,6 +177,8 @@ async def test_storage_counts_rows_per_class_with_the_oldest(store: Store,
 
 
 async def test_space_goes_back_to_the_file_system(store: Store, clock: FakeClock) -> None:
+    if is_postgres(store.url):
+        pytest.skip("a file's space: PostgreSQL's autovacuum gives space back on its own")
     assert await store.tune_space() is None  # a new database gives space back from the start
     entry = InboxEntry("t", "x" * 4000)
     for _ in range(200):

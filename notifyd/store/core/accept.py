@@ -42,6 +42,8 @@ def accept(tx: Tx, inp: AcceptInput, notification_id: str, params: str, plan: Pl
     state = current_state(False, ((s.channel, s.state) for s in steps))
     seq = badge = None
     if inbox is not None:  # the person's history, whatever the preferences say of the sends
+        if q.LOCK_INBOX:
+            tx.value(q.LOCK_INBOX, (inp.tenant, inp.user_id))
         seq = tx.value(q.INSERT_INBOX, (inp.tenant, inp.user_id, notification_id, inp.kind,
                                         inbox.title, inbox.body, now))
         badge = inbox_rows.bump_badge(tx, inp.tenant, inp.user_id, 1)

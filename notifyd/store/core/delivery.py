@@ -65,6 +65,7 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
     lapse_leases(tx)
     claimed = Claimed([], [])
     sending: dict[str, int] = {}  # claimed in this transaction: a sibling in flight
+    waiting: list[Row] = []  # left for the next scan: their person is locked elsewhere
     for want in wants:
         route = Route(want.channel, want.lane)
         n = budget.allow(route, want.n)
@@ -75,30 +76,34 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
             for row in rows:
                 if taken >= n:
                     break
-                claim = _judge(tx, row, rules, sending, lease_ms, claimed.decided)
+                claim = _judge(tx, row, rules, sending, lease_ms, claimed.decided, waiting)
                 if claim is not None:
                     claimed.claims.append(claim)
                     sending[claim.notification_id] = claim.step_no
                     taken += 1
-            if len(rows) < n - taken + LOOKAHEAD:
+            if len(rows) < n - taken + LOOKAHEAD or waiting:  # read again, they come again
                 break
         budget.spend(route, taken)
     return claimed
 
 
 def _judge(tx: Tx, row: Row, rules: Rules, sending: dict[str, int], lease_ms: int,
-           decided: list[Decided]) -> Claim | None:
+           decided: list[Decided], waiting: list[Row]) -> Claim | None:
     """Read one due row into the policy's context and apply its decision; a Claim if it sends."""
     nid, no, channel, kind = row["notification_id"], row["step_no"], row["channel"], row["kind"]
     catalog = rules.catalog
     who = _recipient(tx, row)
     kind_rules = catalog.kinds.get(kind)
+    sent = _sent(tx, row, kind_rules) if kind_rules else ()
+    if sent is None:
+        waiting.append(row)
+        return None
     ctx = ClaimContext(nid, no, channel, Lane(row["lane"]), row["send_after"],
                        row["resolution"] if row["resolved_at"] is not None else None,
                        row["expires_at"], sending.get(nid), who, catalog.contact(channel),
                        rules=kind_rules, medium=catalog.medium(channel),
                        attempts=row["attempts"] - row["retry_base"],
-                       sent=_sent(tx, row, kind_rules) if kind_rules else ())
+                       sent=sent)
     decision = rules.decide(ctx, tx.now)
     version = who.pref_version if who is not None else None
     if decision.verdict is not Verdict.SEND:
@@ -128,13 +133,17 @@ def _recipient(tx: Tx, row: Row) -> Recipient | None:
                      devices)
 
 
-def _sent(tx: Tx, row: Row, rules: KindRules) -> tuple[tuple[LimitRule, int], ...]:
+def _sent(tx: Tx, row: Row, rules: KindRules) -> tuple[tuple[LimitRule, int], ...] | None:
     """For a step never tried: each limit that counts it, with the sends to the person its
     window holds (first attempts, earlier claims of this transaction included). A retry is
-    never counted again: its first attempt already was."""
+    never counted again: its first attempt already was. None: the person is locked by another
+    transaction (a backend with concurrent writers), so the step is left for the next scan."""
     if row["attempts"] > 0:
         return ()
     out = []
+    if tx.q.LOCK_PERSON and any(lim.covers(row["kind"], row["channel"]) for lim in rules.limits) \
+            and not tx.value(tx.q.LOCK_PERSON, (row["tenant"], row["user_id"])):
+        return None  # another process is counting this person's sends: this step waits
     for lim in rules.limits:
         if lim.covers(row["kind"], row["channel"]):
             kinds, channels = json.dumps(lim.kinds), json.dumps(lim.channels)

@@ -214,3 +214,10 @@ class Queries(Protocol):
     #   closed before `before` that no event still routing needs, oldest first
     DELETE_MEMBER_ROW: str  # (tenant, topic, user_id, added_version)
     COUNT_AGED_MEMBERS: str  # (before)
+
+    # --- locks, for a backend whose writers run at once ('' where one writer is alone): each
+    #     is held until the commit of the transaction that took it
+    LOCK_PERSON: str  # (tenant, user_id) -> false if another transaction holds the person:
+    #   a send limit's count is read after it, so two claims never both take the last send
+    LOCK_INBOX: str  # (tenant, user_id): the person's inbox sequence, taken before an item's
+    #   seq, so a person's seqs grow in commit order (a stream resuming after one skips none)

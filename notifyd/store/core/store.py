@@ -67,10 +67,11 @@ FAR = 2**62  # a cursor past every row
 
 
 def _when(oldest: object) -> int | None:
-    """A class's oldest row's time: epoch ms, or read from a notification's id."""
+    """A class's oldest row's time: epoch ms (as digits, where the dialect gives them in one
+    text column with the ids), or read from a notification's id."""
     if oldest is None or isinstance(oldest, int):
         return oldest
-    return id_time(str(oldest))
+    return int(oldest) if str(oldest).isdigit() else id_time(str(oldest))
 
 
 class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py

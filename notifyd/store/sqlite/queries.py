@@ -474,3 +474,8 @@ ORDER BY m.removed_at LIMIT ?"""
 DELETE_MEMBER_ROW = """DELETE FROM topic_members
 WHERE tenant = ? AND topic = ? AND user_id = ? AND added_version = ?"""
 COUNT_AGED_MEMBERS = f"SELECT count(*) {_CLOSED_UNPINNED}"
+
+# --- locks: none; the one writer is alone ---------------------------------------------------
+
+LOCK_PERSON = ""
+LOCK_INBOX = ""

@@ -1,0 +1,1 @@
+"""The PostgreSQL dialect: one database shared by several notifyd processes on several hosts."""

@@ -1,0 +1,174 @@
+"""PostgreSQL's lifecycle under the store core: one database that several notifyd processes share.
+
+Writes go through one writer thread per process (store/sqlite/writer's group commit: every
+script queued while the last commit ran, in one transaction), on a connection of its own at READ
+COMMITTED; what a script decides on is locked by the statement that reads it (postgres/
+queries.py), so scripts of several processes interleave safely. A batch that deadlocks with
+another process's is run again. Reads use their own connections; `peek` the event loop's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import psycopg
+
+from notifyd.core.clock import Clock, SystemClock
+from notifyd.store.base import StorageError, StoreMissing, StoreUnavailable
+from notifyd.store.core.queries import Queries
+from notifyd.store.core.tx import Args, Script
+from notifyd.store.postgres import queries
+from notifyd.store.postgres.migrate import migrate
+from notifyd.store.postgres.tx import PgTx, args, row_factory
+from notifyd.store.postgres.writer import PgWriter
+
+T = TypeVar("T")
+log = logging.getLogger("notifyd.store")
+QUERIES: Queries = queries  # type-checked: the module names every statement the core uses
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for log lines and errors."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+def connect(url: str) -> psycopg.Connection[Any]:
+    """A connection in autocommit mode (transactions are explicit), `$n` placeholders."""
+    try:
+        return psycopg.connect(url, autocommit=True, cursor_factory=psycopg.RawCursor,
+                               row_factory=row_factory)
+    except psycopg.OperationalError as e:
+        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        if "does not exist" in reason:
+            raise StoreMissing(f"{redact(url)}: {reason}; create it (createdb NAME) and grant "
+                               "notifyd's user the right to create tables in it") from None
+        raise StoreUnavailable(f"cannot connect to {redact(url)}: {reason}") from None
+
+
+class PostgresBackend:
+    """One PostgreSQL database, shared by every process given the same URL."""
+
+    q = QUERIES
+
+    def __init__(self, url: str, clock: Clock | None = None, max_queue: int = 0) -> None:
+        self.dsn = url
+        self.url = redact(url)
+        self.clock = clock or SystemClock()
+        self.writer = PgWriter(self.url, self._connect_writer, self.clock, self.q, max_queue)
+        self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notifyd-pg-read")
+        self._reader: psycopg.Connection[Any] | None = None
+        self._peeker: psycopg.Connection[Any] | None = None
+        self._create = True
+
+    @property
+    def commits(self) -> int:
+        return self.writer.commits
+
+    @property
+    def fault(self) -> str | None:
+        return self.writer.fault
+
+    async def open(self, create: bool = True, check: bool = False) -> None:
+        """Connect and migrate; with create=False a database notifyd never set up is an
+        error (a command that only reads never makes the tables)."""
+        self._create = create
+        await self.writer.open()
+
+    def _connect_writer(self) -> psycopg.Connection[Any]:
+        conn = connect(self.dsn)
+        try:
+            if not self._create:
+                made = conn.execute("SELECT to_regclass('notifyd_migrations') IS NOT NULL")
+                row = made.fetchone()
+                if not (row and row[0]):
+                    raise StoreMissing(f"no notifyd tables in {self.url}; check --config / "
+                                       "--db (notifyd serve or notifyd keys create makes them)")
+            migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def close(self) -> None:
+        await self.writer.close()
+        await asyncio.get_running_loop().run_in_executor(self._reads, self._close_reader)
+        self._reads.shutdown(wait=True)
+        if self._peeker is not None:
+            self._peeker.close()
+            self._peeker = None
+
+    def _close_reader(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    async def write(self, script: Script[T], shed: bool = False) -> T:
+        return await self.writer.write(script, shed)
+
+    def _read(self) -> psycopg.Connection[Any]:
+        if self._reader is None or self._reader.closed:
+            self._reader = connect(self.dsn)
+        return self._reader
+
+    async def fetch(self, sql: str, values: Args = ()) -> list[Any]:
+        """One statement on the reader's connection (autocommit: it sees every commit that
+        returned before it)."""
+        def run() -> list[Any]:
+            return self._read().execute(sql, args(sql, values)).fetchall()
+
+        return await self._on_reader(run)
+
+    def peek(self, sql: str, values: Args = ()) -> Any:
+        """One small indexed read on the event loop's own connection: a round trip to the
+        server, cheaper than a hop to the reader's thread and back."""
+        try:
+            if self._peeker is None or self._peeker.closed:
+                self._peeker = connect(self.dsn)
+            row = self._peeker.execute(sql, args(sql, values)).fetchone()
+        except psycopg.OperationalError as e:
+            self._peeker = None
+            raise StorageError(f"the database is unreachable ({self.url}): {e}") from None
+        return None if row is None else row[0]
+
+    async def snapshot(self, script: Script[T]) -> T:
+        """`script`'s reads in one REPEATABLE READ transaction: one snapshot for them all."""
+        def run() -> T:
+            conn = self._read()
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                return script(PgTx(conn, self.q, self.clock.now_ms()))
+
+        return await self._on_reader(run)
+
+    async def _on_reader(self, fn: Any) -> Any:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._reads, fn)
+        except psycopg.OperationalError as e:
+            self._reader = None
+            raise StorageError(f"the database is unreachable ({self.url}): {e}") from None
+
+    async def backup(self, dest: str) -> None:
+        raise StoreUnavailable("notifyd backup copies a SQLite file; back a PostgreSQL "
+                               "database up with pg_dump (pg_dump -Fc -f FILE DBNAME)")
+
+    # --- space: PostgreSQL's autovacuum gives space back to the tables on its own ----------
+
+    async def size(self) -> tuple[int, int]:
+        rows = await self.fetch("SELECT pg_database_size(current_database())")
+        return int(rows[0][0]), 0
+
+    async def reclaim(self, max_bytes: int) -> int:
+        return 0
+
+    async def compact(self) -> None:
+        def run() -> None:
+            self._read().execute("VACUUM (ANALYZE)")
+
+        await self._on_reader(run)
+
+    async def tune_space(self) -> float | None:
+        return None

@@ -1,0 +1,66 @@
+"""Schema migrations: numbered SQL files applied in order, tracked in notifyd_migrations; two
+processes starting at once apply each once (an advisory lock held while they run)."""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+import psycopg
+
+MIGRATIONS_LOCK = 0x6E6F7469  # pg_advisory_lock key: migrations run one process at a time
+
+
+def migrations() -> list[tuple[int, str]]:
+    folder = resources.files("notifyd.store.postgres") / "migrations"
+    found = [(int(e.name.split("_", 1)[0]), e.read_text()) for e in folder.iterdir()
+             if e.name.endswith(".sql")]
+    return sorted(found)
+
+
+def migrate(conn: psycopg.Connection[Any]) -> int:
+    """Apply every migration newer than the database's version, each in its own transaction;
+    the version it is at now."""
+    conn.execute("SELECT pg_advisory_lock(%s)" % MIGRATIONS_LOCK)
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS notifyd_migrations "
+                     "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+        row = conn.execute("SELECT coalesce(max(version), 0) FROM notifyd_migrations").fetchone()
+        version = int(row[0]) if row else 0
+        for number, sql in migrations():
+            if number <= version:
+                continue
+            with conn.transaction():
+                conn.execute(sql.encode())
+                conn.execute("INSERT INTO notifyd_migrations (version) VALUES (%d)" % number)
+            version = number
+        return version
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)" % MIGRATIONS_LOCK)
+
+
+def schema_sql(conn: psycopg.Connection[Any]) -> str:
+    """The schema as PostgreSQL holds it (tables with their columns, indexes, triggers), for
+    the committed snapshot test."""
+    out = []
+    version = conn.execute("SELECT max(version) FROM notifyd_migrations").fetchone()
+    out.append(f"-- version = {version[0] if version else 0}")
+    tables = conn.execute("SELECT table_name FROM information_schema.tables "
+                          "WHERE table_schema = current_schema() ORDER BY 1").fetchall()
+    for (table,) in tables:
+        cols = conn.execute(
+            "SELECT column_name, data_type, is_nullable, column_default "
+            "FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = %s ORDER BY ordinal_position", (table,)).fetchall()
+        out.append(f"TABLE {table} (")
+        out += [f"    {c} {t}{'' if n == 'YES' else ' NOT NULL'}"
+                f"{'' if d is None else ' DEFAULT ' + d}" for c, t, n, d in cols]
+        out.append(")")
+    out += [f"{r[0]};" for r in conn.execute(
+        "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+        "ORDER BY indexname").fetchall()]
+    out += [f"{r[0]};" for r in conn.execute(
+        "SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+        "WHERE c.relnamespace = current_schema()::regnamespace AND NOT t.tgisinternal "
+        "ORDER BY t.tgname").fetchall()]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,99 @@
+"""The transaction contract (store/core/tx.py) on a psycopg connection.
+
+The statements keep SQLite's placeholders where they can (`?`, `?N`, `:name`); `number` turns
+them into PostgreSQL's `$n` once, at import, and remembers the order of named ones, so a script
+passes a dict as it does to SQLite. Rows read by name and by position, as sqlite3.Row does.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import psycopg
+from psycopg.rows import RowMaker
+
+from notifyd.store.core.queries import Queries
+from notifyd.store.core.tx import Args
+
+# `?`, `?8` or `:name` outside quotes; `::type` casts are not names.
+_PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\?(\d*)|(?<!:):([a-z_]+)\b")
+NAMED: dict[str, tuple[str, ...]] = {}  # a numbered statement -> the names of its $1, $2 ...
+
+
+def number(sql: str) -> str:
+    """`sql` with its placeholders as `$n`: `?` takes the next number, `?N` is `$N`, and each
+    distinct `:name` a number of its own (recorded in NAMED for `args`)."""
+    count = 0
+    names: list[str] = []
+
+    def place(m: re.Match[str]) -> str:
+        nonlocal count
+        if m.group(0).startswith("'"):
+            return m.group(0)
+        if m.group(2):
+            if m.group(2) not in names:
+                names.append(m.group(2))
+            return f"${names.index(m.group(2)) + 1}"
+        count = int(m.group(1)) if m.group(1) else count + 1
+        return f"${count}"
+
+    out = _PLACEHOLDER.sub(place, sql)
+    if names:
+        NAMED[out] = tuple(names)
+    return out
+
+
+def args(sql: str, values: Args) -> Any:
+    """The positional parameters of a numbered statement."""
+    if isinstance(values, dict):
+        return [values[n] for n in NAMED[sql]]
+    return values
+
+
+@functools.lru_cache(maxsize=512)
+def _row_type(names: tuple[str, ...]) -> type[tuple[Any, ...]]:
+    index = {n: i for i, n in enumerate(names)}
+    get = tuple.__getitem__
+
+    class PgRow(tuple[Any, ...]):
+        __slots__ = ()
+
+        def __getitem__(self, key: Any) -> Any:
+            return get(self, index[key] if isinstance(key, str) else key)
+
+        def keys(self) -> tuple[str, ...]:
+            return names
+
+    return PgRow
+
+
+def row_factory(cursor: psycopg.Cursor[Any]) -> RowMaker[Any]:
+    return _row_type(tuple(c.name for c in cursor.description or ()))
+
+
+class PgTx:
+    __slots__ = ("c", "many", "now", "q")
+
+    def __init__(self, c: psycopg.Connection[Any], q: Queries, now: int) -> None:
+        self.c, self.q, self.now = c, q, now
+        self.many: Callable[[str, Iterable[Args]], object] = self._many
+
+    def _many(self, sql: str, rows: Iterable[Args]) -> None:
+        with self.c.cursor() as cur:
+            cur.executemany(sql, [args(sql, r) for r in rows])
+
+    def one(self, sql: str, values: Args = ()) -> Any:
+        return self.c.execute(sql, args(sql, values)).fetchone()
+
+    def all(self, sql: str, values: Args = ()) -> list[Any]:
+        return self.c.execute(sql, args(sql, values)).fetchall()
+
+    def value(self, sql: str, values: Args = ()) -> Any:
+        row = self.c.execute(sql, args(sql, values)).fetchone()
+        return None if row is None else row[0]
+
+    def run(self, sql: str, values: Args = ()) -> int:
+        return self.c.execute(sql, args(sql, values)).rowcount

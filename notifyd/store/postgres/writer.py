@@ -1,0 +1,114 @@
+"""The PostgreSQL write path: SQLite's writer (one thread, group commit, a failing script
+replayed alone in a savepoint) on a psycopg connection, with two things SQLite never needs:
+a batch PostgreSQL ended to break a deadlock with another process runs again, and a lost
+connection is made again for the next batch."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg import errors
+
+from notifyd.core.clock import Clock
+from notifyd.store.base import StorageError
+from notifyd.store.core.queries import Queries
+from notifyd.store.postgres.tx import PgTx
+from notifyd.store.sqlite.writer import Op, Writer
+
+log = logging.getLogger("notifyd.store")
+RETRIES = 8  # a batch ended by a deadlock or a serialization failure runs again this often
+
+
+def retryable(e: BaseException) -> bool:
+    """A transaction PostgreSQL ended to let another go on: running it again succeeds."""
+    return isinstance(e, errors.DeadlockDetected | errors.SerializationFailure)
+
+
+class PgWriter(Writer):
+    def __init__(self, url: str, connect: Callable[[], Any], clock: Clock, q: Queries,
+                 max_queue: int = 0) -> None:
+        super().__init__(url, connect, clock, max_queue)
+        self.q = q
+        self.retried = 0  # batches run again after a deadlock, for tests and benchmarks
+
+    async def open(self) -> None:
+        loop = self._loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        self._thread = threading.Thread(target=self._serve, args=(ready,),
+                                        name="notifyd-pg-writer", daemon=True)
+        self._thread.start()
+        await ready
+
+    def _run(self, ops: list[Op], sheds: bool = False) -> list[tuple[bool, Any]]:
+        for attempt in range(RETRIES):
+            try:
+                conn = self._connection()
+                try:
+                    with conn.transaction():
+                        outcomes: list[tuple[bool, Any]] = [(True, op(self._tx(conn)))
+                                                            for op in ops]
+                except psycopg.OperationalError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - replayed one by one below
+                    if retryable(e):
+                        raise
+                    with conn.transaction():
+                        outcomes = [self._alone(conn, op) for op in ops]
+                if sheds and all(ok for ok, _ in outcomes):
+                    self._fault = None
+                return outcomes
+            except psycopg.OperationalError as e:
+                self._drop()
+                return [(False, self._storage(e))] * len(ops)
+            except Exception as e:  # noqa: BLE001 - a deadlock: the batch runs again
+                if not retryable(e) or attempt == RETRIES - 1:
+                    return [(False, e)] * len(ops)
+                self.retried += 1
+                time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+        raise AssertionError("unreachable")
+
+    def _alone(self, conn: psycopg.Connection[Any], op: Op) -> tuple[bool, Any]:
+        """One op in a savepoint of its own, so that it fails alone."""
+        try:
+            with conn.transaction():
+                return True, op(self._tx(conn))
+        except psycopg.OperationalError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the op fails alone; the batch goes on
+            if retryable(e):
+                raise
+            return False, e
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            self._conn = self._connect()
+        return self._conn  # type: ignore[return-value]
+
+    def _drop(self) -> None:
+        """Close a broken connection; the next batch connects again."""
+        if self._conn is not None:
+            self._conn.close()
+
+    def _tx(self, conn: Any) -> PgTx:  # type: ignore[override]
+        now = self.clock.now_ms()
+        self._last_now = now if now > self._last_now else self._last_now
+        return PgTx(conn, self.q, self._last_now)
+
+    def _storage(self, e: BaseException) -> BaseException:
+        if not isinstance(e, psycopg.OperationalError):
+            return e
+        self._fault, self._fault_at = f"the database is unreachable ({self.path})", \
+            time.monotonic()
+        held = self._warn.allow()
+        if held is not None:
+            more = f"; {held} more failed writes since the last line" if held else ""
+            log.error("storage unavailable: %s; answering 503 until it recovers%s",
+                      self._fault, more)
+        return StorageError(self._fault)
