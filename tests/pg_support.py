@@ -40,8 +40,17 @@ def server_url(db: str) -> str:
 
 
 def fresh_url(folder: Path | None = None, name: str = "") -> str:
-    """The URL of a new, empty schema in this run's database."""
+    """The URL of a new, empty schema in this run's database; the same one again for the same
+    folder and name (a test that opens its database twice, as a restart would)."""
+    if folder is not None and (folder, name) in _made:
+        return _made[(folder, name)]
     db = database()
     schema = f"t_{secrets.token_hex(6)}"
     _admin(f"CREATE SCHEMA {schema}", server_url(db))
-    return server_url(db) + "?options=" + quote(f"-csearch_path={schema}")
+    url = server_url(db) + "?options=" + quote(f"-csearch_path={schema}")
+    if folder is not None:
+        _made[(folder, name)] = url
+    return url
+
+
+_made: dict[tuple[Path, str], str] = {}

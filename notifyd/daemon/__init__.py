@@ -183,7 +183,7 @@ class Daemon:
             log.info("the database now gives space back to the file system as rows age out "
                      "(converted once to incremental auto-vacuum, in %.1f s)", took)
         shared = Shared(store, self.clock, Metrics(), Wakeups(),
-                        await store.signing_key(signed.LINKS_KEY), Hub())
+                        await store.signing_key(signed.LINKS_KEY), Hub(store.shared))
         self.gen = build(cfg, self.templates, shared)
         srv = cfg.server
         self.guard = ConnectionGuard(self.clock, fit_connections(srv.max_connections, self.files),
@@ -198,6 +198,8 @@ class Daemon:
                                                    stop_claiming), name="http")
                 peers.create_task(self.guard.run(stop_claiming), name="connection-guard")
                 peers.create_task(shared.loop.run(stop_claiming), name="loop-lag")
+                peers.create_task(store.watch(shared.wakeups.due, shared.hub.poke,
+                                              stop_claiming), name="signals")
                 peers.create_task(self._engine(peers, shared, stop, stop_claiming),
                                   name="engine")
         finally:

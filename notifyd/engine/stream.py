@@ -4,7 +4,11 @@ and the badge after each change. A stream that falls too far behind is closed an
 catches up from the rows, so a slow page never holds memory.
 
 One process: a stream hears of what its own process wrote. Several processes on one database
-(PostgreSQL) would need the database's notifications (LISTEN) to carry these too.
+(PostgreSQL, `shared`): an item committed by any of them reaches a stream as CATCH_UP (the
+store's `watch` for the others' items), and the stream reads the rows after the last item it
+sent. A person's seqs grow in their commit order there, so that read never skips one that
+committed late; read and archive events from another process are not carried (the badge is,
+after each catch-up).
 """
 
 from __future__ import annotations
@@ -31,11 +35,13 @@ class Event:
 
 
 CLOSE = Event("close", {})  # put on a stream's queue that overflowed: it ends, the page returns
+CATCH_UP = Event("catch-up", {})  # items were committed: read them from the rows
 
 
 class Hub:
-    def __init__(self) -> None:
+    def __init__(self, shared: bool = False) -> None:
         self._streams: dict[tuple[str, str], set[asyncio.Queue[Event]]] = {}
+        self.shared = shared  # other processes write the database: items come from the rows
 
     def subscribe(self, tenant: str, user_id: str) -> asyncio.Queue[Event]:
         queue: asyncio.Queue[Event] = asyncio.Queue(QUEUE_MAX)
@@ -49,7 +55,13 @@ class Hub:
             if not streams:
                 del self._streams[(tenant, user_id)]
 
+    def poke(self, tenant: str, user_id: str) -> None:
+        """Another process committed an item for this person."""
+        self.publish(tenant, user_id, CATCH_UP)
+
     def publish(self, tenant: str, user_id: str, *events: Event) -> None:
+        if self.shared:
+            events = tuple(CATCH_UP if e.name == "item" else e for e in events)
         for queue in self._streams.get((tenant, user_id), ()):
             for event in events:
                 if queue.full():  # already told to close

@@ -20,10 +20,11 @@ from notifyd.core.records import Cursor, InboxItem
 from notifyd.core.text import iso, whole_number
 from notifyd.domain import preferences, signed
 from notifyd.domain.validate import check_fields, parse_object
-from notifyd.engine.stream import CLOSE, Event
+from notifyd.engine.stream import CATCH_UP, CLOSE, Event
 from notifyd.http.errors import ApiError
 from notifyd.http.kit import (
     CTX,
+    Context,
     Handler,
     authorise,
     error_response,
@@ -287,21 +288,19 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
         await response.prepare(request)
         await response.write(b"retry: 3000\n\n")
         sent = int(last_text) if last_text is not None else 0
-        while last_text is not None:  # what the page missed, page by page, then live
-            missed = await ctx.store.inbox_since(tenant, user_id, sent, BACKLOG_PAGE)
-            for item in missed:
-                await response.write(Event("item", item_view(item), item.seq).encode())
-                sent = item.seq
-            if len(missed) < BACKLOG_PAGE:
-                break
-        await response.write(Event("badge", {"unread": await ctx.store.badge(
-            tenant, user_id)}).encode())
+        if last_text is not None:  # what the page missed, then live
+            sent = await _catch_up(ctx, response, tenant, user_id, sent)
+        await _badge(ctx, response, tenant, user_id)
         while not ctx.closing.is_set():
             event = await _next_event(queue, lost)
             if event is CLOSE:
                 break
             if event is None:
                 await response.write(b": keepalive\n\n")
+                continue
+            if event is CATCH_UP:  # committed here or by another process: from the rows
+                sent = await _catch_up(ctx, response, tenant, user_id, sent)
+                await _badge(ctx, response, tenant, user_id)
                 continue
             if event.id is not None and event.id <= sent:
                 continue  # already sent from the rows while resuming
@@ -314,6 +313,23 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     finally:
         ctx.hub.unsubscribe(tenant, user_id, queue)
     return response
+
+
+async def _catch_up(ctx: Context, response: web.StreamResponse, tenant: str, user_id: str,
+                    sent: int) -> int:
+    """The person's items after seq `sent`, page by page; the last seq sent."""
+    while True:
+        missed = await ctx.store.inbox_since(tenant, user_id, sent, BACKLOG_PAGE)
+        for item in missed:
+            await response.write(Event("item", item_view(item), item.seq).encode())
+            sent = item.seq
+        if len(missed) < BACKLOG_PAGE:
+            return sent
+
+
+async def _badge(ctx: Context, response: web.StreamResponse, tenant: str, user_id: str) -> None:
+    await response.write(Event("badge", {"unread": await ctx.store.badge(
+        tenant, user_id)}).encode())
 
 
 async def _next_event(queue: asyncio.Queue[Event], lost: asyncio.Event | None) -> Event | None:

@@ -20,7 +20,8 @@ Times are epoch milliseconds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from notifyd.core.events import (
@@ -373,6 +374,19 @@ class OperationsStore(Protocol):
 
     async def ping(self) -> None:
         """Return once the store has committed a write: it can take writes now."""
+        ...
+
+    @property
+    def shared(self) -> bool:
+        """Other processes may write the same database (PostgreSQL): what they commit reaches
+        this one only through `watch` and the rows."""
+        ...
+
+    async def watch(self, due: Callable[[int], None], inbox: Callable[[str, str], None],
+                    stop: asyncio.Event) -> None:
+        """Until `stop`: call `due(at)` when another process accepts a step due at `at`, and
+        `inbox(tenant, user_id)` when it commits an item to that person's inbox. Returns at
+        once where no other process writes (SQLite); a lost signal is found by the poll."""
         ...
 
     @property

@@ -221,3 +221,7 @@ class Queries(Protocol):
     #   a send limit's count is read after it, so two claims never both take the last send
     LOCK_INBOX: str  # (tenant, user_id): the person's inbox sequence, taken before an item's
     #   seq, so a person's seqs grow in commit order (a stream resuming after one skips none)
+
+    # --- signals to the other processes on the database, sent at commit ('': one process)
+    NOTIFY_DUE: str  # (at): a step is due at `at` (an accept): another process's scanner wakes
+    NOTIFY_INBOX: str  # (tenant, user_id, seq): an inbox item was committed: streams read it

@@ -7,8 +7,10 @@ before awaiting its turn, so the rows' times agree with their commit order.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -71,7 +73,8 @@ def _when(oldest: object) -> int | None:
     text column with the ids), or read from a notification's id."""
     if oldest is None or isinstance(oldest, int):
         return oldest
-    return int(oldest) if str(oldest).isdigit() else id_time(str(oldest))
+    text = str(oldest)
+    return int(text) if text.isdigit() else id_time(text)
 
 
 class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
@@ -94,6 +97,14 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
     @property
     def fault(self) -> str | None:
         return self.backend.fault
+
+    @property
+    def shared(self) -> bool:
+        return self.backend.shared
+
+    async def watch(self, due: Callable[[int], None], inbox: Callable[[str, str], None],
+                    stop: asyncio.Event) -> None:
+        await self.backend.watch(due, inbox, stop)
 
     async def ping(self) -> None:
         """A real write (one row rewritten): the store can take writes now."""

@@ -8,6 +8,7 @@ that commits later never records an earlier time (a backend keeps `now` from goi
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -98,3 +99,10 @@ class Backend(Protocol):
 
     @property
     def fault(self) -> str | None: ...
+
+    shared: bool  # other processes may write the same database
+
+    async def watch(self, due: Callable[[int], None], inbox: Callable[[str, str], None],
+                    stop: asyncio.Event) -> None:
+        """Signals from the other processes until `stop` (store/base.py OperationsStore)."""
+        ...

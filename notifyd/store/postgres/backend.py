@@ -10,8 +10,11 @@ another process's is run again. Reads use their own connections; `peek` the even
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -29,6 +32,7 @@ from notifyd.store.postgres.writer import PgWriter
 T = TypeVar("T")
 log = logging.getLogger("notifyd.store")
 QUERIES: Queries = queries  # type-checked: the module names every statement the core uses
+WATCH_TICK_SEC = 1.0  # how often the listener looks at its stop event
 
 
 def redact(url: str) -> str:
@@ -63,6 +67,30 @@ class PostgresBackend:
         self._reader: psycopg.Connection[Any] | None = None
         self._peeker: psycopg.Connection[Any] | None = None
         self._create = True
+        self.writer_pid = 0
+
+    shared = True  # every process given the same URL writes it
+
+    async def watch(self, due: Callable[[int], None], inbox: Callable[[str, str], None],
+                    stop: asyncio.Event) -> None:
+        """LISTEN on a connection of its own until `stop`; lost, it connects again a second
+        later (what was signalled meanwhile is found by the scanner's poll and the streams'
+        next read). This process's own signals are skipped: it told itself already."""
+        while not stop.is_set():
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+                async with conn:
+                    await conn.execute("LISTEN notifyd_due")
+                    await conn.execute("LISTEN notifyd_inbox")
+                    while not stop.is_set():
+                        async for n in conn.notifies(timeout=WATCH_TICK_SEC):
+                            if n.pid != self.writer_pid:
+                                _signal(n.channel, n.payload, due, inbox)
+            except psycopg.OperationalError as e:
+                log.warning("listening for other processes' signals failed (%s); again in "
+                            "a second", (str(e).strip().splitlines() or ["lost"])[0])
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 1.0)
 
     @property
     def commits(self) -> int:
@@ -88,6 +116,7 @@ class PostgresBackend:
                     raise StoreMissing(f"no notifyd tables in {self.url}; check --config / "
                                        "--db (notifyd serve or notifyd keys create makes them)")
             migrate(conn)
+            self.writer_pid = conn.info.backend_pid  # its signals are this process's own
         except BaseException:
             conn.close()
             raise
@@ -120,7 +149,8 @@ class PostgresBackend:
         def run() -> list[Any]:
             return self._read().execute(sql, args(sql, values)).fetchall()
 
-        return await self._on_reader(run)
+        found: list[Any] = await self._on_reader(run)
+        return found
 
     def peek(self, sql: str, values: Args = ()) -> Any:
         """One small indexed read on the event loop's own connection: a round trip to the
@@ -142,7 +172,8 @@ class PostgresBackend:
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 return script(PgTx(conn, self.q, self.clock.now_ms()))
 
-        return await self._on_reader(run)
+        result: T = await self._on_reader(run)
+        return result
 
     async def _on_reader(self, fn: Any) -> Any:
         try:
@@ -172,3 +203,15 @@ class PostgresBackend:
 
     async def tune_space(self) -> float | None:
         return None
+
+
+def _signal(channel: str, payload: str, due: Callable[[int], None],
+            inbox: Callable[[str, str], None]) -> None:
+    try:
+        if channel == "notifyd_due":
+            due(int(payload))
+        elif channel == "notifyd_inbox":
+            tenant, user_id, _ = json.loads(payload)
+            inbox(str(tenant), str(user_id))
+    except (ValueError, TypeError):
+        log.warning("a signal on %s that is not notifyd's: ignored", channel)

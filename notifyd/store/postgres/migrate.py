@@ -21,7 +21,7 @@ def migrations() -> list[tuple[int, str]]:
 def migrate(conn: psycopg.Connection[Any]) -> int:
     """Apply every migration newer than the database's version, each in its own transaction;
     the version it is at now."""
-    conn.execute("SELECT pg_advisory_lock(%s)" % MIGRATIONS_LOCK)
+    conn.execute(f"SELECT pg_advisory_lock({MIGRATIONS_LOCK})")
     try:
         conn.execute("CREATE TABLE IF NOT EXISTS notifyd_migrations "
                      "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
@@ -32,11 +32,11 @@ def migrate(conn: psycopg.Connection[Any]) -> int:
                 continue
             with conn.transaction():
                 conn.execute(sql.encode())
-                conn.execute("INSERT INTO notifyd_migrations (version) VALUES (%d)" % number)
+                conn.execute(f"INSERT INTO notifyd_migrations (version) VALUES ({number})")
             version = number
         return version
     finally:
-        conn.execute("SELECT pg_advisory_unlock(%s)" % MIGRATIONS_LOCK)
+        conn.execute(f"SELECT pg_advisory_unlock({MIGRATIONS_LOCK})")
 
 
 def schema_sql(conn: psycopg.Connection[Any]) -> str:
@@ -51,7 +51,7 @@ def schema_sql(conn: psycopg.Connection[Any]) -> str:
         cols = conn.execute(
             "SELECT column_name, data_type, is_nullable, column_default "
             "FROM information_schema.columns WHERE table_schema = current_schema() "
-            "AND table_name = %s ORDER BY ordinal_position", (table,)).fetchall()
+            "AND table_name = $1 ORDER BY ordinal_position", (table,)).fetchall()
         out.append(f"TABLE {table} (")
         out += [f"    {c} {t}{'' if n == 'YES' else ' NOT NULL'}"
                 f"{'' if d is None else ' DEFAULT ' + d}" for c, t, n, d in cols]
@@ -63,4 +63,6 @@ def schema_sql(conn: psycopg.Connection[Any]) -> str:
         "SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
         "WHERE c.relnamespace = current_schema()::regnamespace AND NOT t.tgisinternal "
         "ORDER BY t.tgname").fetchall()]
-    return "\n".join(out) + "\n"
+    row = conn.execute("SELECT current_schema()").fetchone()
+    schema = f"{row[0]}." if row else ""
+    return "\n".join(out).replace(schema, "") + "\n"  # the same in any schema

@@ -1,7 +1,11 @@
 """PostgreSQL's statements for the store core (store/core/queries.py says what each must do).
+Where SQLite's order follows its index and then the key, these name the key: rows that tie come
+back in the same order on both.
 
 Written with SQLite's `?` placeholders and numbered into `$n` once, at import (tx.number);
 the named ones (`:name`) are numbered too, and the Tx passes a dict in their order."""
+
+import functools
 
 # --- keys, recipients, accept and resolution ----------------------------------------------
 
@@ -85,7 +89,7 @@ WHERE notification_id = ? AND state IN ('pending', 'unknown')"""
 
 # --- the delivery engine's statements ---
 SELECT_LAPSED = """SELECT notification_id, step_no FROM steps
-WHERE state = 'sending' AND lease_until <= ?"""
+WHERE state = 'sending' AND lease_until <= ? ORDER BY notification_id, step_no"""
 # A step leaving 'sending' changes its notification's count (the steps_sending trigger): the
 # notification is locked first, as a claim, a resolution and a receipt lock it, then the step.
 MARK_UNKNOWN = """WITH n AS (SELECT id FROM notifications WHERE id = $4 FOR NO KEY UPDATE)
@@ -110,7 +114,7 @@ FROM steps s JOIN notifications n ON n.id = s.notification_id
 LEFT JOIN recipients r ON r.tenant = n.tenant AND r.user_id = n.user_id
 WHERE s.channel = ? AND s.lane = ? AND s.state IN ('pending', 'unknown') AND s.send_after <= ?
     AND n.sending = 0
-ORDER BY s.send_after LIMIT ?
+ORDER BY s.send_after, s.notification_id, s.step_no LIMIT ?
 FOR NO KEY UPDATE OF s, n SKIP LOCKED"""
 END_STEP = """UPDATE steps SET state = ?, reason = ?, updated_at = ?, pref_version = ?
 WHERE notification_id = ? AND step_no = ?"""
@@ -186,6 +190,7 @@ _NEXT_DUE_PAIR = """SELECT min(s.send_after) AS at FROM steps s
 _NEXT_LAPSE = "SELECT min(lease_until) AS at FROM steps WHERE state = 'sending'"
 
 
+@functools.lru_cache(maxsize=64)
 def next_due_sql(pairs: int) -> str:
     from notifyd.store.postgres.tx import number
 
@@ -199,7 +204,8 @@ RETURNING step_no"""
 SELECT_UNCONFIGURED = """SELECT s.notification_id, s.step_no, s.channel, s.lane, s.send_after,
     n.resolution, n.expires_at
 FROM steps s JOIN notifications n ON n.id = s.notification_id
-WHERE s.state IN ('pending', 'unknown') AND s.channel NOT IN (SELECT jsonb_array_elements_text(?::jsonb))"""
+WHERE s.state IN ('pending', 'unknown') AND s.channel NOT IN (SELECT jsonb_array_elements_text(?::jsonb))
+ORDER BY s.notification_id, s.step_no"""
 WRITE_PROBE = """INSERT INTO probe (id, at) VALUES (1, ?)
 ON CONFLICT (id) DO UPDATE SET at = excluded.at"""
 # --- provider evidence ---
@@ -234,7 +240,7 @@ COUNT_ORPHANS = "SELECT count(*) FROM receipts WHERE notification_id IS NULL"
 
 SELECT_DEAD_COUNT = "SELECT count(*) FROM steps WHERE state = 'dead'"
 SELECT_DEAD = """SELECT notification_id, step_no, channel, attempts, reason, updated_at FROM steps
-WHERE state = 'dead' ORDER BY updated_at DESC LIMIT ?"""
+WHERE state = 'dead' ORDER BY updated_at DESC, notification_id, step_no LIMIT ?"""
 # A bulk replay's selection, a page at a time along the steps_dead index (updated_at, then the
 # key): the moment each step died, bounded by [since, until), on a channel and of a kind.
 _DEAD_MATCHING = """FROM steps s JOIN notifications n ON n.id = s.notification_id
@@ -305,7 +311,8 @@ ROTATE_SIGNING_KEY = """UPDATE signing_keys SET previous = secret, secret = ?, p
 # Recipients with held items whose window has closed, oldest window first.
 SELECT_DUE_DIGESTS = """SELECT tenant, user_id, digest_kind, window_end, count(*) AS n
 FROM digest_items WHERE digest_id IS NULL AND window_end <= ?
-GROUP BY tenant, user_id, digest_kind, window_end ORDER BY window_end LIMIT ?"""
+GROUP BY tenant, user_id, digest_kind, window_end
+ORDER BY window_end, tenant, user_id, digest_kind LIMIT ?"""
 SELECT_DIGEST_MEMBERS = """SELECT d.notification_id, d.step_no, n.kind, n.params, n.created_at
 FROM digest_items d JOIN notifications n ON n.id = d.notification_id
 WHERE d.tenant = ? AND d.user_id = ? AND d.digest_kind = ? AND d.window_end = ?
@@ -362,7 +369,8 @@ COUNT_AGED_DONE_INBOX = f"SELECT count(*) FROM inbox_items WHERE {IS_DONE} AND {
 COUNT_OLD_INBOX = "SELECT count(*) FROM inbox_items WHERE created_at < ?"
 # Rows per class, and the oldest of each: a notification's time is read from its id.
 # Times as text, in one column with the notifications' ids (the core reads either).
-COUNT_ROWS = """SELECT 'notifications' AS class, (SELECT count(*) FROM notifications WHERE pruned_at IS NULL) AS n,
+COUNT_ROWS = """SELECT 'notifications' AS class,
+    (SELECT count(*) FROM notifications WHERE pruned_at IS NULL) AS n,
     (SELECT min(id) FROM notifications
         WHERE pruned_at IS NULL) AS oldest
 UNION ALL SELECT 'identities', (SELECT count(*) FROM notifications WHERE pruned_at IS NOT NULL),
@@ -496,12 +504,17 @@ LOCK_PERSON = "SELECT pg_try_advisory_xact_lock(1, hashtext(? || '/' || ?))"
 # An inbox item's seq is taken under its person's lock, so a person's seqs grow in commit order.
 LOCK_INBOX = "SELECT pg_advisory_xact_lock(2, hashtext(? || '/' || ?))"
 
+# --- signals, delivered to every listening process when the transaction commits -------------
+
+NOTIFY_DUE = "SELECT pg_notify('notifyd_due', (?::bigint)::text)"
+NOTIFY_INBOX = "SELECT pg_notify('notifyd_inbox', json_build_array(?::text, ?::text, ?::bigint)::text)"
+
 
 def _number_all() -> None:
     from notifyd.store.postgres.tx import number
 
     for name, value in list(globals().items()):
-        if name.isupper() and isinstance(value, str):
+        if name.isupper() and not name.startswith("_") and isinstance(value, str):
             globals()[name] = number(value)
 
 

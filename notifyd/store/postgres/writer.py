@@ -31,6 +31,11 @@ def retryable(e: BaseException) -> bool:
     return isinstance(e, errors.DeadlockDetected | errors.SerializationFailure)
 
 
+def lost(e: BaseException) -> bool:
+    """The connection or the server failed, not the statement."""
+    return isinstance(e, psycopg.OperationalError) and not retryable(e)
+
+
 class PgWriter(Writer):
     def __init__(self, url: str, connect: Callable[[], Any], clock: Clock, q: Queries,
                  max_queue: int = 0) -> None:
@@ -49,47 +54,47 @@ class PgWriter(Writer):
     def _run(self, ops: list[Op], sheds: bool = False) -> list[tuple[bool, Any]]:
         for attempt in range(RETRIES):
             try:
-                conn = self._connection()
-                try:
-                    with conn.transaction():
-                        outcomes: list[tuple[bool, Any]] = [(True, op(self._tx(conn)))
-                                                            for op in ops]
-                except psycopg.OperationalError:
-                    raise
-                except Exception as e:  # noqa: BLE001 - replayed one by one below
-                    if retryable(e):
-                        raise
-                    with conn.transaction():
-                        outcomes = [self._alone(conn, op) for op in ops]
-                if sheds and all(ok for ok, _ in outcomes):
-                    self._fault = None
-                return outcomes
-            except psycopg.OperationalError as e:
-                self._drop()
+                outcomes = self._batch(ops)
+            except Exception as e:  # noqa: BLE001 - each op is answered with it
+                if retryable(e) and attempt < RETRIES - 1:  # a deadlock: the batch runs again
+                    self.retried += 1
+                    time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+                    continue
+                if lost(e):
+                    self._drop()
                 return [(False, self._storage(e))] * len(ops)
-            except Exception as e:  # noqa: BLE001 - a deadlock: the batch runs again
-                if not retryable(e) or attempt == RETRIES - 1:
-                    return [(False, e)] * len(ops)
-                self.retried += 1
-                time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+            if sheds and all(ok for ok, _ in outcomes):
+                self._fault = None
+            return outcomes
         raise AssertionError("unreachable")
 
+    def _batch(self, ops: list[Op]) -> list[tuple[bool, Any]]:
+        """Every op in one transaction; if one raises, all again, each in a savepoint of its
+        own, so that only that one fails."""
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                return [(True, op(self._tx(conn))) for op in ops]
+        except Exception as e:
+            if retryable(e) or lost(e):
+                raise
+        with conn.transaction():
+            return [self._alone(conn, op) for op in ops]
+
     def _alone(self, conn: psycopg.Connection[Any], op: Op) -> tuple[bool, Any]:
-        """One op in a savepoint of its own, so that it fails alone."""
         try:
             with conn.transaction():
                 return True, op(self._tx(conn))
-        except psycopg.OperationalError:
-            raise
         except Exception as e:  # noqa: BLE001 - the op fails alone; the batch goes on
-            if retryable(e):
+            if retryable(e) or lost(e):
                 raise
             return False, e
 
     def _connection(self) -> psycopg.Connection[Any]:
-        if self._conn is None or self._conn.closed:
-            self._conn = self._connect()
-        return self._conn  # type: ignore[return-value]
+        conn: Any = self._conn  # the base class's is a sqlite3 connection
+        if conn is None or conn.closed:
+            conn = self._conn = self._connect()
+        return conn  # type: ignore[no-any-return]
 
     def _drop(self) -> None:
         """Close a broken connection; the next batch connects again."""
@@ -102,9 +107,10 @@ class PgWriter(Writer):
         return PgTx(conn, self.q, self._last_now)
 
     def _storage(self, e: BaseException) -> BaseException:
-        if not isinstance(e, psycopg.OperationalError):
+        if not lost(e):
             return e
-        self._fault, self._fault_at = f"the database is unreachable ({self.path})", \
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        self._fault, self._fault_at = f"the database is unreachable ({self.path}): {why}", \
             time.monotonic()
         held = self._warn.allow()
         if held is not None:

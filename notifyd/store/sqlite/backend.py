@@ -12,6 +12,7 @@ import logging
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -54,6 +55,12 @@ class SqliteBackend:
         self._snapshot: sqlite3.Connection | None = None
         self._check = False
         self._peeker: sqlite3.Connection | None = None  # the event loop's own, for peek()
+
+    shared = False  # one daemon per file (its lock file)
+
+    async def watch(self, due: Callable[[int], None], inbox: Callable[[str, str], None],
+                    stop: asyncio.Event) -> None:
+        """Nothing to hear: no other process writes this file."""
 
     @property
     def commits(self) -> int:

@@ -1,0 +1,40 @@
+"""PostgreSQL's own: its migrations build the committed schema, two processes starting on a new
+database migrate it once, and the claim's locks as the database holds them."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pg_support
+
+from notifyd.store.postgres.backend import connect
+from notifyd.store.postgres.migrate import migrate, migrations, schema_sql
+
+SNAPSHOT = Path(__file__).resolve().parents[2] / "notifyd" / "store" / "postgres" / "schema.sql"
+REGENERATE = ("python -c 'import sys; sys.path.insert(0, \"tests\"); import pg_support; "
+              "from notifyd.store.postgres.backend import connect; "
+              "from notifyd.store.postgres.migrate import migrate, schema_sql; "
+              "c = connect(pg_support.fresh_url()); migrate(c); print(schema_sql(c), end=\"\")' "
+              "> notifyd/store/postgres/schema.sql")
+
+
+def test_migrations_build_the_committed_schema() -> None:
+    with connect(pg_support.fresh_url()) as conn:
+        migrate(conn)
+        assert schema_sql(conn) == SNAPSHOT.read_text(), f"schema changed; run: {REGENERATE}"
+
+
+def test_two_processes_migrating_a_new_database_at_once_both_succeed() -> None:
+    url, outcome = pg_support.fresh_url(), []
+
+    def start() -> None:
+        with connect(url) as conn:
+            outcome.append(migrate(conn))
+
+    both = [threading.Thread(target=start) for _ in range(2)]
+    for t in both:
+        t.start()
+    for t in both:
+        t.join(30)
+    assert outcome == [migrations()[-1][0]] * 2
