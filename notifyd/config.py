@@ -85,8 +85,10 @@ class ServerConfig:
 
 @dataclass(frozen=True)
 class StoreConfig:
-    url: str = doc("The database: a SQLite file's path (WAL mode, created on first start), or a "
-                   "URL such as sqlite:////var/lib/notifyd/notifyd.db.", DEFAULT_DB)
+    url: str = doc("The database: a SQLite file's path (WAL mode, created on first start), a "
+                   "URL such as sqlite:////var/lib/notifyd/notifyd.db, or a PostgreSQL database "
+                   "that several notifyd processes share: postgresql://user@host/dbname.",
+                   DEFAULT_DB)
     max_pending_writes: int = doc("Accepts waiting for the writer beyond which new ones get 503 "
                                   "overloaded with Retry-After (producers retry with the same "
                                   "dedup key, so nothing is lost); bounds accept latency and "

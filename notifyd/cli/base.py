@@ -42,7 +42,8 @@ def global_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      type=click.Path(dir_okay=False), expose_value=False, callback=_remember,
                      help="TOML config file (default: built-in).")(f)
     return click.option("--db", envvar="NOTIFYD_DB", expose_value=False, callback=_remember,
-                        help="The database (a path or sqlite:///path); overrides store.url.")(f)
+                        help="The database (a path, sqlite:///path or postgresql://user@host/db); "
+                        "overrides store.url.")(f)
 
 
 def config_of(ctx: click.Context) -> Config:
