@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from store_support import accept, plan, inp  # noqa: E402
+from store_support import accept, inp, plan  # noqa: E402
 
 from notifyd.core.clock import SystemClock  # noqa: E402
 from notifyd.store import open_store  # noqa: E402

@@ -13,4 +13,5 @@ from notifyd.cli import (
 )
 from notifyd.cli.base import main
 
-__all__ = ["events", "keys", "main", "migrate", "notifications", "serve", "storage", "suppressions", "templates"]
+__all__ = ["events", "keys", "main", "migrate", "notifications", "serve", "storage", "suppressions",
+           "templates"]

@@ -441,6 +441,9 @@ class Budget:
 
     left: dict[str, int] = field(default_factory=dict)
     keys: dict[Route, tuple[str, ...]] = field(default_factory=dict)
+    # Each channel's rate_per_sec and burst: where processes share the database, the claim
+    # also draws from the deployment's bucket of the channel, kept in it.
+    rates: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     def allow(self, route: Route, n: int) -> int:
         return min([n, *(self.left[k] for k in self.keys.get(route, ()))])
@@ -490,6 +493,9 @@ class Claimed:
 
     claims: list[Claim]
     decided: list[Decided]
+    # Where processes share the database: tokens left in each claimed channel's bucket for the
+    # whole deployment, after this claim (the process's own bucket holds no more than that).
+    tokens: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

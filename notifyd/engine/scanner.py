@@ -80,6 +80,7 @@ class Scanner:
         taken = Counter((c.channel, c.lane) for c in claimed.claims)
         self._full = any(taken[(w.channel, w.lane)] >= w.n for w in wants)
         self._log_decided(claimed.decided)
+        self.pool.share(claimed)
         self.pool.dispatch(await self.pool.prepare(claimed.claims, now), now)
         return len(claimed.claims)
 

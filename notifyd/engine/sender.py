@@ -38,6 +38,7 @@ from notifyd.core.logs import step_line
 from notifyd.core.models import (
     Budget,
     Claim,
+    Claimed,
     Completion,
     Freeze,
     Lane,
@@ -274,9 +275,11 @@ class SenderPool:
 
     def budget(self, now: int) -> Budget:
         """What the channels may start now across both lanes: each its bucket's whole tokens,
-        and a half-open vendor one probe, spent by whichever of its channels claims first."""
+        and a half-open vendor one probe, spent by whichever of its channels claims first;
+        with each channel's rate, for a store that keeps the deployment's bucket."""
         budget = Budget()
         for name, ch in self.channels.items():
+            budget.rates[name] = (ch.cfg.rate_per_sec, ch.cfg.burst)
             budget.left[f"tokens:{name}"] = ch.bucket.available(now)
             budget.left[f"broadcast:{name}"] = ch.broadcast.available(now)
             keys: tuple[str, ...] = (f"tokens:{name}",)
@@ -348,6 +351,16 @@ class SenderPool:
                 log.warning("%s: lease was taken over before the first send; left alone",
                             claim.key)
         return [c for c in ready if c is not None]
+
+    def share(self, claimed: Claimed) -> None:
+        """Where the deployment's bucket of a channel held fewer tokens than this process's,
+        this one's is lowered to it (before dispatch takes this claim's): the scanner then
+        waits for a token as it does for its own."""
+        for name, left in claimed.tokens.items():
+            ch = self.channels.get(name)
+            if ch is not None:
+                taken = sum(c.channel == name for c in claimed.claims)
+                ch.bucket.tokens = min(ch.bucket.tokens, left + taken)
 
     def dispatch(self, claims: list[Claim], now: int) -> None:
         for claim in claims:

@@ -20,7 +20,7 @@ import pytest
 from store_support import BACKENDS, NOW, RULES, accept, claim, opened
 
 from notifyd.core.clock import FakeClock
-from notifyd.core.models import Claim, Completion, Outcome, Recipient, StepState
+from notifyd.core.models import Budget, Claim, Completion, Lane, Outcome, Recipient, StepState, Want
 from notifyd.core.records import InboxEntry
 from notifyd.store import Store
 
@@ -182,3 +182,28 @@ async def test_a_stream_resuming_after_a_seq_misses_no_item(pair: tuple[Store, S
     assert sorted(nid for _, nid in seen) == sorted(made)  # each once, none missed
     assert [seq for seq, _ in seen] == sorted(seq for seq, _ in seen)
     assert await b.badge("acme", "u1") == 2 * N
+
+
+async def test_a_channels_rate_is_a_ceiling_for_every_process_together(
+        pair: tuple[Store, Store], clock: Ticking) -> None:
+    """Both processes claim as fast as they can from one channel of rate 10/s and burst 5: what
+    they claim together stays within the one bucket (where one process owns the database, its
+    own bucket is the deployment's, kept by the sender pool)."""
+    a, b = pair
+    if not a.shared:
+        pytest.skip("one process sends: its own bucket is the whole deployment's")
+    for i in range(60):
+        await accept(a, f"n_{i:03d}", "a")
+    start = clock.ms
+
+    async def claims(s: Store) -> int:
+        got = 0
+        for _ in range(20):
+            budget = Budget(rates={"a": (10.0, 5)})
+            claimed = await s.claim_due([Want("a", Lane.BULK, 50)], 60_000, RULES, budget)
+            assert set(claimed.tokens) <= {"a"} and all(t >= 0 for t in claimed.tokens.values())
+            got += len(claimed.claims)
+        return got
+
+    total = sum(await asyncio.gather(claims(a), claims(b)))
+    assert 5 <= total <= 5 + (clock.ms - start) * 10 // 1000 + 1

@@ -20,10 +20,13 @@ from typing import Any
 import pytest
 from stack_support import ADDRESS, PHONE, PUBLIC, TEMPLATES, Stack, stack
 
+from notifyd.core.models import AcceptInput, Lane, PlanFn
+from notifyd.core.records import InboxEntry
 from notifyd.core.text import iso
 from notifyd.domain.views import timeline
 from notifyd.engine.digests import Digester
 from notifyd.http.auth import CACHE_MS, hash_key, new_key
+from notifyd.store import Store, open_store
 
 DIGEST_TEMPLATES = {
     "email.subject.j2": "{{ count }} new mentions",
@@ -506,6 +509,47 @@ async def test_the_stream_pushes_new_items_and_resumes_after_the_last_event(
         assert (name, item["id"], badge) == ("item", third, {"unread": 2})
         again.close()
         assert s.ctx.hub.open <= 1  # closed streams leave (the last one on its next write)
+
+
+async def test_a_stream_hears_items_another_process_commits_in_their_order(
+        tmp_path: Path) -> None:
+    """Several processes on one database: an item committed by another reaches the stream (the
+    store's watch), read from the rows after the last item sent, so one that committed in
+    between is never skipped."""
+    async with people(tmp_path) as s:
+        if not s.e.store.shared:
+            pytest.skip("one process writes the database: its streams hear it directly")
+        s.ctx.hub.shared = True  # as the daemon makes it for a shared store
+        stop = asyncio.Event()
+        watching = asyncio.create_task(s.e.store.watch(lambda at: None, s.ctx.hub.poke, stop))
+        other = await open_store(s.e.cfg.store.url, s.e.clock)
+        try:
+            token = (await (await s.client.post("/v1/users/ada/tokens",
+                                                headers=auth(s))).json())["token"]
+            resp = await s.client.get(f"/v1/users/ada/inbox/stream?token={token}")
+            [(_, name, _)] = await read_events(resp, 1)
+            assert name == "badge"
+            await asyncio.sleep(0.2)  # LISTEN in place
+            theirs = [await other_item(other, i) for i in range(3)]
+            ours = await post(s, "report", what="ours")
+            seen: list[str] = []
+            while len(seen) < 4:
+                seen += [d["id"] for _, n, d in await read_events(resp, 1) if n == "item"]
+            assert seen == [*theirs, ours]  # in seq order, none skipped
+            resp.close()
+        finally:
+            stop.set()
+            await other.close()
+            await watching
+
+
+async def other_item(store: Store, i: int) -> str:
+    nid = f"n_other_{i}"
+    inp = AcceptInput("default", "ada", "report", {"what": str(i)}, f"o{i}", None, None,
+                      f"h{i}", "t")
+    plan: PlanFn = lambda r, now: ([], Lane.BULK)  # noqa: E731 - the inbox item alone
+    assert (await store.accept(inp, nid, plan, 60, InboxEntry(f"theirs {i}", None))).created
+    return nid
 
 
 # --- one-click unsubscribe ----------------------------------------------------------------------

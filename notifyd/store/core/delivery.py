@@ -69,6 +69,10 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
     for want in wants:
         route = Route(want.channel, want.lane)
         n = budget.allow(route, want.n)
+        shared = tx.q.TAKE_TOKENS and budget.rates.get(want.channel)
+        if shared and n > 0:  # the deployment's bucket, locked until this claim commits
+            left = float(tx.value(tx.q.TAKE_TOKENS, (want.channel, *shared, tx.now)))
+            n = min(n, int(left))
         taken = 0
         while taken < n:
             rows = tx.all(tx.q.SELECT_DUE, (want.channel, want.lane, tx.now,
@@ -84,6 +88,9 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
             if len(rows) < n - taken + LOOKAHEAD or waiting:  # read again, they come again
                 break
         budget.spend(route, taken)
+        if shared and n > 0:
+            claimed.tokens[want.channel] = float(tx.value(tx.q.SPEND_TOKENS,
+                                                          (taken, want.channel)))
     return claimed
 
 

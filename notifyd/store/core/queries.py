@@ -222,6 +222,11 @@ class Queries(Protocol):
     LOCK_INBOX: str  # (tenant, user_id): the person's inbox sequence, taken before an item's
     #   seq, so a person's seqs grow in commit order (a stream resuming after one skips none)
 
+    # --- a channel's bucket for the whole deployment ('' where one process sends)
+    TAKE_TOKENS: str  # (channel, rate_per_sec, burst, now) -> tokens now, refilled since last
+    #   (a new channel starts full); the bucket locked until the commit
+    SPEND_TOKENS: str  # (n, channel) -> tokens left after n were taken
+
     # --- signals to the other processes on the database, sent at commit ('': one process)
     NOTIFY_DUE: str  # (at): a step is due at `at` (an accept): another process's scanner wakes
     NOTIFY_INBOX: str  # (tenant, user_id, seq): an inbox item was committed: streams read it

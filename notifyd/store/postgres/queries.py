@@ -504,6 +504,18 @@ LOCK_PERSON = "SELECT pg_try_advisory_xact_lock(1, hashtext(? || '/' || ?))"
 # An inbox item's seq is taken under its person's lock, so a person's seqs grow in commit order.
 LOCK_INBOX = "SELECT pg_advisory_xact_lock(2, hashtext(? || '/' || ?))"
 
+# --- a channel's bucket for the whole deployment ------------------------------------------
+
+# Refilled to now at the rate and capped at the burst given (the config's: a reload changes
+# them for what comes next), locked by the upsert until the claim commits.
+TAKE_TOKENS = """INSERT INTO rate_budgets (channel, tokens, at) VALUES (?1, ?3::float8, ?4)
+ON CONFLICT (channel) DO UPDATE SET tokens = least(?3::float8, rate_budgets.tokens
+        + greatest(0, ?4 - rate_budgets.at) / 1000.0 * ?2::float8),
+    at = greatest(rate_budgets.at, ?4)
+RETURNING tokens"""
+SPEND_TOKENS = """UPDATE rate_budgets SET tokens = tokens - ? WHERE channel = ?
+RETURNING tokens"""
+
 # --- signals, delivered to every listening process when the transaction commits -------------
 
 NOTIFY_DUE = "SELECT pg_notify('notifyd_due', (?::bigint)::text)"

@@ -116,6 +116,11 @@ TABLE probe (
     id integer NOT NULL
     at bigint NOT NULL
 )
+TABLE rate_budgets (
+    channel text NOT NULL
+    tokens double precision NOT NULL
+    at bigint NOT NULL
+)
 TABLE receipts (
     provider text NOT NULL
     event_id text NOT NULL
@@ -235,6 +240,7 @@ CREATE INDEX notifications_live ON notifications USING btree (id) WHERE (pruned_
 CREATE UNIQUE INDEX notifications_pkey ON notifications USING btree (id);
 CREATE UNIQUE INDEX notifyd_migrations_pkey ON notifyd_migrations USING btree (version);
 CREATE UNIQUE INDEX probe_pkey ON probe USING btree (id);
+CREATE UNIQUE INDEX rate_budgets_pkey ON rate_budgets USING btree (channel);
 CREATE INDEX receipts_orphans ON receipts USING btree (provider_ref) WHERE (notification_id IS NULL);
 CREATE UNIQUE INDEX receipts_pkey ON receipts USING btree (provider, event_id);
 CREATE INDEX receipts_received ON receipts USING btree (received_at);

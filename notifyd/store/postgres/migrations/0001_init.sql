@@ -228,6 +228,13 @@ CREATE TABLE webhook_tokens (
     until    bigint NOT NULL,
     PRIMARY KEY (provider, token)
 );
+-- A channel's send budget for the whole deployment: tokens refilled at its rate, taken by any
+-- process's claim under the row's lock (store.claim_due).
+CREATE TABLE rate_budgets (
+    channel   text PRIMARY KEY,
+    tokens    double precision NOT NULL,
+    at        bigint NOT NULL
+);
 CREATE INDEX digest_items_due ON digest_items (window_end) WHERE digest_id IS NULL;
 CREATE INDEX events_notification ON events (notification_id, at);
 CREATE UNIQUE INDEX fanout_events_id ON fanout_events (tenant, event_id);
