@@ -151,6 +151,7 @@ class Queries(Protocol):
     SELECT_AGED_LIVE: str  # (after id, before id, limit) -> id, resolved_at, resolution,
     #                         expires_at, open (its open steps), held (its items still held for
     #                         a digest), of notifications whose history is kept, by id
+    SELECT_OPEN_OF: str  # (ids JSON) -> id of each with a step open or an item held
     SELECT_STEPS_OF: str  # (ids as a JSON list) -> notification_id, channel, state, evidence
     DELETE_ATTEMPTS: str  # (notification_id)
     DELETE_EVENTS: str  # (notification_id)

@@ -25,6 +25,10 @@ def _history(tx: Tx, before: int, after: str, limit: int) -> Pruned:
     q = tx.q
     seen = tx.all(q.SELECT_AGED_LIVE, (after, id_floor("n_", before), limit))
     done = [r for r in seen if not r["open"] and not r["held"]]
+    if done:  # again, now that the batch's rows are locked (concurrent writers: a claim that
+        #       held an item, or a replay, may have committed while the first read ran)
+        still = {r["id"] for r in tx.all(q.SELECT_OPEN_OF, (json.dumps([r["id"] for r in done]),))}
+        done = [r for r in done if r["id"] not in still]
     if done:
         steps: dict[str, list[tuple[str, str, str | None]]] = {r["id"]: [] for r in done}
         for s in tx.all(q.SELECT_STEPS_OF, (json.dumps(list(steps)),)):

@@ -197,9 +197,13 @@ def next_due_sql(pairs: int) -> str:
     return number("SELECT min(at) FROM (" + " UNION ALL ".join([_NEXT_DUE_PAIR] * pairs + [
         _NEXT_LAPSE]) + ") AS due")
 SELECT_LEASED = "SELECT count(*), max(lease_until) FROM steps WHERE state = 'sending'"
-REPLAY_STEPS = """UPDATE steps SET state = 'pending', send_after = ?, retry_base = attempts,
-    reason = ?, updated_at = ?
-WHERE notification_id = ? AND (?::integer IS NULL OR step_no = ?) AND state IN ('dead', 'unknown')
+# The notification locked first, as retention's batch locks it: a replay never lands on a
+# history being pruned.
+REPLAY_STEPS = """WITH n AS (SELECT id FROM notifications WHERE id = $4 FOR NO KEY UPDATE)
+UPDATE steps SET state = 'pending', send_after = $1, retry_base = attempts, reason = $2,
+    updated_at = $3
+WHERE notification_id = (SELECT id FROM n) AND ($5::integer IS NULL OR step_no = $6)
+    AND state IN ('dead', 'unknown')
 RETURNING step_no"""
 SELECT_UNCONFIGURED = """SELECT s.notification_id, s.step_no, s.channel, s.lane, s.send_after,
     n.resolution, n.expires_at
@@ -333,7 +337,15 @@ SELECT_AGED_LIVE = f"""SELECT n.id, n.resolved_at, n.resolution, n.expires_at,
     EXISTS (SELECT 1 FROM digest_items d WHERE d.notification_id = n.id
             AND d.digest_id IS NULL) AS held
 FROM notifications n
-WHERE n.pruned_at IS NULL AND n.id > ? AND n.id < ? ORDER BY n.id LIMIT ?"""
+WHERE n.pruned_at IS NULL AND n.id > ? AND n.id < ? ORDER BY n.id LIMIT ?
+FOR NO KEY UPDATE OF n SKIP LOCKED"""
+# Read after SELECT_AGED_LIVE locked the rows: what a claim or a replay committed meanwhile.
+SELECT_OPEN_OF = f"""SELECT n.id FROM notifications n
+WHERE n.id IN (SELECT jsonb_array_elements_text(?::jsonb))
+    AND (EXISTS (SELECT 1 FROM steps s WHERE s.notification_id = n.id
+                 AND s.state IN {OPEN_STATES})
+         OR EXISTS (SELECT 1 FROM digest_items d WHERE d.notification_id = n.id
+                    AND d.digest_id IS NULL))"""
 SELECT_STEPS_OF = """SELECT notification_id, channel, state, evidence FROM steps
 WHERE notification_id IN (SELECT jsonb_array_elements_text(?::jsonb)) ORDER BY notification_id, step_no"""
 DELETE_ATTEMPTS = "DELETE FROM attempts WHERE notification_id = ?"

@@ -315,6 +315,12 @@ SELECT_AGED_LIVE = f"""SELECT n.id, n.resolved_at, n.resolution, n.expires_at,
             AND d.digest_id IS NULL) AS held
 FROM notifications n INDEXED BY notifications_live
 WHERE n.pruned_at IS NULL AND n.id > ? AND n.id < ? ORDER BY n.id LIMIT ?"""
+SELECT_OPEN_OF = f"""SELECT n.id FROM notifications n
+WHERE n.id IN (SELECT value FROM json_each(?))
+    AND (EXISTS (SELECT 1 FROM steps s WHERE s.notification_id = n.id
+                 AND s.state IN {OPEN_STATES})
+         OR EXISTS (SELECT 1 FROM digest_items d WHERE d.notification_id = n.id
+                    AND d.digest_id IS NULL))"""
 SELECT_STEPS_OF = """SELECT notification_id, channel, state, evidence FROM steps
 WHERE notification_id IN (SELECT value FROM json_each(?)) ORDER BY notification_id, step_no"""
 DELETE_ATTEMPTS = "DELETE FROM attempts WHERE notification_id = ?"
