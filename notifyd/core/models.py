@@ -143,7 +143,10 @@ def current_state(resolved: bool, steps: Iterable[tuple[str, str]],
 
 
 # What an API key may do: post notifications, read them, resolve them, read and change users.
-SCOPES = frozenset({"post", "read", "resolve", "users"})
+SCOPES = frozenset({"post", "read", "resolve", "users"})  # what a key gets unless told
+# Signs in to the operator console (/console) for the key's tenant: never granted by default.
+ADMIN = "admin"
+KNOWN_SCOPES = SCOPES | {ADMIN}
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ CATALOG: dict[str, ErrorSpec] = {
     "dedup_conflict": ErrorSpec(
         409, "this dedup key was already used with different input"
     ),
+    "precondition_failed": ErrorSpec(412, "the resource changed since the version this "
+                                          "request was made over; read it again"),
     "request_timeout": ErrorSpec(408, "the request body did not arrive within "
                                       "server.body_timeout_sec"),
     "body_too_large": ErrorSpec(413, "the request body is larger than server.max_body_bytes"),

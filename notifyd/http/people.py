@@ -139,8 +139,15 @@ async def put_preferences(request: web.Request) -> web.Response:
     body = await read_body(request)
     if not body:
         raise ApiError("body_not_object", "send the preferences as a JSON object")
-    prefs = preferences.parse(ctx.cfg.catalog, parse_object(body))
-    await ctx.store.put_preferences(tenant, user_id, prefs)
+    now = await ctx.store.get_recipient(tenant, user_id)
+    change = preferences.parse_change(ctx.cfg.catalog, parse_object(body), now)
+    if await ctx.store.put_preferences(tenant, user_id, change.document, change.version,
+                                       change.hours) is None:
+        held = await ctx.store.get_recipient(tenant, user_id)
+        raise ApiError("precondition_failed", f"the preferences changed since version "
+                       f"{change.version} was read (now version "
+                       f"{held.pref_version if held else 0}); read them again and save over "
+                       "that", "version")
     return json_response(preferences.view(
         ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id)))
 
