@@ -26,6 +26,8 @@ CATALOG: dict[str, ErrorSpec] = {
     "scope_not_allowed": ErrorSpec(403, "this API key's scopes do not allow this call"),
     "origin_not_allowed": ErrorSpec(403, "no tenant lists this page's origin in its "
                                          "cors_origins"),
+    "csrf_failed": ErrorSpec(403, "the form's CSRF token is missing or not this session's; "
+                                  "reload the page and try again"),
     "not_found": ErrorSpec(404, "no such resource"),
     "method_not_allowed": ErrorSpec(405, "this method is not allowed on this path"),
     "dedup_conflict": ErrorSpec(
@@ -44,6 +46,8 @@ CATALOG: dict[str, ErrorSpec] = {
     "unknown_kind": ErrorSpec(422, "no kind of this name is configured"),
     "unknown_channel": ErrorSpec(422, "no channel of this name is configured"),
     "override_not_allowed": ErrorSpec(422, "this kind does not allow fallback_chain overrides"),
+    "too_many_sign_ins": ErrorSpec(429, "too many failed sign-ins from this address; wait a "
+                                        "minute"),
     "shutting_down": ErrorSpec(503, "notifyd is shutting down; retry against another instance"),
     "overloaded": ErrorSpec(503, "too many requests are waiting; retry after Retry-After with "
                                  "the same dedup key (nothing was accepted)"),
