@@ -414,12 +414,21 @@ def _person_path(path: str) -> bool:
 
 
 def _cors_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """The answer names the origin if the token's tenant lists it; a refusal made before the
+    tenant was known (an expired token: 401) names it if any tenant does, as the preflight
+    does, so that the page can tell it must fetch a new token."""
     origin = request.headers.get("Origin")
     tenant = request.get(TENANT)
-    if origin is None or tenant is None:
+    if origin is None:
         return
-    allowed = request.app[CTX].cfg.tenants.get(tenant)
-    if allowed is not None and origin in allowed.cors_origins:
+    tenants = request.app[CTX].cfg.tenants
+    if tenant is None:
+        listed = response.status >= 400 and any(
+            origin in t.cors_origins for t in tenants.values())
+    else:
+        allowed = tenants.get(tenant)
+        listed = allowed is not None and origin in allowed.cors_origins
+    if listed:
         response.headers["Access-Control-Allow-Origin"] = origin
         response.headers["Vary"] = "Origin"
 

@@ -26,7 +26,7 @@ button:focus-visible, a:focus-visible, [tabindex]:focus-visible { outline: 3px s
   border-radius: .6rem; background: var(--notifyd-badge-bg); color: var(--notifyd-badge-fg);
   font-size: .75rem; line-height: 1.1rem; text-align: center; }
 .badge[hidden] { display: none; }
-.panel { position: absolute; right: 0; z-index: 1000; width: var(--notifyd-width); max-height: 28rem;
+.panel { position: absolute; z-index: 1000; width: var(--notifyd-width); max-height: 28rem;
   display: flex; flex-direction: column; background: var(--notifyd-bg); color: var(--notifyd-fg);
   border: 1px solid #d0d0d0; border-radius: 8px; box-shadow: 0 8px 24px rgba(0,0,0,.15); }
 .panel[hidden] { display: none; }
@@ -114,6 +114,7 @@ time { color: var(--notifyd-muted); font-size: .8rem; }
     }
     function paint(entry) {
       const {item, node} = entry;
+      const focused = node.contains(root.activeElement);  // redrawn, it keeps the focus
       node.classList.toggle("unread", !item.read);
       const when = new Date(item.created_at);
       node.replaceChildren();
@@ -125,9 +126,10 @@ time { color: var(--notifyd-muted); font-size: .8rem; }
       if (item.body) { const b = document.createElement("p"); b.className = "body"; b.textContent = item.body; node.append(b); }
       const time = document.createElement("time"); time.dateTime = item.created_at; time.textContent = dates.format(when);
       const acts = document.createElement("div"); acts.className = "acts";
-      if (!item.read) acts.append(button("Mark read", `Mark “${item.title}” read`, () => read(item.id)));
-      acts.append(button("Archive", `Archive “${item.title}”`, () => archive(item.id)));
+      if (!item.read) acts.append(button("Mark read", `Mark read: ${item.title}`, () => read(item.id)));
+      acts.append(button("Archive", `Archive: ${item.title}`, () => archive(item.id)));
       node.append(time, acts);
+      if (focused) acts.lastElementChild.focus();
     }
     function button(text, label, act) {
       const b = document.createElement("button");
@@ -170,7 +172,6 @@ time { color: var(--notifyd-muted); font-size: .8rem; }
       const r = await json(`/${encodeURIComponent(id)}/read`, "POST");
       const e = items.get(id); if (e) { e.item = {...e.item, read: true}; paint(e); }
       setBadge(r.unread); live.textContent = "Marked read.";
-      const focus = e && e.node.querySelector("button"); if (focus) focus.focus();
     }
     async function archive(id) {
       const e = items.get(id), after = e && (e.node.nextElementSibling || e.node.previousElementSibling);
@@ -194,6 +195,10 @@ time { color: var(--notifyd-muted); font-size: .8rem; }
     function open(yes) {
       panel.hidden = !yes;
       bell.setAttribute("aria-expanded", String(yes));
+      if (yes) {  // open toward the page's middle, so the panel stays in view
+        const left = bell.getBoundingClientRect().left < window.innerWidth / 2;
+        panel.style.left = left ? "0" : "auto"; panel.style.right = left ? "auto" : "0";
+      }
       if (yes) { $("h2").focus(); if (next === undefined) firstPage(); }
       else bell.focus();
     }
