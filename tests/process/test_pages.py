@@ -221,8 +221,12 @@ def test_the_console_signs_in_finds_draws_and_replays_a_dead_step(site: Site, pa
     site.hook.status = 200
     page.get_by_role("button", name="Replay step 0").click()
     page.wait_for_selector("text=replayed 1 step")
-    until("the replayed step sent", lambda: page.reload() or page.locator(
-        "#step-0 .step-state").inner_text() == "sent", page)
+    def sent() -> bool:
+        page.reload()
+        return bool(page.locator("#step-0 .step-state").inner_text() == "sent")
+
+    until("the replayed step sent", sent, page)
+    assert site.hook.calls == [500, 200]
     assert "replayed by an operator (console:ops)" in page.locator("#timeline").inner_text()
     look(page, "console-notification-sent")
 
