@@ -18,7 +18,7 @@ from notifyd.core.errors import DomainError
 from notifyd.core.logs import printable
 from notifyd.core.models import OPEN_STEP_STATES, StepState
 from notifyd.core.text import plural
-from notifyd.domain import preferences, signed, suppressions
+from notifyd.domain import events, preferences, signed, suppressions
 from notifyd.domain.recipients import recipient_view
 from notifyd.domain.views import status_view, timeline
 from notifyd.engine import replay, resolution
@@ -262,6 +262,23 @@ async def post_unsuppress(request: web.Request) -> web.StreamResponse:
 
 
 # --- a person ---------------------------------------------------------------------------------
+
+
+@page
+async def get_event(request: web.Request) -> web.StreamResponse:
+    """An event: its frozen audience, routing progress, its notifications by state, and the
+    first of them with their ladders."""
+    _, op = await _operator(request)
+    ctx = request.app[CTX]
+    event_id = request.match_info["event_id"][:300]
+    e = await ctx.store.get_event(op.tenant, event_id)
+    if e is None:
+        raise ApiError("not_found", f"no event {event_id!r} in tenant {op.tenant}", "event_id")
+    now = ctx.clock.now_ms()
+    counts = await ctx.store.event_counts(op.tenant, event_id)
+    first = await ctx.store.event_notifications(op.tenant, event_id, ("", ""), LIST_MAX)
+    return render("event.html.j2", operator=op, e=e, doc=events.event_view(e, counts, now),
+                  summary=events.summary(e, counts, now), notifications=first, now=now)
 
 
 @page

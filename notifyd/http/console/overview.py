@@ -10,6 +10,8 @@ import contextlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from urllib.parse import quote
+
 import orjson
 from aiohttp import web
 
@@ -31,17 +33,21 @@ class Fanout:
         return 100 if not self.size else min(100, 100 * self.routed // self.size)
 
 
+FANOUTS_SHOWN = 20  # events still routing, oldest first, in the panel
+
+
 async def fanouts(ctx: Context, tenant: str) -> list[Fanout]:
-    """Events of the tenant still fanning out to their audience, with their progress. This
-    daemon has no events (POST /v1/events) yet: the panel says so. Where events are served,
-    this is where their routing cursor (routed of size) plugs in."""
-    return []
+    """Events of the tenant still fanning out to their audience, with their progress (the
+    routing cursor's count of the audience frozen at acceptance)."""
+    routing = await ctx.store.routing_events(FANOUTS_SHOWN)
+    return [Fanout(e.event_id, e.routed, e.size) for e in routing if e.tenant == tenant]
 
 
 async def find_event(ctx: Context, tenant: str, text: str) -> str | None:
-    """The console page of the tenant's event named `text`, for search; None: no such event
-    (this daemon has no events yet, so none is ever found)."""
-    return None
+    """The console page of the tenant's event named `text`, for search; None: no such event."""
+    if await ctx.store.get_event(tenant, text) is None:
+        return None
+    return f"/console/events/{quote(text, safe='')}"
 
 
 async def snapshot(ctx: Context, tenant: str) -> dict[str, Any]:

@@ -40,4 +40,5 @@ ROUTES: list[tuple[str, str, Handler]] = [(method, path, _when_enabled(handler))
     ("POST", "/console/suppressions", handlers.post_suppression),
     ("POST", "/console/suppressions/remove", handlers.post_unsuppress),
     ("GET", "/console/people/{user_id}", handlers.get_person),
+    ("GET", "/console/events/{event_id}", handlers.get_event),
 ]] + [("GET", "/static/{name}", get_static)]
