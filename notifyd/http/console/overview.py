@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 from dataclasses import asdict, dataclass
 from typing import Any
-
 from urllib.parse import quote
 
 import orjson
