@@ -48,6 +48,7 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.webhook import WebhookChannel, WebhookSettings
 from notifyd.config import (
+    PROXY_VARIABLES,
     ChannelConfig,
     Config,
     KindConfig,
@@ -540,8 +541,14 @@ def body_of(payload: dict[str, Any] | str) -> bytes:
 LISTENING = re.compile(r"listening on http://([\d.]+):(\d+)")
 
 
+ENV_PREFIXES = ("NOTIFYD_", "NOTIFY_SOCKET")
+
+
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTIFYD_", "NOTIFY_SOCKET"))}
+    """The environment for a notifyd process: the shell's, without notifyd's variables or
+    proxies (the config would take them)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(ENV_PREFIXES) and k.lower() not in PROXY_VARIABLES}
     env.update(extra)
     return env
 
