@@ -576,10 +576,11 @@ class Daemon:
 
     def __init__(self, db: Path, config: Path | None = None, env: dict[str, str] | None = None,
                  start_timeout: float = 30.0, preexec: Callable[[], None] | None = None,
-                 port: int | None = 0) -> None:
-        """`port` None: no --port, so the config's server.port is the one served."""
+                 port: int | None = 0, argv: list[str] | None = None) -> None:
+        """`port` None: no --port, so the config's server.port is the one served. `argv`: this
+        command line instead (run in `db`'s folder), as a container image gives it."""
         args = ("serve",) if port is None else ("serve", "--port", str(port))
-        self.proc = subprocess.Popen(notifyd_cmd(db, *args, config=config),
+        self.proc = subprocess.Popen(argv or notifyd_cmd(db, *args, config=config),
                                      env=env or clean_env(), cwd=db.parent,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                      preexec_fn=preexec)
