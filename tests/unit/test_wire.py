@@ -367,21 +367,26 @@ async def test_a_proxy_that_refuses_or_is_down_means_not_sent_and_names_no_secre
     wrong = Client(4, 5, Egress.of(proxy.url.replace("right", "wrong-s3cret"), "", ()))
     url = at(server)
     try:
-        with pytest.raises(NotSent) as refused:
-            await wrong.post(url, b"", {})
+        refused = await not_sent(wrong, url)
     finally:
-        await wrong.close()
         await proxy.stop()
-    down = Client(4, 5, Egress.of(proxy.url, "", ()))  # nothing listens there now
-    try:
-        with pytest.raises(NotSent) as unreachable:
-            await down.post(url, b"", {})
+    try:  # nothing listens at the proxy's address now
+        unreachable = await not_sent(Client(4, 5, Egress.of(proxy.url, "", ())), url)
     finally:
-        await down.close()
         await server.__aexit__()
-    assert refused.value.reason == "not sent: the proxy refused the tunnel (HTTP 407)"
-    assert unreachable.value.reason == "proxy connect failed: ConnectionRefusedError"
+    assert refused == "not sent: the proxy refused the tunnel (HTTP 407)"
+    assert unreachable == "proxy connect failed: ConnectionRefusedError"
     assert proxy.refused == 1 and server.requests == []
+
+
+async def not_sent(client: Client, url: str) -> str:
+    """Why `client` sent nothing to `url` (it must not); the client closed afterwards."""
+    try:
+        with pytest.raises(NotSent) as e:
+            await client.post(url, b"", {})
+    finally:
+        await client.close()
+    return e.value.reason
 
 
 async def test_through_the_tunnel_the_providers_certificate_is_still_checked(
@@ -392,15 +397,12 @@ async def test_through_the_tunnel_the_providers_certificate_is_still_checked(
     tls.load_cert_chain(cert, key)
     server = await serve(answering(OK), tls=tls)
     proxy = await FakeProxy({PROVIDER: "127.0.0.1"}).start()
-    client, url = via(proxy), at(server)
     try:
-        with pytest.raises(NotSent) as e:
-            await client.post(url, b"", {})
+        reason = await not_sent(via(proxy), at(server))
     finally:
-        await client.close()
         await proxy.stop()
         await server.__aexit__()
-    assert e.value.reason == "connect failed: SSLCertVerificationError"
+    assert reason == "connect failed: SSLCertVerificationError"
     assert server.requests == []
 
 
