@@ -315,9 +315,9 @@ class ConsoleConfig:
     enabled: bool = doc("Serve the operator console at /console. An operator signs in with an "
                         "API key that has the admin scope (notifyd keys create --scopes "
                         "admin,...), for that key's tenant, or with the password below.", True)
-    password: str = doc("A console password: it signs in for the tenant named at sign-in. "
-                        "Empty: only admin API keys sign in. Keep this file readable by "
-                        "notifyd alone.", "")
+    password: str = sensitive("A console password: it signs in for the tenant named at "
+                              "sign-in. Empty: only admin API keys sign in. Keep this file "
+                              "readable by notifyd alone.")
     session_ttl_sec: int = doc("How long a console session lasts from sign-in; then the "
                                "operator signs in again. Revoking the key ends its sessions.",
                                8 * 3600)

@@ -65,6 +65,7 @@ def test_every_secret_may_come_from_a_file(tmp_path: Path) -> None:
     secret.write_text("s3cret\n")
     secrets = [(path, named) for path, _, is_secret, named in KEYS if is_secret]
     assert len(secrets) >= 15
+    assert {("console", "password"), ("egress", "https_proxy")} <= {p for p, _ in secrets}
     for path, named in secrets:
         data: dict[str, Any] = {}
         if path[0] == "channels":
