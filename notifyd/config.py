@@ -58,17 +58,25 @@ class ServerConfig:
     port: int = doc("TCP port for the HTTP API.", DEFAULT_PORT)
     max_body_bytes: int = doc("Largest request body accepted; larger gets 413 body_too_large.",
                               65536)
-    max_connections: int = doc("Most client connections at once; past it a new one takes the "
-                               "place of the one idle longest. Each needs a file descriptor: "
-                               "keep it under the process's open-files limit.", 1000)
+    max_connections: int = doc("Most client connections at once; past it a new one is answered "
+                               "503 overloaded with Retry-After and closed, unless one that has "
+                               "not sent a whole request within a second gives up its place. "
+                               "Each needs a file descriptor: lowered to fit the open-files "
+                               "limit, with a warning.", 1000)
     header_timeout_sec: float = doc("A connection must start each request this soon after "
                                     "opening or after its last request (slow headers, idle "
                                     "keep-alive), or it is closed.", 10.0)
     body_timeout_sec: float = doc("A request's body must arrive this soon once its handler "
                                   "reads it, or the answer is 408 request_timeout.", 10.0)
     max_streams: int = doc("Most inbox streams (GET .../inbox/stream) open at once; they do not "
-                           "count against max_connections, but each needs a file descriptor.",
-                           10000)
+                           "count against max_connections, but each needs a file descriptor. "
+                           "0: what the open-files limit leaves beside max_connections, the "
+                           "providers' sockets and the database (at most 10000); a value over "
+                           "that is lowered, with a warning.", 0)
+    max_streams_per_user: int = doc("Most inbox streams one person may hold open (a page each, "
+                                    "whichever token or key opened them); a new one beyond it "
+                                    "closes that person's oldest, which reconnects a minute "
+                                    "later.", 8)
     public_url: str = doc("Where providers and browsers reach this daemon (behind a proxy, its "
                           "public https URL), for status callbacks and unsubscribe links. Empty: "
                           "none are sent.", "")
@@ -502,6 +510,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(cfg.server.max_body_bytes >= 1024, "server.max_body_bytes", "must be at least 1024")
     need(cfg.server.max_connections >= 1, "server.max_connections", "must be >= 1")
     need(cfg.server.max_streams >= 0, "server.max_streams", "must be >= 0")
+    need(cfg.server.max_streams_per_user >= 1, "server.max_streams_per_user", "must be >= 1")
     need(cfg.server.header_timeout_sec > 0, "server.header_timeout_sec", "must be > 0")
     need(cfg.server.body_timeout_sec > 0, "server.body_timeout_sec", "must be > 0")
     for key, problem in cfg.store.sqlite.problems():
