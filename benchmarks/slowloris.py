@@ -314,7 +314,7 @@ async def attacking(attack: Slowloris, pipe: Connection, stop: EventType, most: 
 
 def lifetimes(closed: list[Closed], header_timeout: float) -> list[str]:
     """How long the sockets the daemon closed had lived, in bands around the header timeout."""
-    bands = [(0, 1, "under 1 s (evicted as new connections came)"),
+    bands = [(0, 1, "under 1 s (evicted for newcomers)"),
              (1, header_timeout - 0.5, f"1 s to {header_timeout - 0.5:g} s"),
              (header_timeout - 0.5, header_timeout + 1.5,
               f"{header_timeout - 0.5:g}-{header_timeout + 1.5:g} s (the header timeout)"),

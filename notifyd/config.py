@@ -58,9 +58,9 @@ class ServerConfig:
     port: int = doc("TCP port for the HTTP API.", DEFAULT_PORT)
     max_body_bytes: int = doc("Largest request body accepted; larger gets 413 body_too_large.",
                               65536)
-    max_connections: int = doc("Most client connections at once; past it a new one is answered "
-                               "503 overloaded with Retry-After and closed, unless one that has "
-                               "not sent a whole request within a second gives up its place. "
+    max_connections: int = doc("Most client connections at once; past it newcomers wait in the "
+                               "listen queue until a place frees, and one that has not sent a "
+                               "whole request within a quarter second gives its place to them. "
                                "Each needs a file descriptor: lowered to fit the open-files "
                                "limit, with a warning.", 1000)
     header_timeout_sec: float = doc("A connection must start each request this soon after "
@@ -124,8 +124,7 @@ class DaemonConfig:
         "/metrics. It was ready_max_due_lag_sec, the oldest due step's wait, which an outage "
         "pushed past any bound; a config with that name sets this.", 5.0)
     event_loop: str = doc('"asyncio" (the standard event loop), "uvloop" (a faster drop-in on '
-                          'libuv; out of file descriptors, it closes new connections at once '
-                          'and says nothing) or "auto" (uvloop when installed).', "asyncio")
+                          'libuv) or "auto" (uvloop when installed).', "asyncio")
 
 
 DAY_SEC = 86400

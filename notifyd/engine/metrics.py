@@ -51,10 +51,9 @@ class Metrics:
         self.connections_open = Gauge("notifyd_connections_open", "HTTP connections open now "
                                       "(at most server.max_connections).", registry=r)
         self.connections_closed = Counter(
-            "notifyd_connections_closed", "Connections the guard closed: refused (full: answered "
-            "503 overloaded unread), evicted (no whole request within a second, for a "
-            "newcomer), timed_out (no request within server.header_timeout_sec).", ["why"],
-            registry=r)
+            "notifyd_connections_closed", "Connections the guard closed: evicted (no whole request "
+            "within a quarter second, for a newcomer waiting at server.max_connections), "
+            "timed_out (no request within server.header_timeout_sec).", ["why"], registry=r)
         self.streams_open = Gauge("notifyd_streams_open", "Inbox streams open now (at most "
                                   "server.max_streams).", registry=r)
         self.streams_closed = Counter(

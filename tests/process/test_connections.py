@@ -66,8 +66,8 @@ def test_a_slowloris_cannot_keep_a_healthy_client_out(tmp_path: Path) -> None:
     try:
         for _ in range(6):  # 300 half-open sockets, six times the connection limit
             sockets += _half_open(_port(d), 50)
-            # A newcomer takes the place of the longest idle once the daemon has read what that
-            # one sent (until then it may be a request): at worst the client retries.
+            # Newcomers wait in the listen queue; sockets that have not sent a whole request
+            # give their places to them, a quarter of a second after they opened.
             assert _healthy(d, tries=20) == 200
     finally:
         for s in sockets:
