@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import resource
+import signal
 import socket
 import time
 import urllib.error
@@ -198,3 +199,34 @@ def test_a_page_that_does_not_read_is_closed_and_publishing_goes_on(tmp_path: Pa
     finally:
         assert d.stop() == 0, d.stderr()
     assert "Traceback" not in d.stderr()
+
+
+def test_a_reload_applies_the_new_bounds(tmp_path: Path) -> None:
+    """SIGHUP with lower bounds: the next stream of a person over server.max_streams_per_user
+    closes their older ones, and the open files are shared out again by the new config."""
+    config = _config(tmp_path)
+    key = create_key(tmp_path / "n.db", config)
+    d = Daemon(tmp_path / "n.db", config=config, preexec=few_files)
+    sockets: list[socket.socket] = []
+    try:
+        auth = f"Authorization: Bearer {key}\r\n"
+        for _ in range(3):
+            s, answer = open_stream(d, "/v1/users/ada/inbox/stream", auth)
+            sockets.append(s)
+            assert answer == b"200"
+        config.write_text(config.read_text().replace(
+            "[server]\n", "[server]\nmax_streams_per_user = 1\nmax_connections = 20\n"))
+        d.signal(signal.SIGHUP)
+        d.wait_for_line("reloaded: ")
+        s, answer = open_stream(d, "/v1/users/ada/inbox/stream", auth)
+        sockets.append(s)
+        assert answer == b"200"
+        assert metric(d, 'notifyd_streams_closed_total{why="displaced"}') == 3
+        assert metric(d, "notifyd_streams_open") == 1
+    finally:
+        for s in sockets:
+            s.close()
+        assert d.stop() == 0, d.stderr()
+    shares = [line.split(f"open files {FILES}: ")[1].split(" inbox")[0] for line in d.lines
+              if f"open files {FILES}: " in line]
+    assert shares == ["84 connections, 84", "20 connections, 148"]  # 168 after the database
