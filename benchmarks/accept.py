@@ -73,6 +73,18 @@ def start(cmd: list[str], port: int, env: dict[str, str] | None = None,
     raise SystemExit(f"server on {port} did not start: {cmd}")
 
 
+def prepare(prefix: str) -> tuple[Path, dict[str, str], dict[str, str]]:
+    """A fresh database in a folder of its own with CONFIG and a key: its path, the environment
+    that points notifyd at both, and the headers that carry the key."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    cfg, db = tmp / "bench.toml", tmp / "bench.db"
+    cfg.write_text(CONFIG)
+    env = {**os.environ, "NOTIFYD_CONFIG": str(cfg), "NOTIFYD_DB": str(db)}
+    key = subprocess.run([sys.executable, "-m", "notifyd", "keys", "create", "--name", "bench"],
+                         env=env, check=True, capture_output=True, text=True).stdout.strip()
+    return db, env, {"Authorization": f"Bearer {key}"}
+
+
 def body(i: int, key: str | None = None) -> bytes:
     return json.dumps({"user_id": f"u{i % 5000}", "kind": "bench",
                        "params": {"amount": "12.00", "invoice": i},
@@ -114,13 +126,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--total", type=int, default=40_000)
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="notifyd-bench-"))
-    cfg, db = tmp / "bench.toml", tmp / "bench.db"
-    cfg.write_text(CONFIG)
-    env = {**os.environ, "NOTIFYD_CONFIG": str(cfg), "NOTIFYD_DB": str(db)}
-    key = subprocess.run([sys.executable, "-m", "notifyd", "keys", "create", "--name", "bench"],
-                         env=env, check=True, capture_output=True, text=True).stdout.strip()
-    headers = {"Authorization": f"Bearer {key}"}
+    db, env, headers = prepare("notifyd-bench-")
+    key = headers["Authorization"].removeprefix("Bearer ")
 
     port = free_port()
     bare = start([sys.executable, "-c", BARE, str(port)], port)

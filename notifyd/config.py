@@ -12,6 +12,7 @@ import re
 import tomllib
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,14 @@ class ServerConfig:
     port: int = doc("TCP port for the HTTP API.", DEFAULT_PORT)
     max_body_bytes: int = doc("Largest request body accepted; larger gets 413 body_too_large.",
                               65536)
+    max_batch_body_bytes: int = doc("Largest body of POST /v1/notifications/batch and POST "
+                                    "/v1/resolutions/batch (up to 1000 items each); larger gets "
+                                    "413 body_too_large. Every other call keeps max_body_bytes.",
+                                    4 * 1024 * 1024)
+    max_schedule_sec: int = doc("How far ahead a notification's send_at may be (31 days); "
+                                "further gets 422 invalid_field naming send_at. A scheduled "
+                                "ladder's steps and time to live count from its send_at.",
+                                31 * 86400)
     max_connections: int = doc("Most client connections at once; past it newcomers wait in the "
                                "listen queue until a place frees, and one that has not sent a "
                                "whole request within a quarter second gives its place to them. "
@@ -128,6 +137,7 @@ class DaemonConfig:
 
 
 DAY_SEC = 86400
+MIN_TOKEN_TTL_SEC = 60  # the shortest token POST /v1/users/{user_id}/tokens makes
 
 
 @dataclass(frozen=True)
@@ -140,11 +150,13 @@ class RetentionConfig:
                            "payloads, attempts, moves, digest items, and its receipts' addresses "
                            "and details) is kept this long after acceptance (14 days); then only "
                            "its identity stays. Nothing still open (due, in flight, held for a "
-                           "digest) is ever pruned.", 14 * DAY_SEC)
+                           "digest) is ever pruned. A topic membership that ended is kept as "
+                           "long, unless an event still routing needs it.", 14 * DAY_SEC)
     identity_sec: int = doc("The identity left by a pruned history (id, tenant, user, dedup key, "
                             "request hash, final state), kept this long after acceptance (60 "
                             "days): a producer retrying within it gets the original id, never a "
-                            "second notification. At least history_sec.", 60 * DAY_SEC)
+                            "second notification. A routed event is kept as long, so a retry of "
+                            "it is answered with it. At least history_sec.", 60 * DAY_SEC)
     receipts_sec: int = doc("Providers' receipts, kept this long after arrival (30 days): a "
                             "provider replaying one within it is answered as a duplicate.",
                             30 * DAY_SEC)
@@ -169,6 +181,12 @@ class ChannelConfig:
     burst: int = doc("Token bucket size.", 100)
     urgent_concurrency: int = doc("Concurrent sends in the urgent lane.", 16)
     bulk_concurrency: int = doc("Concurrent sends in the bulk lane.", 8)
+    broadcast_concurrency: int = doc("Concurrent sends in the broadcast lane (kinds with "
+                                     "broadcast = true: announcements to many).", 8)
+    broadcast_share: float = doc("The most of rate_per_sec and burst the broadcast lane may "
+                                 "use; the rest stays for the channel's other kinds, so "
+                                 "one-time codes keep flowing through an announcement on the "
+                                 "same provider account.", 0.5)
     max_attempts: int = doc("Most attempts per step (counted from its last replay) before it "
                             "is dead. 0: no count limit; a step that keeps failing for a "
                             "passing reason (refused connection, timeout, 5xx, 429, SMTP 4xx) is "
@@ -209,6 +227,10 @@ class KindConfig:
                        "keeps mail for five), and a request's max_ttl_sec may shorten it.",
                        86400)
     urgency: str = doc("urgent (bypasses quiet hours, urgent lane) or normal.", "normal")
+    broadcast: bool = doc("An announcement to many (news, a status page, everyone): its steps "
+                          "ride each channel's broadcast lane, at most the channel's "
+                          "broadcast_share of its rate, behind the urgent and bulk lanes' "
+                          "work.", False)
     stop: str = doc("What ends the ladder: resolved (written from outside: the API, the CLI), "
                     "delivered (also a provider's or the app's receipt proving delivery) or "
                     "read (also the person reading its inbox item; needs inbox = true).",
@@ -260,9 +282,39 @@ class LimitConfig:
 
 
 @dataclass(frozen=True)
+class EventTypeConfig:
+    """An event type ([events.NAME]): what POST /v1/events of it makes for each recipient."""
+
+    kinds: tuple[str, ...] = doc("The kinds ([kinds.NAME]) each recipient of an event of this "
+                                 "type gets one notification of, each under its own ladder "
+                                 "and preferences. A key may post the event only if it may "
+                                 "post every one of them.", ())
+
+
+@dataclass(frozen=True)
+class FanoutConfig:
+    chunk: int = doc("Recipients an event's fan-out routes per write: each write is short, so "
+                     "accepts and sends never wait long behind a large event.", 100)
+    max_inline_users: int = doc("Most user ids an event may list inline ({\"user_ids\": "
+                                "[...]}); a larger audience is a topic.", 1000)
+
+
+@dataclass(frozen=True)
+class TokensConfig:
+    """User tokens: what a person's page reads their own inbox and preferences with."""
+
+    max_ttl_sec: int = doc("The longest a user token may live: one whose expiry is further "
+                           "from now is refused, however it was signed (a backend's own "
+                           "included, with a minute's leeway for its clock). Also the longest "
+                           "POST /v1/users/{user_id}/tokens grants, and how long a rotated key "
+                           "still verifies by default (notifyd tokens rotate).", DAY_SEC)
+
+
+@dataclass(frozen=True)
 class TenantConfig:
     cors_origins: tuple[str, ...] = doc("Browser origins (https://app.example.com) whose pages "
-                                        "may call the inbox and preferences with a user token.",
+                                        "may call the inbox, preferences and topics with a user "
+                                        "token.",
                                         ())
 
 
@@ -290,6 +342,10 @@ class Config:
     daemon: DaemonConfig = docf("Process lifecycle.", DaemonConfig)
     retention: RetentionConfig = docf("What ages out of the database, and when.",
                                       RetentionConfig)
+    fanout: FanoutConfig = docf("Events' fan-out to their audiences (POST /v1/events).",
+                                FanoutConfig)
+    tokens: TokensConfig = docf("User tokens for a person's own inbox and preferences.",
+                                TokensConfig)
     channels: dict[str, ChannelConfig] = docf(
         "Channels by name; ladders refer to these names.", _default_channels)
     kinds: dict[str, KindConfig] = docf(
@@ -299,6 +355,8 @@ class Config:
         "every medium on.", dict)
     limits: tuple[LimitConfig, ...] = docf("Send limits per person ([[limits]]).", tuple)
     tenants: dict[str, TenantConfig] = docf("Per-tenant settings by tenant name.", dict)
+    events: dict[str, EventTypeConfig] = docf(
+        "Event types by name: the kinds each recipient of an event gets.", dict)
     # Providers' delivery webhooks by provider name: each its receipts/<name>.py settings, on
     # when its secret is set. Built by _build_webhooks, not from a type hint.
     webhooks: dict[str, Any] = field(default_factory=dict, metadata={
@@ -507,6 +565,9 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
 
     need(0 <= cfg.server.port <= 65535, "server.port", "must be 0..65535")
     need(cfg.server.max_body_bytes >= 1024, "server.max_body_bytes", "must be at least 1024")
+    need(cfg.server.max_batch_body_bytes >= 1024, "server.max_batch_body_bytes",
+         "must be at least 1024")
+    need(cfg.server.max_schedule_sec >= 1, "server.max_schedule_sec", "must be >= 1")
     need(cfg.server.max_connections >= 1, "server.max_connections", "must be >= 1")
     need(cfg.server.max_streams >= 0, "server.max_streams", "must be >= 0")
     need(cfg.server.max_streams_per_user >= 1, "server.max_streams_per_user", "must be >= 1")
@@ -535,6 +596,8 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
          "retention.inbox_sec", "must be at least retention.inbox_read_sec (0: forever)")
     need(0 < ret.interval_sec <= 86400, "retention.interval_sec", "must be 0..86400, not 0")
     need(1 <= ret.batch <= 10000, "retention.batch", "must be 1..10000")
+    need(MIN_TOKEN_TTL_SEC <= cfg.tokens.max_ttl_sec <= MAX_SEC, "tokens.max_ttl_sec",
+         f"must be {MIN_TOKEN_TTL_SEC}..{MAX_SEC}")
     for name, ch in cfg.channels.items():
         k = f"channels.{name}"
         need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")
@@ -546,13 +609,15 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         for attr in ("timeout_sec", "rate_per_sec", "backoff_base_sec", "backoff_max_sec",
                      "breaker_window_sec", "breaker_cooldown_sec"):
             need(getattr(ch, attr) > 0, f"{k}.{attr}", "must be > 0")
-        for attr in ("burst", "urgent_concurrency", "bulk_concurrency", "breaker_min_calls"):
+        for attr in ("burst", "urgent_concurrency", "bulk_concurrency", "broadcast_concurrency",
+                     "breaker_min_calls"):
             need(getattr(ch, attr) >= 1, f"{k}.{attr}", "must be >= 1")
         need(ch.max_attempts >= 0, f"{k}.max_attempts",
              "must be >= 0 (0: no count limit, the time to live bounds the retries)")
         need(ch.backoff_base_sec <= ch.backoff_max_sec, f"{k}.backoff_base_sec",
              "must not be over backoff_max_sec")
         need(0 < ch.breaker_error_rate <= 1, f"{k}.breaker_error_rate", "must be in (0, 1]")
+        need(0 < ch.broadcast_share <= 1, f"{k}.broadcast_share", "must be in (0, 1]")
         need(ch.timeout_sec + SEND_SLACK_SEC < cfg.scanner.lease_sec, f"{k}.timeout_sec",
              f"must be under scanner.lease_sec - {SEND_SLACK_SEC:g}, or a slow send would be "
              "taken over while still in flight")
@@ -566,6 +631,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         need(not lim.kind or lim.kind in cfg.kinds, f"{k}.kind", f"unknown kind {lim.kind!r}")
         need(not lim.medium or lim.medium in MEDIUMS, f"{k}.medium",
              f"must be one of {', '.join(MEDIUMS)}, or empty")
+    _validate_events(cfg, need)
     for name, tenant in cfg.tenants.items():
         for origin in tenant.cors_origins:
             need(bool(ORIGIN_RE.match(origin)), f"tenants.{name}.cors_origins",
@@ -580,6 +646,8 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         need(0 < kind.ttl_sec <= MAX_SEC, f"{k}.ttl_sec", f"must be 1..{MAX_SEC} (a year)")
         need(kind.urgency in URGENCIES, f"{k}.urgency", f"must be one of {', '.join(URGENCIES)}")
         need(kind.stop in STOP_RULES, f"{k}.stop", f"must be one of {', '.join(STOP_RULES)}")
+        need(not (kind.broadcast and kind.urgency == "urgent"), f"{k}.broadcast",
+             "an urgent kind rides the urgent lane; a broadcast cannot be urgent")
         need(kind.stop != "read" or kind.inbox, f"{k}.stop",
              'is "read" but the kind has no inbox item to read (set inbox = true)')
         need(not kind.schedule or bool(SCHEDULE_RE.match(kind.schedule)), f"{k}.schedule",
@@ -605,6 +673,22 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
                 need(step.after_sec is not None or kind.ladder[i - 1].timeout_sec is not None,
                      sk, "needs after_sec, or timeout_sec on the step before it")
     return cfg
+
+
+def _validate_events(cfg: Config, need: Callable[[bool, str, str], None]) -> None:
+    need(1 <= cfg.fanout.chunk <= 10000, "fanout.chunk", "must be 1..10000")
+    need(1 <= cfg.fanout.max_inline_users <= 10000, "fanout.max_inline_users",
+         "must be 1..10000")
+    for name, event in cfg.events.items():
+        k = f"events.{name}"
+        need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")
+        need(bool(event.kinds), f"{k}.kinds", "needs at least one kind")
+        need(len(set(event.kinds)) == len(event.kinds), f"{k}.kinds", "names a kind twice")
+        for kind in event.kinds:
+            need(kind in cfg.kinds, f"{k}.kinds",
+                 f"unknown kind {kind!r} (known: {', '.join(sorted(cfg.kinds))})")
+            need(not cfg.kinds[kind].schedule, f"{k}.kinds",
+                 f"{kind!r} is a digest kind: only the digest scheduler makes those")
 
 
 # --- the commented example -------------------------------------------------------------------
@@ -653,6 +737,13 @@ def render_example() -> str:
         "# [tenants.NAME]",
         *_commented(_render_fields(TenantConfig())),
         "",
+        "# Event types by name, for POST /v1/events: an event of a type reaches its audience",
+        "# (a list of users, a topic, or everyone) as one notification of each of its kinds per",
+        "# recipient. An event type table takes these keys:",
+        "#",
+        "# [events.NAME]",
+        *_commented(_render_fields(EventTypeConfig(kinds=("comment_reply",)))),
+        "",
         *_render_webhooks(),
         "# For example, a webhook channel and a kind that escalates from it to the log after ten",
         "# minutes unless resolved first:",
@@ -697,7 +788,23 @@ def _render_webhooks() -> list[str]:
         out.append(f"# [webhooks.{name}]  {provider.summary}")
         for line in _render_fields(provider.settings()):
             out += [f"#   {part.removeprefix('# ')}" for part in line.split("\n")]
+        for table, text, entry in _named_tables(provider.settings):
+            out.append(f"# [webhooks.{name}.{table}.NAME]  {text}")
+            for line in _render_fields(entry()):
+                out += [f"#   {part.removeprefix('# ')}" for part in line.split("\n")]
     return [*out, ""]
+
+
+def _named_tables(cls: type[Any]) -> list[tuple[str, str, type[Any]]]:
+    """A settings class's tables of named entries (dict[str, a dataclass]): key, doc, entry
+    class."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        args = typing.get_args(hints[f.name]) if typing.get_origin(hints[f.name]) is dict else ()
+        if len(args) == 2 and isinstance(args[1], type) and dataclasses.is_dataclass(args[1]):
+            out.append((f.name, str(f.metadata["doc"]), args[1]))
+    return out
 
 
 def _render_table(name: str, text: str, obj: Any) -> list[str]:
@@ -714,8 +821,8 @@ def _render_fields(obj: Any) -> list[str]:
     lines = []
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        if "doc" not in f.metadata or dataclasses.is_dataclass(value):  # tables: _render_table
-            continue
+        if "doc" not in f.metadata or dataclasses.is_dataclass(value) or isinstance(value, dict):
+            continue  # tables: _render_table; tables of named entries: their own comment
         if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
             tables = [{k: v for k, v in dataclasses.asdict(s).items() if v is not None}
                       for s in value]

@@ -112,12 +112,3 @@ async def _key(e: Engine) -> str:
     await e.store.create_key(hash_key(key), "t", "default", (),
                              frozenset({"post", "read", "resolve", "users"}))
     return key
-
-
-
-
-async def _key(e: Engine) -> str:
-    key = new_key()
-    await e.store.create_key(hash_key(key), "t", "default", (),
-                             frozenset({"post", "read", "resolve", "users"}))
-    return key

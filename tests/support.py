@@ -5,9 +5,13 @@ Fixtures that build these live in conftest.py; anything a test imports by name l
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
-from contextlib import closing
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +112,31 @@ class Api:
 
     def count(self, table: str) -> int:
         return count(self.db_path, table)
+
+
+@asynccontextmanager
+async def holding_the_writer(store: CoreStore) -> AsyncIterator[Callable[[], None]]:
+    """The SQLite writer busy with a write of our own until the test calls what this yields:
+    writes queued meanwhile then go in the writer's next batch together."""
+    entered, gate = threading.Event(), threading.Event()
+
+    def hold(_: Any) -> None:
+        entered.set()
+        gate.wait(30)
+
+    blocker = asyncio.ensure_future(store.backend.write(hold))
+    await asyncio.to_thread(entered.wait, 30)
+    try:
+        yield gate.set
+    finally:
+        gate.set()
+        await blocker
+
+
+async def queued(store: CoreStore, n: int) -> None:
+    """Until `n` writes wait in the SQLite writer's queue (bounded)."""
+    writer = store.backend.writer
+    deadline = time.monotonic() + 30
+    while writer._ops.qsize() < n:
+        assert time.monotonic() < deadline, "the writes never queued"
+        await asyncio.sleep(0.001)

@@ -43,7 +43,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -150,6 +150,38 @@ def host_allowed(host: str, patterns: tuple[str, ...]) -> bool:
         if host == p or (p.startswith("*.") and host.endswith(p[1:])):
             return True
     return False
+
+
+def endpoint_problem(settings: WebPushSettings, endpoint: object) -> str | None:
+    """Why a subscription endpoint must not be contacted under these settings, or None."""
+    if not isinstance(endpoint, str) or len(endpoint) > MAX_ENDPOINT_CHARS:
+        return "endpoint missing or too long"
+    try:
+        url = URL(endpoint)
+        host = (url.host or "").lower().rstrip(".")
+    except (ValueError, TypeError):
+        return "endpoint is not a URL"
+    if not url.absolute or not host or url.user is not None or url.password is not None:
+        return "endpoint is not an absolute URL without credentials"
+    if url.scheme == "http":
+        return None if host in {h.lower() for h in settings.http_hosts} else \
+            "endpoint is not https"
+    if url.scheme != "https":
+        return "endpoint is not https"
+    if settings.allow_any_host or host_allowed(host, settings.allowed_hosts):
+        return None
+    return f"push service host {host} is not in allowed_hosts"
+
+
+def registration_problem(channels: Mapping[str, WebPushSettings], endpoint: str) -> str | None:
+    """Why no web push channel would ever send to this endpoint (the first channel's reason,
+    with its name), or None: a device is refused at registration rather than skipped at every
+    send. With no web push channel configured there is nothing to judge by yet."""
+    reasons = [(name, endpoint_problem(settings, endpoint)) for name, settings in channels.items()]
+    if not reasons or any(why is None for _, why in reasons):
+        return None
+    name, why = reasons[0]
+    return f"channels.{name}: {why}; this device would never be sent to"
 
 
 @dataclass(frozen=True)
@@ -262,7 +294,6 @@ class WebPushChannel:
         self.timeout_sec = timeout_sec
         self.max_connections = max(1, max_connections)
         self.clock = clock
-        self._http_hosts = frozenset(h.lower() for h in settings.http_hosts)
         self._vapid = Vapid02(load_vapid_key(settings.vapid_private_key),
                               conf={"no-strict": True})  # the subject is checked in problems()
         self._tokens: dict[str, tuple[str, float]] = {}  # push service origin -> (header, renew at)
@@ -275,23 +306,7 @@ class WebPushChannel:
 
 
     def endpoint_problem(self, endpoint: object) -> str | None:
-        """Why a subscription endpoint must not be contacted, or None."""
-        if not isinstance(endpoint, str) or len(endpoint) > MAX_ENDPOINT_CHARS:
-            return "endpoint missing or too long"
-        try:
-            url = URL(endpoint)
-            host = (url.host or "").lower().rstrip(".")
-        except (ValueError, TypeError):
-            return "endpoint is not a URL"
-        if not url.absolute or not host or url.user is not None or url.password is not None:
-            return "endpoint is not an absolute URL without credentials"
-        if url.scheme == "http":
-            return None if host in self._http_hosts else "endpoint is not https"
-        if url.scheme != "https":
-            return "endpoint is not https"
-        if self.settings.allow_any_host or host_allowed(host, self.settings.allowed_hosts):
-            return None
-        return "push service host not allowed"
+        return endpoint_problem(self.settings, endpoint)
 
     def render(self, step: RenderInput) -> Rendered:
         devices: list[dict[str, str]] = []

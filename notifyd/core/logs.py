@@ -2,15 +2,19 @@
 
 Every line is one line: control characters from input (a user id with a newline) are escaped.
 
-`RateLimit` lets one line through per interval and counts what it held back.
+`RateLimit` lets one line through per interval and counts what it held back; `Throttled` logs
+through one per kind of line, and reports an unexpected exception in one line, not a traceback.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
+import traceback
+from types import FrameType
 from typing import Any
 
 from notifyd.core.clock import Clock
@@ -40,6 +44,60 @@ class RateLimit:
             return None
         self.last, held, self.held = now, self.held, 0
         return held
+
+
+THROTTLE_MS = 10_000
+
+
+class Throttled:
+    """Lines a client can cause at will (a refused webhook, an error it provokes): at most one per
+    `every_ms` of each kind, `key`, which the caller bounds (a provider's name, not input); each
+    line says how many of its kind were held back since the one before."""
+
+    def __init__(self, logger: logging.Logger, clock: Clock, every_ms: int = THROTTLE_MS) -> None:
+        self.logger, self.clock, self.every_ms = logger, clock, every_ms
+        self.limits: dict[str, RateLimit] = {}
+
+    def _more(self, key: str) -> str | None:
+        limit = self.limits.get(key)
+        if limit is None:
+            limit = self.limits[key] = RateLimit(self.clock, self.every_ms)
+        held = limit.allow()
+        if held is None:
+            return None
+        return f" ({held} more since the last such line)" if held else ""
+
+    def log(self, key: str, level: int, msg: str, *args: object) -> None:
+        more = self._more(key)
+        if more is not None:
+            self.logger.log(level, msg + "%s", *args, more)
+
+    def unexpected(self, what: str, exc: BaseException) -> None:
+        """An exception nobody planned for, as one ERROR line: its type and where it was raised,
+        never its message (it may quote input); the traceback only with debug logging on."""
+        more = self._more("unexpected")
+        if more is not None:
+            self.logger.error("%s: %s at %s%s", what, type(exc).__name__, raised_at(exc), more,
+                              exc_info=exc if self.logger.isEnabledFor(logging.DEBUG) else None)
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where `exc` was raised: the innermost frame, and notifyd's own innermost frame when that
+    is another (a library's); file, line and function, without reading the source."""
+    frames = list(traceback.walk_tb(exc.__traceback__))
+    if not frames:
+        return "?"
+    ours = [f for f in frames if f[0].f_code.co_filename.startswith(_PACKAGE)]
+    where = _frame(*frames[-1])
+    return where if not ours or ours[-1] is frames[-1] else f"{where} from {_frame(*ours[-1])}"
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _frame(frame: FrameType, line: int) -> str:
+    code = frame.f_code
+    return f"{os.sep.join(code.co_filename.split(os.sep)[-2:])}:{line} ({code.co_name})"
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

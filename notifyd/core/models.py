@@ -65,6 +65,7 @@ OPEN_STEP_STATES = frozenset({StepState.PENDING, StepState.SENDING, StepState.UN
 class Lane(StrEnum):
     URGENT = "urgent"  # urgent kinds: bypass quiet hours, never wait behind bulk work
     BULK = "bulk"
+    BROADCAST = "broadcast"  # announcements to many: at most a share of the channel's rate
 
 
 class Outcome(StrEnum):
@@ -141,8 +142,11 @@ def current_state(resolved: bool, steps: Iterable[tuple[str, str]],
     return "expired" if "expired" in states else "undeliverable"
 
 
-# What an API key may do: post notifications, read them, resolve them, read and change users.
-SCOPES = frozenset({"post", "read", "resolve", "users"})
+# What an API key may do: post notifications, read them, resolve them, read and change users,
+# manage topics and address them. A new key gets these unless it is given others.
+SCOPES = frozenset({"post", "read", "resolve", "users", "topics"})
+# Every scope there is: `everyone` (address the tenant's whole user base) only when granted.
+ALL_SCOPES = SCOPES | {"everyone"}
 
 
 @dataclass(frozen=True)
@@ -151,7 +155,7 @@ class ApiKey:
     tenant: str
     kinds: tuple[str, ...]  # empty: every kind
     key_hash: str
-    scopes: frozenset[str] = SCOPES  # what it may do: post, read, resolve, users
+    scopes: frozenset[str] = SCOPES  # what it may do: ALL_SCOPES names them
 
     def allows(self, kind: str) -> bool:
         return not self.kinds or kind in self.kinds
@@ -187,6 +191,7 @@ class AcceptInput:
     request_hash: str
     key_name: str
     key_kinds: tuple[str, ...] = ()  # the posting key's kinds (empty: all), for what it may see
+    send_at: int | None = None  # when the ladder starts, if not at accept (a past time: at accept)
 
 
 @dataclass(frozen=True)
@@ -249,6 +254,20 @@ class Receipt:
     address: str | None = None  # the recipient address it concerns (for suppression)
     channel_type: str | None = None  # email, sms, push: what the address is for (suppression)
     detail: str | None = None  # a short provider code (bounce type, error code): never free text
+    # The tenant whose notifications it may match, when it was verified with that tenant's own
+    # secret; None: a provider's account-wide webhook, which matches any tenant's.
+    tenant: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Nonce:
+    """A signed value a provider's scheme lets through once (Mailgun's token, which does not
+    cover the event): the store keeps it until `until` (epoch ms), when the scheme's clock check
+    refuses it anyway, and refuses it a second time before then."""
+
+    provider: str
+    value: str
+    until: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,17 +435,18 @@ class Completion:
 
 @dataclass
 class Budget:
-    """Limits that several (channel, lane) claims share: a channel's bucket tokens, a half-open
-    vendor's single probe. Each channel draws from every key it lists; the claim spends."""
+    """Limits that several (channel, lane) claims share: a channel's bucket tokens, its
+    broadcast lane's share of them, a half-open vendor's single probe. Each route draws from
+    every key it lists; the claim spends."""
 
     left: dict[str, int] = field(default_factory=dict)
-    keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    keys: dict[Route, tuple[str, ...]] = field(default_factory=dict)
 
-    def allow(self, channel: str, n: int) -> int:
-        return min([n, *(self.left[k] for k in self.keys.get(channel, ()))])
+    def allow(self, route: Route, n: int) -> int:
+        return min([n, *(self.left[k] for k in self.keys.get(route, ()))])
 
-    def spend(self, channel: str, n: int) -> None:
-        for k in self.keys.get(channel, ()):
+    def spend(self, route: Route, n: int) -> None:
+        for k in self.keys.get(route, ()):
             self.left[k] -= n
 
 
@@ -513,3 +533,4 @@ class Recorded(StrEnum):
     APPLIED = "applied"  # matched to its step and applied
     DUPLICATE = "duplicate"  # its (provider, event id) came before
     ORPHAN = "orphan"  # no step yet: kept, applied when its send's answer names the message
+    REPLAYED = "replayed"  # the request's one-time token was seen before: nothing was stored

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from notifyd.core.models import Lane, Outcome, StepState, current_state
+from notifyd.core.models import AcceptInput, Lane, Outcome, PlanFn, StepState, current_state
 from notifyd.core.steps import AT_ACCEPT, Cause, StepKey
 
 
@@ -94,6 +94,8 @@ class Notification:
     proofs: tuple[Proof, ...] = ()  # provider evidence, as it came
     pruned_at: int | None = None  # when its history aged out: its identity is what is left
     outcome: str | None = None  # the state it ended in, kept when its history went
+    send_at: int | None = None  # a scheduled one: when its ladder started (or starts)
+    event_id: str | None = None  # the event it was made for (POST /v1/events), if any
 
     @property
     def state(self) -> str:
@@ -121,11 +123,38 @@ class KeyRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class SigningKey:
+    """A named signing key: the one that signs now, and while a rotation's overlap lasts, the
+    one it replaced, which still verifies until `previous_until` (epoch ms)."""
+
+    secret: bytes
+    previous: bytes | None = None
+    previous_until: int | None = None
+
+    def verifying(self, now: int) -> list[bytes]:
+        """The keys that verify at `now`: the current one, and the previous within its overlap."""
+        kept = self.previous is not None and self.previous_until is not None \
+            and now < self.previous_until
+        return [self.secret, self.previous] if kept and self.previous else [self.secret]
+
+
+@dataclass(frozen=True, slots=True)
 class InboxEntry:
     """What an inbox item says, rendered at accept."""
 
     title: str
     body: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Acceptance:
+    """One accept of a batch: what store.accept takes for one notification."""
+
+    inp: AcceptInput
+    notification_id: str
+    plan: PlanFn
+    ttl_sec: int
+    inbox: InboxEntry | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +238,8 @@ class Aged(StrEnum):
     RECEIPTS = "receipts"  # providers' receipts, once their replay window has passed
     INBOX_DONE = "inbox_done"  # inbox items read or archived
     INBOX_OLD = "inbox_old"  # inbox items, read or not
+    EVENTS = "events"  # routed events, once a producer's retry of one would be answered anew
+    MEMBERS = "topic_members"  # topic memberships that ended, once no routing event needs them
 
 
 @dataclass(frozen=True, slots=True)

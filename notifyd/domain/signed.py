@@ -5,6 +5,11 @@ Both are base64url(JSON payload) + "." + base64url(HMAC-SHA256(key, "<prefix>" +
 checked in constant time. A user token's key is its tenant's (`notifyd tokens secret` prints it,
 so a producer's backend can make tokens itself: README shows how in Python and JavaScript); a
 link's key is the daemon's own. The keys live in the store (signing_keys), made on first use.
+
+A user token lives at most `max_ttl_sec` (tokens.max_ttl_sec): one whose `exp` is further away
+is refused, however it was signed. A token notifyd mints names the API key that asked for it
+(`k`), and dies with that key; one a backend signs itself names none, and dies when its tenant's
+key is rotated (`notifyd tokens rotate`) and the rotation's overlap ends.
 """
 
 from __future__ import annotations
@@ -14,11 +19,15 @@ import binascii
 import hashlib
 import hmac
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from notifyd.core.bounded import load_json
 
 USER_TOKEN = "nut1."  # a user token starts so
 LINK = "unsub1."  # an unsubscribe link's token starts so
 MAX_TOKEN_BYTES = 2048
+CLOCK_LEEWAY_SEC = 60  # a backend's clock a little ahead of ours still makes a token of max TTL
 
 
 class BadToken(Exception):
@@ -30,6 +39,7 @@ class UserToken:
     tenant: str
     user_id: str
     expires_at: int  # epoch seconds
+    key_name: str | None = None  # the API key that had it minted; None: signed by a backend
 
 
 @dataclass(frozen=True)
@@ -75,8 +85,8 @@ def _open(token: str, prefix: str) -> tuple[str, str, dict[str, object]]:
     if not dot or not payload or not signature:
         raise BadToken("malformed")
     try:
-        body = json.loads(_unb64(payload))
-    except (ValueError, UnicodeDecodeError):
+        body = load_json(_unb64(payload))  # the API's limits: nesting is malformed, not a 500
+    except ValueError:
         raise BadToken("malformed") from None
     if not isinstance(body, dict):
         raise BadToken("malformed")
@@ -84,15 +94,27 @@ def _open(token: str, prefix: str) -> tuple[str, str, dict[str, object]]:
 
 
 def _check(key: bytes, prefix: str, payload: str, signature: str) -> None:
-    if not hmac.compare_digest(_sign(key, prefix, payload), signature):
+    _check_any([key], prefix, payload, signature)
+
+
+def _check_any(keys: Sequence[bytes], prefix: str, payload: str, signature: str) -> None:
+    """The signature made with one of `keys` (each compared, in constant time)."""
+    matched = [hmac.compare_digest(_sign(k, prefix, payload), signature) for k in keys]
+    if not any(matched):
         raise BadToken("signature does not match")
 
 
 # --- user tokens ------------------------------------------------------------------------------
 
 
-def make_user_token(key: bytes, tenant: str, user_id: str, expires_at: int) -> str:
-    return _make(key, USER_TOKEN, {"t": tenant, "u": user_id, "exp": expires_at})
+def make_user_token(key: bytes, tenant: str, user_id: str, expires_at: int,
+                    key_name: str | None = None) -> str:
+    """A token for one user until `expires_at` (epoch seconds); `key_name`: the API key that
+    asked for it, so that it dies with that key."""
+    body: dict[str, object] = {"t": tenant, "u": user_id, "exp": expires_at}
+    if key_name is not None:
+        body["k"] = key_name
+    return _make(key, USER_TOKEN, body)
 
 
 def token_tenant(token: str) -> str:
@@ -103,16 +125,24 @@ def token_tenant(token: str) -> str:
     return tenant
 
 
-def read_user_token(token: str, key: bytes, now_sec: int) -> UserToken:
+def read_user_token(token: str, keys: Sequence[bytes], now_sec: int,
+                    max_ttl_sec: int) -> UserToken:
+    """The token, if one of `keys` (its tenant's, the previous one within a rotation's overlap)
+    signed it and it expires after now and at most `max_ttl_sec` from now. Whether the key it
+    names is still live is the caller's to ask."""
     payload, signature, body = _open(token, USER_TOKEN)
-    _check(key, USER_TOKEN, payload, signature)
-    tenant, user_id, exp = body.get("t"), body.get("u"), body.get("exp")
+    _check_any(keys, USER_TOKEN, payload, signature)
+    tenant, user_id, exp, key_name = body.get("t"), body.get("u"), body.get("exp"), body.get("k")
     if not (isinstance(tenant, str) and isinstance(user_id, str) and isinstance(exp, int)
             and not isinstance(exp, bool)):
         raise BadToken("malformed")
+    if key_name is not None and not (isinstance(key_name, str) and key_name):
+        raise BadToken("malformed")
     if exp <= now_sec:
         raise BadToken("expired")
-    return UserToken(tenant, user_id, exp)
+    if exp - now_sec > max_ttl_sec + CLOCK_LEEWAY_SEC:  # Python ints: 10**400 compares safely
+        raise BadToken(f"expires more than {max_ttl_sec} s from now (tokens.max_ttl_sec)")
+    return UserToken(tenant, user_id, exp, key_name)
 
 
 # --- unsubscribe links ------------------------------------------------------------------------

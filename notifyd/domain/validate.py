@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
+from notifyd.core.bounded import MAX_DEPTH, deeper_than
 from notifyd.core.errors import DomainError
 
 MAX_ID_LEN = 256
-MAX_DEPTH = 32  # params nest at most this deep (orjson parses 1024 levels but writes 254)
+# RFC 3339's date-time, as the API writes its times: 2026-09-21T14:13:20.000Z, or with an offset.
+RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?"
+                     r"([Zz]|[+-][0-9]{2}:[0-9]{2})")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse_object(body: bytes) -> dict[str, Any]:
@@ -24,16 +30,8 @@ def parse_object(body: bytes) -> dict[str, Any]:
 
 def check_depth(value: Any, field: str, limit: int = MAX_DEPTH) -> None:
     """Refuse JSON nested deeper than `limit` objects or arrays (a 422, never a 500)."""
-    level: list[Any] = [value]
-    for depth in range(limit + 1):
-        level = [v for item in level
-                 for v in (item.values() if isinstance(item, dict) else item)
-                 if isinstance(v, dict | list)]
-        if not level:
-            return
-        if depth + 1 >= limit:
-            break
-    raise DomainError("invalid_field", f"{field} nests deeper than {limit} levels", field)
+    if deeper_than(value, limit):
+        raise DomainError("invalid_field", f"{field} nests deeper than {limit} levels", field)
 
 
 def header_value(value: str | None, name: str, max_len: int = MAX_ID_LEN) -> str | None:
@@ -68,3 +66,36 @@ def get_str(data: dict[str, Any], name: str, required: bool = True,
         raise DomainError("invalid_field", f"{name} must be a non-empty string of at most "
                        f"{max_len} characters", name)
     return value
+
+
+def get_time(data: dict[str, Any], name: str) -> int | None:
+    """An optional RFC 3339 date-time with its offset (2026-09-21T14:13:20Z) as epoch ms."""
+    value = data.get(name)
+    if value is None:
+        return None
+    shape = (f"{name} must be an RFC 3339 date-time with its offset, such as "
+             "2026-09-21T14:13:20Z")
+    if not isinstance(value, str) or not RFC3339.fullmatch(value):
+        raise DomainError("invalid_field", shape, name)
+    text = value.upper().replace("Z", "+00:00")
+    whole, dot, rest = text.partition(".")
+    if dot:  # datetime reads at most microseconds
+        digits = rest[:-6]
+        text = f"{whole}.{digits[:6].ljust(6, '0')}{rest[-6:]}"
+    try:
+        return (datetime.fromisoformat(text) - EPOCH) // timedelta(milliseconds=1)
+    except (ValueError, OverflowError):  # a 30 February, an hour 24, a leap second
+        raise DomainError("invalid_field", f"{shape}; {value!r} is no such time", name) from None
+
+
+def parse_items(body: bytes, most: int) -> list[Any]:
+    """A batch's envelope, {"items": [...]} with 1..`most` items; each item is checked on its
+    own by the call it stands for."""
+    data = parse_object(body)
+    check_fields(data, frozenset({"items"}))
+    items = data.get("items")
+    if items is None:
+        raise DomainError("missing_field", 'items is required: {"items": [...]}', "items")
+    if not isinstance(items, list) or not 1 <= len(items) <= most:
+        raise DomainError("invalid_field", f"items must be a list of 1..{most} items", "items")
+    return items

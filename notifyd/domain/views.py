@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from notifyd.core.models import OPEN_STEP_STATES, StepState
+from notifyd.core.models import OPEN_STEP_STATES, AcceptResult, ResolveResult, StepState
 from notifyd.core.records import Event, Notification, Step
 from notifyd.core.steps import Cause
 from notifyd.core.text import iso, plural
@@ -44,6 +44,18 @@ def total_time_ms(n: Notification) -> int | None:
     return max(s.updated_at for s in n.steps) - n.created_at
 
 
+def accepted_view(r: AcceptResult) -> dict[str, Any]:
+    """What an accept answers: the notification's id and state, and whether this made it."""
+    return {"notification_id": r.notification_id, "state": r.state, "created": r.created}
+
+
+def resolved_view(r: ResolveResult) -> dict[str, Any]:
+    """What a resolution answers: the one that won (this, or an earlier one)."""
+    return {"notification_id": r.notification_id, "resolution": r.resolution,
+            "resolved_at": iso(r.resolved_at), "changed": r.changed,
+            "cancelled_steps": r.cancelled_steps}
+
+
 def status_view(n: Notification, now: int = 0) -> dict[str, Any]:
     """The API's status shape (seed 001), with every step, its attempts and its evidence."""
     resolution = None
@@ -56,6 +68,7 @@ def status_view(n: Notification, now: int = 0) -> dict[str, Any]:
         "kind": n.kind,
         "dedup_key": n.dedup_key,
         "created_at": iso(n.created_at),
+        "send_at": iso(n.send_at),
         "expires_at": iso(n.expires_at),
         "current_state": n.state_at(now),
         "delivered_via": delivered_via(n),
@@ -63,6 +76,7 @@ def status_view(n: Notification, now: int = 0) -> dict[str, Any]:
         "steps": [_step_view(n, s) for s in n.steps],
         "total_time_ms": total_time_ms(n),
         "pruned_at": iso(n.pruned_at),
+        "event_id": n.event_id,
     }
 
 
@@ -98,8 +112,9 @@ def timeline(n: Notification, now: int = 0) -> list[str]:
     # (when, step or -1, order within the step, text): what shares a millisecond reads in the
     # order it happened, a step's end before the pull it causes in the step after it.
     ladder = "its steps pruned" if n.pruned_at is not None else plural(len(n.steps), "step")
+    scheduled = "" if n.send_at is None else f", scheduled: the ladder starts {iso(n.send_at)}"
     events: list[tuple[int, int, int, str]] = [(n.created_at, -1, 0, (
-        f"accepted from key {n.key_name!r}: kind {n.kind}, {ladder}, "
+        f"accepted from key {n.key_name!r}: kind {n.kind}, {ladder}{scheduled}, "
         f"expires {iso(n.expires_at)}"))]
     if n.pruned_at is not None:
         events.append((n.pruned_at, -1, 2, (
@@ -118,7 +133,7 @@ def timeline(n: Notification, now: int = 0) -> list[str]:
                        f"{p.event}{detail}{said}"))
     events.sort(key=lambda e: e[:3])
     head = (f"{n.id}  tenant={n.tenant} user={n.user_id} kind={n.kind} "
-            f"dedup_key={n.dedup_key}")
+            f"dedup_key={n.dedup_key}") + (f" event={n.event_id}" if n.event_id else "")
     lines = [head] + [f"  {iso(at)}  {text}" for at, _, _, text in events]
     for s in n.steps:
         if timed_out(n, s):
@@ -128,24 +143,26 @@ def timeline(n: Notification, now: int = 0) -> list[str]:
     return lines
 
 
-def due_because(cause: Cause, happened: bool) -> str:
+def due_because(cause: Cause, happened: bool, start: str = "accept") -> str:
     """A step's planned cause in words: 'when step 0's 30 s window ends' (planned) or
-    'step 0's 30 s window ended unresolved' (when it went)."""
+    'step 0's 30 s window ended unresolved' (when it went). `start` names what the ladder
+    counts from: accept, or a scheduled notification's send_at."""
     if cause.after_sec is not None:
-        return f"{cause.after_sec:g} s after accept" + (", unresolved" if happened else "")
+        return f"{cause.after_sec:g} s after {start}" + (", unresolved" if happened else "")
     if cause.window_of is not None:
         step, sec = cause.window_of, cause.window_sec
         if sec == 0:
             return f"step {step} ended unresolved" if happened else f"when step {step} ends"
         return (f"step {step}'s {sec:g} s window ended unresolved" if happened
                 else f"when step {step}'s {sec:g} s window ends")
-    return "at accept"
+    return f"at {start}"
 
 
 def _step_events(n: Notification, s: Step, moves: list[Event]) -> list[tuple[int, int, str]]:
     tag = f"step {s.step_no} {s.channel}"
+    start = "accept" if n.send_at is None else "send_at"
     planned = f"{tag}: planned for {iso(s.send_after if s.planned_at is None else s.planned_at)}"
-    planned += f" ({due_because(s.cause, False)})"
+    planned += f" ({due_because(s.cause, False, start)})"
     if s.plan_note:
         planned += f"; {s.plan_note}"
     events = [(n.created_at, 1, planned)]
@@ -154,7 +171,7 @@ def _step_events(n: Notification, s: Step, moves: list[Event]) -> list[tuple[int
         started = f"{tag}: attempt {a.attempt_no} started"
         if a.attempt_no == 1 and s.step_no > 0:  # an escalation: say what brought it on
             before = [e.what for e in moves if e.at <= a.started_at]
-            started += f" ({before[-1] if before else due_because(s.cause, True)})"
+            started += f" ({before[-1] if before else due_because(s.cause, True, start)})"
         if a.attempt_no == 1 and s.template:
             started += f"; message from template {s.template}"
         if a.attempt_no == 1 and s.pref_version is not None:

@@ -13,7 +13,7 @@ from collections import Counter
 
 import aiohttp
 
-from notifyd.core.models import Rules
+from notifyd.core.models import Recorded, Rules
 from notifyd.receipts import PROVIDERS, BadReceipt, BadSignature, RawRequest, ReceiptProvider
 from notifyd.store import Store
 
@@ -58,12 +58,20 @@ class Fetcher:
 
 async def take(store: Store, provider: ReceiptProvider, settings: object, request: RawRequest,
                now: int, fetch: Fetcher, rules: Rules) -> Counter[str]:
-    """Verify and read the request, then store and apply what it reports; how many receipts
-    were applied, duplicates or orphans. BadSignature and BadReceipt (nothing stored) and
+    """Verify and read the request, then store and apply what it reports, with its one-time
+    token where the provider's scheme has one; how many receipts were applied, duplicates or
+    orphans. A token seen before is a replay (BadSignature). BadSignature and BadReceipt
+    (nothing stored) and
     FetchFailed pass to the caller; so does a storage fault, and the provider, answered 5xx,
     sends it again."""
     receipts = await provider.parse(request, settings, now, fetch)
-    return Counter(await store.record_receipts(receipts, rules) if receipts else [])
+    once = provider.nonce(request, settings) if provider.nonce is not None else None
+    if not receipts and once is None:
+        return Counter()
+    recorded = await store.record_receipts(receipts, rules, once)
+    if Recorded.REPLAYED in recorded:
+        raise BadSignature(f"{provider.name}: token already used (a replay)")
+    return Counter(recorded)
 
 
 __all__ = ["PROVIDERS", "BadReceipt", "BadSignature", "FetchFailed", "Fetcher", "RawRequest",

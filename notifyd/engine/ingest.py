@@ -5,6 +5,7 @@ Nothing here touches HTTP; web.py hands in bytes and headers and gets back a res
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 from collections.abc import Callable
@@ -28,18 +29,26 @@ from notifyd.core.models import (
     StepState,
     new_id,
 )
-from notifyd.core.records import InboxEntry
+from notifyd.core.records import Acceptance, InboxEntry
 from notifyd.core.text import iso
+from notifyd.domain.events import check_dedup_key
 from notifyd.domain.ladder import plan_steps
 from notifyd.domain.recipients import dead_contacts
-from notifyd.domain.validate import check_depth, check_fields, get_str, header_value, parse_object
+from notifyd.domain.validate import (
+    check_depth,
+    check_fields,
+    get_str,
+    get_time,
+    header_value,
+    parse_object,
+)
 from notifyd.engine.stream import Event, Hub
 from notifyd.engine.templates import TemplateError, Templates
 from notifyd.store import Store
 
 MAX_TTL_SEC = 30 * 86400
 ACCEPT_FIELDS = frozenset({"user_id", "kind", "params", "dedup_key", "fallback_chain",
-                           "max_ttl_sec"})
+                           "max_ttl_sec", "send_at"})
 
 
 def _number(value: Any) -> bool:
@@ -58,9 +67,14 @@ class Ingest:
         self.wake = wake
         self.templates = templates  # renders inbox items at accept
         self.hub = hub or Hub()  # open inbox streams hear of each new item after its commit
+        self.routing = asyncio.Event()  # set once an event is accepted: its fan-out starts
 
     def parse(self, body: bytes, key: ApiKey, idempotency_key: str | None) -> AcceptInput:
-        data = parse_object(body)
+        return self.parse_item(parse_object(body), key, idempotency_key)
+
+    def parse_item(self, data: dict[str, Any], key: ApiKey,
+                   idempotency_key: str | None = None) -> AcceptInput:
+        """One request's fields (a POST's body, or one item of a batch) checked."""
         check_fields(data, ACCEPT_FIELDS)
         user_id = get_str(data, "user_id")
         kind = get_str(data, "kind")
@@ -81,15 +95,35 @@ class Ingest:
                 raise DomainError("invalid_field", "dedup_key differs from the Idempotency-Key "
                                "header; send one or make them equal", "dedup_key")
             dedup_key = idempotency_key
+        check_dedup_key(dedup_key)  # events' notifications have keys of their own form
         chain = self._parse_chain(kind, data.get("fallback_chain"))
         ttl = data.get("max_ttl_sec")
         if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool)
                                 or not 0 < ttl <= MAX_TTL_SEC):
             raise DomainError("invalid_field", f"max_ttl_sec must be an integer 1..{MAX_TTL_SEC}",
                            "max_ttl_sec")
-        canonical = orjson.dumps([user_id, kind, params, chain, ttl], option=orjson.OPT_SORT_KEYS)
+        send_at = self._parse_send_at(kind, data)
+        compared: list[Any] = [user_id, kind, params, chain, ttl]
+        if send_at is not None:  # appended only when given: older requests' hashes stay
+            compared.append(send_at)
+        canonical = orjson.dumps(compared, option=orjson.OPT_SORT_KEYS)
         return AcceptInput(key.tenant, user_id, kind, params, dedup_key, chain, ttl,
-                           hashlib.sha256(canonical).hexdigest(), key.name, key.kinds)
+                           hashlib.sha256(canonical).hexdigest(), key.name, key.kinds, send_at)
+
+    def _parse_send_at(self, kind: str, data: dict[str, Any]) -> int | None:
+        """When the ladder starts, if the request says (a time already past: at accept)."""
+        send_at = get_time(data, "send_at")
+        if send_at is None:
+            return None
+        if self.cfg.kinds[kind].inbox:
+            raise DomainError("invalid_field", f"kind {kind!r} has an inbox, whose item shows "
+                              "at accept: post it when it is due instead of with send_at",
+                              "send_at")
+        most = self.cfg.server.max_schedule_sec
+        if send_at > self.clock.now_ms() + most * 1000:
+            raise DomainError("invalid_field", f"send_at is more than {most} s ({most / 86400:g} "
+                              "days) ahead; the most is server.max_schedule_sec", "send_at")
+        return send_at
 
     def _parse_chain(self, kind: str,
                      raw: Any) -> tuple[tuple[str, float | None], ...] | None:
@@ -134,7 +168,7 @@ class Ingest:
         if inp.fallback_chain is not None:
             ladder = tuple(LadderStep(ch, timeout_sec=t) for ch, t in inp.fallback_chain)
         urgent = kind.urgency == "urgent"
-        lane = Lane.URGENT if urgent else Lane.BULK
+        lane = Lane.URGENT if urgent else Lane.BROADCAST if kind.broadcast else Lane.BULK
 
         ttl_ms = self.ttl_sec(inp) * 1000
 
@@ -183,10 +217,41 @@ class Ingest:
                          Event("badge", {"unread": result.badge}))
 
     async def accept(self, inp: AcceptInput) -> AcceptResult:
-        plan = self.planner(inp)
         nid = new_id("n_", self.clock.now_ms())
         inbox = await self.inbox_item(inp, nid)
-        result = await self.store.accept(inp, nid, plan, self.ttl_sec(inp), inbox)
+        result = await self.store.accept(inp, nid, self.planner(inp), self.ttl_sec(inp), inbox)
+        return self.settle(inp, result, inbox)
+
+    async def accept_many(self, inps: list[AcceptInput]) -> list[AcceptResult | DomainError]:
+        """Each input accepted as `accept` would, in order, all in one write (one commit, one
+        trip through the writer); an answer or a refusal per input, in order. Overloaded or a
+        storage fault refuses the whole batch, before anything is written."""
+        made: list[Acceptance | DomainError] = []
+        for inp in inps:
+            nid = new_id("n_", self.clock.now_ms())
+            try:
+                inbox = await self.inbox_item(inp, nid)
+            except DomainError as e:
+                made.append(e)
+                continue
+            made.append(Acceptance(inp, nid, self.planner(inp), self.ttl_sec(inp), inbox))
+        todo = [a for a in made if isinstance(a, Acceptance)]
+        done = iter(await self.store.accept_many(todo) if todo else [])
+        answers: list[AcceptResult | DomainError] = []
+        for item in made:
+            if isinstance(item, DomainError):
+                answers.append(item)
+                continue
+            try:
+                answers.append(self.settle(item.inp, next(done), item.inbox))
+            except DomainError as e:
+                answers.append(e)
+        return answers
+
+    def settle(self, inp: AcceptInput, result: AcceptResult,
+               inbox: InboxEntry | None) -> AcceptResult:
+        """After the commit: open streams hear of a new item, the scanner of its first due
+        step; a conflict is refused."""
         if result.created:
             self.announce(inp, result, inbox)
         if result.conflict:  # name what holds the key only to a key that may read it

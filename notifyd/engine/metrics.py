@@ -12,6 +12,7 @@ from collections import Counter as Tally
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from notifyd.core.events import Backlog
 from notifyd.core.models import OPEN_STEP_STATES, StepState, Why
 from notifyd.core.records import Storage
 
@@ -25,9 +26,9 @@ class Metrics:
         self.accept_seconds = Histogram(
             "notifyd_accept_seconds", "Time to answer POST /v1/notifications.",
             buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5), registry=r)
-        self.accepts = Counter("notifyd_accepts", "Answers to POST /v1/notifications, by result "
-                               "(created, retry, conflict, refused, unavailable).", ["result"],
-                               registry=r)
+        self.accepts = Counter("notifyd_accepts", "Answers to POST /v1/notifications and to each "
+                               "item of a batch, by result (created, retry, conflict, refused, "
+                               "unavailable).", ["result"], registry=r)
         self.sends = Counter("notifyd_sends", "Provider calls by channel and outcome.",
                              ["channel", "outcome"], registry=r)
         self.steps_ended = Counter("notifyd_steps_ended", "Steps that reached a final state, by "
@@ -75,6 +76,14 @@ class Metrics:
         self.pruned = Counter("notifyd_pruned", "Rows retention removed, by class (history: "
                               "notifications whose history went, leaving their identity).",
                               ["class"], registry=r)
+        self.event_recipients = Counter(
+            "notifyd_event_recipients_routed", "Recipients events were routed to (each gets one "
+            "notification per kind of the event's type).", registry=r)
+        self.events_routing = Gauge("notifyd_events_routing", "Events accepted and not yet "
+                                    "routed to their whole audience.", registry=r)
+        self.routing_lag = Gauge(
+            "notifyd_event_routing_lag_seconds", "How long the oldest event still routing has "
+            "waited since it was accepted: the age of its next chunk (0: none).", registry=r)
         self._ended: Tally[str] = Tally()
         self._oldest: dict[str, int | None] = {}
 
@@ -90,6 +99,12 @@ class Metrics:
         """The oldest rows' ages as of `now` (at scrape time)."""
         for name, at in self._oldest.items():
             self.db_oldest.labels(name).set(0 if at is None else max(0, now - at) / 1000)
+
+    def routing(self, backlog: Backlog, now: int) -> None:
+        """The events still routing, as read at scrape time."""
+        self.events_routing.set(backlog.events)
+        oldest = backlog.oldest_at
+        self.routing_lag.set(0 if oldest is None else max(0, now - oldest) / 1000)
 
     def step_ended(self, state: StepState, why: Why, n: int = 1) -> None:
         if state in OPEN_STEP_STATES or n <= 0:
@@ -150,6 +165,9 @@ def summary(text: str) -> list[str]:
         *[f"    {labels['class']:<32} {value:g} ({_age(ages.get(labels['class'], 0.0))})"
           for labels, value in samples.get("notifyd_db_rows", [])],
         "pruned by class:", *rows("notifyd_pruned_total", "class"),
+        f"events routing: {_one(samples, 'notifyd_events_routing'):g} (the oldest waiting "
+        f"{_age(_one(samples, 'notifyd_event_routing_lag_seconds'))}); recipients routed: "
+        f"{_one(samples, 'notifyd_event_recipients_routed_total'):g}",
     ]
 
 

@@ -75,3 +75,10 @@ async def resolve(store: Store, ref: Ref, resolution: str, by: str,
         if nid is None:
             return None
     return await store.resolve(nid, resolution, by, tenant, kinds)
+
+
+async def resolve_keys(store: Store, tenant: str, keys: list[tuple[str, str, str]], by: str,
+                       kinds: tuple[str, ...] = ()) -> list[ResolveResult | None]:
+    """Resolve each (user_id, dedup_key, resolution) of `tenant` as `resolve` would, all in one
+    write, the lookups inside it; None for a key naming nothing of the tenant's (and kinds')."""
+    return await store.resolve_keys(tenant, keys, by, kinds)

@@ -56,7 +56,7 @@ from notifyd.engine.templates import Templates
 from notifyd.store import StorageError, Store
 
 log = logging.getLogger("notifyd.sender")
-LANES = (Lane.URGENT, Lane.BULK)  # urgent asked first
+LANES = (Lane.URGENT, Lane.BULK, Lane.BROADCAST)  # asked in this order
 
 
 class TokenBucket:
@@ -149,7 +149,8 @@ def adapter_limits(cfg: Config, ch: ChannelConfig) -> Limits:
     """What an adapter is built with beside its settings. A type whose provider's webhook is
     on ([webhooks.twilio]) learns the public URL, so it asks the provider for status callbacks
     there."""
-    return Limits(ch.timeout_sec, ch.urgent_concurrency + ch.bulk_concurrency,
+    return Limits(ch.timeout_sec,
+                  ch.urgent_concurrency + ch.bulk_concurrency + ch.broadcast_concurrency,
                   cfg.server.public_url if cfg.webhook(ch.type) is not None else "")
 
 
@@ -218,8 +219,12 @@ class ChannelSender:
                  now: int) -> None:
         self.name, self.cfg, self.adapter, self.breaker = name, cfg, adapter, breaker
         self.bucket = TokenBucket(cfg.rate_per_sec, cfg.burst, now)
-        self.ceiling = {Lane.URGENT: cfg.urgent_concurrency, Lane.BULK: cfg.bulk_concurrency}
-        self.in_flight = {Lane.URGENT: 0, Lane.BULK: 0}
+        # The broadcast lane draws from both: the channel's bucket and its own share of it.
+        self.broadcast = TokenBucket(cfg.rate_per_sec * cfg.broadcast_share,
+                                     max(1, int(cfg.burst * cfg.broadcast_share)), now)
+        self.ceiling = {Lane.URGENT: cfg.urgent_concurrency, Lane.BULK: cfg.bulk_concurrency,
+                        Lane.BROADCAST: cfg.broadcast_concurrency}
+        self.in_flight = dict.fromkeys(LANES, 0)
 
 
 class SenderPool:
@@ -273,13 +278,16 @@ class SenderPool:
         budget = Budget()
         for name, ch in self.channels.items():
             budget.left[f"tokens:{name}"] = ch.bucket.available(now)
+            budget.left[f"broadcast:{name}"] = ch.broadcast.available(now)
             keys: tuple[str, ...] = (f"tokens:{name}",)
             allowance = ch.breaker.allowance(now)
             if allowance is not None:
                 vendor = f"breaker:{id(ch.breaker)}"
                 budget.left[vendor] = allowance
                 keys += (vendor,)
-            budget.keys[name] = keys
+            for lane in LANES:
+                budget.keys[Route(name, lane)] = keys + (
+                    (f"broadcast:{name}",) if lane is Lane.BROADCAST else ())
         return budget
 
     def wants(self, now: int) -> list[Want]:
@@ -289,15 +297,15 @@ class SenderPool:
         out: list[Want] = []
         for lane in LANES:
             for name, ch in self.channels.items():
-                n = budget.allow(name, ch.ceiling[lane] - ch.in_flight[lane])
+                n = budget.allow(Route(name, lane), ch.ceiling[lane] - ch.in_flight[lane])
                 if n > 0:
                     out.append(Want(name, lane, n))
         return out
 
     def ms_until_capacity(self, now: int) -> int | None:
         """When a channel with free lane slots gets a token, if that is what it waits for."""
-        waits = [ch.bucket.ms_until_token() for ch in self.channels.values()
-                 if ch.bucket.available(now) < 1]
+        waits = [b.ms_until_token() for ch in self.channels.values()
+                 for b in (ch.bucket, ch.broadcast) if b.available(now) < 1]
         for ch in self.channels.values():  # cooling down; once half-open, due work wakes us
             b = ch.breaker
             if b.opened_at is not None and not b.probing and b.opened_at + b.cooldown_ms > now:
@@ -345,6 +353,8 @@ class SenderPool:
         for claim in claims:
             ch = self.channels[claim.channel]
             ch.bucket.take(1)
+            if claim.lane is Lane.BROADCAST:
+                ch.broadcast.take(1)
             probe = ch.breaker.started(now)
             ch.in_flight[claim.lane] += 1
             task = asyncio.create_task(self._send(ch, claim, probe), name=f"send {claim.key}")
@@ -403,6 +413,7 @@ class SenderPool:
         names = [name for name, ch in self.channels.items() if ch.breaker is breaker]
         for name in names:
             self.channels[name].bucket.empty(now)
+            self.channels[name].broadcast.empty(now)
         log.info("breaker closed: a probe went through; held steps of %s go at the "
                  "channel's rate", ", ".join(names))
 

@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, NoReturn
+from typing import Any
 
 import orjson
 from aiohttp import web
 
+from notifyd.channels import webpush
 from notifyd.core.errors import DomainError
-from notifyd.core.models import ApiKey, ResolveResult
-from notifyd.core.text import is_digits, iso
+from notifyd.core.models import ApiKey
+from notifyd.core.text import whole_number
 from notifyd.domain import suppressions
 from notifyd.domain.recipients import device_view, parse_device, parse_recipient, recipient_view
 from notifyd.domain.validate import check_fields, get_str, parse_object
-from notifyd.domain.views import status_view
+from notifyd.domain.views import accepted_view, resolved_view, status_view
 from notifyd.engine import evidence, resolution
 from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
-from notifyd.http import people
+from notifyd.http import batch, events, people, topics
 from notifyd.http.errors import ApiError, status_of
 from notifyd.http.kit import (
     CTX,
@@ -28,14 +29,13 @@ from notifyd.http.kit import (
     authorise,
     error_response,
     errors_middleware,
+    no_notification,
     read_body,
     read_object,
     user_id_of,
 )
 from notifyd.http.openapi import spec
 from notifyd.store import Notification, Overloaded, StorageError
-
-log = logging.getLogger("notifyd.web")
 
 
 async def post_notification(request: web.Request) -> web.Response:
@@ -58,10 +58,8 @@ async def post_notification(request: web.Request) -> web.Response:
     finally:
         ctx.metrics.accepts.labels(outcome).inc()
         ctx.metrics.accept_seconds.observe(time.perf_counter() - started)
-    body = orjson.dumps({"notification_id": result.notification_id, "state": result.state,
-                         "created": result.created})
-    return web.Response(body=body, status=202 if result.created else 200,
-                        content_type="application/json")
+    return web.Response(body=orjson.dumps(accepted_view(result)),
+                        status=202 if result.created else 200, content_type="application/json")
 
 
 async def _owned(request: web.Request, key: ApiKey, ref: Ref) -> Notification:
@@ -69,15 +67,8 @@ async def _owned(request: web.Request, key: ApiKey, ref: Ref) -> Notification:
     else is simply not found, so ids of others are not confirmed to exist."""
     n = await resolution.find(request.app[CTX].store, ref, key.tenant)
     if n is None or not key.allows(n.kind):
-        _not_found(ref)
+        raise no_notification(ref)
     return n
-
-
-def _not_found(ref: Ref) -> NoReturn:
-    if ref.notification_id is not None:
-        raise ApiError("not_found", f"no notification {ref.notification_id!r}", "id")
-    raise ApiError("not_found", f"no notification for user {ref.user_id!r} with dedup key "
-                   f"{ref.dedup_key!r}", "dedup_key")
 
 
 async def get_notification(request: web.Request) -> web.Response:
@@ -93,16 +84,10 @@ async def _resolve(request: web.Request, key: ApiKey, ref: Ref,
     r = await resolution.resolve(ctx.store, ref, what or resolution.DEFAULT_RESOLUTION,
                                  f"key:{key.name}", key.tenant, key.kinds)
     if r is None:
-        _not_found(ref)
+        raise no_notification(ref)
     if r.changed:
         ctx.metrics.resolved(r.kind, r.depth, r.cancelled_steps)
-    return _resolved(r)
-
-
-def _resolved(r: ResolveResult) -> web.Response:
-    return web.json_response({"notification_id": r.notification_id, "resolution": r.resolution,
-                              "resolved_at": iso(r.resolved_at), "changed": r.changed,
-                              "cancelled_steps": r.cancelled_steps})
+    return web.json_response(resolved_view(r))
 
 
 async def resolve_notification(request: web.Request) -> web.Response:
@@ -149,6 +134,12 @@ async def post_device(request: web.Request) -> web.Response:
     key = await authorise(request, "users")
     user_id = user_id_of(request)
     device = parse_device(await read_object(request))
+    if device.kind == "webpush":
+        pushers = {name: c.settings for name, c in ctx.cfg.channels.items()
+                   if c.type == "webpush"}
+        why = webpush.registration_problem(pushers, device.endpoint)
+        if why is not None:
+            raise ApiError("invalid_field", why, "endpoint")
     await ctx.store.put_device(key.tenant, user_id, device)
     stored = await ctx.store.get_recipient(key.tenant, user_id)
     shown = next(d for d in (stored.devices if stored else ()) if d.device_id == device.device_id)
@@ -187,9 +178,10 @@ async def get_suppressions(request: web.Request) -> web.Response:
 def _limit(text: str | None, most: int = 1000) -> int:
     if text is None:
         return most
-    if not is_digits(text) or not 1 <= int(text) <= most:
+    limit = whole_number(text, most, 1)
+    if limit is None:
         raise ApiError("invalid_field", f"limit must be 1..{most}", "limit")
-    return int(text)
+    return limit
 
 
 async def post_suppression(request: web.Request) -> web.Response:
@@ -231,7 +223,8 @@ def public_url(request: web.Request) -> str:
 
 async def post_webhook(request: web.Request) -> web.Response:
     """A provider's delivery receipts: verified over the raw body, stored and applied before the
-    2xx. A refusal is one log line naming the provider and why, never the body."""
+    2xx. A refusal is a log line naming the provider and why, never the body: at most one per
+    provider every few seconds, counting those held back (anyone can post here)."""
     ctx = request.app[CTX]
     name = request.match_info["provider"]
     provider, settings = evidence.PROVIDERS.get(name), ctx.cfg.webhook(name)
@@ -242,20 +235,24 @@ async def post_webhook(request: web.Request) -> web.Response:
     raw = evidence.RawRequest(request.method, public_url(request), request.headers,
                               await read_body(request), request.query)
     count = ctx.metrics.receipts
+
+    def say(msg: str, *args: object) -> None:
+        ctx.lines.log(f"webhook {name}", logging.WARNING, msg, name, *args)
+
     try:
         taken = await evidence.take(ctx.store, provider, settings, raw, ctx.clock.now_ms(),
                                     ctx.fetch, ctx.rules)
     except evidence.BadSignature as e:
         count.labels(name, "bad_signature").inc()
-        log.warning("webhook %s refused from %s: %s", name, request.remote, e)
+        say("webhook %s refused from %s: %s", request.remote, e)
         return _refusal(ApiError("bad_signature", f"{name}: {e}"), provider.bad_signature_status)
     except evidence.BadReceipt as e:
         count.labels(name, "bad_receipt").inc()
-        log.warning("webhook %s unreadable from %s: %s", name, request.remote, e)
+        say("webhook %s unreadable from %s: %s", request.remote, e)
         return _refusal(ApiError("bad_receipt", f"{name}: {e}"), provider.bad_receipt_status)
     except evidence.FetchFailed as e:
         count.labels(name, "unavailable").inc()
-        log.warning("webhook %s: could not fetch what verification needs: %s", name, e)
+        say("webhook %s: could not fetch what verification needs: %s", e)
         raise ApiError("provider_unreachable") from None
     except (Overloaded, StorageError):
         count.labels(name, "unavailable").inc()
@@ -274,7 +271,8 @@ def _refusal(err: ApiError, status: int) -> web.Response:
 
 async def get_openapi(request: web.Request) -> web.Response:
     cfg = request.app[CTX].cfg
-    return web.json_response(spec(sorted(cfg.kinds), sorted(cfg.channels)))
+    return web.json_response(spec(sorted(cfg.kinds), sorted(cfg.channels),
+                                  cfg.tokens.max_ttl_sec, cfg.fanout.max_inline_users))
 
 
 async def get_health(request: web.Request) -> web.Response:
@@ -306,9 +304,11 @@ async def get_metrics(request: web.Request) -> web.Response:
 
 ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/notifications", post_notification),
-    ("GET", "/v1/notifications/{id}", get_notification),
+    ("POST", "/v1/notifications/batch", batch.post_notifications),
+    ("GET", "/v1/notifications/{id:(?!batch$)[^/]+}", get_notification),  # batch is no id
     ("POST", "/v1/notifications/{id}/resolve", resolve_notification),
     ("POST", "/v1/resolutions", post_resolution),
+    ("POST", "/v1/resolutions/batch", batch.post_resolutions),
     ("PUT", "/v1/users/{user_id}", put_user),
     ("GET", "/v1/users/{user_id}", get_user),
     ("POST", "/v1/users/{user_id}/devices", post_device),
@@ -323,6 +323,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/readyz", get_ready),
     ("GET", "/metrics", get_metrics),
 ]
+ROUTES += events.ROUTES + topics.ROUTES  # http/events.py, http/topics.py
 
 
 def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:

@@ -1,16 +1,23 @@
-"""API keys: made once, shown once, stored as a hash; looked up per request through a small cache."""
+"""API keys: made once, shown once, stored as a hash; looked up per request through a small cache,
+as are the tenants' user-token keys and the keys user tokens name, so that a revocation or a
+rotation reaches a running daemon within CACHE_MS."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from notifyd.core.clock import Clock
 from notifyd.core.models import ApiKey
+from notifyd.core.records import KeyRecord, SigningKey
+from notifyd.domain import signed
 from notifyd.store import Store
 
 KEY_PREFIX = "nfy_"
-CACHE_MS = 5000  # a revoked key stops working within this long in a running daemon
+CACHE_MS = 5000  # a revoked key (or a rotated one) stops working within this long in a daemon
+T = TypeVar("T")
 
 
 def new_key() -> str:
@@ -22,24 +29,44 @@ def hash_key(key: str) -> str:
 
 
 class KeyCache:
-    """Known keys by hash, remembered briefly so the accept path skips a read per request."""
+    """Known keys by hash, remembered briefly so the accept path skips a read per request. Only
+    what exists is remembered: a lookup for a made-up key or tenant leaves nothing behind."""
 
     def __init__(self, store: Store, clock: Clock) -> None:
         self.store = store
         self.clock = clock
         self._hits: dict[str, tuple[int, ApiKey]] = {}
+        self._named: dict[str, tuple[int, KeyRecord]] = {}
+        self._signing: dict[str, tuple[int, SigningKey]] = {}
 
     async def find(self, authorization: str | None) -> ApiKey | None:
         if not authorization or authorization[:7].lower() != "bearer ":  # scheme: any case
             return None
         digest = hash_key(authorization[7:].strip())
-        hit = self._hits.get(digest)
+        return await self._recall(self._hits, digest, lambda: self.store.find_key(digest))
+
+    async def live(self, name: str, tenant: str) -> bool:
+        """Whether the API key called `name` is the tenant's and not revoked."""
+        key = await self._recall(self._named, name, lambda: self.store.find_key_named(name))
+        return key is not None and key.tenant == tenant and key.revoked_at is None
+
+    async def token_keys(self, tenant: str) -> list[bytes]:
+        """The keys that verify the tenant's user tokens now: its key, and the one a rotation
+        replaced while the overlap lasts; none if the tenant never had user tokens."""
+        name = signed.tenant_key_name(tenant)
+        found = await self._recall(self._signing, name,
+                                   lambda: self.store.find_signing_key(name))
+        return found.verifying(self.clock.now_ms()) if found is not None else []
+
+    async def _recall(self, table: dict[str, tuple[int, T]], name: str,
+                      load: Callable[[], Awaitable[T | None]]) -> T | None:
+        hit = table.get(name)
         now = self.clock.now_ms()
         if hit is not None and hit[0] - CACHE_MS <= now < hit[0]:  # a clock stepped back: ask
             return hit[1]
-        key = await self.store.find_key(digest)
-        if key is None:
-            self._hits.pop(digest, None)
+        value = await load()
+        if value is None:
+            table.pop(name, None)
             return None
-        self._hits[digest] = (now + CACHE_MS, key)
-        return key
+        table[name] = (now + CACHE_MS, value)
+        return value

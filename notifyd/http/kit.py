@@ -15,12 +15,14 @@ from aiohttp import web
 from notifyd.config import Config
 from notifyd.core.clock import Clock
 from notifyd.core.errors import DomainError
+from notifyd.core.logs import Throttled, printable
 from notifyd.core.models import ApiKey
 from notifyd.domain import policy
 from notifyd.domain.validate import get_str, parse_object
 from notifyd.engine import evidence
 from notifyd.engine.ingest import Ingest
 from notifyd.engine.metrics import Metrics
+from notifyd.engine.resolution import Ref
 from notifyd.engine.stream import Hub
 from notifyd.http.auth import KeyCache
 from notifyd.http.errors import ApiError, body_of, status_of
@@ -49,9 +51,10 @@ class Context:
         self.fetch = evidence.Fetcher()  # the SNS certificate, for the ses webhook
         self.hub: Hub = ingest.hub  # open inbox streams, told of changes after they commit
         self.link_key = link_key  # signs unsubscribe links (the daemon's, from the store)
-        self.token_keys: dict[str, bytes] = {}  # tenant -> its user-token key, once read
         self.guard = guard  # the connection guard, when serving: streams leave its count
         self.closing = asyncio.Event()  # set at shutdown: open inbox streams end
+        # Lines a client can provoke at will (an error, a refused webhook): a few, not a flood.
+        self.lines = Throttled(log, clock)
 
     def use(self, cfg: Config, ingest: Ingest, health: Health | None) -> None:
         """A reload's config and the peers made from it, for the requests from here on; a
@@ -101,8 +104,9 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
                                            f"allowed on {request.path} (allowed: {allowed})"))
         response.headers["Allow"] = allowed
         return response
-    except Exception:
-        log.exception("unhandled error on %s %s", request.method, request.path)
+    except Exception as e:
+        request.app[CTX].lines.unexpected(f"unhandled error on {request.method} "
+                                          f"{printable(request.path)}", e)
         return error_response(ApiError("internal"))
 
 
@@ -129,6 +133,14 @@ async def read_body(request: web.Request) -> bytes:
 async def read_object(request: web.Request) -> dict[str, Any]:
     body = await read_body(request)
     return parse_object(body) if body else {}
+
+
+def no_notification(ref: Ref) -> ApiError:
+    """Not found, in the words of how it was named."""
+    if ref.notification_id is not None:
+        return ApiError("not_found", f"no notification {ref.notification_id!r}", "id")
+    return ApiError("not_found", f"no notification for user {ref.user_id!r} with dedup key "
+                    f"{ref.dedup_key!r}", "dedup_key")
 
 
 def user_id_of(request: web.Request) -> str:

@@ -7,13 +7,16 @@ import json
 from typing import Any
 
 from notifyd import __version__
+from notifyd.config import FanoutConfig, TokensConfig
 from notifyd.core.catalog import MEDIUMS
 from notifyd.core.contacts import ADDRESSES, SUPPRESSION_TYPES
 from notifyd.core.models import StepState
 from notifyd.domain.validate import MAX_ID_LEN
+from notifyd.http import openapi_events
 from notifyd.http.errors import CATALOG
 from notifyd.receipts import PROVIDERS
 
+TOKEN_TTL_MAX = TokensConfig().max_ttl_sec  # unless the config says otherwise
 _STR = {"type": "string"}
 _NSTR = {"type": ["string", "null"]}
 _TIME = {"type": ["string", "null"], "format": "date-time"}
@@ -44,6 +47,34 @@ def _errors(*statuses: int) -> dict[str, Any]:
         "with the status this provider reads as final") for s in statuses}
 
 
+SEND_AT = ("RFC 3339 (2026-09-21T14:13:20Z): the ladder starts then instead of at accept; every "
+           "step's time, quiet hours and the time to live count from it. A time already past is "
+           "now; at most server.max_schedule_sec (31 days) ahead; refused for a kind with an "
+           "inbox. Compared, like the other fields, when a dedup key is used again.")
+BATCH_MAX = 1000
+
+
+def _batch(item: str, call: str) -> dict[str, Any]:
+    """A batch's envelope. Its items are not held to the item schema here: each is checked on
+    its own and answered in its place in the results, so a bad one is a 200, not a refusal."""
+    return {"type": "object", "required": ["items"], "additionalProperties": False,
+            "properties": {"items": {
+                "type": "array", "minItems": 1, "maxItems": BATCH_MAX, "items": {
+                    "description": f"the body of {call} ({item}); one that is not gets the "
+                                   "error that call would answer, in its place"}}}}
+
+
+def _results(ok: str, statuses: tuple[int, ...]) -> dict[str, Any]:
+    """One answer per item, in order: the single call's status beside its body."""
+    status = {"status": {"type": "integer", "enum": list(statuses)}}
+    refused = {"allOf": [_ref("Error"), {"type": "object", "required": ["status"], "properties": {
+        "status": {"type": "integer", "minimum": 400, "maximum": 599}}}]}
+    return {"type": "object", "required": ["results"], "properties": {"results": {
+        "type": "array", "items": {"anyOf": [
+            {"allOf": [_ref(ok), {"type": "object", "required": ["status"],
+                                  "properties": status}]}, refused]}}}}
+
+
 STATE_DOC = ("delivered (proved by a receipt) or resolved; <channel>_pending, <channel>_sending "
              "or <channel>_unknown for the first open step; or how the ladder ended: sent, "
              "presumed_delivered (sent, unproven, past the time to live), held (for a digest), "
@@ -65,7 +96,8 @@ SCHEMAS: dict[str, Any] = {
             "type": "object", "required": ["channel"], "additionalProperties": False,
             "properties": {"channel": _STR, "timeout_sec": {"type": ["number", "null"],
                                                             "minimum": 0}}}},
-        "max_ttl_sec": {"type": ["integer", "null"], "minimum": 1, "maximum": 30 * 86400}}},
+        "max_ttl_sec": {"type": ["integer", "null"], "minimum": 1, "maximum": 30 * 86400},
+        "send_at": {"type": ["string", "null"], "format": "date-time", "description": SEND_AT}}},
     "Accepted": {"type": "object", "required": ["notification_id", "state", "created"],
                  "properties": {"notification_id": _STR, "state": _STATE,
                                 "created": {"type": "boolean"}}},
@@ -87,12 +119,16 @@ SCHEMAS: dict[str, Any] = {
         "total_time_ms"], "properties": {
         "notification_id": _STR, "user_id": _STR, "kind": _STR, "dedup_key": _NSTR,
         "created_at": _TIME, "expires_at": _TIME, "current_state": _STATE,
+        "send_at": {**_TIME, "description": "a scheduled one: when its ladder started (or "
+                    "starts); null for one sent at once"},
         "delivered_via": _NSTR, "resolution": {"type": ["object", "null"]},
         "steps": {"type": "array", "items": _ref("Step")},
         "total_time_ms": {"type": ["integer", "null"]},
         "pruned_at": {"type": ["string", "null"], "format": "date-time", "description":
                       "When retention pruned its history: steps is then empty and "
-                      "current_state is how it ended."}}},
+                      "current_state is how it ended."},
+        "event_id": {"type": ["string", "null"], "description": "the event it was made for "
+                     "(POST /v1/events); null for one posted on its own"}}},
     "ResolveRequest": {"type": "object", "additionalProperties": False,
                        "properties": {"resolution": _opt(_text(200))}},
     "ResolutionRequest": {"type": "object", "required": ["user_id", "dedup_key"],
@@ -102,6 +138,10 @@ SCHEMAS: dict[str, Any] = {
                                                 "changed", "cancelled_steps"], "properties": {
         "notification_id": _STR, "resolution": _STR, "resolved_at": _TIME,
         "changed": {"type": "boolean"}, "cancelled_steps": {"type": "integer"}}},
+    "AcceptBatch": _batch("AcceptRequest", "POST /v1/notifications"),
+    "AcceptResults": _results("Accepted", (200, 202)),
+    "ResolutionBatch": _batch("ResolutionRequest", "POST /v1/resolutions"),
+    "ResolutionResults": _results("Resolved", (200,)),
     "User": {"type": "object", "additionalProperties": False, "properties": {
         **{a.field: {**_opt(_ID), "description": a.shape,
                      **({"pattern": a.pattern.pattern} if a.pattern else {})} for a in ADDRESSES},
@@ -176,7 +216,8 @@ SCHEMAS: dict[str, Any] = {
         "unread": {"type": "integer", "minimum": 0},
         "resolved": {"type": ["boolean", "integer"]}}},
     "TokenRequest": {"type": "object", "additionalProperties": False, "properties": {
-        "ttl_sec": {"type": "integer", "minimum": 60, "maximum": 86400}}},
+        "ttl_sec": {"type": "integer", "minimum": 60, "maximum": TOKEN_TTL_MAX,
+                    "description": "at most tokens.max_ttl_sec"}}},
     "Token": {"type": "object", "required": ["token", "user_id", "expires_at"], "properties": {
         "token": _STR, "user_id": _STR, "expires_at": _TIME}},
     "Devices": {"type": "object", "required": ["devices"],
@@ -194,7 +235,9 @@ def _op(summary: str, ok: str, schema: str, errors: tuple[int, ...],
     if body:
         op["requestBody"] = {"required": body in ("AcceptRequest", "ResolutionRequest", "User",
                                                   "DeviceRequest", "SuppressionRequest",
-                                                  "PreferencesRequest"),
+                                                  "PreferencesRequest", "AcceptBatch",
+                                                  "ResolutionBatch", "EventRequest",
+                                                  "MembersRequest"),
                              "content": {"application/json": {"schema": _ref(body)}}}
     return op
 
@@ -203,11 +246,15 @@ def _public(summary: str, responses: dict[str, Any]) -> dict[str, Any]:
     return {"get": {"summary": summary, "security": [], "responses": responses}}
 
 
-def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> dict[str, Any]:
-    """The document; given the configured kinds and channels, their names are enums in it."""
-    schemas = SCHEMAS
-    if kinds is not None or channels is not None:
-        schemas = json.loads(json.dumps(SCHEMAS))  # a copy to narrow
+def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
+         token_ttl_max: int = TOKEN_TTL_MAX,
+         max_inline_users: int = FanoutConfig.max_inline_users) -> dict[str, Any]:
+    """The document; given the configured kinds and channels, their names are enums in it, and
+    a token's longest ttl_sec is tokens.max_ttl_sec."""
+    schemas = {**SCHEMAS, **openapi_events.schemas(max_inline_users)}
+    if kinds is not None or channels is not None or token_ttl_max != TOKEN_TTL_MAX:
+        schemas = json.loads(json.dumps(schemas))  # a copy to narrow
+        schemas["TokenRequest"]["properties"]["ttl_sec"]["maximum"] = token_ttl_max
         props = schemas["AcceptRequest"]["properties"]
         if kinds is not None:
             props["kind"] = {"type": "string", "enum": sorted(kinds)}
@@ -244,6 +291,14 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> d
         "security": [{"bearer": []}],
         "paths": {
             "/v1/notifications": {"post": accept},
+            "/v1/notifications/batch": {"post": _op(
+                f"Accept up to {BATCH_MAX} notifications in one write: one result per item, in "
+                "order, each what POST /v1/notifications would answer for it (a bad item never "
+                "fails the others); 200 once every accepted item is committed. The batch as a "
+                "whole is refused only for its key, its envelope, its size "
+                "(server.max_batch_body_bytes), or a store that sheds or fails (nothing of it "
+                "is accepted)", "200", "AcceptResults",
+                (400, 401, 403, 408, 413, 422, 503), "AcceptBatch")},
             "/v1/notifications/{id}": {"get": {
                 **_op("Status of a notification with every step", "200", "Status",
                       (401, 403, 404)), "parameters": idp}},
@@ -254,6 +309,11 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> d
                 "Resolve by user and dedup key", "200", "Resolved",
                 (400, 401, 403, 404, 408, 422),
                 "ResolutionRequest")},
+            "/v1/resolutions/batch": {"post": _op(
+                f"Resolve up to {BATCH_MAX} notifications by user and dedup key in one write: "
+                "one result per item, in order, each what POST /v1/resolutions would answer "
+                "for it", "200", "ResolutionResults", (400, 401, 403, 408, 413, 422),
+                "ResolutionBatch")},
             "/v1/users/{user_id}": {
                 "put": {**_op("Set a user's contacts, timezone, locale and quiet hours",
                               "200", "UserView", (400, 401, 403, 408, 422), "User"),
@@ -357,5 +417,6 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None) -> d
                  "503": _json(_ref("Ready"), "not ready: each check says why")}),
             "/metrics": _public("Prometheus metrics (text exposition format)", {"200": {
                 "description": "ok", "content": {"text/plain": {"schema": _STR}}}}),
+            **openapi_events.paths(_op, _errors, _json, _ref),
         },
     }

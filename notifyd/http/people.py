@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import html
 import logging
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from notifyd.core.records import Cursor, InboxItem
-from notifyd.core.text import is_digits, iso
+from notifyd.core.text import iso, whole_number
 from notifyd.domain import preferences, signed
 from notifyd.domain.validate import check_fields, parse_object
 from notifyd.engine.stream import CLOSE, Event, Stream
@@ -27,6 +26,7 @@ from notifyd.http.kit import (
     CTX,
     Handler,
     authorise,
+    error_response,
     json_response,
     read_body,
     read_object,
@@ -37,7 +37,7 @@ log = logging.getLogger("notifyd.people")
 PAGE_MAX = 100
 PAGE_DEFAULT = 50
 TOKEN_TTL_DEFAULT = 3600
-TOKEN_TTL_MAX = 86400
+TOKEN_TTL_MIN = 60
 KEEPALIVE_SEC = 25.0  # a comment on an idle stream, so proxies keep it open
 BACKLOG_PAGE = 500  # items read at a time for a stream that resumes with Last-Event-ID
 KEEPALIVE = b": keepalive\n\n"
@@ -45,13 +45,17 @@ RETRY_SOON = b"retry: 3000\n\n"  # a page that lost its stream reconnects after 
 RETRY_LATER = b"retry: 60000\n\n"  # one displaced by the person's newer page, after a minute
 CORS_HEADERS = "Authorization, Content-Type, Last-Event-ID"
 TENANT: web.RequestKey[str] = web.RequestKey("tenant", str)  # whose person the request is for
+# The kinds of inbox item the request may see and change: a key's kinds (none: every kind).
+KINDS: web.RequestKey[tuple[str, ...]] = web.RequestKey("kinds", tuple)
 
 
 # --- who the request acts for -----------------------------------------------------------------
 
 
-async def person(request: web.Request) -> tuple[str, str]:
-    """(tenant, user_id) of the path's user, if the request may act for them."""
+async def person(request: web.Request, every_kind: bool = False) -> tuple[str, str]:
+    """(tenant, user_id) of the path's user, if the request may act for them. A key limited to
+    some kinds sees only their inbox items (request[KINDS]); a route that covers every kind
+    (`every_kind`: preferences, the stream, minting a user token) refuses it."""
     user_id = user_id_of(request)
     header = request.headers.get("Authorization", "")
     token = header[7:].strip() if header[:7].lower() == "bearer " else ""
@@ -61,43 +65,63 @@ async def person(request: web.Request) -> tuple[str, str]:
         if who.user_id != user_id:
             raise ApiError("wrong_user", "this user token is for another user")
         tenant = who.tenant
+        request[KINDS] = ()  # the person's own: every kind
     else:
-        tenant = (await authorise(request, "users")).tenant
+        key = await authorise(request, "users")
+        if key.kinds and every_kind:
+            _every_kind(key.kinds)
+        tenant = key.tenant
+        request[KINDS] = key.kinds
     request[TENANT] = tenant  # CORS answers by the tenant's origins
     return tenant, user_id
 
 
+def _every_kind(kinds: tuple[str, ...]) -> None:
+    raise ApiError("kind_not_allowed", f"this API key may act only on the kinds "
+                   f"{', '.join(kinds)}; this call covers every kind (use a key for every kind)")
+
+
+def _kinds(request: web.Request) -> tuple[str, ...]:
+    return request[KINDS]  # set by person()
+
+
 async def _user_token(request: web.Request, token: str) -> signed.UserToken:
+    """The token, if its tenant's key (or the one a rotation replaced, within the overlap)
+    signed it, it is within tokens.max_ttl_sec, and the API key it names is live."""
     ctx = request.app[CTX]
     try:
         tenant = signed.token_tenant(token)
-        key = ctx.token_keys.get(tenant)
-        if key is None:
-            key = await ctx.store.find_signing_key(signed.tenant_key_name(tenant))
-            if key is None:
-                raise signed.BadToken("no such tenant has user tokens")
-            ctx.token_keys[tenant] = key
-        return signed.read_user_token(token, key, ctx.clock.now_ms() // 1000)
+        keys = await ctx.keys.token_keys(tenant)
+        if not keys:
+            raise signed.BadToken("no such tenant has user tokens")
+        who = signed.read_user_token(token, keys, ctx.clock.now_ms() // 1000,
+                                     ctx.cfg.tokens.max_ttl_sec)
+        if who.key_name is not None and not await ctx.keys.live(who.key_name, tenant):
+            raise signed.BadToken("the API key that made it was revoked")
+        return who
     except signed.BadToken as e:
         raise ApiError("unauthorized", f"user token: {e}") from None
 
 
 async def post_token(request: web.Request) -> web.Response:
     """A short-lived token for one user's own inbox and preferences, minted for a producer's
-    page; only a producer's key may ask."""
+    page; only a producer's key may ask, and the token dies with that key."""
     ctx = request.app[CTX]
     key = await authorise(request, "users")
+    if key.kinds:  # the token opens the person's whole inbox and preferences
+        _every_kind(key.kinds)
     user_id = user_id_of(request)
     data = await read_object(request)
     check_fields(data, frozenset({"ttl_sec"}))
-    ttl = data.get("ttl_sec", TOKEN_TTL_DEFAULT)
-    if not isinstance(ttl, int) or isinstance(ttl, bool) or not 60 <= ttl <= TOKEN_TTL_MAX:
-        raise ApiError("invalid_field", f"ttl_sec must be an integer 60..{TOKEN_TTL_MAX}",
-                       "ttl_sec")
+    longest = ctx.cfg.tokens.max_ttl_sec
+    ttl = data.get("ttl_sec", min(TOKEN_TTL_DEFAULT, longest))
+    if not isinstance(ttl, int) or isinstance(ttl, bool) or not TOKEN_TTL_MIN <= ttl <= longest:
+        raise ApiError("invalid_field", f"ttl_sec must be an integer {TOKEN_TTL_MIN}..{longest} "
+                       "(tokens.max_ttl_sec)", "ttl_sec")
     secret = await ctx.store.signing_key(signed.tenant_key_name(key.tenant))
     expires = ctx.clock.now_ms() // 1000 + ttl
     return json_response({"token": signed.make_user_token(secret, key.tenant, user_id,
-                                                               expires),
+                                                               expires, key.name),
                               "user_id": user_id, "expires_at": iso(expires * 1000)},
                              status=201)
 
@@ -107,14 +131,14 @@ async def post_token(request: web.Request) -> web.Response:
 
 async def get_preferences(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    tenant, user_id = await person(request)
+    tenant, user_id = await person(request, every_kind=True)
     return json_response(preferences.view(
         ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id)))
 
 
 async def put_preferences(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    tenant, user_id = await person(request)
+    tenant, user_id = await person(request, every_kind=True)
     body = await read_body(request)
     if not body:
         raise ApiError("body_not_object", "send the preferences as a JSON object")
@@ -142,11 +166,14 @@ def _cursor(item: InboxItem) -> str:
 def _read_cursor(text: str) -> Cursor:
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
-        at, _, nid = raw.partition(".")
-        return Cursor(int(at), nid)
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        raw = ""
+    at, _, nid = raw.partition(".")
+    created_at = whole_number(at)  # int() and SQLite refuse a number of any length
+    if created_at is None:
         raise ApiError("invalid_field", "before must be a cursor from a previous page's "
-                       "next", "before") from None
+                       "next", "before")
+    return Cursor(created_at, nid)
 
 
 def _query(request: web.Request, known: frozenset[str]) -> None:
@@ -162,16 +189,15 @@ async def get_inbox(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
     _query(request, frozenset({"before", "limit", "archived"}))
-    limit_text = request.query.get("limit", str(PAGE_DEFAULT))
-    if not is_digits(limit_text) or not 1 <= int(limit_text) <= PAGE_MAX:
+    limit = whole_number(request.query.get("limit", str(PAGE_DEFAULT)), PAGE_MAX, 1)
+    if limit is None:
         raise ApiError("invalid_field", f"limit must be 1..{PAGE_MAX}", "limit")
     archived = request.query.get("archived", "false")
     if archived not in ("true", "false"):
         raise ApiError("invalid_field", "archived must be true or false", "archived")
     before = request.query.get("before")
-    limit = int(limit_text)
     items = await ctx.store.inbox_page(tenant, user_id, _read_cursor(before) if before else None,
-                                       limit + 1, archived == "true")
+                                       limit + 1, archived == "true", _kinds(request))
     more = len(items) > limit
     items = items[:limit]
     return json_response({"items": [item_view(i) for i in items],
@@ -181,7 +207,16 @@ async def get_inbox(request: web.Request) -> web.Response:
 async def get_badge(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
-    return json_response({"unread": await ctx.store.badge(tenant, user_id)})
+    return json_response({"unread": await ctx.store.badge(tenant, user_id, _kinds(request))})
+
+
+async def _unread(request: web.Request, badge: int) -> int:
+    """The badge as the request may see it: of its kinds only, for a key limited to some."""
+    kinds = _kinds(request)
+    if not kinds:
+        return badge
+    tenant, user_id = request[TENANT], user_id_of(request)
+    return await request.app[CTX].store.badge(tenant, user_id, kinds)
 
 
 def _stops_on_read(request: web.Request) -> frozenset[str]:
@@ -194,36 +229,39 @@ async def post_read(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
     item_id = request.match_info["item_id"]
-    change = await ctx.store.read_item(tenant, user_id, item_id,
-                                       _stops_on_read(request))
+    change = await ctx.store.read_item(tenant, user_id, item_id, _stops_on_read(request),
+                                       _kinds(request))
     if change is None:
         raise ApiError("not_found", f"no inbox item {item_id!r}", "item_id")
     if change.changed:
         ctx.hub.publish(tenant, user_id, Event("read", {"id": item_id}),
                         Event("badge", {"unread": change.badge}))
-    return json_response({"id": item_id, "read": True, "unread": change.badge,
+    return json_response({"id": item_id, "read": True,
+                          "unread": await _unread(request, change.badge),
                               "resolved": bool(change.resolved)})
 
 
 async def post_read_all(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
-    change = await ctx.store.read_all(tenant, user_id, _stops_on_read(request))
-    ctx.hub.publish(tenant, user_id, Event("badge", {"unread": 0}))
-    return json_response({"unread": 0, "resolved": len(change.resolved)})
+    change = await ctx.store.read_all(tenant, user_id, _stops_on_read(request), _kinds(request))
+    ctx.hub.publish(tenant, user_id, Event("badge", {"unread": change.badge}))
+    return json_response({"unread": await _unread(request, change.badge),
+                          "resolved": len(change.resolved)})
 
 
 async def post_archive(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
     item_id = request.match_info["item_id"]
-    change = await ctx.store.archive_item(tenant, user_id, item_id)
+    change = await ctx.store.archive_item(tenant, user_id, item_id, _kinds(request))
     if change is None:
         raise ApiError("not_found", f"no inbox item {item_id!r}", "item_id")
     if change.changed:
         ctx.hub.publish(tenant, user_id, Event("archived", {"id": item_id}),
                         Event("badge", {"unread": change.badge}))
-    return json_response({"id": item_id, "archived": True, "unread": change.badge})
+    return json_response({"id": item_id, "archived": True,
+                          "unread": await _unread(request, change.badge)})
 
 
 async def get_stream(request: web.Request) -> web.StreamResponse:
@@ -232,10 +270,10 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     it does not count against server.max_connections, but against server.max_streams, and the
     person's against server.max_streams_per_user (a new one closes their oldest)."""
     ctx = request.app[CTX]
-    tenant, user_id = await person(request)
+    tenant, user_id = await person(request, every_kind=True)
     _query(request, frozenset({"last_event_id"}))
     last_text = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
-    if last_text is not None and not is_digits(last_text):
+    if last_text is not None and whole_number(last_text) is None:
         raise ApiError("invalid_field", "Last-Event-ID must be an event id from this stream",
                        "Last-Event-ID")
     stream = ctx.hub.subscribe(tenant, user_id)
@@ -398,7 +436,7 @@ async def post_unsubscribe(request: web.Request) -> web.Response:
 
 def _person_path(path: str) -> bool:
     return path.startswith("/v1/users/") and any(
-        part in path for part in ("/inbox", "/preferences"))
+        part in path for part in ("/inbox", "/preferences", "/topics"))
 
 
 def _cors_headers(request: web.Request, response: web.StreamResponse) -> None:
@@ -422,10 +460,10 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if request.method == "OPTIONS":
         origin = request.headers["Origin"]
         if not any(origin in t.cors_origins for t in request.app[CTX].cfg.tenants.values()):
-            return web.Response(status=403, text="origin not allowed")
+            return error_response(ApiError("origin_not_allowed"))
         return web.Response(status=204, headers={
             "Access-Control-Allow-Origin": origin, "Vary": "Origin",
-            "Access-Control-Allow-Methods": "GET, PUT, POST",
+            "Access-Control-Allow-Methods": "GET, PUT, POST, DELETE",
             "Access-Control-Allow-Headers": CORS_HEADERS, "Access-Control-Max-Age": "600"})
     response = await handler(request)
     if not response.prepared:

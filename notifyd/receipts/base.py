@@ -15,10 +15,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from notifyd.core.models import Evidence, Receipt, message_key
+from notifyd.core.bounded import TooDeep, load_json
+from notifyd.core.models import Evidence, Nonce, Receipt, message_key
 
-__all__ = ["BadReceipt", "BadSignature", "Event", "Evidence", "Fetch", "Parser", "RawRequest",
-           "Receipt", "ReceiptProvider", "Reply", "message_key"]
+__all__ = ["BadReceipt", "BadSignature", "Event", "Evidence", "Fetch", "Nonce", "NonceOf",
+           "Parser", "RawRequest", "Receipt", "ReceiptProvider", "Reply", "json_of",
+           "message_key"]
 
 
 Event = Evidence  # what a receipt says happened: notifyd.models.Evidence
@@ -30,6 +32,18 @@ class BadSignature(Exception):
 
 class BadReceipt(Exception):
     """Verified, but not something notifyd can read (a shape it does not know)."""
+
+
+def json_of(data: bytes | str, refuse: type[Exception], what: str = "the body") -> Any:
+    """The JSON value of a body (or of a field in it) within the API's limits (core/bounded.py):
+    anyone can post anything here. `refuse` is BadSignature before verification, BadReceipt
+    after; its message says what was wrong."""
+    try:
+        return load_json(data)
+    except TooDeep as e:
+        raise refuse(f"{what} {e}") from None
+    except ValueError:
+        raise refuse(f"{what} is not JSON") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +65,11 @@ class Parser(Protocol):
 
     async def __call__(self, request: RawRequest, settings: Any, now: int,
                        fetch: Fetch) -> list[Receipt]: ...
+
+
+# The one-time token of a request its parser has verified, for a scheme whose signature leaves
+# the event unsigned (Mailgun's): the store keeps it and refuses it a second time.
+NonceOf = Callable[[RawRequest, Any], Nonce]
 
 
 @dataclass(frozen=True)
@@ -79,3 +98,4 @@ class ReceiptProvider:
     # on 406; Postmark retries a 401 and stops on 403).
     bad_signature_status: int = 401
     bad_receipt_status: int = 400
+    nonce: NonceOf | None = None

@@ -8,9 +8,10 @@ Wire facts relied on (checked with the search tool):
   parent account's key, so either may match ours:
   https://documentation.mailgun.com/docs/mailgun/user-manual/webhooks/securing-webhooks
 - The signature does not cover `event-data`: a captured signature block could carry any event.
-  So a token is accepted once: tokens are kept until their timestamp leaves the tolerance window
-  (after which the timestamp check refuses them anyway), in a dict pruned by time. The cache lives
-  in this process: several notifyd processes behind one URL each keep their own.
+  So a token is accepted once: `nonce` names it, and the store keeps it until its timestamp leaves
+  the tolerance window (after which the timestamp check refuses it anyway), in the transaction
+  that stores the receipt. It is in the database, so a restart forgets nothing, and processes
+  sharing the database share it.
 - Retries: 200 done; 406 "rejected, do not retry"; anything else is retried after 5, 10, 15 min,
   1, 2 and 4 h: https://documentation.mailgun.com/docs/mailgun/user-manual/webhooks/webhook-retries.
   A retry is reported to carry the original signature block (hookdeck/webhook-skills
@@ -38,7 +39,6 @@ unknown events are skipped. Legacy form-encoded webhooks are not supported (BadS
 from __future__ import annotations
 
 import hashlib
-import heapq
 import hmac
 import json
 import re
@@ -51,9 +51,11 @@ from notifyd.receipts.base import (
     BadSignature,
     Event,
     Fetch,
+    Nonce,
     RawRequest,
     Receipt,
     ReceiptProvider,
+    json_of,
 )
 
 NAME = "mailgun"
@@ -103,38 +105,6 @@ class MailgunSettings:
         return out
 
 
-class TokenCache:
-    """Tokens already accepted, each kept until its timestamp leaves the tolerance window: memory
-    is bounded by what Mailgun sends in one window, since only signed tokens get in."""
-
-    def __init__(self) -> None:
-        self._until: dict[str, int] = {}
-        self._heap: list[tuple[int, str]] = []
-
-    def claim(self, token: str, until: int, now: int) -> bool:
-        """Record the token; False if it was already recorded and has not expired."""
-        self.prune(now)
-        if token in self._until:
-            return False
-        self._until[token] = until
-        heapq.heappush(self._heap, (until, token))
-        return True
-
-    def prune(self, now: int) -> None:
-        while self._heap and self._heap[0][0] < now:
-            _, token = heapq.heappop(self._heap)
-            self._until.pop(token, None)
-
-    def __contains__(self, token: object) -> bool:
-        return token in self._until
-
-    def __len__(self) -> int:
-        return len(self._until)
-
-
-SEEN = TokenCache()
-
-
 def verify(body: Any, settings: MailgunSettings, now: int) -> None:
     if not settings.signing_key:
         raise BadSignature("mailgun: no signing key configured")
@@ -161,17 +131,19 @@ def verify(body: Any, settings: MailgunSettings, now: int) -> None:
     window = settings.tolerance_sec * 1000
     if abs(now - signed_at) > window:
         raise BadSignature("mailgun: timestamp outside the tolerance")
-    if not SEEN.claim(token, signed_at + window, now):
-        raise BadSignature("mailgun: token already used (a replay)")
+
+
+def nonce(request: RawRequest, settings: MailgunSettings) -> Nonce:
+    """The token of a request parse has verified, kept until its timestamp leaves the window."""
+    block = json.loads(request.body)["signature"]
+    until = (int(block["timestamp"]) + settings.tolerance_sec) * 1000
+    return Nonce(NAME, block["token"], until)
 
 
 async def parse(request: RawRequest, settings: MailgunSettings, now: int,
                 fetch: Fetch) -> list[Receipt]:
-    try:
-        body = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
-        # The signature travels inside the body: without it nothing can be verified.
-        raise BadSignature("mailgun: body is not JSON, so carries no signature") from None
+    # The signature travels inside the body: without it nothing can be verified.
+    body = json_of(request.body, BadSignature, "mailgun: body")
     verify(body, settings, now)
     data = body.get("event-data")
     if not isinstance(data, dict) or not isinstance(data.get("event"), str):
@@ -277,4 +249,4 @@ def clean_address(value: Any) -> str | None:
 
 PROVIDER = ReceiptProvider(NAME, "Mailgun webhooks (HMAC-SHA256 of timestamp + token; tokens "
                            "refused twice)", MailgunSettings, parse,
-                           bad_receipt_status=406)
+                           bad_receipt_status=406, nonce=nonce)

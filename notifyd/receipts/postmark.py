@@ -62,6 +62,7 @@ from notifyd.receipts.base import (
     RawRequest,
     Receipt,
     ReceiptProvider,
+    json_of,
 )
 
 NAME = "postmark"
@@ -165,10 +166,7 @@ def verify(request: RawRequest, settings: PostmarkSettings) -> None:
 async def parse(request: RawRequest, settings: PostmarkSettings, now: int,
                 fetch: Fetch) -> list[Receipt]:
     verify(request, settings)
-    try:
-        record = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
-        raise BadReceipt("postmark: body is not JSON") from None
+    record = json_of(request.body, BadReceipt, "postmark: body")
     if not isinstance(record, dict) or not isinstance(record.get("RecordType"), str):
         raise BadReceipt("postmark: not a record with a RecordType")
     receipt = to_receipt(record)

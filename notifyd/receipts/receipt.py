@@ -24,7 +24,12 @@ ignored. Anything else is refused with BadReceipt naming the field, so a client'
 once. key = "n_...:STEP"; the device goes to detail ("device d_...").
 
 The secret belongs on the producer's backend: a service worker or a mobile app cannot keep one,
-so clients report to their backend, which signs and forwards.
+so clients report to their backend, which signs and forwards. Each tenant may have its own
+([webhooks.delivery-receipt.tenants.NAME]): a receipt signed with it names that tenant, matches
+only its notifications, and its webhook-id is that tenant's alone (the event id is
+"TENANT:ID"), so one tenant can neither move nor pre-empt another's steps. The shared secret
+matches any tenant's, as a single-tenant install needs. The secret that verifies is found by
+trying each (an HMAC per secret), as a receiver holding several endpoint secrets does.
 """
 
 from __future__ import annotations
@@ -32,7 +37,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,7 +44,7 @@ from datetime import datetime
 from typing import Any
 
 from notifyd.channels.webhook import signing_key
-from notifyd.core.fields import sensitive
+from notifyd.core.fields import docf, sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,
@@ -49,6 +53,7 @@ from notifyd.receipts.base import (
     RawRequest,
     Receipt,
     ReceiptProvider,
+    json_of,
 )
 
 NAME = "delivery-receipt"
@@ -62,6 +67,7 @@ MAX_STEP = 999_999
 KEY_RE = re.compile(r"(n_[0-9a-z]{18}):([0-9]{1,6})(?::(d_[0-9a-f]{16}))?")
 PROVIDER_RE = re.compile(r"[a-z0-9_-]{1,32}")
 FIELD_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
+TENANT_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")  # as API keys' tenants are named
 
 STATUS = {"delivered": Event.DELIVERED, "shown": Event.SHOWN, "opened": Event.OPENED}
 ID_FIELDS = frozenset({"notification_id", "step_no", "device_id"})
@@ -69,26 +75,68 @@ FIELDS = ID_FIELDS | {"key", "status", "timestamp", "provider"}
 
 
 @dataclass(frozen=True)
+class TenantSecret:
+    """[webhooks.delivery-receipt.tenants.NAME]: one tenant's own secret."""
+
+    secret: str = sensitive("This tenant's secret, whsec_ and base64 (a secret), for its "
+                            "backend alone.", "")
+    previous_secret: str = sensitive("While rotating: this tenant's old secret, still accepted "
+                                     "(a secret).", "")
+
+    def hmac_keys(self) -> list[bytes]:
+        return [k for k in map(signing_key, (self.secret, self.previous_secret)) if k]
+
+    def problems(self) -> list[tuple[str, str]]:
+        out = _unreadable(self.secret, self.previous_secret)
+        if not self.secret:
+            out.append(("secret", "set it; previous_secret only helps a rotation"
+                        if self.previous_secret else "set it, or remove the table"))
+        return out
+
+
+def _unreadable(secret: str, previous_secret: str) -> list[tuple[str, str]]:
+    return [(name, "must be whsec_ followed by base64 (at least 16 bytes)")
+            for name, value in (("secret", secret), ("previous_secret", previous_secret))
+            if value and signing_key(value) is None]
+
+
+@dataclass(frozen=True)
 class Settings:
     secret: str = sensitive("Verifies the Standard Webhooks signature (webhook-id, webhook-timestamp, "
                       "webhook-signature) of delivery receipts sent by your backend: whsec_ "
-                      "and base64 (a secret). Empty: the endpoint is off.", "")
+                      "and base64 (a secret). A receipt it verifies may match any tenant's "
+                      "notifications: with several tenants, give each its own secret instead "
+                      "and leave this empty. Empty, and no tenant has one: the endpoint is "
+                      "off.", "")
     previous_secret: str = sensitive("While rotating: the old secret, still accepted (a secret).", "")
+    tenants: dict[str, TenantSecret] = docf("A tenant's own secret: a receipt it verifies "
+                                            "matches only that tenant's notifications.", dict)
 
-    def keys(self) -> list[bytes]:
-        return [k for k in map(signing_key, (self.secret, self.previous_secret)) if k]
+    def signers(self) -> list[tuple[str | None, bytes]]:
+        """(the tenant it binds, or None for any, key) for every key that verifies, the
+        shared secret's first."""
+        shared = TenantSecret(self.secret, self.previous_secret).hmac_keys()
+        return [(None, k) for k in shared] + [
+            (name, k) for name, t in sorted(self.tenants.items()) for k in t.hmac_keys()]
 
     def enabled(self) -> bool:
-        return bool(self.secret)
+        return bool(self.secret) or any(t.secret for t in self.tenants.values())
 
     def problems(self) -> list[tuple[str, str]]:
-        out = []
-        for name in ("secret", "previous_secret"):
-            value = getattr(self, name)
-            if value and signing_key(value) is None:
-                out.append((name, "must be whsec_ followed by base64 (at least 16 bytes)"))
+        out = _unreadable(self.secret, self.previous_secret)
         if self.previous_secret and not self.secret:
-            out.append(("previous_secret", "set secret too; previous_secret only helps a rotation"))
+            out.append(("previous_secret", "set secret too; previous_secret only helps a "
+                        "rotation"))
+        owner = {key: "the shared secret" for tenant, key in self.signers() if tenant is None}
+        for name, tenant in sorted(self.tenants.items()):
+            if not TENANT_RE.fullmatch(name):
+                out.append(("tenants", "tenant names are lower-case letters, digits, _ . -"))
+                continue
+            out += [(f"tenants.{name}.{key}", why) for key, why in tenant.problems()]
+            for key in tenant.hmac_keys():
+                if owner.setdefault(key, f"tenants.{name}") != f"tenants.{name}":
+                    out.append((f"tenants.{name}", f"has the same secret as {owner[key]}: "
+                                "each tenant needs its own"))
         return out
 
 
@@ -97,6 +145,12 @@ def verify_standard(request: RawRequest, keys: Sequence[bytes], now: int,
     """Check a Standard Webhooks signature over the raw body; return the message id (signed, so
     a redelivery or a replay carries the same one). `families` are the header prefixes to look
     for, in order ("svix" for Resend); the three headers come from the first one present."""
+    return verify_signer(request, keys, now, families)[0]
+
+
+def verify_signer(request: RawRequest, keys: Sequence[bytes], now: int,
+                  families: Sequence[str] = ("webhook",)) -> tuple[str, int]:
+    """verify_standard, and which of `keys` signed (its index)."""
     if not keys:
         raise BadSignature("no signing secret is configured")
     family = next((f for f in families if request.headers.get(f"{f}-id") is not None), None)
@@ -119,13 +173,15 @@ def verify_standard(request: RawRequest, keys: Sequence[bytes], now: int,
     if skew < -TOLERANCE_MS:
         raise BadSignature(f"{family}-timestamp is more than 5 minutes ahead")
     signed = f"{msg_id}.{stamp}.".encode() + request.body
-    if not _any_matches(signature, [hmac.new(k, signed, hashlib.sha256).digest() for k in keys]):
+    found = _matching(signature, [hmac.new(k, signed, hashlib.sha256).digest() for k in keys])
+    if found is None:
         raise BadSignature("no signature matches")
-    return msg_id
+    return msg_id, found
 
 
-def _any_matches(header: str, expected: list[bytes]) -> bool:
-    """Whether any `v1,<base64>` entry of a signature header is one of the expected MACs."""
+def _matching(header: str, expected: list[bytes]) -> int | None:
+    """The index of the first expected MAC that a `v1,<base64>` entry of a signature header
+    holds, or None."""
     for entry in header.split()[:MAX_SIGNATURES]:
         version, _, value = entry.partition(",")
         if version != "v1":
@@ -134,17 +190,15 @@ def _any_matches(header: str, expected: list[bytes]) -> bool:
             got = base64.b64decode(value, validate=True)
         except ValueError:  # binascii.Error
             continue
-        if any(hmac.compare_digest(got, e) for e in expected):
-            return True
-    return False
+        hits = [hmac.compare_digest(got, e) for e in expected]  # every one, in constant time
+        if any(hits):
+            return hits.index(True)
+    return None
 
 
 def read_json(body: bytes) -> dict[str, Any]:
     """The verified body as a JSON object, or BadReceipt."""
-    try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, ValueError):
-        raise BadReceipt("the body is not JSON") from None
+    data = json_of(body, BadReceipt)
     if not isinstance(data, dict):
         raise BadReceipt("the body is not a JSON object")
     return data
@@ -162,7 +216,9 @@ def iso_ms(value: str) -> int | None:
 
 
 async def parse(request: RawRequest, settings: Settings, now: int, fetch: Fetch) -> list[Receipt]:
-    msg_id = verify_standard(request, settings.keys(), now)
+    signers = settings.signers()
+    msg_id, found = verify_signer(request, [key for _, key in signers], now)
+    tenant = signers[found][0]
     data = read_json(request.body)
     unknown = set(data) - FIELDS
     if unknown:
@@ -183,8 +239,9 @@ async def parse(request: RawRequest, settings: Settings, now: int, fetch: Fetch)
     if provider is not None and not (isinstance(provider, str) and PROVIDER_RE.fullmatch(provider)):
         raise BadReceipt("provider must be a short lowercase word (1..32 of a-z 0-9 _ -)")
     key = f"{nid}:{step}:{device}" if device else f"{nid}:{step}"
-    return [Receipt(NAME, msg_id, STATUS[status], occurred_at, key=key,
-                    channel_type="push" if device else None)]
+    return [Receipt(NAME, msg_id if tenant is None else f"{tenant}:{msg_id}", STATUS[status],
+                    occurred_at, key=key, channel_type="push" if device else None,
+                    tenant=tenant)]
 
 
 def _step_of(data: dict[str, Any]) -> tuple[str, int, str | None]:

@@ -53,6 +53,7 @@ from notifyd.receipts.base import (
     RawRequest,
     Receipt,
     ReceiptProvider,
+    json_of,
 )
 
 NAME = "sendgrid"
@@ -147,10 +148,7 @@ def verify(request: RawRequest, settings: SendgridSettings, now: int) -> None:
 async def parse(request: RawRequest, settings: SendgridSettings, now: int,
                 fetch: Fetch) -> list[Receipt]:
     verify(request, settings, now)
-    try:
-        events = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
-        raise BadReceipt("sendgrid: body is not JSON") from None
+    events = json_of(request.body, BadReceipt, "sendgrid: body")
     if not isinstance(events, list):
         raise BadReceipt("sendgrid: body is not a JSON array of events")
     out = []

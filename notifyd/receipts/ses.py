@@ -72,6 +72,7 @@ from notifyd.receipts.base import (
     RawRequest,
     Receipt,
     ReceiptProvider,
+    json_of,
 )
 
 NAME = "ses"
@@ -229,9 +230,10 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def read_envelope(body: bytes) -> dict[str, Any]:
+    json_of(body, BadSignature, "body")  # within the API's limits first: no recursion below
     try:
         env = json.loads(body, object_pairs_hook=_unique)
-    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise BadSignature("body is not one complete JSON object") from None
     if not isinstance(env, dict):
         raise BadSignature("body is not a JSON object")
@@ -487,10 +489,7 @@ HANDLERS: dict[str, Callable[[dict[str, Any], Mail], list[Item]]] = {
 
 
 def read_receipts(env: dict[str, Any]) -> list[Receipt]:
-    try:
-        msg = json.loads(env["Message"])
-    except ValueError:
-        raise BadReceipt("Message is not JSON") from None
+    msg = json_of(env["Message"], BadReceipt, "Message")
     if not isinstance(msg, dict):
         raise BadReceipt("Message is not a JSON object")
     kind = msg.get("eventType", msg.get("notificationType"))

@@ -58,6 +58,7 @@ from notifyd.receipts.base import (
     Receipt,
     ReceiptProvider,
     Reply,
+    json_of,
 )
 
 NAME = "twilio"
@@ -176,10 +177,7 @@ def _form(body: bytes) -> Params:
 
 def _json(body: bytes) -> Params:
     """A verified JSON body read as parameters (scalars only; nested values are skipped)."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        raise BadReceipt("the body is not JSON") from None
+    data = json_of(body, BadReceipt)
     if not isinstance(data, dict):
         raise BadReceipt("the body is not a JSON object")
     return {k: [v if isinstance(v, str) else json.dumps(v)] for k, v in data.items()

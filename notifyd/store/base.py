@@ -20,8 +20,23 @@ Times are epoch milliseconds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
+from notifyd.core.events import (
+    Backlog,
+    Counts,
+    EventAccepted,
+    EventInput,
+    EventRecord,
+    Following,
+    KindRoute,
+    Member,
+    MembersChanged,
+    Routed,
+    Topic,
+    TopicGone,
+)
 from notifyd.core.models import (
     SCOPES,
     AcceptInput,
@@ -36,6 +51,7 @@ from notifyd.core.models import (
     Device,
     Freeze,
     Leases,
+    Nonce,
     PlanFn,
     Receipt,
     Recipient,
@@ -46,6 +62,7 @@ from notifyd.core.models import (
     Want,
 )
 from notifyd.core.records import (
+    Acceptance,
     Aged,
     Cursor,
     DeadLetter,
@@ -59,6 +76,7 @@ from notifyd.core.records import (
     KeyRecord,
     Notification,
     Pruned,
+    SigningKey,
     Storage,
     Suppression,
 )
@@ -107,17 +125,27 @@ class KeyStore(Protocol):
 
     async def list_keys(self) -> list[KeyRecord]: ...
 
+    async def find_key_named(self, name: str) -> KeyRecord | None:
+        """The key of that name, revoked or not."""
+        ...
+
     async def revoke_key(self, name: str) -> bool:
         """One write; False if there was no such key, or it was revoked already."""
         ...
 
     async def signing_key(self, name: str) -> bytes:
-        """One write: the named key, made (32 random bytes) the first time; two processes
-        asking at once get the same key."""
+        """One write: the named key (the one that signs now), made (32 random bytes) the first
+        time; two processes asking at once get the same key."""
         ...
 
-    async def find_signing_key(self, name: str) -> bytes | None:
-        """The named key if it was made; never makes one."""
+    async def find_signing_key(self, name: str) -> SigningKey | None:
+        """The named key if it was made, with the one a rotation replaced; never makes one."""
+        ...
+
+    async def rotate_signing_key(self, name: str, overlap_ms: int) -> SigningKey:
+        """One write: a new key (32 random bytes) signs from now; the one it replaces still
+        verifies for `overlap_ms` after this write's time, and one replaced before it is gone
+        at once. A key never made is just made."""
         ...
 
 
@@ -158,7 +186,15 @@ class DeliveryStore(Protocol):
         the recipient as this transaction reads it, at its time. Two accepts of one key make
         one notification (a unique index decides). The inbox item's seq grows in commit order:
         an item committed later has a larger seq, so a stream resuming after a seq misses none.
+        A request's send_at later than this time starts the ladder and the time to live then.
         May raise Overloaded before anything is written."""
+        ...
+
+    async def accept_many(self, items: list[Acceptance]) -> list[AcceptResult]:
+        """One write holding every item, each exactly as `accept` alone (in order: a dedup key
+        twice in `items` makes one notification, the second a retry or a conflict); an answer
+        per item, all after the one commit. May raise Overloaded before anything is written:
+        the batch waits as one write."""
         ...
 
     async def resolve(self, notification_id: str, resolution: str, by: str,
@@ -168,6 +204,13 @@ class DeliveryStore(Protocol):
         (later calls report it unchanged) and cancels the open steps. A claim that commits
         after it never sends (promise 3). With `tenant` (and `kinds`), a notification outside
         them is not found (None) and nothing is written."""
+        ...
+
+    async def resolve_keys(self, tenant: str, keys: list[tuple[str, str, str]], by: str,
+                           kinds: tuple[str, ...] = ()) -> list[ResolveResult | None]:
+        """One write: each (user_id, dedup_key, resolution) of `tenant` found and resolved as
+        `resolve` does, in order, the lookup inside the write; None for a key that names
+        nothing the tenant (and `kinds`) holds."""
         ...
 
     async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None: ...
@@ -234,12 +277,16 @@ class DeliveryStore(Protocol):
 class ReceiptStore(Protocol):
     """Provider evidence and the suppression list."""
 
-    async def record_receipts(self, receipts: list[Receipt], rules: Rules) -> list[Recorded]:
+    async def record_receipts(self, receipts: list[Receipt], rules: Rules,
+                              once: Nonce | None = None) -> list[Recorded]:
         """One write, before the provider is answered, serialized with claim_due and complete:
         each receipt stored once ('duplicate' if its (provider, event_id) was), matched to its
-        step and applied as `rules.judge` says ('applied'), or kept until its send's answer
-        names it ('orphan'). A delivery that resolves a stop = "delivered" kind beats a later
-        claim; a claim that committed first is answered by resolving what is left."""
+        step (one of its tenant's, when it names one) and applied as `rules.judge` says
+        ('applied'), or kept until its send's answer names it ('orphan'). A delivery that
+        resolves a stop = "delivered" kind beats a later claim; a claim that committed first is
+        answered by resolving what is left. With `once`, the request's one-time token is kept
+        until its `until` in the same write; a token kept already (by any process, before any
+        restart) makes it [REPLAYED] and stores nothing."""
         ...
 
     async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,
@@ -260,8 +307,10 @@ class InboxStore(Protocol):
     """The person's inbox and its unread badge."""
 
     async def inbox_page(self, tenant: str, user_id: str, before: Cursor | None,
-                         limit: int, archived: bool = False) -> list[InboxItem]:
-        """Newest first, strictly before the cursor."""
+                         limit: int, archived: bool = False,
+                         kinds: tuple[str, ...] = ()) -> list[InboxItem]:
+        """Newest first, strictly before the cursor. `kinds`, here and below: only items of
+        these kinds are seen or changed (none named: every kind)."""
         ...
 
     async def inbox_since(self, tenant: str, user_id: str, seq: int,
@@ -269,19 +318,20 @@ class InboxStore(Protocol):
         """Items after `seq`, in seq order: what a resuming stream missed."""
         ...
 
-    async def badge(self, tenant: str, user_id: str) -> int: ...
+    async def badge(self, tenant: str, user_id: str, kinds: tuple[str, ...] = ()) -> int: ...
 
     async def read_item(self, tenant: str, user_id: str, item_id: str,
-                        stop_on_read: frozenset[str]) -> InboxChange | None:
+                        stop_on_read: frozenset[str],
+                        kinds: tuple[str, ...] = ()) -> InboxChange | None:
         """One write: the item read, the badge moved, and a kind that stops when read resolved
         (serialized with claim_due, as resolve). None: no such item of this person's."""
         ...
 
-    async def read_all(self, tenant: str, user_id: str,
-                       stop_on_read: frozenset[str]) -> InboxChange: ...
+    async def read_all(self, tenant: str, user_id: str, stop_on_read: frozenset[str],
+                       kinds: tuple[str, ...] = ()) -> InboxChange: ...
 
-    async def archive_item(self, tenant: str, user_id: str,
-                           item_id: str) -> InboxChange | None: ...
+    async def archive_item(self, tenant: str, user_id: str, item_id: str,
+                           kinds: tuple[str, ...] = ()) -> InboxChange | None: ...
 
     async def rebuild_badges(self) -> int:
         """One write: every badge recounted from the items; how many had drifted."""
@@ -384,6 +434,81 @@ class RetentionStore(Protocol):
         ...
 
 
+class TopicStore(Protocol):
+    """Named audiences per tenant, their membership versioned: each change that adds or removes
+    anyone is one write and one new version."""
+
+    async def put_topic(self, tenant: str, name: str,
+                        self_service: bool | None = None) -> tuple[Topic, bool]:
+        """One write: the topic made (True) or its settings changed; `self_service` None keeps
+        them (a new one: not self-service). A deleted topic made again keeps counting its
+        versions on."""
+        ...
+
+    async def get_topic(self, tenant: str, name: str) -> Topic | None: ...
+
+    async def delete_topic(self, tenant: str, name: str) -> TopicGone:
+        """One write: only a topic with no members goes."""
+        ...
+
+    async def change_members(self, tenant: str, name: str, add: tuple[str, ...],
+                             remove: tuple[str, ...],
+                             only_self_service: bool = False) -> MembersChanged | None:
+        """One write, serialized with accept_event: a new version if anyone was added or
+        removed (a re-add after a removal is a membership of its own); None if there is no
+        such topic; refused with `only_self_service` unless the topic is self-service, as this
+        transaction reads it."""
+        ...
+
+    async def topic_members(self, tenant: str, name: str, after: str,
+                            limit: int) -> list[Member]:
+        """Members now, by user_id, after `after` (a cursor: the last user_id of a page)."""
+        ...
+
+    async def following(self, tenant: str, user_id: str) -> list[Following]:
+        """The topics the person is a member of now, by name."""
+        ...
+
+
+class EventStore(Protocol):
+    """Events and their fan-out: an event is accepted with its routing job in one write, then
+    routed a chunk per write."""
+
+    async def accept_event(self, inp: EventInput) -> EventAccepted:
+        """One write, serialized with change_members: the event with its audience frozen (a
+        topic's version as this transaction reads it; everyone: the recipients this
+        transaction sees, by a cutoff at its own time; or the list) and its cursor, or what
+        already holds its id; nothing if its topic does not exist."""
+        ...
+
+    async def get_event(self, tenant: str, event_id: str) -> EventRecord | None: ...
+
+    async def routing_events(self, limit: int) -> list[EventRecord]:
+        """Up to `limit` events still routing, in acceptance order."""
+        ...
+
+    async def route_chunk(self, tenant: str, event_id: str, routes: Mapping[str, KindRoute],
+                          limit: int) -> Routed:
+        """One write: the next `limit` recipients after the cursor under the frozen audience,
+        for each a notification of each kind in `routes` accepted as `accept` writes one (its
+        dedup key derived from the event, its ladder planned on the recipient as this
+        transaction reads it), and the cursor moved past them; the event is routed once the
+        audience is exhausted. Run again after a crash, a chunk creates nothing twice."""
+        ...
+
+    async def event_counts(self, tenant: str, event_id: str) -> Counts:
+        """The event's notifications by how each stands (state, and for one whose every step
+        was suppressed the reason class), read in one statement."""
+        ...
+
+    async def event_notifications(self, tenant: str, event_id: str, after: tuple[str, str],
+                                  limit: int) -> list[Notification]:
+        """The event's notifications with their steps, by (user_id, id) after `after`."""
+        ...
+
+    async def routing_backlog(self) -> Backlog: ...
+
+
 class Store(KeyStore, RecipientStore, DeliveryStore, ReceiptStore, InboxStore, DigestStore,
-            RetentionStore, OperationsStore, Protocol):
+            RetentionStore, OperationsStore, TopicStore, EventStore, Protocol):
     """Everything a daemon needs of its database."""

@@ -38,6 +38,7 @@ from notifyd.core.models import (
     Freeze,
     Lane,
     Leases,
+    Nonce,
     Outcome,
     PlannedStep,
     Receipt,
@@ -47,7 +48,7 @@ from notifyd.core.models import (
     Verdict,
     Want,
 )
-from notifyd.core.records import Cursor, DeadMatch, DigestDue, InboxEntry
+from notifyd.core.records import Acceptance, Cursor, DeadMatch, DigestDue, InboxEntry, SigningKey
 from notifyd.core.steps import Cause, StepKey
 from notifyd.domain.policy import decide_claim
 from notifyd.store import Store, StoreMissing, base, open_store
@@ -94,7 +95,33 @@ class TestKeysAndPeople:
         assert await store.find_signing_key("links") is None
         made = await store.signing_key("links")
         assert len(made) == 32 and await store.signing_key("links") == made
-        assert await store.find_signing_key("links") == made
+        assert await store.find_signing_key("links") == SigningKey(made)
+
+    async def test_a_key_is_found_by_name_revoked_or_not(
+            self, store: Store, clock: FakeClock) -> None:
+        assert await store.find_key_named("billing") is None
+        await store.create_key("h1", "billing", "acme", (), frozenset({"users"}))
+        found = await store.find_key_named("billing")
+        assert found is not None and (found.tenant, found.revoked_at) == ("acme", None)
+        at(clock, NOW + 7)
+        await store.revoke_key("billing")
+        found = await store.find_key_named("billing")
+        assert found is not None and found.revoked_at == NOW + 7
+
+    async def test_a_rotated_key_verifies_for_its_overlap_then_is_gone(
+            self, store: Store, clock: FakeClock) -> None:
+        made = await store.rotate_signing_key("tokens:acme", 60_000)  # never made: just made
+        assert made.previous is None and await store.signing_key("tokens:acme") == made.secret
+        at(clock, NOW + 5)
+        turned = await store.rotate_signing_key("tokens:acme", 60_000)
+        assert turned == SigningKey(turned.secret, made.secret, NOW + 60_005)
+        assert turned.secret != made.secret
+        assert await store.signing_key("tokens:acme") == turned.secret  # new tokens: the new key
+        assert await store.find_signing_key("tokens:acme") == turned
+        assert turned.verifying(NOW + 60_004) == [turned.secret, made.secret]
+        assert turned.verifying(NOW + 60_005) == [turned.secret]
+        again = await store.rotate_signing_key("tokens:acme", 0)  # the oldest goes at once
+        assert again.previous == turned.secret and again.verifying(NOW + 5) == [again.secret]
 
     async def test_a_profile_and_its_disabled_contacts_round_trip(self, store: Store) -> None:
         assert await store.get_recipient("acme", "nobody") is None
@@ -163,6 +190,65 @@ class TestAcceptAndResolve:
             (0, "a", StepState.PENDING, NOW + 7, NOW + 7),
             (1, "b", StepState.PENDING, NOW + 60_007, NOW + 60_007)]
         assert await store.get_notification("n_404") is None
+
+    async def test_a_send_at_starts_the_ladder_and_its_time_to_live(
+            self, store: Store, clock: FakeClock) -> None:
+        later = dataclasses.replace(inp(), send_at=NOW + 600_000)
+        r = await store.accept(later, "n_1", plan("a", "b"), 3600)
+        assert (r.created, r.state, r.first_due, r.created_at) == (
+            True, "a_pending", NOW + 600_000, NOW)
+        n = await store.get_notification("n_1")
+        assert n is not None and (n.created_at, n.send_at, n.expires_at) == (
+            NOW, NOW + 600_000, NOW + 600_000 + 3_600_000)
+        assert [s.send_after for s in n.steps] == [NOW + 600_000, NOW + 660_000]
+        at(clock, NOW + 5)  # a send_at already past when the accept runs starts it then
+        past = dataclasses.replace(inp(dedup="d2"), send_at=NOW - 1)
+        assert (await store.accept(past, "n_2", plan("a"), 3600)).first_due == NOW + 5
+        n = await store.get_notification("n_2")
+        assert n is not None and (n.send_at, n.expires_at) == (NOW + 5, NOW + 5 + 3_600_000)
+        await accept(store, "n_3", "a")
+        n = await store.get_notification("n_3")
+        assert n is not None and n.send_at is None
+
+    async def test_accept_many_writes_each_as_accept_alone_in_one_write(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_0", "a", dedup="taken")
+        at(clock, NOW + 3)
+        results = await store.accept_many([
+            Acceptance(inp(dedup="x"), "n_1", plan("a", "b"), 3600),
+            Acceptance(inp(dedup="taken", digest="other"), "n_2", plan("a"), 3600),
+            Acceptance(inp(dedup="x"), "n_3", plan("a", "b"), 3600),  # the same key again
+            Acceptance(inp(dedup="taken"), "n_4", plan("a"), 3600),
+            Acceptance(inp(user="u2", dedup="y"), "n_5", plan("a"), 3600,
+                       InboxEntry("Hi", None))])
+        assert [(r.notification_id, r.created, r.conflict) for r in results] == [
+            ("n_1", True, False), ("n_0", False, True), ("n_1", False, False),
+            ("n_0", False, False), ("n_5", True, False)]
+        assert [r.created_at for r in results if r.created] == [NOW + 3, NOW + 3]
+        assert results[4].inbox_seq is not None and results[4].badge == 1
+        n = await store.get_notification("n_1")
+        assert n is not None and [s.send_after for s in n.steps] == [NOW + 3, NOW + 60_003]
+        assert await store.get_notification("n_3") is None
+        page = await store.inbox_page("acme", "u2", None, 10)
+        assert [i.notification_id for i in page] == ["n_5"]
+        assert await store.accept_many([]) == []
+
+    async def test_resolve_keys_resolves_each_by_its_key_in_one_write(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_1", "a", "b", dedup="k1")
+        await accept(store, "n_2", "a", dedup="k2", kind="other")
+        at(clock, NOW + 5)
+        found = await store.resolve_keys("acme", [
+            ("u1", "k1", "paid"), ("u1", "nope", "x"), ("u1", "k1", "again"),
+            ("u1", "k2", "y")], "key:k", ("k",))
+        assert [(r.notification_id, r.resolution, r.changed, r.cancelled_steps, r.resolved_at)
+                if r else None for r in found] == [
+            ("n_1", "paid", True, 2, NOW + 5), None, ("n_1", "paid", False, 0, NOW + 5), None]
+        assert await store.resolve_keys("other", [("u1", "k2", "z")], "key:o") == [None]
+        n = await store.get_notification("n_2")
+        assert n is not None and n.resolved_at is None  # out of the key's kinds: untouched
+        [r] = await store.resolve_keys("acme", [("u1", "k2", "z")], "key:k")
+        assert r is not None and (r.notification_id, r.changed) == ("n_2", True)
 
     async def test_the_first_resolution_wins_at_its_own_time(
             self, store: Store, clock: FakeClock) -> None:
@@ -447,6 +533,43 @@ class TestReceipts:
         assert (listed.tenant, listed.channel_type, listed.reason) == ("*", "sms",
                                                                        "unsubscribed")
 
+    async def test_a_tenants_receipt_matches_only_that_tenants_steps(
+            self, store: Store) -> None:
+        await accept(store, "n_1", "a")  # acme's
+        [c] = await claim(store)
+        other = Receipt("delivery-receipt", "other:m1", Evidence.DELIVERED, None, key="n_1:0",
+                        tenant="other")
+        early = Receipt("resend", "e1", Evidence.BOUNCED, None, provider_ref="p1",
+                        tenant="other")
+        assert await store.record_receipts([other, early], RULES) == ["orphan", "orphan"]
+        await store.complete(c, Completion(Outcome.SENT, StepState.SENT, provider_ref="p1"),
+                             RULES)  # the answer names p1: the other tenant's orphan stays one
+        n = await store.get_notification("n_1")
+        assert n is not None and n.steps[0].evidence is None and n.proofs == ()
+        assert await store.orphan_count() == 2
+        mine = dataclasses.replace(other, event_id="acme:m1", tenant="acme")
+        assert await store.record_receipts([mine], RULES) == ["applied"]
+        n = await store.get_notification("n_1")
+        assert n is not None and n.steps[0].evidence == "delivered"
+
+    async def test_a_one_time_token_is_taken_once_until_its_window_ends(
+            self, store: Store, clock: FakeClock) -> None:
+        token = Nonce("mailgun", "tok1", NOW + 300_000)
+        first = Receipt("mailgun", "e1", Evidence.DELIVERED, None, provider_ref="p1")
+        forged = Receipt("mailgun", "e2", Evidence.COMPLAINED, None, address="ada@x.io",
+                         channel_type="email")
+        assert await store.record_receipts([first], RULES, token) == ["orphan"]
+        assert await store.record_receipts([forged], RULES, token) == ["replayed"]
+        assert await store.record_receipts([], RULES, token) == ["replayed"]
+        assert await store.orphan_count() == 1 and await store.suppressions("acme") == []
+        other = dataclasses.replace(token, provider="another")  # each provider's own tokens
+        assert await store.record_receipts([], RULES, other) == []
+        at(clock, NOW + 300_001)  # let in just before its window ended, stored just after
+        assert await store.record_receipts([forged], RULES, token) == ["replayed"]
+        later = dataclasses.replace(token, until=NOW + 600_001)  # a new window: new again
+        assert await store.record_receipts([], RULES, later) == []
+        assert await store.record_receipts([], RULES, later) == ["replayed"]
+
     async def test_the_suppression_list_takes_and_gives_back(
             self, store: Store, clock: FakeClock) -> None:
         at(clock, NOW + 3)
@@ -489,6 +612,25 @@ class TestInboxAndDigests:
             ("n_2", None, None), ("n_1", None, NOW + 10), ("n_0", NOW + 10, None)}
         everything = await store.read_all("acme", "u1", frozenset())
         assert (everything.changed, everything.badge) == (True, 0)
+        assert await store.rebuild_badges() == 0
+
+    async def test_a_caller_limited_to_some_kinds_sees_and_changes_only_those(
+            self, store: Store, clock: FakeClock) -> None:
+        for i, kind in enumerate(("news", "secret", "news", "secret")):
+            at(clock, NOW + i)
+            await accept(store, f"n_{i}", "a", kind=kind, inbox=InboxEntry(f"t{i}", None))
+        news = ("news",)
+        page = await store.inbox_page("acme", "u1", None, 10, kinds=news)
+        assert [i.notification_id for i in page] == ["n_2", "n_0"]
+        assert await store.badge("acme", "u1", news) == 2
+        assert await store.read_item("acme", "u1", "n_1", frozenset(), news) is None
+        assert await store.archive_item("acme", "u1", "n_3", news) is None
+        read = await store.read_item("acme", "u1", "n_0", frozenset(), news)
+        assert read is not None and (read.changed, read.badge) == (True, 3)
+        everything = await store.read_all("acme", "u1", frozenset({"secret"}), news)
+        assert (everything.changed, everything.badge, everything.resolved) == (True, 2, ())
+        assert await store.badge("acme", "u1", news) == 0
+        assert await store.badge("acme", "u1") == 2  # the secret items, unread
         assert await store.rebuild_badges() == 0
 
     async def test_reading_an_item_resolves_a_kind_that_stops_when_read(
@@ -550,6 +692,15 @@ class TestOperations:
         finally:
             await again.close()
 
+    async def test_a_one_time_token_outlives_a_restart_and_binds_every_instance(
+            self, url: str, clock: FakeClock) -> None:
+        token = Nonce("mailgun", "tok1", NOW + 300_000)
+        async with opened(url, clock) as first, opened(url, clock) as second:
+            assert await first.record_receipts([], RULES, token) == []
+            assert await second.record_receipts([], RULES, token) == ["replayed"]
+        async with opened(url, clock) as restarted:
+            assert await restarted.record_receipts([], RULES, token) == ["replayed"]
+
 
 def _windowed():  # noqa: ANN202 - a PlanFn: step 1 is due 30 s after step 0 goes out
     def make(r: Recipient | None, now: int) -> tuple[list[PlannedStep], Lane]:
@@ -567,7 +718,8 @@ def test_the_suite_calls_every_method_of_the_store() -> None:
     methods = {name for role in roles for name, _ in inspect.getmembers(role)
                if not name.startswith("_")}
     here = "".join((Path(__file__).parent / name).read_text() for name in (
-        "test_store_contract.py", "test_store_concurrency.py", "test_store_retention.py"))
+        "test_store_contract.py", "test_store_concurrency.py", "test_store_retention.py",
+        "test_store_events.py"))
     called = set(re.findall(r"\.(\w+)\b", here)) | {"open"}  # open_store opens it
     assert methods - called == set()
 

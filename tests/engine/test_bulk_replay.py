@@ -41,7 +41,8 @@ def _config(path: Path, mail: Provider, sms: Provider) -> Path:
 
 async def test_replay_dead_picks_by_channel_kind_and_time_counts_and_keeps_each_key(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("notifyd.cli.REPLAY_BATCH", 2)  # five steps: three batches, three writes
+    # five steps: three batches, three writes
+    monkeypatch.setattr("notifyd.cli.notifications.REPLAY_BATCH", 2)
     real = SystemClock().now_ms()
     start = real - 6 * HOUR * 1000
     kinds = {name: KindConfig(ladder=(LadderStep(channel),), ttl_sec=YEAR)

@@ -515,6 +515,28 @@ async def test_one_scan_never_takes_more_tokens_than_the_bucket_holds(
         assert await e.cycle() <= 3
 
 
+async def test_a_broadcast_takes_at_most_its_share_and_codes_keep_flowing(
+        tmp_path: Path, prov: Provider) -> None:
+    """An announcement queued by the thousand on the same channel as one-time codes: the
+    broadcast lane draws at most broadcast_share of the rate, so the codes and the normal
+    kinds accepted after it still find tokens, at once, in the next scans."""
+    channel = webhook(prov.url, rate_per_sec=10.0, burst=10, broadcast_share=0.3,
+                      broadcast_concurrency=100, bulk_concurrency=100)
+    kinds = {"news": dataclasses.replace(ONE_STEP, broadcast=True), "otp": ONE_STEP_URGENT,
+             "invoice": ONE_STEP}
+    async with engine(tmp_path, {"hook": channel}, kinds) as e:
+        news = await e.accept_many(1000, kind="news")
+        assert {s.lane for s in (await e.record(news[0])).steps} == {"broadcast"}
+        assert await e.cycle() == 3  # 30% of the burst of ten
+        for _ in range(5):
+            e.clock.advance(1)
+            assert await e.cycle() == 3  # 30% of ten a second, however long the backlog
+        otp, invoice = await e.accept("otp"), await e.accept("invoice")
+        assert await e.cycle() == 2  # the codes' share was there all along
+        assert (await e.step(otp, 0))["state"] == (await e.step(invoice, 0))["state"] == "sent"
+        assert (await e.state_counts())["sent"] == 3 * 6 + 2
+
+
 # --- quiet hours at claim time ------------------------------------------------------------------
 
 

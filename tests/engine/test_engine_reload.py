@@ -170,7 +170,7 @@ async def test_a_reload_keeps_an_unchanged_channels_bucket_and_breaker(tmp_path:
     assert new["sibling"].breaker is kept["same"].breaker  # one vendor, one breaker: still open
     assert new["fresh"].bucket.available(now) == 2 and new["fresh"].breaker.state == "closed"
     assert {(w.channel, w.lane) for w in second.pool.wants(now) if w.channel != "log"} == {
-        ("fresh", Lane.URGENT), ("fresh", Lane.BULK)}
+        ("fresh", Lane.URGENT), ("fresh", Lane.BULK), ("fresh", Lane.BROADCAST)}
     await close_adapters([first, second])
     await store.close()
 

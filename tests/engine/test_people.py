@@ -20,8 +20,10 @@ from typing import Any
 import pytest
 from stack_support import ADDRESS, PHONE, PUBLIC, TEMPLATES, Stack, stack
 
+from notifyd.core.text import iso
 from notifyd.domain.views import timeline
 from notifyd.engine.digests import Digester
+from notifyd.http.auth import CACHE_MS, hash_key, new_key
 
 DIGEST_TEMPLATES = {
     "email.subject.j2": "{{ count }} new mentions",
@@ -180,6 +182,26 @@ async def test_a_retry_does_not_spend_another_allowance(tmp_path: Path) -> None:
 # --- the inbox --------------------------------------------------------------------------------
 
 
+async def test_a_batch_writes_each_inbox_item_with_its_notification(tmp_path: Path) -> None:
+    """Inbox items rendered per item: one whose params the template cannot render is refused
+    in its place; a send_at is refused for an inbox kind; the rest land with the badge."""
+    async with people(tmp_path) as s:
+        await s.user("ada")
+        r = await s.client.post("/v1/notifications/batch", headers=auth(s), json={"items": [
+            {"user_id": "ada", "kind": "report", "params": {"what": "one"}},
+            {"user_id": "ada", "kind": "report", "params": {}},
+            {"user_id": "ada", "kind": "report", "params": {"what": "later"},
+             "send_at": "2099-01-01T00:00:00Z"},
+            {"user_id": "ada", "kind": "report", "params": {"what": "two"}}]})
+        results = (await r.json())["results"]
+        assert [(x["status"], x.get("error", {}).get("field")) for x in results] == [
+            (202, None), (422, "params"), (422, "send_at"), (202, None)]
+        inbox = await (await s.client.get("/v1/users/ada/inbox", headers=auth(s))).json()
+        assert sorted(i["title"] for i in inbox["items"]) == ["one", "two"]  # one ms: any order
+        badge = await (await s.client.get("/v1/users/ada/inbox/badge", headers=auth(s))).json()
+        assert badge == {"unread": 2}
+
+
 async def test_the_inbox_pages_by_cursor_and_keeps_its_badge(tmp_path: Path) -> None:
     async with people(tmp_path) as s:
         await s.user("ada")
@@ -283,6 +305,41 @@ async def test_a_user_token_reads_only_its_own_users_inbox(tmp_path: Path) -> No
         assert r.status == 401 and "expired" in (await r.json())["error"]["message"]
 
 
+async def test_a_key_limited_to_some_kinds_sees_and_changes_only_their_items(
+        tmp_path: Path) -> None:
+    """A `kinds = report` key lists, counts, reads and archives report items only: another
+    kind's item is not found (a read would resolve its stop = "read" ladder), and the calls
+    that cover every kind (preferences, the stream, a user token) are refused."""
+    async with people(tmp_path) as s:
+        news = new_key()
+        await s.e.store.create_key(hash_key(news), "news", "default", ("report",),
+                                   frozenset({"post", "users"}))
+        report, task = await post(s, "report"), await post(s, "task")
+        await post(s, "report")
+        inbox = await (await s.client.get("/v1/users/ada/inbox", headers=auth(s, news))).json()
+        assert {i["kind"] for i in inbox["items"]} == {"report"} and len(inbox["items"]) == 2
+        badge = await s.client.get("/v1/users/ada/inbox/badge", headers=auth(s, news))
+        assert (await badge.json())["unread"] == 2
+        for action in ("read", "archive"):
+            r = await s.client.post(f"/v1/users/ada/inbox/{task}/{action}", headers=auth(s, news))
+            assert r.status == 404, action
+        r = await s.client.post(f"/v1/users/ada/inbox/{report}/read", headers=auth(s, news))
+        assert (await r.json())["unread"] == 1  # of its kinds; the task still counts for Ada
+        r = await s.client.post("/v1/users/ada/inbox/read-all", headers=auth(s, news))
+        assert (await r.json())["unread"] == 0
+        assert await s.e.store.badge("default", "ada") == 1  # the task, unread
+        assert (await s.status(task))["current_state"] != "resolved"
+        for method, path in (("GET", "preferences"), ("PUT", "preferences"),
+                             ("GET", "inbox/stream"), ("POST", "tokens")):
+            r = await s.client.request(method, f"/v1/users/ada/{path}", headers=auth(s, news),
+                                       json={})
+            body = await r.json()
+            assert (r.status, body["error"]["code"]) == (403, "kind_not_allowed"), path
+            assert "report" in body["error"]["message"]
+        full = await (await s.client.get("/v1/users/ada/inbox", headers=auth(s))).json()
+        assert {i["kind"]: i["read"] for i in full["items"]} == {"report": True, "task": False}
+
+
 async def test_a_backend_signs_a_user_token_itself(tmp_path: Path) -> None:
     """The README's recipe, in a few lines of hmac: the tenant's key, then the token."""
     async with people(tmp_path) as s:
@@ -298,6 +355,91 @@ async def test_a_backend_signs_a_user_token_itself(tmp_path: Path) -> None:
         r = await s.client.get("/v1/users/ada/inbox/badge",
                                headers=auth(s, f"nut1.{payload}.{sig}"))
         assert r.status == 200
+
+
+def self_signed(secret: bytes, exp: int, user: str = "ada", **extra: Any) -> str:
+    """A token as a producer's backend makes one (README: "User tokens")."""
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    payload = b64(json.dumps({"t": "default", "u": user, "exp": exp, **extra}).encode())
+    return f"nut1.{payload}." + b64(hmac.new(secret, f"nut1.{payload}".encode(),
+                                             hashlib.sha256).digest())
+
+
+async def mint(s: Stack, key: str | None = None, **body: Any) -> str:
+    r = await s.client.post("/v1/users/ada/tokens", headers=auth(s, key), json=body)
+    assert r.status == 201, await r.text()
+    return str((await r.json())["token"])
+
+
+async def inbox_status(s: Stack, token: str) -> tuple[int, str]:
+    r = await s.client.get("/v1/users/ada/inbox/badge", headers=auth(s, token))
+    return r.status, "" if r.status == 200 else (await r.json())["error"]["message"]
+
+
+async def test_a_token_dies_with_the_api_key_that_had_it_made(tmp_path: Path) -> None:
+    async with people(tmp_path) as s:
+        other = new_key()
+        await s.e.store.create_key(hash_key(other), "other", "default", (), frozenset({"users"}))
+        doomed, kept = await mint(s), await mint(s, other)
+        assert (await inbox_status(s, doomed))[0] == 200
+        await s.e.store.revoke_key("t")  # the key that made `doomed`
+        s.e.clock.advance(CACHE_MS / 1000)  # a running daemon learns of it within seconds
+        assert await inbox_status(s, doomed) == (
+            401, "user token: the API key that made it was revoked")
+        r = await s.client.put("/v1/users/ada/preferences", headers=auth(s, doomed),
+                               json={"opt_out": True})
+        assert r.status == 401
+        assert (await inbox_status(s, kept))[0] == 200  # another key's tokens live on
+
+
+async def test_no_token_lives_longer_than_tokens_max_ttl_sec(tmp_path: Path) -> None:
+    async with people(tmp_path) as s:
+        from notifyd.domain import signed
+        secret = await s.e.store.signing_key(signed.tenant_key_name("default"))
+        now = s.e.now // 1000
+        for exp in (now + 86400 + 61, 2**63):
+            status, message = await inbox_status(s, self_signed(secret, exp))
+            assert (status, message) == (401, "user token: expires more than 86400 s from now "
+                                              "(tokens.max_ttl_sec)")
+        # past 64 bits the payload is not JSON notifyd reads at all
+        assert await inbox_status(s, self_signed(secret, now + 10**400)) == (
+            401, "user token: malformed")
+        assert (await inbox_status(s, self_signed(secret, now + 86400 + 60)))[0] == 200
+        r = await s.client.post("/v1/users/ada/tokens", headers=auth(s), json={"ttl_sec": 86401})
+        assert r.status == 422 and (await r.json())["error"]["field"] == "ttl_sec"
+        assert (await inbox_status(s, await mint(s, ttl_sec=86400)))[0] == 200
+
+
+async def test_a_shorter_max_ttl_bounds_what_notifyd_mints(tmp_path: Path) -> None:
+    async with stack(tmp_path, {**SETTINGS, "tokens": {"max_ttl_sec": 600}}) as s:
+        r = await s.client.post("/v1/users/ada/tokens", headers=auth(s), json={"ttl_sec": 601})
+        assert r.status == 422 and "60..600" in (await r.json())["error"]["message"]
+        r = await s.client.post("/v1/users/ada/tokens", headers=auth(s))
+        assert r.status == 201
+        assert (await r.json())["expires_at"] == iso((s.e.now // 1000 + 600) * 1000)
+        doc = await (await s.client.get("/v1/openapi.json")).json()
+        assert doc["components"]["schemas"]["TokenRequest"]["properties"]["ttl_sec"][
+            "maximum"] == 600
+
+
+async def test_a_rotated_key_verifies_its_tokens_for_the_overlap_only(tmp_path: Path) -> None:
+    async with people(tmp_path) as s:
+        from notifyd.domain import signed
+        name = signed.tenant_key_name("default")
+        minted = await mint(s, ttl_sec=3600)
+        own = self_signed(await s.e.store.signing_key(name), s.e.now // 1000 + 3600)
+        assert (await inbox_status(s, minted))[0] == 200  # the daemon holds the key it read
+        await s.e.store.rotate_signing_key(name, 60_000)
+        s.e.clock.advance(CACHE_MS / 1000)
+        fresh = await mint(s, ttl_sec=3600)  # signed with the new key
+        for token in (minted, own, fresh):
+            assert (await inbox_status(s, token))[0] == 200
+        s.e.clock.advance(60)  # the overlap is over: the old key is gone
+        for token in (minted, own):
+            assert await inbox_status(s, token) == (401, "user token: signature does not match")
+        assert (await inbox_status(s, fresh))[0] == 200
 
 
 async def test_cors_answers_by_the_tokens_tenant(tmp_path: Path) -> None:

@@ -146,8 +146,12 @@ async def test_forged_misaddressed_truncated_and_unsigned_callbacks_store_nothin
         assert (await r.json())["error"]["code"] == "bad_signature"
         assert await receipts(s) == 0
         assert (await s.status(nid))["current_state"] == "email_pending"
+        # Anyone can post here: one line per provider now and then, counting the rest, never
+        # the body.
+        s.e.clock.advance(10)
+        assert (await twilio_post(s, params, query, token="f" * 32))[0] == 401
         refused = [r.getMessage() for r in caplog.records if "webhook twilio" in r.getMessage()]
-        assert len(refused) == 4  # one line each, never the body
+        assert len(refused) == 2 and refused[1].endswith("(3 more since the last such line)")
         assert not any(PHONE in line or sid in line for line in refused)
         # An unknown or unconfigured provider is not found, naming those that are on.
         r = await s.client.post("/v1/webhooks/resend", data=b"{}")
@@ -202,10 +206,10 @@ async def test_a_receipt_before_the_send_result_is_kept_and_applied_when_it_land
 
 
 def mailgun_body(event: dict[str, Any], key: str = MAILGUN_KEY,
-                 timestamp: int | None = None) -> bytes:
+                 timestamp: int | None = None, token: str | None = None) -> bytes:
     """Mailgun's webhook body: its signature block is HMAC-SHA256(key, timestamp + token)."""
     ts = str(timestamp if timestamp is not None else int(time.time()))
-    token = secrets.token_hex(25)
+    token = token or secrets.token_hex(25)
     signature = hmac.new(key.encode(), (ts + token).encode(), hashlib.sha256).hexdigest()
     return json.dumps({"signature": {"timestamp": ts, "token": token, "signature": signature},
                        "event-data": event}).encode()
@@ -277,7 +281,64 @@ async def test_a_stale_or_replayed_mailgun_signature_is_refused(tmp_path: Path) 
         assert r.status == 406 and (await r.json())["error"]["code"] == "bad_receipt"
 
 
+async def test_a_mailgun_token_goes_with_its_first_verified_request_whatever_it_carried(
+        tmp_path: Path) -> None:
+    async with stack(tmp_path) as s:
+        token = secrets.token_hex(25)
+        wrong = mailgun_body(bounce("<x@y>"), key="key-" + "0e" * 16, token=token)
+        assert (await s.client.post("/v1/webhooks/mailgun", data=wrong)).status == 401
+        click = {"id": "c1", "event": "clicked", "timestamp": time.time(), "recipient": ADDRESS}
+        clicked = mailgun_body(click, token=token)  # a refusal burnt nothing: this one is in
+        assert (await s.client.post("/v1/webhooks/mailgun", data=clicked)).status == 200
+        assert await receipts(s) == 0  # a click is not evidence: nothing stored but the token
+        forged = json.loads(clicked)
+        forged["event-data"] = bounce("<x@y>")  # its captured block, now with a bounce
+        for body in (json.dumps(forged), json.dumps(forged, indent=2)):
+            r = await s.client.post("/v1/webhooks/mailgun", data=body.encode())
+            assert r.status == 401 and "a replay" in (await r.json())["error"]["message"]
+        assert await receipts(s) == 0 and await s.e.suppressed() == []
+
+
 # --- delivery receipts from a push client, signed with standardwebhooks -----------------------
+
+
+def whsec(seed: bytes) -> str:
+    return "whsec_" + base64.b64encode(seed.ljust(32, b".")).decode()
+
+
+async def post_receipt(s: Stack, secret: str, body: dict[str, Any], msg_id: str) -> int:
+    raw = json.dumps(body)
+    now = int(time.time())
+    sig = standardwebhooks.Webhook(secret).sign(msg_id, datetime.fromtimestamp(now, UTC), raw)
+    r = await s.client.post("/v1/webhooks/delivery-receipt", data=raw.encode(), headers={
+        "webhook-id": msg_id, "webhook-timestamp": str(now), "webhook-signature": sig,
+        "Content-Type": "application/json"})
+    return r.status
+
+
+async def test_a_tenants_receipt_secret_reaches_only_that_tenants_notifications(
+        tmp_path: Path) -> None:
+    ours, old, theirs = whsec(b"default's own"), whsec(b"default's old"), whsec(b"another's")
+    settings = {**WEBHOOK_SETTINGS, "webhooks": {"delivery-receipt": {"tenants": {
+        "default": {"secret": ours, "previous_secret": old}, "other": {"secret": theirs}}}}}
+    async with make_stack(tmp_path, settings) as s:
+        await s.user()
+        nid = await accept(s, "alert")  # the stack's key is tenant default's
+        await s.e.cycle()
+        # Another tenant's backend names default's step, first with the id default will use.
+        assert await post_receipt(s, theirs, {"key": f"{nid}:0", "status": "opened"},
+                                  "msg_1") == 200
+        doc = await s.status(nid)
+        assert doc["resolution"] is None and doc["steps"][0]["evidence"] != "opened"
+        assert await s.e.store.orphan_count() == 1  # kept as unmatched, never applied
+        # Default's own backend, signing with the secret it is rotating away from: applied.
+        assert await post_receipt(s, old, {"key": f"{nid}:0", "status": "opened"},
+                                  "msg_1") == 200
+        doc = await s.status(nid)
+        assert doc["current_state"] == "delivered" and doc["steps"][0]["evidence"] == "opened"
+        assert await post_receipt(s, whsec(b"nobody's"), {"key": f"{nid}:0",
+                                                          "status": "shown"}, "msg_2") == 401
+
 
 
 async def test_a_delivery_receipt_from_the_producers_backend(tmp_path: Path) -> None:

@@ -7,12 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import threading
-import time
 from typing import Any
 
 import pytest
-from support import START_MS, query
+from support import START_MS, holding_the_writer, query, queued
 
 from notifyd.config import Config
 from notifyd.core.clock import FakeClock
@@ -44,23 +42,11 @@ def steps(db_path: Any, nid: str) -> list[tuple[Any, ...]]:
 async def in_one_batch(store: CoreStore, *calls: Any) -> list[Any]:
     """Run `calls` as one group commit, whatever the machine's load: the writer is held by a
     write of its own until every call's write waits in its queue, then they go together."""
-    entered, gate = threading.Event(), threading.Event()
-
-    def hold(_: Any) -> None:
-        entered.set()
-        gate.wait(30)
-
-    blocker = asyncio.ensure_future(store.backend.write(hold))
-    await asyncio.to_thread(entered.wait, 30)
-    tasks = [asyncio.ensure_future(c) for c in calls]
-    writer = store.backend.writer
-    deadline = time.monotonic() + 30
-    while writer._ops.qsize() < len(calls):  # each call parses, then queues its write
-        assert time.monotonic() < deadline, "the calls never all queued"
-        await asyncio.sleep(0.001)
-    before = store.backend.commits
-    gate.set()
-    await blocker
+    async with holding_the_writer(store) as release:
+        tasks = [asyncio.ensure_future(c) for c in calls]
+        await queued(store, len(calls))  # each call parses, then queues its write
+        before = store.backend.commits
+        release()
     results = await asyncio.gather(*tasks, return_exceptions=True)
     assert store.backend.commits - before == 2, "precondition: the blocker, then one batch"
     return results

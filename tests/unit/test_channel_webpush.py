@@ -151,7 +151,7 @@ async def test_render_skips_devices_it_may_not_send_to(fake: FakePushService) ->
     p = ch.render(step(*devices)).payload
     assert [d["id"] for d in p["devices"]] == ["ok"]
     assert p["skipped"] == [
-        {"id": "evil", "why": "push service host not allowed"},
+        {"id": "evil", "why": "push service host evil.example is not in allowed_hosts"},
         {"id": "plain", "why": "endpoint is not https"},
         {"id": "ftp", "why": "endpoint is not https"},
         {"id": "creds", "why": "endpoint is not an absolute URL without credentials"},
@@ -286,7 +286,7 @@ async def test_a_host_not_allowed_is_never_contacted(fake: FakePushService) -> N
     strict = build(allowed_hosts=("push.example",), http_hosts=())  # the config changed since
     assert answers(await strict.send(m)) == {
         "d1": Failed("not sent: endpoint is not https"),
-        "tls": Failed("not sent: push service host not allowed")}
+        "tls": Failed("not sent: push service host 127.0.0.1 is not in allowed_hosts")}
     assert fake.pushes == []
     await strict.close()
 

@@ -75,7 +75,7 @@ def test_keys_create_prints_the_key_once_and_stores_only_its_hash(tmp_path: Path
 
     listed = run(db, "keys", "list")
     assert listed.exit_code == 0
-    assert "billing\ttenant=acme\tkinds=demo\tscopes=post,read,resolve,users\tactive" in (
+    assert "billing\ttenant=acme\tkinds=demo\tscopes=post,read,resolve,topics,users\tactive" in (
         listed.stdout)
     assert key not in listed.output
 
@@ -93,7 +93,7 @@ def test_keys_revoke(tmp_path: Path) -> None:
     db = tmp_path / "keys.db"
     run(db, "keys", "create", "--name", "old")
     assert run(db, "keys", "revoke", "old").exit_code == 0
-    assert "old\ttenant=default\tkinds=*\tscopes=post,read,resolve,users\trevoked" in run(
+    assert "old\ttenant=default\tkinds=*\tscopes=post,read,resolve,topics,users\trevoked" in run(
         db, "keys", "list").stdout
     assert run(db, "keys", "revoke", "old").exit_code != 0
 
@@ -260,3 +260,36 @@ def test_inspect_by_dedup_key_for_a_user_id_starting_like_an_id(tmp_path: Path) 
     result = run(db, "inspect", "n_ops:inv-1")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(nid)
+
+
+def test_tokens_rotate_prints_the_new_key_and_keeps_the_old_for_the_overlap(
+        tmp_path: Path) -> None:
+    db = tmp_path / "notifyd.db"
+    assert run(db, "keys", "create", "--name", "k").exit_code == 0  # makes the database
+    old = run(db, "tokens", "secret", "--tenant", "acme")
+    assert old.exit_code == 0, old.output
+    rotated = run(db, "tokens", "rotate", "--tenant", "acme", "--overlap", "120")
+    assert rotated.exit_code == 0, rotated.output
+    new = rotated.stdout.strip()
+    assert new != old.stdout.strip() and "the old key verifies tokens until" in rotated.stderr
+    assert run(db, "tokens", "secret", "--tenant", "acme").stdout.strip() == new
+
+    async def kept() -> tuple[int, int]:
+        store = await open_store(f"sqlite:///{db}", FakeClock(0), create=False)
+        try:
+            found = await store.find_signing_key("tokens:acme")
+        finally:
+            await store.close()
+        assert found is not None and found.previous_until is not None
+        return len(found.verifying(found.previous_until - 1)), len(found.verifying(
+            found.previous_until))
+
+    assert asyncio.run(kept()) == (2, 1)
+
+
+def test_tokens_create_keeps_to_the_longest_a_token_may_live(tmp_path: Path) -> None:
+    db = tmp_path / "notifyd.db"
+    assert run(db, "keys", "create", "--name", "k").exit_code == 0
+    result = run(db, "tokens", "create", "ada", "--ttl", "86401")
+    assert result.exit_code != 0 and "--ttl: at most 86400 (tokens.max_ttl_sec)" in result.output
+    assert run(db, "tokens", "create", "ada", "--ttl", "86400").stdout.startswith("nut1.")

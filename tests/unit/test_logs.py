@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import logging
 
+import pytest
+
 from notifyd.core.clock import FakeClock
 from notifyd.core.logs import JsonFormatter, RateLimit, TextFormatter, step_line
+from notifyd.http.serverlog import ServerLog
 
 
 def _record(msg: str, *args: object, **extra: object) -> logging.LogRecord:
@@ -49,3 +52,34 @@ def test_a_rate_limit_lets_one_through_per_interval_and_counts_the_rest() -> Non
     assert limit.allow() == 5
     clock.advance(-3600)  # a clock stepped back lets one through rather than go silent
     assert limit.allow() == 0
+
+
+def test_an_error_escaping_the_app_is_one_line_a_while_naming_where_it_was_raised(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """aiohttp logs what escapes the app's middlewares through ServerLog: a client that can
+    provoke such an error 50 times gets one line, not 50 tracebacks."""
+    clock = FakeClock()
+    server = ServerLog(clock, "notifyd.test-server")
+    caplog.set_level(logging.INFO, "notifyd.test-server")
+
+    def escape() -> None:
+        try:
+            json.loads("[" * 5000)
+        except RecursionError as e:
+            server.exception("Error handling request from %s", "192.0.2.1", exc_info=e)
+
+    for _ in range(50):
+        escape()
+    clock.advance(10)
+    escape()
+    lines = [r.getMessage() for r in caplog.records]
+    assert not any(r.exc_info for r in caplog.records)
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("Error handling request from 192.0.2.1: RecursionError at json/")
+    assert lines[1].endswith("(raw_decode) (49 more since the last such line)")
+    caplog.clear()
+    caplog.set_level(logging.DEBUG, "notifyd.test-server")  # an operator asking for everything
+    clock.advance(10)
+    escape()
+    [record] = caplog.records
+    assert record.exc_info is not None

@@ -31,8 +31,13 @@ def declared(method: str, path: str) -> set[str]:
     return set(spec()["paths"][path][method.lower()]["responses"])
 
 
+def documented(path: str) -> str:
+    """A route's path as the document names it: /v1/notifications/{id:regex} is .../{id}."""
+    return re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)
+
+
 def test_every_route_is_described_and_nothing_else() -> None:
-    routes = {(path, method.lower()) for method, path, _ in [*ROUTES, *people.ROUTES]}
+    routes = {(documented(path), method.lower()) for method, path, _ in [*ROUTES, *people.ROUTES]}
     described = {(path, method) for path, ops in spec()["paths"].items() for method in ops}
     assert routes == described
 
@@ -94,6 +99,29 @@ async def test_real_responses_match_their_schemas(api: Api) -> None:
     check("Resolved", resolved)
 
 
+async def test_scheduled_and_batch_answers_match_their_schemas(api: Api) -> None:
+    scheduled = {**BODY, "dedup_key": "later", "send_at": "2026-09-21T15:00:00Z"}
+    check("AcceptRequest", scheduled)
+    _, accepted = await api.post(scheduled)
+    _, doc = await api.get(f"/v1/notifications/{accepted['notification_id']}")
+    check("Status", doc)
+    assert doc["send_at"] == "2026-09-21T15:00:00.000+00:00"
+
+    items = [BODY, {**BODY, "dedup_key": "d2"}, {**BODY, "kind": "nope"}, 7]
+    check("AcceptBatch", {"items": items})
+    status, answer = await api.call("POST", "/v1/notifications/batch", {"items": items})
+    assert str(status) in declared("POST", "/v1/notifications/batch")
+    check("AcceptResults", answer)
+    assert [r["status"] for r in answer["results"]] == [202, 202, 422, 400]
+
+    keys = [{"user_id": "u1", "dedup_key": "d2"}, {"user_id": "u1", "dedup_key": "gone"}]
+    check("ResolutionBatch", {"items": keys})
+    status, answer = await api.call("POST", "/v1/resolutions/batch", {"items": keys})
+    assert str(status) in declared("POST", "/v1/resolutions/batch")
+    check("ResolutionResults", answer)
+    assert [r["status"] for r in answer["results"]] == [200, 404]
+
+
 async def test_user_view_matches_its_schema(api: Api) -> None:
     user = {"email": "a@example.com", "slack_user_id": "U1", "timezone": "UTC",
             "quiet_hours": {"start": "22:00", "end": "07:00"}}
@@ -113,6 +141,9 @@ ERROR_CALLS: list[tuple[str, str, Any]] = [
     ("GET", "/v1/notifications/n_missing", None),
     ("POST", "/v1/notifications/n_missing/resolve", {}),
     ("POST", "/v1/resolutions", {"user_id": "u1"}),
+    ("POST", "/v1/notifications/batch", {"items": []}),
+    ("POST", "/v1/notifications/batch", b"[]"),
+    ("POST", "/v1/resolutions/batch", {}),
     ("PUT", "/v1/users/{user_id}", {"timezone": "Nowhere/Special"}),
     ("GET", "/v1/users/{user_id}", None),
 ]
@@ -133,7 +164,8 @@ async def test_errors_match_the_schema_and_are_declared(api: Api, method: str, p
 
 
 def test_unauthorized_is_declared_everywhere_it_can_happen() -> None:
-    for method, path, _ in ROUTES:
+    for method, route, _ in ROUTES:
+        path = documented(route)
         responses = declared(method, path)
         if spec()["paths"][path][method.lower()].get("security") == []:
             continue
@@ -143,6 +175,15 @@ def test_unauthorized_is_declared_everywhere_it_can_happen() -> None:
 async def test_an_unknown_route_is_a_catalog_not_found(api: Api) -> None:
     status, answer = await api.get("/v1/nowhere")
     assert (status, answer["error"]["code"]) == (404, "not_found")
+
+
+async def test_batch_is_not_a_notification_id(api: Api) -> None:
+    """GET on the batch path is a wrong method, not a search for a notification named batch."""
+    for method in ("GET", "OPTIONS"):
+        async with api.client.request(method, "/v1/notifications/batch") as resp:
+            assert (resp.status, resp.headers["Allow"]) == (405, "POST")
+    status, _ = await api.get("/v1/notifications/batchy")
+    assert status == 404
 
 
 async def test_a_wrong_method_gets_its_catalog_status(api: Api) -> None:

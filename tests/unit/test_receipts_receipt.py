@@ -16,7 +16,7 @@ from multidict import CIMultiDict
 from standardwebhooks import Webhook
 
 from notifyd.receipts.base import BadReceipt, BadSignature, Event, RawRequest, Receipt
-from notifyd.receipts.receipt import PROVIDER, Settings, parse
+from notifyd.receipts.receipt import PROVIDER, Settings, TenantSecret, parse
 
 SECRET = "whsec_" + base64.b64encode(b"delivery-receipt-test-key-32byte").decode()
 OLD_SECRET = "whsec_" + base64.b64encode(b"the-previous-receipt-secret-0001").decode()
@@ -210,3 +210,34 @@ def test_settings() -> None:
     assert [k for k, _ in problems] == ["secret", "previous_secret"]
     assert not any("not base64" in m or "c2hvcnQ" in m for _, m in problems)
     assert [k for k, _ in Settings(previous_secret=OLD_SECRET).problems()] == ["previous_secret"]
+
+
+ACME = "whsec_" + base64.b64encode(b"acme's-own-delivery-receipt-key").decode()
+GLOBEX = "whsec_" + base64.b64encode(b"globex-own-delivery-receipt-key").decode()
+TENANTS = Settings(tenants={"acme": TenantSecret(ACME, OLD_SECRET), "globex": TenantSecret(GLOBEX)})
+
+
+async def test_a_tenants_secret_binds_its_receipts_to_that_tenant() -> None:
+    payload = {"key": f"{NID}:1", "status": "delivered"}
+    for secret, tenant in ((ACME, "acme"), (OLD_SECRET, "acme"), (GLOBEX, "globex")):
+        [r] = await run(request(payload, secret=secret), TENANTS)
+        assert (r.tenant, r.event_id) == (tenant, f"{tenant}:msg_2mYvLq8N")  # its own ids
+    [shared] = await run(request(payload), Settings(secret=SECRET, tenants=TENANTS.tenants))
+    assert (shared.tenant, shared.event_id) == (None, "msg_2mYvLq8N")  # any tenant's
+    await refused(BadSignature, request(payload), TENANTS)
+
+
+def test_tenants_secrets_are_checked_by_name_never_by_value() -> None:
+    assert TENANTS.enabled() and TENANTS.problems() == []
+    assert not Settings(tenants={"acme": TenantSecret()}).enabled()
+    odd = Settings(secret=ACME, tenants={"acme": TenantSecret(ACME), "globex": TenantSecret(),
+                                         "Acme Corp": TenantSecret(GLOBEX),
+                                         "initech": TenantSecret(previous_secret=GLOBEX),
+                                         "umbrella": TenantSecret("whsec_c2hvcnQ=")})
+    problems = odd.problems()
+    assert problems == [
+        ("tenants", "tenant names are lower-case letters, digits, _ . -"),
+        ("tenants.acme", "has the same secret as the shared secret: each tenant needs its own"),
+        ("tenants.globex.secret", "set it, or remove the table"),
+        ("tenants.initech.secret", "set it; previous_secret only helps a rotation"),
+        ("tenants.umbrella.secret", "must be whsec_ followed by base64 (at least 16 bytes)")]

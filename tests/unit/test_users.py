@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
-from support import Api
+from aiohttp.test_utils import TestClient, TestServer
+from support import Api, make_config
+
+from notifyd.channels.webpush import WebPushSettings, generate_vapid_keys
+from notifyd.config import ChannelConfig
+from notifyd.core.clock import FakeClock
+from notifyd.engine.ingest import Ingest
+from notifyd.http.app import make_app
+from notifyd.http.auth import KeyCache
+from notifyd.http.kit import Context
+from notifyd.store.core.store import CoreStore
 
 USER = {"email": "ada@example.com", "phone": "+15550100", "telegram_chat_id": "4242",
         "slack_user_id": "U123", "timezone": "Europe/Paris", "locale": "fr-FR",
@@ -122,6 +134,32 @@ async def test_devices_are_registered_listed_and_removed(api: Api) -> None:
     assert (await api.call("DELETE", f"/v1/users/u1/devices/{dev['device_id']}"))[0] == 204
     status, body = await api.call("DELETE", f"/v1/users/u1/devices/{dev['device_id']}")
     assert (status, body["error"]["code"]) == (404, "not_found")
+
+
+async def test_a_push_device_no_channel_would_send_to_is_refused(
+        db_path: Path, store: CoreStore, clock: FakeClock) -> None:
+    """A subscription on a host outside every web push channel's allowed_hosts would be skipped
+    at each send, silently: it is refused when registered, naming the rule."""
+    private, _ = generate_vapid_keys()
+    base = make_config(db_path)
+    push = ChannelConfig(type="webpush", settings=WebPushSettings(
+        vapid_private_key=private, vapid_subject="mailto:ops@example.com",
+        allowed_hosts=("*.push.services.mozilla.com",)))
+    cfg = dataclasses.replace(base, channels={**base.channels, "push": push})
+    ctx = Context(cfg, Ingest(cfg, store, clock), KeyCache(store, clock), clock)
+    async with TestClient(TestServer(make_app(ctx))) as client:
+        api = Api(client, store, clock, db_path)
+        api.key = await api.new_key()
+        status, dev = await api.call("POST", "/v1/users/u1/devices", SUBSCRIPTION)
+        assert status == 201 and dev["state"] == "live"
+        elsewhere = {**SUBSCRIPTION, "endpoint": "https://push.evil.example/wp/1"}
+        status, answer = await api.call("POST", "/v1/users/u1/devices", elsewhere)
+        assert (status, answer["error"]["field"]) == (422, "endpoint")
+        assert answer["error"]["message"] == (
+            "channels.push: push service host push.evil.example is not in allowed_hosts; "
+            "this device would never be sent to")
+        _, listed = await api.get("/v1/users/u1/devices")
+        assert [d["device_id"] for d in listed["devices"]] == [dev["device_id"]]
 
 
 @pytest.mark.parametrize(("body", "field"), [

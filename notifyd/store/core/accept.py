@@ -16,11 +16,14 @@ def accept(tx: Tx, inp: AcceptInput, notification_id: str, params: str, plan: Pl
            ttl_sec: int, inbox: Inbox) -> AcceptResult:
     """Write the notification unless its dedup key is taken; a retry (same request) or a
     conflict (different request) answers with what holds the key. The ladder is planned here,
-    on the recipient as this transaction reads it, at this transaction's time."""
+    on the recipient as this transaction reads it, from this transaction's time, or from the
+    request's send_at when that is later; the time to live counts from the same start."""
     q, now = tx.q, tx.now
+    start = now if inp.send_at is None else max(inp.send_at, now)
     inserted = tx.run(q.INSERT_NOTIFICATION, (
         notification_id, inp.tenant, inp.user_id, inp.kind, inp.dedup_key,
-        inp.request_hash, params, inp.key_name, now, now + ttl_sec * 1000))
+        inp.request_hash, params, inp.key_name, now, start + ttl_sec * 1000,
+        None if inp.send_at is None else start))
     if not inserted:
         hit = tx.one(q.SELECT_DEDUP, (inp.tenant, inp.user_id, inp.dedup_key))
         assert hit is not None
@@ -31,7 +34,7 @@ def accept(tx: Tx, inp: AcceptInput, notification_id: str, params: str, plan: Pl
         return AcceptResult(hit["id"], created=False, state=state,
                             conflict=hit["request_hash"] != inp.request_hash,
                             existing_kind=hit["kind"])
-    steps, lane = plan(load_recipient(tx, inp.tenant, inp.user_id), now)
+    steps, lane = plan(load_recipient(tx, inp.tenant, inp.user_id), start)
     tx.many(q.INSERT_STEP, [
         (notification_id, s.step_no, s.channel, lane, s.send_after, s.state, s.reason, s.note,
          now, s.send_after, s.cause.text if s.cause else None, s.note) for s in steps])

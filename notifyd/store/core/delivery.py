@@ -27,6 +27,7 @@ from notifyd.core.models import (
     Notice,
     Recipient,
     ResolveResult,
+    Route,
     Rules,
     StepState,
     Verdict,
@@ -65,7 +66,8 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
     claimed = Claimed([], [])
     sending: dict[str, int] = {}  # claimed in this transaction: a sibling in flight
     for want in wants:
-        n = budget.allow(want.channel, want.n)
+        route = Route(want.channel, want.lane)
+        n = budget.allow(route, want.n)
         taken = 0
         while taken < n:
             rows = tx.all(tx.q.SELECT_DUE, (want.channel, want.lane, tx.now,
@@ -80,7 +82,7 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
                     taken += 1
             if len(rows) < n - taken + LOOKAHEAD:
                 break
-        budget.spend(want.channel, taken)
+        budget.spend(route, taken)
     return claimed
 
 
@@ -186,7 +188,7 @@ def complete(tx: Tx, claim: Claim, done: Completion, rules: Rules) -> bool:
     for device_id, why in done.dead_devices:  # whatever became of the step
         tx.run(q.KILL_DEVICE, (why, tx.now, device_id, nid))
     if applied and done.provider_ref:
-        for row in tx.all(q.SELECT_ORPHANS, (done.provider_ref,)):
+        for row in tx.all(q.SELECT_ORPHANS, (done.provider_ref, nid)):
             receipts.apply(tx, rows.receipt(row), nid, no, rules)
     return applied
 
@@ -233,3 +235,15 @@ def resolve(tx: Tx, nid: str, resolution: str, by: str, tenant: str | None,
     depth = int(tx.value(q.SELECT_DEPTH, (nid,)))
     cancelled = tx.run(q.CANCEL_PENDING, (f"resolved: {resolution}", tx.now, nid))
     return ResolveResult(nid, resolution, tx.now, True, cancelled, depth, row["kind"])
+
+
+def resolve_keys(tx: Tx, tenant: str, keys: list[tuple[str, str, str]], by: str,
+                 kinds: tuple[str, ...]) -> list[ResolveResult | None]:
+    """Each (user_id, dedup_key, resolution) looked up in `tenant` and resolved, in order, in
+    this one transaction; None where the key names nothing the tenant (and `kinds`) holds."""
+    found: list[ResolveResult | None] = []
+    for user_id, dedup_key, resolution in keys:
+        hit = tx.one(tx.q.SELECT_DEDUP, (tenant, user_id, dedup_key))
+        found.append(None if hit is None else resolve(tx, hit["id"], resolution, by, tenant,
+                                                      kinds))
+    return found

@@ -3,8 +3,10 @@ that stop when read resolved in the same transaction."""
 
 from __future__ import annotations
 
+import json
+
 from notifyd.core.records import InboxChange
-from notifyd.store.core.tx import Tx
+from notifyd.store.core.tx import Row, Tx
 
 
 def bump_badge(tx: Tx, tenant: str, user_id: str, by: int) -> int:
@@ -32,9 +34,20 @@ def resolve_read(tx: Tx, items: list[tuple[str, str]], stop_on_read: frozenset[s
     return tuple(done)
 
 
-def read_item(tx: Tx, tenant: str, user_id: str, item_id: str,
-              stop_on_read: frozenset[str]) -> InboxChange | None:
+def of_kinds(kinds: tuple[str, ...]) -> tuple[bool, str]:
+    """The two parameters of queries.OF_KINDS: every kind when none are named."""
+    return not kinds, json.dumps(kinds)
+
+
+def _item(tx: Tx, tenant: str, user_id: str, item_id: str, kinds: tuple[str, ...]) -> Row | None:
+    """The person's item, if it is of one of the kinds (any, when none are named)."""
     item = tx.one(tx.q.SELECT_INBOX_ITEM, (tenant, user_id, item_id))
+    return item if item is not None and (not kinds or item["kind"] in kinds) else None
+
+
+def read_item(tx: Tx, tenant: str, user_id: str, item_id: str,
+              stop_on_read: frozenset[str], kinds: tuple[str, ...] = ()) -> InboxChange | None:
+    item = _item(tx, tenant, user_id, item_id, kinds)
     if item is None:
         return None
     row = tx.one(tx.q.READ_ITEM, (tx.now, tenant, user_id, item_id))
@@ -44,15 +57,21 @@ def read_item(tx: Tx, tenant: str, user_id: str, item_id: str,
     return InboxChange(row is not None, count, done)
 
 
-def read_all(tx: Tx, tenant: str, user_id: str, stop_on_read: frozenset[str]) -> InboxChange:
-    rows = tx.all(tx.q.READ_ALL, (tx.now, tenant, user_id))
-    tx.run(tx.q.SET_BADGE, (tenant, user_id, 0))
+def read_all(tx: Tx, tenant: str, user_id: str, stop_on_read: frozenset[str],
+             kinds: tuple[str, ...] = ()) -> InboxChange:
+    rows = tx.all(tx.q.READ_ALL, (tx.now, tenant, user_id, *of_kinds(kinds)))
+    if kinds:  # the other kinds' unread items still count
+        count = bump_badge(tx, tenant, user_id, -sum(bool(r["counted"]) for r in rows))
+    else:
+        tx.run(tx.q.SET_BADGE, (tenant, user_id, 0))
+        count = 0
     done = resolve_read(tx, [(r["notification_id"], r["kind"]) for r in rows], stop_on_read)
-    return InboxChange(bool(rows), 0, done)
+    return InboxChange(bool(rows), count, done)
 
 
-def archive_item(tx: Tx, tenant: str, user_id: str, item_id: str) -> InboxChange | None:
-    if tx.one(tx.q.SELECT_INBOX_ITEM, (tenant, user_id, item_id)) is None:
+def archive_item(tx: Tx, tenant: str, user_id: str, item_id: str,
+                 kinds: tuple[str, ...] = ()) -> InboxChange | None:
+    if _item(tx, tenant, user_id, item_id, kinds) is None:
         return None
     row = tx.one(tx.q.ARCHIVE_ITEM, (tx.now, tenant, user_id, item_id))
     unread = bool(row and row[0])

@@ -13,15 +13,20 @@ class Queries(Protocol):
     INSERT_KEY: str  # (key_hash, name, tenant, kinds, created_at, scopes)
     SELECT_KEY: str  # (key_hash) -> name, tenant, kinds, key_hash, scopes; not revoked
     SELECT_KEYS: str  # () -> name, tenant, kinds, created_at, revoked_at, scopes, by name
+    SELECT_KEY_NAMED: str  # (name) -> name, tenant, kinds, created_at, revoked_at, scopes
     REVOKE_KEY: str  # (revoked_at, name); only one not yet revoked
     INSERT_SIGNING_KEY: str  # (name, secret, created_at); nothing if it exists
-    SELECT_SIGNING_KEY: str  # (name) -> secret
+    SELECT_SIGNING_KEY: str  # (name) -> secret, previous, previous_until
+    ROTATE_SIGNING_KEY: str  # (secret, previous_until, created_at, name): the key it had becomes
+    #                           the previous one, verifying until previous_until
 
     # --- recipients, devices, preferences
-    UPSERT_RECIPIENT: str  # (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, at)
+    UPSERT_RECIPIENT: str  # (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, at);
+    #                        a new row is made (created_at) at `at`
     SELECT_RECIPIENT: str  # (tenant, user_id) -> the profile with preferences, pref_version
     SELECT_LOCALE: str  # (tenant, user_id) -> locale
-    PUT_PREFERENCES: str  # (tenant, user_id, at, preferences) -> pref_version, bumped by one
+    PUT_PREFERENCES: str  # (tenant, user_id, at, preferences) -> pref_version, bumped by one;
+    #                       a new row is made (created_at) at `at`
     SELECT_SUPPRESSED: str  # (tenant, addresses as a JSON list) -> channel_type, address, reason
     SELECT_DEVICES: str  # (tenant, user_id) -> device_id, kind, endpoint, p256dh, auth, state, reason
     UPSERT_DEVICE: str  # (tenant, user_id, device_id, kind, endpoint, p256dh, auth, at, at): live
@@ -33,7 +38,8 @@ class Queries(Protocol):
     # --- accept, read, resolve
     SELECT_DEDUP: str  # (tenant, user_id, dedup_key) -> id, request_hash, kind, outcome
     INSERT_NOTIFICATION: str  # (id, tenant, user_id, kind, dedup_key, request_hash, params,
-    #                             key_name, created_at, expires_at); nothing on a taken dedup key
+    #                             key_name, created_at, expires_at, send_at); nothing on a taken
+    #                             dedup key
     INSERT_STEP: str  # (notification_id, step_no, channel, lane, send_after, state, reason,
     #                     note, updated_at, planned_at, cause, plan_note)
     SELECT_NOTIFICATION: str  # (id) -> every column
@@ -87,14 +93,19 @@ class Queries(Protocol):
 
     # --- provider evidence and the suppression list
     INSERT_RECEIPT: str  # (provider, event_id, event, occurred_at, received_at, provider_ref,
-    #                       step_key, message_id, address, channel_type, detail, nid, step);
-    #                       nothing for a (provider, event_id) seen before
+    #                       step_key, message_id, address, channel_type, detail, nid, step,
+    #                       tenant); nothing for a (provider, event_id) seen before
+    PRUNE_WEBHOOK_TOKENS: str  # (provider, now, limit): up to limit of its tokens kept until
+    #                             before now
+    CLAIM_WEBHOOK_TOKEN: str  # (provider, token, seen_at, until, edge): 1 row changed if the
+    #                            token is new, or was kept only until before edge; else 0
     STEP_BY_REF: str  # (provider_ref) -> notification_id, step_no
     SELECT_RECEIPT_STEP: str  # (notification_id, step_no) -> state, evidence, channel,
     #                            destination, kind, tenant, resolved_at
     MATCH_RECEIPT: str  # (notification_id, step_no, provider, event_id)
     SET_EVIDENCE: str  # (evidence, notification_id, step_no)
-    SELECT_ORPHANS: str  # (provider_ref) -> unmatched receipts that name it
+    SELECT_ORPHANS: str  # (provider_ref, notification_id) -> unmatched receipts that name it
+    #                       and may match that notification's tenant
     SELECT_RECEIPTS: str  # (notification_id) -> step_no, provider, event, occurred_at,
     #                        received_at, detail
     COUNT_ORPHANS: str
@@ -116,14 +127,18 @@ class Queries(Protocol):
     BUMP_BADGE: str  # (tenant, user_id, by, by) -> unread, never below zero
     SELECT_BADGE: str  # (tenant, user_id) -> unread
     COUNT_UNREAD: str  # (tenant, user_id) -> unread items counted from the rows
+    # "kinds" below is two arguments: every kind (a bool), else the kinds as a JSON list
+    COUNT_UNREAD_OF_KINDS: str  # (tenant, user_id, kinds) -> as COUNT_UNREAD, of those kinds
     SET_BADGE: str  # (tenant, user_id, unread)
     DRIFTED_BADGES: str  # () -> tenant, user_id, kept, actual for every person with items
-    SELECT_INBOX_PAGE: str  # (tenant, user_id, created_at, id, archived too, limit), newest first
+    SELECT_INBOX_PAGE: str  # (tenant, user_id, created_at, id, archived too, kinds, limit),
+    #                         newest first
     SELECT_INBOX_SINCE: str  # (tenant, user_id, seq, limit), by seq
     SELECT_INBOX_ITEM: str  # (tenant, user_id, notification_id)
     READ_ITEM: str  # (at, tenant, user_id, id) -> whether it counted in the badge; if unread
     ARCHIVE_ITEM: str  # (at, tenant, user_id, id) -> whether it was unread; if not archived
-    READ_ALL: str  # (at, tenant, user_id) -> notification_id, kind of each item it read
+    READ_ALL: str  # (at, tenant, user_id, kinds) -> notification_id, kind, counted (in the badge:
+    #                not archived) of each item it read
 
     # --- digests
     SELECT_DUE_DIGESTS: str  # (now, limit) -> tenant, user_id, digest_kind, window_end, count
@@ -155,3 +170,47 @@ class Queries(Protocol):
     COUNT_AGED_DONE_INBOX: str  # (before)
     COUNT_OLD_INBOX: str  # (before created_at)
     COUNT_ROWS: str  # () -> class, rows, oldest (epoch ms, or an id to read the time from)
+
+    # --- events and their fan-out (an event's row is its routing job: audience and cursor)
+    INSERT_FANOUT_EVENT: str  # (tenant, event_id, type, subject, params, kinds, request_hash,
+    #   key_name, audience, topic, version, cutoff, users, size, accepted_at): cursor '', routed
+    #   0; nothing if (tenant, event_id) is taken
+    SELECT_FANOUT_EVENT: str  # (tenant, event_id) -> every column
+    SELECT_ROUTING: str  # (limit) -> every column but users of events still routing, in
+    #                      acceptance order
+    SELECT_BACKLOG: str  # () -> events still routing, the earliest accepted_at of them
+    ADVANCE_EVENT: str  # (cursor, recipients, routed_at or NULL, tenant, event_id); only while
+    #                     routing
+    COUNT_EVERYONE: str  # (tenant, at) -> recipients made before `at`
+    SELECT_MADE_AT: str  # (tenant, at) -> user_id of the recipients made at `at`
+    SELECT_EVERYONE: str  # (tenant, after, cutoff, cutoff, users JSON, limit) -> user_id of
+    #   recipients made before the cutoff or listed, after `after`, by user_id
+    SELECT_TOPIC_AUDIENCE: str  # (tenant, topic, after, version, version, limit) -> user_id of
+    #   the topic's members at that version after `after`, by user_id
+    MARK_EVENT: str  # (event_id, ids JSON): the notifications made for the event
+    COUNT_EVENT_STATES: str  # (tenant, event_id) -> state, reason (suppressed: the reason
+    #   class of its steps), n: the event's notifications by how they stand
+    SELECT_EVENT_PAGE: str  # (tenant, event_id, user_id, id, limit) -> every column of the
+    #   event's notifications after (user_id, id), in that order
+    SELECT_STEPS_OF_MANY: str  # (ids JSON) -> every column of their steps, by id and step
+
+    # --- topics: membership rows open from added_version until removed_version
+    SELECT_TOPIC: str  # (tenant, name) -> every column
+    INSERT_TOPIC: str  # (tenant, name, self_service, at, at): version 0, no members
+    UPDATE_TOPIC: str  # (self_service, at, at, tenant, name): a deleted one made again
+    SET_TOPIC_VERSION: str  # (version, members added, at, tenant, name)
+    DELETE_TOPIC: str  # (at, at, tenant, name); only one with no members, not yet deleted
+    ADD_MEMBER: str  # (tenant, topic, user_id, version, at); nothing if a member now
+    REMOVE_MEMBER: str  # (version, at, tenant, topic, user_id): the open row closed, if any
+    SELECT_MEMBERS: str  # (tenant, topic, after, limit) -> user_id, added_at of members now
+    SELECT_FOLLOWING: str  # (tenant, user_id) -> topic, self_service, added_at of each topic the
+    #   person is a member of now
+
+    # --- retention of events and memberships
+    SELECT_AGED_EVENTS: str  # (before, limit) -> seq of routed events accepted before
+    DELETE_FANOUT_EVENT: str  # (seq)
+    COUNT_AGED_EVENTS: str  # (before)
+    SELECT_AGED_MEMBERS: str  # (before, limit) -> tenant, topic, user_id, added_version of rows
+    #   closed before `before` that no event still routing needs, oldest first
+    DELETE_MEMBER_ROW: str  # (tenant, topic, user_id, added_version)
+    COUNT_AGED_MEMBERS: str  # (before)

@@ -81,13 +81,13 @@ def notification(n: Row, steps: Sequence[Row], attempts: Sequence[Attempt],
         tuple(Event(e["step_no"], e["at"], e["what"]) for e in events),
         tuple(Proof(p["step_no"], p["provider"], p["event"], p["occurred_at"], p["received_at"],
                     p["detail"]) for p in proofs),
-        n["pruned_at"], n["outcome"])
+        n["pruned_at"], n["outcome"], n["send_at"], n["event_id"])
 
 
 def receipt(row: Row) -> Receipt:
     return Receipt(row["provider"], row["event_id"], Evidence(row["event"]), row["occurred_at"],
                    row["provider_ref"], row["step_key"], row["message_id"], row["address"],
-                   row["channel_type"], row["detail"])
+                   row["channel_type"], row["detail"], row["tenant"])
 
 
 def split(text: str) -> tuple[str, ...]:

@@ -28,6 +28,7 @@ from notifyd.core.models import (
     Device,
     Freeze,
     Leases,
+    Nonce,
     PlanFn,
     Receipt,
     Recipient,
@@ -39,6 +40,7 @@ from notifyd.core.models import (
     id_time,
 )
 from notifyd.core.records import (
+    Acceptance,
     Aged,
     Cursor,
     DeadLetter,
@@ -51,12 +53,14 @@ from notifyd.core.records import (
     KeyRecord,
     Notification,
     Pruned,
+    SigningKey,
     Storage,
     Suppression,
 )
 from notifyd.core.steps import StepKey
 from notifyd.store.base import Inbox
 from notifyd.store.core import accept, delivery, inbox, receipts, retention, rows
+from notifyd.store.core.fanout import FanoutMethods
 from notifyd.store.core.tx import Args, Backend, Row, Tx
 
 FAR = 2**62  # a cursor past every row
@@ -69,7 +73,7 @@ def _when(oldest: object) -> int | None:
     return id_time(str(oldest))
 
 
-class CoreStore:
+class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.q = backend.q
@@ -133,9 +137,11 @@ class CoreStore:
                       frozenset(rows.split(row["scopes"])))
 
     async def list_keys(self) -> list[KeyRecord]:
-        return [KeyRecord(r["name"], r["tenant"], rows.split(r["kinds"]), r["created_at"],
-                          r["revoked_at"], rows.split(r["scopes"]))
-                for r in await self._all(self.q.SELECT_KEYS)]
+        return [_key_record(r) for r in await self._all(self.q.SELECT_KEYS)]
+
+    async def find_key_named(self, name: str) -> KeyRecord | None:
+        r = await self._one(self.q.SELECT_KEY_NAMED, (name,))
+        return _key_record(r) if r is not None else None
 
     async def revoke_key(self, name: str) -> bool:
         return await self.backend.write(
@@ -150,10 +156,21 @@ class CoreStore:
 
         return await self.backend.write(script)
 
-    async def find_signing_key(self, name: str) -> bytes | None:
+    async def find_signing_key(self, name: str) -> SigningKey | None:
         """The named key if it was made; never makes one (a forged token names any tenant)."""
-        value = await self._value(self.q.SELECT_SIGNING_KEY, (name,))
-        return bytes(value) if value is not None else None
+        row = await self._one(self.q.SELECT_SIGNING_KEY, (name,))
+        return _signing_key(row) if row is not None else None
+
+    async def rotate_signing_key(self, name: str, overlap_ms: int) -> SigningKey:
+        def script(tx: Tx) -> SigningKey:
+            fresh = secrets.token_bytes(32)
+            if not tx.run(self.q.INSERT_SIGNING_KEY, (name, fresh, tx.now)):
+                tx.run(self.q.ROTATE_SIGNING_KEY, (fresh, tx.now + overlap_ms, tx.now, name))
+            row = tx.one(self.q.SELECT_SIGNING_KEY, (name,))
+            assert row is not None
+            return _signing_key(row)
+
+        return await self.backend.write(script)
 
     # --- recipients ---------------------------------------------------------------------------
 
@@ -198,6 +215,17 @@ class CoreStore:
         return await self.backend.write(  # past max_queue waiting, refused: 503, retry
             lambda tx: accept.accept(tx, inp, notification_id, params, plan, ttl_sec,
                                      inbox_item), shed=True)
+
+    async def accept_many(self, items: list[Acceptance]) -> list[AcceptResult]:
+        params = [orjson.dumps(a.inp.params).decode() for a in items]
+        return await self.backend.write(lambda tx: [  # the batch waits, or is shed, as one
+            accept.accept(tx, a.inp, a.notification_id, p, a.plan, a.ttl_sec, a.inbox)
+            for a, p in zip(items, params, strict=True)], shed=True)
+
+    async def resolve_keys(self, tenant: str, keys: list[tuple[str, str, str]], by: str,
+                           kinds: tuple[str, ...] = ()) -> list[ResolveResult | None]:
+        return await self.backend.write(lambda tx: delivery.resolve_keys(
+            tx, tenant, keys, by, kinds))
 
     async def resolve(self, notification_id: str, resolution: str, by: str,
                       tenant: str | None = None, kinds: tuple[str, ...] = ()
@@ -260,9 +288,9 @@ class CoreStore:
 
     # --- provider evidence and the suppression list ------------------------------------------
 
-    async def record_receipts(self, found: list[Receipt], rules: Rules) -> list[Recorded]:
-        return await self.backend.write(
-            lambda tx: [receipts.record(tx, r, rules) for r in found])
+    async def record_receipts(self, found: list[Receipt], rules: Rules,
+                              once: Nonce | None = None) -> list[Recorded]:
+        return await self.backend.write(lambda tx: receipts.record_all(tx, found, rules, once))
 
     async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,
                        source: str) -> bool:
@@ -293,33 +321,38 @@ class CoreStore:
     # --- the inbox ------------------------------------------------------------------------------
 
     async def inbox_page(self, tenant: str, user_id: str, before: Cursor | None,
-                         limit: int, archived: bool = False) -> list[InboxItem]:
+                         limit: int, archived: bool = False,
+                         kinds: tuple[str, ...] = ()) -> list[InboxItem]:
         at, nid = (before.created_at, before.notification_id) if before else (FAR, "")
         return [_item(r) for r in await self._all(self.q.SELECT_INBOX_PAGE, (
-            tenant, user_id, at, nid, archived, limit))]
+            tenant, user_id, at, nid, archived, *inbox.of_kinds(kinds), limit))]
 
     async def inbox_since(self, tenant: str, user_id: str, seq: int,
                           limit: int) -> list[InboxItem]:
         return [_item(r) for r in await self._all(self.q.SELECT_INBOX_SINCE, (
             tenant, user_id, seq, limit))]
 
-    async def badge(self, tenant: str, user_id: str) -> int:
+    async def badge(self, tenant: str, user_id: str, kinds: tuple[str, ...] = ()) -> int:
+        if kinds:  # counted: the kept badge is of every kind
+            return int(await self._value(self.q.COUNT_UNREAD_OF_KINDS, (
+                tenant, user_id, *inbox.of_kinds(kinds))) or 0)
         return int(await self._value(self.q.SELECT_BADGE, (tenant, user_id)) or 0)
 
     async def read_item(self, tenant: str, user_id: str, item_id: str,
-                        stop_on_read: frozenset[str]) -> InboxChange | None:
+                        stop_on_read: frozenset[str],
+                        kinds: tuple[str, ...] = ()) -> InboxChange | None:
         return await self.backend.write(lambda tx: inbox.read_item(
-            tx, tenant, user_id, item_id, stop_on_read))
+            tx, tenant, user_id, item_id, stop_on_read, kinds))
 
-    async def read_all(self, tenant: str, user_id: str,
-                       stop_on_read: frozenset[str]) -> InboxChange:
+    async def read_all(self, tenant: str, user_id: str, stop_on_read: frozenset[str],
+                       kinds: tuple[str, ...] = ()) -> InboxChange:
         return await self.backend.write(lambda tx: inbox.read_all(
-            tx, tenant, user_id, stop_on_read))
+            tx, tenant, user_id, stop_on_read, kinds))
 
-    async def archive_item(self, tenant: str, user_id: str,
-                           item_id: str) -> InboxChange | None:
+    async def archive_item(self, tenant: str, user_id: str, item_id: str,
+                           kinds: tuple[str, ...] = ()) -> InboxChange | None:
         return await self.backend.write(lambda tx: inbox.archive_item(
-            tx, tenant, user_id, item_id))
+            tx, tenant, user_id, item_id, kinds))
 
     async def rebuild_badges(self) -> int:
         return await self.backend.write(inbox.rebuild_badges)
@@ -383,6 +416,17 @@ class CoreStore:
     async def _value(self, sql: str, args: Args = ()) -> Any:
         row = await self._one(sql, args)
         return row[0] if row is not None else None
+
+
+def _key_record(r: Row) -> KeyRecord:
+    return KeyRecord(r["name"], r["tenant"], rows.split(r["kinds"]), r["created_at"],
+                     r["revoked_at"], rows.split(r["scopes"]))
+
+
+def _signing_key(r: Row) -> SigningKey:
+    previous = r["previous"]
+    return SigningKey(bytes(r["secret"]), bytes(previous) if previous is not None else None,
+                      r["previous_until"])
 
 
 def _matching(match: DeadMatch) -> dict[str, Any]:

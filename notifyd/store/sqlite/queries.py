@@ -8,11 +8,14 @@ SELECT_KEY = "SELECT name, tenant, kinds, key_hash, scopes FROM api_keys WHERE k
              "AND revoked_at IS NULL"
 SELECT_KEYS = """SELECT name, tenant, kinds, created_at, revoked_at, scopes FROM api_keys
 ORDER BY name"""
+SELECT_KEY_NAMED = """SELECT name, tenant, kinds, created_at, revoked_at, scopes FROM api_keys
+WHERE name = ?"""
 REVOKE_KEY = "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"
 
+# created_at: the time of the write that made the row (?8 is `at` again; an update keeps it).
 UPSERT_RECIPIENT = """INSERT INTO recipients
-    (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, updated_at, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?8)
 ON CONFLICT (tenant, user_id) DO UPDATE SET timezone = excluded.timezone,
     locale = excluded.locale, quiet_start = excluded.quiet_start,
     quiet_end = excluded.quiet_end, contacts = excluded.contacts,
@@ -23,7 +26,7 @@ FROM recipients WHERE tenant = ? AND user_id = ?"""
 SELECT_LOCALE = "SELECT locale FROM recipients WHERE tenant = ? AND user_id = ?"
 # Every change of preferences bumps the version the claim records with its decision.
 PUT_PREFERENCES = """INSERT INTO recipients (tenant, user_id, contacts, updated_at, preferences,
-    pref_version) VALUES (?, ?, '{}', ?, ?, 1)
+    pref_version, created_at) VALUES (?, ?, '{}', ?, ?, 1, ?3)
 ON CONFLICT (tenant, user_id) DO UPDATE SET preferences = excluded.preferences,
     pref_version = pref_version + 1, updated_at = excluded.updated_at
 RETURNING pref_version"""
@@ -47,8 +50,9 @@ SELECT_DEDUP = """SELECT id, request_hash, kind, outcome FROM notifications
 WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
 # Claims the dedup key and writes the row in one statement; no row changed means a retry.
 INSERT_NOTIFICATION = """INSERT INTO notifications
-    (id, tenant, user_id, kind, dedup_key, request_hash, params, key_name, created_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    (id, tenant, user_id, kind, dedup_key, request_hash, params, key_name, created_at, expires_at,
+     send_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant, user_id, dedup_key) DO NOTHING"""
 INSERT_STEP = """INSERT INTO steps (notification_id, step_no, channel, lane, send_after, state,
     reason, note, updated_at, planned_at, cause, plan_note)
@@ -190,8 +194,18 @@ WRITE_PROBE = "INSERT OR REPLACE INTO probe (id, at) VALUES (1, ?)"
 # --- provider evidence ---
 # A redelivered event (same provider and event id) inserts nothing: harmless twice.
 INSERT_RECEIPT = """INSERT INTO receipts (provider, event_id, event, occurred_at, received_at,
-    provider_ref, step_key, message_id, address, channel_type, detail, notification_id, step_no)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"""
+    provider_ref, step_key, message_id, address, channel_type, detail, notification_id, step_no,
+    tenant)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"""
+# One-time tokens: those past their window go as new ones come, a few at a time; a token still
+# kept is refused (no row changed), one past its window counts as new.
+PRUNE_WEBHOOK_TOKENS = """DELETE FROM webhook_tokens WHERE (provider, token) IN (
+    SELECT provider, token FROM webhook_tokens INDEXED BY webhook_tokens_until
+    WHERE provider = ? AND until < ? ORDER BY until LIMIT ?)"""
+CLAIM_WEBHOOK_TOKEN = """INSERT INTO webhook_tokens (provider, token, seen_at, until)
+VALUES (?, ?, ?, ?)
+ON CONFLICT (provider, token) DO UPDATE SET seen_at = excluded.seen_at, until = excluded.until
+WHERE webhook_tokens.until < ?"""
 STEP_BY_REF = "SELECT notification_id, step_no FROM steps WHERE provider_ref = ? LIMIT 1"
 SELECT_RECEIPT_STEP = """SELECT s.state, s.evidence, s.channel, s.destination, n.kind, n.tenant,
     n.resolved_at FROM steps s JOIN notifications n ON n.id = s.notification_id
@@ -200,8 +214,9 @@ MATCH_RECEIPT = """UPDATE receipts SET notification_id = ?, step_no = ?
 WHERE provider = ? AND event_id = ?"""
 SET_EVIDENCE = "UPDATE steps SET evidence = ? WHERE notification_id = ? AND step_no = ?"
 SELECT_ORPHANS = """SELECT provider, event_id, event, occurred_at, provider_ref, step_key,
-    message_id, address, channel_type, detail FROM receipts
-WHERE notification_id IS NULL AND provider_ref = ?"""
+    message_id, address, channel_type, detail, tenant FROM receipts
+WHERE notification_id IS NULL AND provider_ref = ?
+    AND (tenant IS NULL OR tenant = (SELECT tenant FROM notifications WHERE id = ?))"""
 SELECT_RECEIPTS = """SELECT step_no, provider, event, occurred_at, received_at, detail
 FROM receipts WHERE notification_id = ? ORDER BY received_at, provider, event_id"""
 COUNT_ORPHANS = "SELECT count(*) FROM receipts WHERE notification_id IS NULL"
@@ -243,9 +258,12 @@ SELECT DISTINCT i.tenant, i.user_id, NULL, (SELECT count(*) FROM inbox_items j
     AND j.archived_at IS NULL) FROM inbox_items i
 WHERE NOT EXISTS (SELECT 1 FROM inbox_badges b WHERE b.tenant = i.tenant AND b.user_id = i.user_id)"""
 INBOX_COLUMNS = "seq, notification_id, kind, title, body, created_at, read_at, archived_at"
+# A key limited to some kinds sees only those: ? is 1 for every kind, else a JSON array of them.
+OF_KINDS = "(? OR kind IN (SELECT value FROM json_each(?)))"
+COUNT_UNREAD_OF_KINDS = f"{COUNT_UNREAD} AND {OF_KINDS}"
 SELECT_INBOX_PAGE = f"""SELECT {INBOX_COLUMNS} FROM inbox_items INDEXED BY inbox_page
 WHERE tenant = ? AND user_id = ? AND (created_at, notification_id) < (?, ?)
-    AND (? OR archived_at IS NULL)
+    AND (? OR archived_at IS NULL) AND {OF_KINDS}
 ORDER BY created_at DESC, notification_id DESC LIMIT ?"""
 SELECT_INBOX_SINCE = f"""SELECT {INBOX_COLUMNS} FROM inbox_items INDEXED BY inbox_since
 WHERE tenant = ? AND user_id = ? AND seq > ? ORDER BY seq LIMIT ?"""
@@ -257,14 +275,18 @@ RETURNING archived_at IS NULL"""
 ARCHIVE_ITEM = """UPDATE inbox_items SET archived_at = ?
 WHERE tenant = ? AND user_id = ? AND notification_id = ? AND archived_at IS NULL
 RETURNING read_at IS NULL"""
-READ_ALL = """UPDATE inbox_items SET read_at = ?
-WHERE tenant = ? AND user_id = ? AND read_at IS NULL RETURNING notification_id, kind"""
+READ_ALL = f"""UPDATE inbox_items SET read_at = ?
+WHERE tenant = ? AND user_id = ? AND read_at IS NULL AND {OF_KINDS}
+RETURNING notification_id, kind, archived_at IS NULL AS counted"""
 
 # --- keys that sign links and user tokens, made on first use ---------------------------------
 
 INSERT_SIGNING_KEY = """INSERT OR IGNORE INTO signing_keys (name, secret, created_at)
 VALUES (?, ?, ?)"""
-SELECT_SIGNING_KEY = "SELECT secret FROM signing_keys WHERE name = ?"
+SELECT_SIGNING_KEY = "SELECT secret, previous, previous_until FROM signing_keys WHERE name = ?"
+# The key it had stays as the previous one for the overlap; one before it is gone at once.
+ROTATE_SIGNING_KEY = """UPDATE signing_keys SET previous = secret, secret = ?, previous_until = ?,
+    created_at = ? WHERE name = ?"""
 
 # --- digests ----------------------------------------------------------------------------------
 
@@ -342,4 +364,113 @@ UNION ALL SELECT 'inbox_items', (SELECT count(*) FROM inbox_items),
 UNION ALL SELECT 'digest_items', (SELECT count(*) FROM digest_items),
     (SELECT min(held_at) FROM digest_items)
 UNION ALL SELECT 'suppressions', (SELECT count(*) FROM suppressions),
-    (SELECT min(created_at) FROM suppressions)"""
+    (SELECT min(created_at) FROM suppressions)
+UNION ALL SELECT 'events', (SELECT count(*) FROM fanout_events),
+    (SELECT min(accepted_at) FROM fanout_events)
+UNION ALL SELECT 'topic_members', (SELECT count(*) FROM topic_members),
+    (SELECT min(added_at) FROM topic_members)"""
+
+# --- events and their fan-out ---------------------------------------------------------------
+
+INSERT_FANOUT_EVENT = """INSERT INTO fanout_events (tenant, event_id, type, subject, params, kinds,
+    request_hash, key_name, audience, topic, version, cutoff, users, size, accepted_at, cursor,
+    routed)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0)
+ON CONFLICT (tenant, event_id) DO NOTHING"""
+SELECT_FANOUT_EVENT = "SELECT * FROM fanout_events WHERE tenant = ? AND event_id = ?"
+# Not `users`: an inline list is read by its chunks alone, not with every event still routing.
+SELECT_ROUTING = """SELECT tenant, event_id, type, subject, params, kinds, request_hash, key_name,
+    audience, topic, version, cutoff, size, cursor, routed, accepted_at, routed_at
+FROM fanout_events INDEXED BY fanout_events_routing
+WHERE routed_at IS NULL ORDER BY seq LIMIT ?"""
+SELECT_BACKLOG = """SELECT count(*), min(accepted_at) FROM fanout_events INDEXED BY
+    fanout_events_routing WHERE routed_at IS NULL"""
+ADVANCE_EVENT = """UPDATE fanout_events SET cursor = ?, routed = routed + ?, routed_at = ?
+WHERE tenant = ? AND event_id = ? AND routed_at IS NULL"""
+# The whole user base at an event's acceptance: the rows made before its time, and those made
+# in the same millisecond by a transaction that committed before it (listed on the event).
+COUNT_EVERYONE = "SELECT count(*) FROM recipients WHERE tenant = ? AND created_at < ?"
+SELECT_MADE_AT = "SELECT user_id FROM recipients WHERE tenant = ? AND created_at = ?"
+SELECT_EVERYONE = """SELECT user_id FROM recipients
+WHERE tenant = ? AND user_id > ? AND (created_at < ? OR (created_at = ?
+    AND user_id IN (SELECT value FROM json_each(?))))
+ORDER BY user_id LIMIT ?"""
+# A topic's members at a version: rows open at it (added at or before, not yet removed by it).
+SELECT_TOPIC_AUDIENCE = """SELECT user_id FROM topic_members
+WHERE tenant = ? AND topic = ? AND user_id > ? AND added_version <= ?
+    AND (removed_version IS NULL OR removed_version > ?)
+ORDER BY user_id LIMIT ?"""
+MARK_EVENT = """UPDATE notifications SET event_id = ?
+WHERE id IN (SELECT value FROM json_each(?))"""
+# How each of an event's notifications stands (as views.current_state would say, with an
+# undeliverable one whose every step was suppressed told apart), counted by state and reason.
+COUNT_EVENT_STATES = """SELECT state, CASE WHEN state = 'suppressed' THEN reason END AS reason,
+    count(*) AS n FROM (
+    SELECT CASE
+        WHEN n.outcome IS NOT NULL THEN n.outcome
+        WHEN n.resolved_at IS NOT NULL THEN
+            CASE WHEN n.resolution = 'delivered' THEN 'delivered' ELSE 'resolved' END
+        WHEN max(s.state IN ('pending', 'sending', 'unknown')) THEN 'pending'
+        WHEN max(s.state = 'delivered' OR s.evidence IN ('delivered', 'shown', 'opened'))
+            THEN 'delivered'
+        WHEN max(s.state = 'sent') THEN 'sent'
+        WHEN max(s.state = 'held') THEN 'held'
+        WHEN max(s.state = 'expired') THEN 'expired'
+        WHEN min(s.state = 'suppressed') THEN 'suppressed'
+        ELSE 'undeliverable' END AS state,
+        min(CASE WHEN s.state = 'suppressed'
+            THEN substr(s.reason, 1, instr(s.reason || ':', ':') - 1) END) AS reason
+    FROM notifications n INDEXED BY notifications_event
+    LEFT JOIN steps s ON s.notification_id = n.id
+    WHERE n.tenant = ? AND n.event_id = ? GROUP BY n.id)
+GROUP BY 1, 2 ORDER BY 1, 2"""
+SELECT_EVENT_PAGE = """SELECT * FROM notifications INDEXED BY notifications_event
+WHERE tenant = ? AND event_id = ? AND (user_id, id) > (?, ?) ORDER BY user_id, id LIMIT ?"""
+SELECT_STEPS_OF_MANY = """SELECT * FROM steps
+WHERE notification_id IN (SELECT value FROM json_each(?)) ORDER BY notification_id, step_no"""
+
+# --- topics ---------------------------------------------------------------------------------
+
+SELECT_TOPIC = "SELECT * FROM topics WHERE tenant = ? AND name = ?"
+INSERT_TOPIC = """INSERT INTO topics (tenant, name, version, members, self_service, created_at,
+    updated_at) VALUES (?, ?, 0, 0, ?, ?, ?)"""
+# A deleted topic made again starts anew, but its versions go on (closed rows may remain).
+UPDATE_TOPIC = """UPDATE topics SET self_service = ?, updated_at = ?,
+    created_at = CASE WHEN deleted_at IS NULL THEN created_at ELSE ? END, deleted_at = NULL
+WHERE tenant = ? AND name = ?"""
+SET_TOPIC_VERSION = """UPDATE topics SET version = ?, members = members + ?, updated_at = ?
+WHERE tenant = ? AND name = ?"""
+DELETE_TOPIC = """UPDATE topics SET deleted_at = ?, updated_at = ?
+WHERE tenant = ? AND name = ? AND members = 0 AND deleted_at IS NULL"""
+ADD_MEMBER = """INSERT INTO topic_members (tenant, topic, user_id, added_version, added_at)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (tenant, topic, user_id) WHERE removed_version IS NULL DO NOTHING"""
+REMOVE_MEMBER = """UPDATE topic_members SET removed_version = ?, removed_at = ?
+WHERE tenant = ? AND topic = ? AND user_id = ? AND removed_version IS NULL"""
+SELECT_MEMBERS = """SELECT user_id, added_at FROM topic_members INDEXED BY topic_members_open
+WHERE tenant = ? AND topic = ? AND user_id > ? AND removed_version IS NULL
+ORDER BY user_id LIMIT ?"""
+SELECT_FOLLOWING = """SELECT m.topic, t.self_service, m.added_at
+FROM topic_members m INDEXED BY topic_members_user
+JOIN topics t ON t.tenant = m.tenant AND t.name = m.topic
+WHERE m.tenant = ? AND m.user_id = ? AND m.removed_version IS NULL ORDER BY m.topic"""
+
+# --- events and memberships that age out ----------------------------------------------------
+
+SELECT_AGED_EVENTS = """SELECT seq FROM fanout_events
+WHERE routed_at IS NOT NULL AND accepted_at < ? ORDER BY seq LIMIT ?"""
+DELETE_FANOUT_EVENT = "DELETE FROM fanout_events WHERE seq = ?"
+COUNT_AGED_EVENTS = """SELECT count(*) FROM fanout_events
+WHERE routed_at IS NOT NULL AND accepted_at < ?"""
+# A membership open from version a until r is needed only by an event still routing that
+# pinned a version in [a, r); any event accepted from now on pins r or a later one.
+_CLOSED_UNPINNED = """FROM topic_members m INDEXED BY topic_members_closed
+WHERE m.removed_version IS NOT NULL AND m.removed_at < ?
+    AND NOT EXISTS (SELECT 1 FROM fanout_events e INDEXED BY fanout_events_pins
+                    WHERE e.tenant = m.tenant AND e.topic = m.topic AND e.routed_at IS NULL
+                    AND e.version >= m.added_version AND e.version < m.removed_version)"""
+SELECT_AGED_MEMBERS = f"""SELECT m.tenant, m.topic, m.user_id, m.added_version {_CLOSED_UNPINNED}
+ORDER BY m.removed_at LIMIT ?"""
+DELETE_MEMBER_ROW = """DELETE FROM topic_members
+WHERE tenant = ? AND topic = ? AND user_id = ? AND added_version = ?"""
+COUNT_AGED_MEMBERS = f"SELECT count(*) {_CLOSED_UNPINNED}"

@@ -1,0 +1,103 @@
+"""Thin click commands over the same store the daemon uses; each works beside a running daemon.
+
+Commands that only read refuse a database that does not exist (naming the path) instead of leaving
+a fresh one behind; commands that write say which database they wrote to. Ordinary mistakes are
+one line naming the problem and the fix, never a traceback.
+
+This module holds what every command shares: the global options, the config, the store opened
+for one command, and the `notifyd` group the others join."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from notifyd.config import Config, load_config
+from notifyd.core.clock import SystemClock
+from notifyd.core.errors import ConfigError
+from notifyd.store import (
+    Store,
+    StoreUnavailable,
+    open_store,
+    sqlite_path,
+)
+
+T = TypeVar("T")
+READ, WRITE, CREATE = "read", "write", "create"  # what a command does to the database
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    """--config and --db work before the subcommand or after it, as people type them."""
+    if value is not None:
+        ctx.find_root().ensure_object(dict)[param.name or ""] = value
+
+
+def global_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--config", "-c", "config_path", envvar="NOTIFYD_CONFIG",
+                     type=click.Path(dir_okay=False), expose_value=False, callback=_remember,
+                     help="TOML config file (default: built-in).")(f)
+    return click.option("--db", envvar="NOTIFYD_DB", expose_value=False, callback=_remember,
+                        help="The database (a path or sqlite:///path); overrides store.url.")(f)
+
+
+def config_of(ctx: click.Context) -> Config:
+    obj: dict[str, Any] = ctx.find_root().ensure_object(dict)
+    if "config" not in obj:
+        try:
+            obj["config"] = load_obj(obj)
+        except ConfigError as e:
+            raise click.ClickException(f"config error: {e}") from None
+    return obj["config"]  # type: ignore[no-any-return]
+
+
+def load_obj(obj: dict[str, Any]) -> Config:
+    """The config file (or the built-in one) with --db; ConfigError names what is wrong."""
+    cfg = load_config(obj.get("config_path"))
+    if obj.get("db"):
+        cfg = dataclasses.replace(cfg, store=dataclasses.replace(cfg.store, url=obj["db"]))
+    return cfg
+
+
+def database(cfg: Config) -> str:
+    """The database as people should read it: an absolute path for SQLite."""
+    path = sqlite_path(cfg.store.url)
+    return str(Path(path).resolve()) if path is not None else cfg.store.url
+
+
+def with_store(ctx: click.Context, fn: Callable[[Store], Awaitable[T]], mode: str = READ) -> T:
+    cfg = config_of(ctx)
+
+    async def run() -> T:
+        store = await open_store(cfg.store.url, SystemClock(), sqlite=cfg.store.sqlite,
+                                 create=mode == CREATE)
+        try:
+            return await fn(store)
+        finally:
+            await store.close()
+
+    try:
+        result = asyncio.run(run())
+    except StoreUnavailable as e:
+        raise click.ClickException(str(e)) from None
+    if mode != READ:
+        click.echo(f"(database {database(cfg)})", err=True)
+    return result
+
+
+@click.group(invoke_without_command=True)
+@global_options
+@click.version_option(package_name="notifyd")
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """notifyd: notifications that escalate across channels and know when to stop.
+
+    Example: notifyd serve
+    """
+    ctx.ensure_object(dict)
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
