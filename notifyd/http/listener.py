@@ -107,6 +107,7 @@ class Listener(asyncio.AbstractServer):
         has not sent a request gives way to it."""
         while self.guard.full():
             if self.waiting.poll(0) and self.guard.make_room():
+                await asyncio.sleep(0)  # the closed one's descriptor goes before another comes
                 return
             self.guard.freed.clear()
             with contextlib.suppress(TimeoutError):
