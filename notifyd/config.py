@@ -311,6 +311,28 @@ class TokensConfig:
 
 
 @dataclass(frozen=True)
+class ConsoleConfig:
+    """The operator console (/console), the inbox widget (/inbox.js) and the preference centre:
+    pages served by the daemon itself."""
+
+    enabled: bool = doc("Serve the operator console at /console. An operator signs in with an "
+                        "API key that has the admin scope (notifyd keys create --scopes "
+                        "admin,...), for that key's tenant, or with the password below.", True)
+    password: str = doc("A console password: it signs in for the tenant named at sign-in. "
+                        "Empty: only admin API keys sign in. Keep this file readable by "
+                        "notifyd alone.", "")
+    session_ttl_sec: int = doc("How long a console session lasts from sign-in; then the "
+                               "operator signs in again. Revoking the key ends its sessions.",
+                               8 * 3600)
+    max_failed_sign_ins: int = doc("Failed sign-ins from one address within a minute before "
+                                   "its next ones are refused until the minute is over.", 5)
+    overview_every_sec: float = doc("How often the console's overview refreshes its figures "
+                                    "while open.", 2.0)
+    demo_inbox: bool = doc("Serve /demo/inbox: a page showing the inbox widget for a user id "
+                           "and token typed into it. Off in production.", False)
+
+
+@dataclass(frozen=True)
 class TenantConfig:
     cors_origins: tuple[str, ...] = doc("Browser origins (https://app.example.com) whose pages "
                                         "may call the inbox, preferences and topics with a user "
@@ -346,6 +368,8 @@ class Config:
                                 FanoutConfig)
     tokens: TokensConfig = docf("User tokens for a person's own inbox and preferences.",
                                 TokensConfig)
+    console: ConsoleConfig = docf("The operator console, the inbox widget and the preference "
+                                  "centre.", ConsoleConfig)
     channels: dict[str, ChannelConfig] = docf(
         "Channels by name; ladders refer to these names.", _default_channels)
     kinds: dict[str, KindConfig] = docf(
@@ -598,6 +622,13 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(1 <= ret.batch <= 10000, "retention.batch", "must be 1..10000")
     need(MIN_TOKEN_TTL_SEC <= cfg.tokens.max_ttl_sec <= MAX_SEC, "tokens.max_ttl_sec",
          f"must be {MIN_TOKEN_TTL_SEC}..{MAX_SEC}")
+    need(60 <= cfg.console.session_ttl_sec <= 7 * DAY_SEC, "console.session_ttl_sec",
+         f"must be 60..{7 * DAY_SEC} (a week)")
+    need(cfg.console.max_failed_sign_ins >= 1, "console.max_failed_sign_ins", "must be >= 1")
+    need(0.2 <= cfg.console.overview_every_sec <= 3600, "console.overview_every_sec",
+         "must be 0.2..3600")
+    need(not cfg.console.password or len(cfg.console.password) >= 12, "console.password",
+         "must be at least 12 characters (or empty: admin API keys only)")
     for name, ch in cfg.channels.items():
         k = f"channels.{name}"
         need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")

@@ -36,8 +36,9 @@ def keys() -> None:
               "may see (default all).")
 @click.option("--scopes", default=",".join(sorted(SCOPES)), show_default=True,
               help="What it may do: post, read, resolve, users (profiles and contacts), topics "
-                   "(manage topics, send events to them) and everyone (send events to every "
-                   "user of the tenant: never given unless named).")
+                   "(manage topics, send events to them); everyone (send events to every user "
+                   "of the tenant) and admin (sign in to the operator console for its tenant) "
+                   "only when named.")
 @click.pass_context
 def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: str) -> None:
     """Create an API key and print it once; only its hash is stored. Creates the database if

@@ -47,6 +47,7 @@ class EventInput:
     key_name: str
     topic: str | None = None  # Audience.TOPIC
     user_ids: tuple[str, ...] = ()  # Audience.USERS: sorted, each once
+    send_at: int | None = None  # when its notifications' ladders start, if not at routing
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class EventRecord:
     routed: int  # recipients routed so far
     accepted_at: int
     routed_at: int | None  # None while routing
+    send_at: int | None = None  # when its notifications' ladders start (a past time: at once)
 
     @property
     def state(self) -> str:

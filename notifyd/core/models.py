@@ -145,8 +145,11 @@ def current_state(resolved: bool, steps: Iterable[tuple[str, str]],
 # What an API key may do: post notifications, read them, resolve them, read and change users,
 # manage topics and address them. A new key gets these unless it is given others.
 SCOPES = frozenset({"post", "read", "resolve", "users", "topics"})
-# Every scope there is: `everyone` (address the tenant's whole user base) only when granted.
-ALL_SCOPES = SCOPES | {"everyone"}
+# Signs in to the operator console (/console) for the key's tenant: never granted by default.
+ADMIN = "admin"
+# Every scope there is: `everyone` (address the tenant's whole user base) and `admin` only when
+# granted by name.
+ALL_SCOPES = SCOPES | {"everyone", ADMIN}
 
 
 @dataclass(frozen=True)

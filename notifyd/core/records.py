@@ -272,6 +272,45 @@ class DeadMatch:
     since: int = 0
     channel: str | None = None
     kind: str | None = None
+    tenant: str | None = None  # None: every tenant (the command line); the console: its own
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A notification as a list shows it (a person's, newest first): no steps."""
+
+    id: str
+    kind: str
+    dedup_key: str | None
+    created_at: int
+    resolution: str | None
+    resolved_at: int | None
+    pruned_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Stuck:
+    """A dead or unknown step of a tenant's, for the console's list of what needs a hand."""
+
+    notification_id: str
+    step_no: int
+    channel: str
+    kind: str
+    user_id: str
+    state: str
+    attempts: int
+    reason: str | None
+    updated_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hours:
+    """When a person may be disturbed: their time zone and quiet hours ("HH:MM" local, both or
+    neither), set with their preferences."""
+
+    timezone: str | None = None
+    quiet_start: str | None = None
+    quiet_end: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

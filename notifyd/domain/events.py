@@ -21,9 +21,7 @@ from notifyd.core.records import Notification
 from notifyd.core.text import iso
 from notifyd.domain.validate import check_depth, check_fields, get_str
 
-# send_at is not taken yet: an event is routed when accepted. Unknown fields are refused, so a
-# producer sending it hears so instead of seeing it ignored.
-EVENT_FIELDS = frozenset({"event_id", "type", "audience", "params", "subject"})
+EVENT_FIELDS = frozenset({"event_id", "type", "audience", "params", "subject", "send_at"})
 MAX_SUBJECT = 256
 TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 # An event id goes in a URL path as it is (GET /v1/events/{event_id}): no slash, no space.
@@ -86,9 +84,10 @@ def _audience(raw: Any, most: int) -> tuple[Audience, str | None, tuple[str, ...
 
 
 def parse_event(data: dict[str, Any], key: ApiKey, types: Mapping[str, tuple[str, ...]],
-                max_users: int) -> EventInput:
+                max_users: int, send_at: int | None = None) -> EventInput:
     """The request checked and authorised for `key`: its type one of `types` (name -> its
-    kinds), its audience one the key may address, every kind one the key may post."""
+    kinds), its audience one the key may address, every kind one the key may post. `send_at`
+    is the request's, read and checked by the caller (it knows the time and the kinds)."""
     check_fields(data, EVENT_FIELDS)
     if data.get("event_id") is None:
         raise DomainError("missing_field", "event_id is required", "event_id")
@@ -109,10 +108,12 @@ def parse_event(data: dict[str, Any], key: ApiKey, types: Mapping[str, tuple[str
     subject = get_str(data, "subject", required=False, max_len=MAX_SUBJECT)
     kinds = types[type_name]
     authorise_event(key, audience, type_name, kinds)
-    canonical = orjson.dumps([type_name, audience.value, topic, users, params, subject],
-                             option=orjson.OPT_SORT_KEYS)
+    compared: list[Any] = [type_name, audience.value, topic, users, params, subject]
+    if send_at is not None:  # appended only when given, as for one notification
+        compared.append(send_at)
+    canonical = orjson.dumps(compared, option=orjson.OPT_SORT_KEYS)
     return EventInput(key.tenant, event_id, type_name, kinds, audience, params, subject,
-                      hashlib.sha256(canonical).hexdigest(), key.name, topic, users)
+                      hashlib.sha256(canonical).hexdigest(), key.name, topic, users, send_at)
 
 
 def authorise_event(key: ApiKey, audience: Audience, type_name: str,
@@ -162,6 +163,7 @@ def event_view(e: EventRecord, counts: Counts, now: int) -> dict[str, Any]:
         "kinds": list(e.kinds), "audience": audience_view(e), "audience_size": e.size,
         "routed": e.routed, "state": e.state, "accepted_at": iso(e.accepted_at),
         "routed_at": iso(e.routed_at), "fanout_lag_ms": e.lag_ms(now),
+        "send_at": iso(e.send_at),
         "notifications": counts_view(counts),
     }
 
@@ -180,7 +182,8 @@ def summary(e: EventRecord, counts: Counts, now: int) -> list[str]:
             f"(cursor {e.cursor or '-'})",
             f"  accepted {iso(e.accepted_at)} from key {e.key_name!r}; {routed}; fan-out "
             f"{e.lag_ms(now) / 1000:.1f} s",
-            f"  kinds: {', '.join(e.kinds)}; notifications: {', '.join(states) or 'none yet'}"]
+            f"  kinds: {', '.join(e.kinds)}; notifications: {', '.join(states) or 'none yet'}"
+            + (f"; scheduled: their ladders start {iso(e.send_at)}" if e.send_at else "")]
 
 
 def ladder_line(n: Notification, now: int) -> str:

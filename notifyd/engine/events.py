@@ -21,7 +21,13 @@ def types(cfg: Config) -> dict[str, tuple[str, ...]]:
 
 def parse(ingest: Ingest, body: bytes, key: ApiKey) -> EventInput:
     cfg = ingest.cfg
-    return parse_event(parse_object(body), key, types(cfg), cfg.fanout.max_inline_users)
+    data = parse_object(body)
+    named = data.get("type")
+    kinds = types(cfg).get(named, ()) if isinstance(named, str) else ()
+    send_at = None
+    for kind in kinds:  # as for one notification of each kind: no inbox kind, not too far
+        send_at = ingest.send_at_of(kind, data)
+    return parse_event(data, key, types(cfg), cfg.fanout.max_inline_users, send_at)
 
 
 async def check_inbox(ingest: Ingest, inp: EventInput) -> None:
@@ -44,7 +50,7 @@ async def accept(ingest: Ingest, inp: EventInput) -> EventAccepted:
                           f"/v1/topics/{inp.topic}", "audience.topic")
     if done.conflict:
         raise DomainError("event_conflict", f"event {inp.event_id!r} was already accepted with "
-                          "different input (type, audience, params or subject)", "event_id")
+                          "different input (type, audience, params, subject or send_at)", "event_id")
     if done.created:
         ingest.routing.set()
     return done

@@ -102,7 +102,7 @@ class Ingest:
                                 or not 0 < ttl <= MAX_TTL_SEC):
             raise DomainError("invalid_field", f"max_ttl_sec must be an integer 1..{MAX_TTL_SEC}",
                            "max_ttl_sec")
-        send_at = self._parse_send_at(kind, data)
+        send_at = self.send_at_of(kind, data)
         compared: list[Any] = [user_id, kind, params, chain, ttl]
         if send_at is not None:  # appended only when given: older requests' hashes stay
             compared.append(send_at)
@@ -110,8 +110,9 @@ class Ingest:
         return AcceptInput(key.tenant, user_id, kind, params, dedup_key, chain, ttl,
                            hashlib.sha256(canonical).hexdigest(), key.name, key.kinds, send_at)
 
-    def _parse_send_at(self, kind: str, data: dict[str, Any]) -> int | None:
-        """When the ladder starts, if the request says (a time already past: at accept)."""
+    def send_at_of(self, kind: str, data: dict[str, Any]) -> int | None:
+        """When the ladder starts, if the request says (a time already past: at accept); an
+        event's too, checked for each kind it makes."""
         send_at = get_time(data, "send_at")
         if send_at is None:
             return None

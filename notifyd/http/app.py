@@ -20,7 +20,9 @@ from notifyd.domain.views import accepted_view, resolved_view, status_view
 from notifyd.engine import evidence, resolution
 from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
-from notifyd.http import batch, events, people, topics
+from notifyd.http import batch, events, people, topics, widget
+from notifyd.http.console.routes import ROUTES as CONSOLE_ROUTES
+from notifyd.http.console.session import SIGN_INS, SignIns
 from notifyd.http.errors import ApiError, status_of
 from notifyd.http.kit import (
     CTX,
@@ -331,6 +333,7 @@ def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:
     app = web.Application(middlewares=[*(outer or []), people.cors_middleware, errors_middleware],
                           client_max_size=ctx.cfg.server.max_body_bytes)
     app[CTX] = ctx
-    for method, path, handler in [*ROUTES, *people.ROUTES]:
+    app[SIGN_INS] = SignIns(ctx.clock)
+    for method, path, handler in [*ROUTES, *people.ROUTES, *widget.ROUTES, *CONSOLE_ROUTES]:
         app.router.add_route(method, path, handler)
     return app

@@ -83,6 +83,10 @@ _STATE = {"type": "string", "description": STATE_DOC, "pattern":
           r"^(resolved|delivered|sent|presumed_delivered|held|expired|undeliverable"
           r"|.+_(pending|sending|unknown))$"}
 
+_QUIET = {"type": ["object", "null"], "required": ["start", "end"],
+          "additionalProperties": False, "properties": {
+              "start": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"},
+              "end": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}}}
 SCHEMAS: dict[str, Any] = {
     "Error": {"type": "object", "required": ["error"], "properties": {"error": {
         "type": "object", "required": ["code", "message", "field"],
@@ -146,11 +150,7 @@ SCHEMAS: dict[str, Any] = {
         **{a.field: {**_opt(_ID), "description": a.shape,
                      **({"pattern": a.pattern.pattern} if a.pattern else {})} for a in ADDRESSES},
         "timezone": {**_opt(_text(64)), "description": "an IANA zone, e.g. Europe/Paris"},
-        "locale": _opt(_text(35)), "quiet_hours": {
-            "type": ["object", "null"], "required": ["start", "end"],
-            "additionalProperties": False, "properties": {
-                "start": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"},
-                "end": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}}}}},
+        "locale": _opt(_text(35)), "quiet_hours": _QUIET}},
     "UserView": {"type": "object", "required": ["user_id", "timezone", "locale", "quiet_hours",
                                                 "disabled_contacts", "devices"],
                  "properties": {"user_id": _STR, "disabled_contacts": {"type": "object"},
@@ -196,12 +196,19 @@ SCHEMAS: dict[str, Any] = {
         "opt_out": {"type": "boolean"},
         "categories": {"type": "object", "additionalProperties": {
             "type": "object", "required": ["optional", *MEDIUMS], "properties": {
-                "optional": {"type": "boolean"}, **{m: {"type": "boolean"} for m in MEDIUMS}}}}}},
+                "optional": {"type": "boolean"}, **{m: {"type": "boolean"} for m in MEDIUMS}}}},
+        "timezone": _NSTR, "quiet_hours": _QUIET}},
     "PreferencesRequest": {"type": "object", "additionalProperties": False, "properties": {
+        "version": {"type": "integer", "minimum": 0, "description": "the version the page "
+                    "read: if another change came since, 412 precondition_failed and nothing "
+                    "is written. Left out: written over any version"},
         "opt_out": {"type": "boolean"},
         "categories": {"type": "object", "additionalProperties": {
             "type": "object", "additionalProperties": False,
-            "properties": {m: {"type": "boolean"} for m in MEDIUMS}}}}},
+            "properties": {m: {"type": "boolean"} for m in MEDIUMS}}},
+        "timezone": {**_opt(_text(64)), "description": "an IANA zone, e.g. Europe/Paris; left "
+                     "out: as it is"},
+        "quiet_hours": {**_QUIET, "description": "left out: as they are"}}},
     "InboxItem": {"type": "object", "required": ["id", "kind", "title", "created_at", "read"],
                   "properties": {"id": _STR, "kind": _STR, "title": _STR, "body": _NSTR,
                                  "created_at": _TIME, "read": {"type": "boolean"},
@@ -339,8 +346,9 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
             "/v1/users/{user_id}/preferences": {
                 "get": {**person(_op("The person's preferences, with each category's "
                                      "defaults", "200", "Preferences", (401, 403, 422)))},
-                "put": {**person(_op("Replace the person's preferences (a new version)", "200",
-                                     "Preferences", (400, 401, 403, 408, 422),
+                "put": {**person(_op("Replace the person's preferences (a new version), over "
+                                     "the version read when given", "200",
+                                     "Preferences", (400, 401, 403, 408, 412, 422),
                                      "PreferencesRequest"))}},
             "/v1/users/{user_id}/inbox": {"get": {**person(_op(
                 "A page of the inbox, newest first, by a stable (created_at, id) cursor",

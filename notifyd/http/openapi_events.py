@@ -44,7 +44,12 @@ def schemas(max_inline_users: int) -> dict[str, Any]:
                 "params": {"type": "object"},
                 "subject": {"type": ["string", "null"], "minLength": 1,
                             "maxLength": MAX_SUBJECT,
-                            "description": "what it is about, e.g. thread:42"}}},
+                            "description": "what it is about, e.g. thread:42"},
+                "send_at": {"type": ["string", "null"], "format": "date-time",
+                            "description": "RFC 3339: the ladders of the notifications it makes "
+                            "start then (routing starts at once); as for one notification, at "
+                            "most server.max_schedule_sec ahead, refused for a type with an "
+                            "inbox kind"}}},
         "EventAccepted": {"type": "object", "required": [
             "event_id", "state", "created", "audience_size", "routed"], "properties": {
             "event_id": _STR, "state": {"type": "string", "enum": ["routing", "routed"]},
@@ -64,6 +69,8 @@ def schemas(max_inline_users: int) -> dict[str, Any]:
             "routed": {**_INT, "description": "recipients routed so far"},
             "state": {"type": "string", "enum": ["routing", "routed"]},
             "accepted_at": _TIME, "routed_at": _TIME,
+            "send_at": {**_TIME, "description": "when its notifications' ladders start, if "
+                        "scheduled"},
             "fanout_lag_ms": {**_INT, "description": "now - accepted_at while routing; "
                                                      "routed_at - accepted_at after"},
             "notifications": {"type": "object", "description": "its notifications (one per "

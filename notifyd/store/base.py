@@ -70,14 +70,17 @@ from notifyd.core.records import (
     DeadStep,
     DigestDue,
     DigestMember,
+    Hours,
     InboxChange,
     InboxEntry,
     InboxItem,
     KeyRecord,
+    Listed,
     Notification,
     Pruned,
     SigningKey,
     Storage,
+    Stuck,
     Suppression,
 )
 from notifyd.core.steps import StepKey
@@ -169,10 +172,14 @@ class RecipientStore(Protocol):
 
     async def delete_device(self, tenant: str, user_id: str, device_id: str) -> bool: ...
 
-    async def put_preferences(self, tenant: str, user_id: str,
-                              preferences: dict[str, Any]) -> int:
+    async def put_preferences(self, tenant: str, user_id: str, preferences: dict[str, Any],
+                              version: int | None = None, hours: Hours | None = None
+                              ) -> int | None:
         """One write, serialized with claim_due: the new preference version. A claim that
-        commits after it reads the new preferences; one before it records the old version."""
+        commits after it reads the new preferences; one before it records the old version.
+        With `version`, written only over that version (0: none chosen yet), else None and
+        nothing written: two pages saving what each showed never overwrite each other. With
+        `hours`, the time zone and quiet hours change in the same write."""
         ...
 
 
@@ -258,12 +265,14 @@ class DeliveryStore(Protocol):
         notification's steps in flight), or a lease's end: one read."""
         ...
 
-    async def replay(self, notification_id: str, step_no: int | None) -> int:
+    async def replay(self, notification_id: str, step_no: int | None,
+                     by: str | None = None) -> int:
         """One write: dead or unknown steps (`step_no` None: all of them) back to pending under
-        their original key and frozen payload; how many."""
+        their original key and frozen payload, each move recorded naming `by` (who asked);
+        how many."""
         ...
 
-    async def replay_steps(self, steps: list[StepKey]) -> int:
+    async def replay_steps(self, steps: list[StepKey], by: str | None = None) -> int:
         """One write: each of `steps` that is dead or unknown back to pending, as `replay` puts
         one; how many. A bulk replay calls it once per short batch: the write holds the
         writer (and, on SQLite, the database) while it runs."""
@@ -395,6 +404,16 @@ class OperationsStore(Protocol):
 
     async def oldest_due(self, routes: list[Route]) -> dict[Route, int]:
         """The earliest send_after among open steps, per route that has any."""
+        ...
+
+    async def stuck_steps(self, tenant: str, state: str, limit: int) -> list[Stuck]:
+        """Up to `limit` of the tenant's steps in `state` ("dead" or "unknown"), the latest
+        to get there first: one read."""
+        ...
+
+    async def notifications_of(self, tenant: str, user_id: str, limit: int) -> list[Listed]:
+        """Up to `limit` of the person's notifications, newest first (pruned ones too): one
+        read."""
         ...
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from stack_support import ADDRESS, Stack, stack
 
 from notifyd.core.events import event_key
+from notifyd.core.text import iso
 from notifyd.domain.views import timeline
 from notifyd.engine.fanout import Fanout
 from notifyd.http.auth import hash_key, new_key
@@ -28,7 +29,8 @@ SETTINGS: dict[str, Any] = {
         "summary": {"category": "social", "ladder": [{"channel": "email"}]},
         "otp": {"ladder": [{"channel": "sms"}]},
     },
-    "events": {"comment": {"kinds": ["reply"]}, "two": {"kinds": ["reply", "summary"]}},
+    "events": {"comment": {"kinds": ["reply"]}, "two": {"kinds": ["reply", "summary"]},
+               "weekly": {"kinds": ["summary"]}},
     "fanout": {"chunk": 2},
     "tenants": {"default": {"cors_origins": ["https://app.example.com"]}},
 }
@@ -127,6 +129,31 @@ async def test_the_same_event_again_is_its_answer_and_other_input_a_conflict(
         assert len(await s.e.store.event_notifications("default", "c-1", ("", ""), 10)) == 1
 
 
+async def test_an_events_send_at_starts_every_ladder_it_routes_then(tmp_path: Path) -> None:
+    """Routed now, sent then: each notification's ladder starts at the event's send_at, a
+    different send_at under the same id is other input, and support sees the schedule."""
+    async with events_stack(tmp_path) as (s, fanout):
+        k = await key(s)
+        await s.user("ada")
+        at = s.e.now + 3_600_000
+        body = {**news(kind="weekly", audience={"user_ids": ["ada"]}), "send_at": iso(at)}
+        assert (await call(s, "POST", "/v1/events", body, k))[0] == 202
+        assert await fanout.run_once() == 1
+        await s.e.run_dry()
+        assert s.smtp.received == []  # not before its time
+        nid = await s.e.store.find_by_dedup("default", "ada", event_key("c-1", "summary"))
+        assert nid is not None
+        assert (await s.status(nid))["send_at"] == iso(at)
+        status, doc = await call(s, "GET", "/v1/events/c-1", token=k)
+        assert status == 200 and doc["send_at"] == iso(at)
+        later = {**body, "send_at": iso(at + 1000)}
+        status, answer = await call(s, "POST", "/v1/events", later, k)
+        assert (status, answer["error"]["code"]) == (409, "event_conflict")
+        s.e.clock.advance(3600)
+        await s.e.run_dry()
+        assert [r.rcpt_tos for r in s.smtp.received] == [[ADDRESS]]
+
+
 async def test_a_key_addresses_only_what_its_scopes_and_kinds_allow(tmp_path: Path) -> None:
     async with events_stack(tmp_path) as (s, _):
         full = await key(s)
@@ -165,7 +192,11 @@ async def test_what_an_event_request_may_not_be(tmp_path: Path) -> None:
         cases: list[tuple[dict[str, Any], str, str | None]] = [
             (news(audience={"topic": "nope"}), "unknown_topic", "audience.topic"),
             (news(kind="nope"), "unknown_event_type", "type"),
-            ({**news(), "send_at": "2030-01-01T00:00:00Z"}, "unknown_field", "send_at"),
+            # the inbox item shows at routing: a type with an inbox kind is not scheduled
+            ({**news(), "send_at": "2030-01-01T00:00:00Z"}, "invalid_field", "send_at"),
+            ({**news(kind="weekly"), "send_at": "2099-01-01T00:00:00Z"}, "invalid_field",
+             "send_at"),  # past server.max_schedule_sec
+            ({**news(kind="weekly"), "send_at": "soon"}, "invalid_field", "send_at"),
             (news(audience={"topic": "a", "everyone": True}), "invalid_field", "audience"),
             (news(audience={"everyone": False}), "invalid_field", "audience.everyone"),
             (news(audience={"user_ids": []}), "invalid_field", "audience.user_ids"),
@@ -321,3 +352,26 @@ async def test_metrics_say_what_is_routing_and_how_long_it_has_waited(tmp_path: 
         assert "notifyd_events_routing 0.0" in text
         assert "notifyd_event_routing_lag_seconds 0.0" in text
         assert "notifyd_event_recipients_routed_total 3.0" in text
+
+
+async def test_the_console_finds_an_event_and_draws_its_fan_out(tmp_path: Path) -> None:
+    """An operator searches for an event id and reads its page; the overview's fan-out panel
+    shows it while it routes."""
+    from test_console import admin_key, session
+    async with events_stack(tmp_path) as (s, fanout):
+        k = await key(s)
+        assert (await call(s, "POST", "/v1/events", news(audience={"user_ids": ["ada", "bo"]}),
+                           k))[0] == 202
+        cookie = await session(s, await admin_key(s))
+        overview = await (await s.client.get("/console", headers=cookie)).text()
+        assert "c-1" in overview and "0 of 2" in overview
+        r = await s.client.get("/console/search", params={"q": "c-1"}, headers=cookie,
+                               allow_redirects=False)
+        assert r.headers["Location"] == "/console/events/c-1"
+        await fanout.run_once()
+        page = await (await s.client.get("/console/events/c-1", headers=cookie)).text()
+        assert "2 of 2 recipients routed (routed)" in page
+        assert "/console/people/ada" in page and "/console/people/bo" in page
+        other = await s.client.get("/console/events/nope", headers=cookie)
+        assert other.status == 404
+

@@ -35,7 +35,8 @@ def record(r: Row) -> EventRecord:
     return EventRecord(r["tenant"], r["event_id"], r["type"], rows.split(r["kinds"]),
                        Audience(r["audience"]), orjson.loads(r["params"]), r["subject"],
                        r["request_hash"], r["key_name"], r["topic"], r["version"], r["cutoff"],
-                       r["size"], r["cursor"], r["routed"], r["accepted_at"], r["routed_at"])
+                       r["size"], r["cursor"], r["routed"], r["accepted_at"], r["routed_at"],
+                       r["send_at"])
 
 
 def accept_event(tx: Tx, inp: EventInput) -> EventAccepted:
@@ -64,7 +65,7 @@ def accept_event(tx: Tx, inp: EventInput) -> EventAccepted:
     inserted = tx.run(q.INSERT_FANOUT_EVENT, (
         inp.tenant, inp.event_id, inp.type, inp.subject, orjson.dumps(inp.params).decode(),
         ",".join(inp.kinds), inp.request_hash, inp.key_name, inp.audience.value, inp.topic,
-        version, cutoff, users, size, now))
+        version, cutoff, users, size, now, inp.send_at))
     if not inserted:  # a backend with concurrent writers: another took the id meanwhile
         return accept_event(tx, inp)
     made = tx.one(q.SELECT_FANOUT_EVENT, (inp.tenant, inp.event_id))
@@ -115,7 +116,8 @@ def _notify(tx: Tx, r: Row, user: str, kind: str, params: dict[str, Any],
     nid = new_id("n_", tx.now)
     inp = AcceptInput(tenant=r["tenant"], user_id=user, kind=kind, params=params,
                       dedup_key=event_key(r["event_id"], kind), fallback_chain=None,
-                      max_ttl_sec=None, request_hash=r["request_hash"], key_name=r["key_name"])
+                      max_ttl_sec=None, request_hash=r["request_hash"], key_name=r["key_name"],
+                      send_at=r["send_at"])
     inbox = None
     if route.inbox is not None:
         locale = tx.value(tx.q.SELECT_LOCALE, (r["tenant"], user))

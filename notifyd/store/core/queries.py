@@ -25,8 +25,11 @@ class Queries(Protocol):
     #                        a new row is made (created_at) at `at`
     SELECT_RECIPIENT: str  # (tenant, user_id) -> the profile with preferences, pref_version
     SELECT_LOCALE: str  # (tenant, user_id) -> locale
-    PUT_PREFERENCES: str  # (tenant, user_id, at, preferences) -> pref_version, bumped by one;
-    #                       a new row is made (created_at) at `at`
+    PUT_PREFERENCES: str  # {tenant, user_id, at, preferences, version, hours, timezone,
+    #                        quiet_start, quiet_end} -> pref_version, bumped by one; nothing
+    #                        unless version is NULL or the one held (0: none yet); the time
+    #                        zone and quiet hours only when hours is true; a new row is made
+    #                        (created_at) at `at`
     SELECT_SUPPRESSED: str  # (tenant, addresses as a JSON list) -> channel_type, address, reason
     SELECT_DEVICES: str  # (tenant, user_id) -> device_id, kind, endpoint, p256dh, auth, state, reason
     UPSERT_DEVICE: str  # (tenant, user_id, device_id, kind, endpoint, p256dh, auth, at, at): live
@@ -115,11 +118,18 @@ class Queries(Protocol):
     SELECT_SUPPRESSIONS: str  # {tenant, address, limit} -> the list, with dead devices as push
     SELECT_DEAD_COUNT: str
     SELECT_DEAD: str  # (limit) -> dead steps, newest first
-    SELECT_DEAD_MATCHING: str  # {since, until, channel, kind, at, nid, step, limit} ->
+    SELECT_DEAD_MATCHING: str  # {since, until, channel, kind, tenant, at, nid, step, limit} ->
     #   notification_id, step_no, updated_at, expires_at of dead steps that ended in [since,
     #   until), on the channel and of the kind (NULL: any), after (at, nid, step) in
     #   (updated_at, notification_id, step_no) order
-    COUNT_DEAD_MATCHING: str  # {since, until, channel, kind} -> how many of those
+    COUNT_DEAD_MATCHING: str  # {since, until, channel, kind, tenant} -> how many of those
+    #   (tenant NULL: any, as above)
+    SELECT_DEAD_OF: str  # {tenant, limit} -> notification_id, step_no, channel, kind, user_id,
+    #                      state, attempts, reason, updated_at of the tenant's dead steps, newest
+    #                      first
+    SELECT_UNKNOWN_OF: str  # {tenant, limit} -> the same of its unknown steps
+    SELECT_NOTIFICATIONS_OF: str  # {tenant, user_id, limit} -> id, kind, dedup_key, created_at,
+    #                               resolution, resolved_at, pruned_at, newest first
 
     # --- the inbox
     INSERT_INBOX: str  # (tenant, user_id, notification_id, kind, title, body, at) -> seq,
@@ -173,7 +183,7 @@ class Queries(Protocol):
 
     # --- events and their fan-out (an event's row is its routing job: audience and cursor)
     INSERT_FANOUT_EVENT: str  # (tenant, event_id, type, subject, params, kinds, request_hash,
-    #   key_name, audience, topic, version, cutoff, users, size, accepted_at): cursor '', routed
+    #   key_name, audience, topic, version, cutoff, users, size, accepted_at, send_at): cursor '', routed
     #   0; nothing if (tenant, event_id) is taken
     SELECT_FANOUT_EVENT: str  # (tenant, event_id) -> every column
     SELECT_ROUTING: str  # (limit) -> every column but users of events still routing, in

@@ -25,10 +25,19 @@ SELECT_RECIPIENT = """SELECT tenant, user_id, timezone, locale, quiet_start, qui
 FROM recipients WHERE tenant = ? AND user_id = ?"""
 SELECT_LOCALE = "SELECT locale FROM recipients WHERE tenant = ? AND user_id = ?"
 # Every change of preferences bumps the version the claim records with its decision.
+# With :version, only over that version (0: none chosen yet): a page saving what it showed never
+# overwrites a change it did not see. :hours set: the time zone and quiet hours change with them.
 PUT_PREFERENCES = """INSERT INTO recipients (tenant, user_id, contacts, updated_at, preferences,
-    pref_version, created_at) VALUES (?, ?, '{}', ?, ?, 1, ?3)
+    pref_version, timezone, quiet_start, quiet_end, created_at)
+SELECT :tenant, :user_id, '{}', :at, :preferences, 1, :timezone, :quiet_start, :quiet_end, :at
+WHERE coalesce(:version, 0) = 0 OR EXISTS (
+    SELECT 1 FROM recipients WHERE tenant = :tenant AND user_id = :user_id)
 ON CONFLICT (tenant, user_id) DO UPDATE SET preferences = excluded.preferences,
-    pref_version = pref_version + 1, updated_at = excluded.updated_at
+    pref_version = pref_version + 1, updated_at = excluded.updated_at,
+    timezone = CASE WHEN :hours THEN excluded.timezone ELSE timezone END,
+    quiet_start = CASE WHEN :hours THEN excluded.quiet_start ELSE quiet_start END,
+    quiet_end = CASE WHEN :hours THEN excluded.quiet_end ELSE quiet_end END
+WHERE :version IS NULL OR recipients.pref_version = :version
 RETURNING pref_version"""
 # The suppressions of a user's addresses (a JSON list), in their tenant or for every tenant.
 SELECT_SUPPRESSED = """SELECT channel_type, address, reason FROM suppressions
@@ -228,12 +237,26 @@ WHERE state = 'dead' ORDER BY updated_at DESC LIMIT ?"""
 # key): the moment each step died, bounded by [since, until), on a channel and of a kind.
 _DEAD_MATCHING = """FROM steps s JOIN notifications n ON n.id = s.notification_id
 WHERE s.state = 'dead' AND s.updated_at >= :since AND s.updated_at < :until
-    AND (:channel IS NULL OR s.channel = :channel) AND (:kind IS NULL OR n.kind = :kind)"""
+    AND (:channel IS NULL OR s.channel = :channel) AND (:kind IS NULL OR n.kind = :kind)
+    AND (:tenant IS NULL OR n.tenant = :tenant)"""
 SELECT_DEAD_MATCHING = f"""SELECT s.notification_id, s.step_no, s.updated_at, n.expires_at
 {_DEAD_MATCHING}
     AND (s.updated_at, s.notification_id, s.step_no) > (:at, :nid, :step)
 ORDER BY s.updated_at, s.notification_id, s.step_no LIMIT :limit"""
 COUNT_DEAD_MATCHING = f"SELECT count(*) {_DEAD_MATCHING}"
+# The console's lists: a tenant's dead steps, newest first along steps_dead; its unknown steps
+# (few: sends whose outcome a crash or a timeout left open) among the open ones of steps_due.
+_STUCK = """SELECT s.notification_id, s.step_no, s.channel, n.kind, n.user_id, s.state,
+    s.attempts, s.reason, s.updated_at
+FROM steps s INDEXED BY {index} CROSS JOIN notifications n ON n.id = s.notification_id
+WHERE {state} AND n.tenant = :tenant ORDER BY s.updated_at DESC LIMIT :limit"""
+SELECT_DEAD_OF = _STUCK.format(index="steps_dead", state="s.state = 'dead'")
+SELECT_UNKNOWN_OF = _STUCK.format(
+    index="steps_due", state="s.state = 'unknown' AND s.state IN ('pending', 'unknown')")
+# A person's notifications, newest first (ids grow with time), along notifications_dedup.
+SELECT_NOTIFICATIONS_OF = """SELECT id, kind, dedup_key, created_at, resolution, resolved_at,
+    pruned_at FROM notifications WHERE tenant = :tenant AND user_id = :user_id
+ORDER BY id DESC LIMIT :limit"""
 
 # --- the inbox --------------------------------------------------------------------------------
 
@@ -373,14 +396,14 @@ UNION ALL SELECT 'topic_members', (SELECT count(*) FROM topic_members),
 # --- events and their fan-out ---------------------------------------------------------------
 
 INSERT_FANOUT_EVENT = """INSERT INTO fanout_events (tenant, event_id, type, subject, params, kinds,
-    request_hash, key_name, audience, topic, version, cutoff, users, size, accepted_at, cursor,
-    routed)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0)
+    request_hash, key_name, audience, topic, version, cutoff, users, size, accepted_at, send_at,
+    cursor, routed)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0)
 ON CONFLICT (tenant, event_id) DO NOTHING"""
 SELECT_FANOUT_EVENT = "SELECT * FROM fanout_events WHERE tenant = ? AND event_id = ?"
 # Not `users`: an inline list is read by its chunks alone, not with every event still routing.
 SELECT_ROUTING = """SELECT tenant, event_id, type, subject, params, kinds, request_hash, key_name,
-    audience, topic, version, cutoff, size, cursor, routed, accepted_at, routed_at
+    audience, topic, version, cutoff, size, cursor, routed, accepted_at, routed_at, send_at
 FROM fanout_events INDEXED BY fanout_events_routing
 WHERE routed_at IS NULL ORDER BY seq LIMIT ?"""
 SELECT_BACKLOG = """SELECT count(*), min(accepted_at) FROM fanout_events INDEXED BY

@@ -1,4 +1,4 @@
--- user_version = 14
+-- user_version = 15
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -70,7 +70,7 @@ CREATE TABLE fanout_events (
     routed       INTEGER NOT NULL,         -- recipients routed so far
     accepted_at  INTEGER NOT NULL,
     routed_at    INTEGER                   -- NULL while routing
-);
+, send_at INTEGER);
 CREATE TABLE inbox_badges (
     tenant  TEXT NOT NULL,
     user_id TEXT NOT NULL,
