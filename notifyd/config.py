@@ -71,17 +71,25 @@ class ServerConfig:
                                 "further gets 422 invalid_field naming send_at. A scheduled "
                                 "ladder's steps and time to live count from its send_at.",
                                 31 * 86400)
-    max_connections: int = doc("Most client connections at once; past it a new one takes the "
-                               "place of the one idle longest. Each needs a file descriptor: "
-                               "keep it under the process's open-files limit.", 1000)
+    max_connections: int = doc("Most client connections at once; past it newcomers wait in the "
+                               "listen queue until a place frees, and one that has not sent a "
+                               "whole request within a quarter second gives its place to them. "
+                               "Each needs a file descriptor: lowered to fit the open-files "
+                               "limit, with a warning.", 1000)
     header_timeout_sec: float = doc("A connection must start each request this soon after "
                                     "opening or after its last request (slow headers, idle "
                                     "keep-alive), or it is closed.", 10.0)
     body_timeout_sec: float = doc("A request's body must arrive this soon once its handler "
                                   "reads it, or the answer is 408 request_timeout.", 10.0)
     max_streams: int = doc("Most inbox streams (GET .../inbox/stream) open at once; they do not "
-                           "count against max_connections, but each needs a file descriptor.",
-                           10000)
+                           "count against max_connections, but each needs a file descriptor. "
+                           "0: what the open-files limit leaves beside max_connections, the "
+                           "providers' sockets and the database (at most 10000); a value over "
+                           "that is lowered, with a warning.", 0)
+    max_streams_per_user: int = doc("Most inbox streams one person may hold open (a page each, "
+                                    "whichever token or key opened them); a new one beyond it "
+                                    "closes that person's oldest, which reconnects a minute "
+                                    "later.", 8)
     public_url: str = doc("Where providers and browsers reach this daemon (behind a proxy, its "
                           "public https URL), for status callbacks and unsubscribe links. Empty: "
                           "none are sent.", "")
@@ -129,8 +137,7 @@ class DaemonConfig:
         "/metrics. It was ready_max_due_lag_sec, the oldest due step's wait, which an outage "
         "pushed past any bound; a config with that name sets this.", 5.0)
     event_loop: str = doc('"asyncio" (the standard event loop), "uvloop" (a faster drop-in on '
-                          'libuv; out of file descriptors, it closes new connections at once '
-                          'and says nothing) or "auto" (uvloop when installed).', "asyncio")
+                          'libuv) or "auto" (uvloop when installed).', "asyncio")
 
 
 DAY_SEC = 86400
@@ -670,6 +677,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(cfg.server.max_schedule_sec >= 1, "server.max_schedule_sec", "must be >= 1")
     need(cfg.server.max_connections >= 1, "server.max_connections", "must be >= 1")
     need(cfg.server.max_streams >= 0, "server.max_streams", "must be >= 0")
+    need(cfg.server.max_streams_per_user >= 1, "server.max_streams_per_user", "must be >= 1")
     need(cfg.server.header_timeout_sec > 0, "server.header_timeout_sec", "must be > 0")
     need(cfg.server.body_timeout_sec > 0, "server.body_timeout_sec", "must be > 0")
     for key, problem in cfg.store.sqlite.problems():
