@@ -84,7 +84,8 @@ def resolve(ctx: click.Context, ref: str, tenant: str, what: str) -> None:
 
     async def run(store: Store) -> str:
         parsed, within = _ref(ref, tenant)
-        r = await resolution.resolve(store, parsed, what, "cli", within)
+        r = await resolution.resolve(store, parsed, what, "cli", within,
+                                     read_kinds=config_of(ctx).catalog.read_on_resolve)
         if r is None:
             raise _no_such(ref, within)
         if not r.changed:

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from notifyd.core.models import AcceptInput, Lane, Outcome, PlanFn, StepState, current_state
+from notifyd.core.models import (
+    AcceptInput,
+    Lane,
+    Outcome,
+    PlanFn,
+    StepState,
+    by_choice,
+    current_state,
+)
 from notifyd.core.steps import AT_ACCEPT, Cause, StepKey
 
 
@@ -106,9 +114,11 @@ class Notification:
         if self.outcome is not None:
             return self.outcome
         proven = any(s.evidence in ("delivered", "shown", "opened") for s in self.steps)
+        chosen = any(s.state is StepState.SUPPRESSED and by_choice(s.reason) for s in self.steps)
         return current_state(self.resolved_at is not None,
                              ((s.channel, s.state) for s in self.steps), self.resolution,
-                             proven, expired=now >= self.expires_at > 0 and now > 0)
+                             proven, expired=now >= self.expires_at > 0 and now > 0,
+                             chosen=chosen)
 
 
 @dataclass(frozen=True, slots=True)

@@ -250,6 +250,7 @@ class Ingest:
         step; a conflict is refused."""
         if result.created:
             self.announce(inp, result, inbox)
+            result = self._held(inp, result)
         if result.conflict:  # name what holds the key only to a key that may read it
             readable = not inp.key_kinds or result.existing_kind in inp.key_kinds
             by = f" by {result.notification_id}" if readable else ""
@@ -257,4 +258,11 @@ class Ingest:
                            f"with different input{by}", "dedup_key")
         if result.first_due is not None and self.wake is not None:
             self.wake(result.first_due)
+        return result
+
+    def _held(self, inp: AcceptInput, result: AcceptResult) -> AcceptResult:
+        """A new notification of a kind that always digests says `held`: its steps wait only
+        for the claim to hold them for the person's digest (such a kind is never urgent)."""
+        if self.cfg.kinds[inp.kind].always_digest and result.state.endswith("_pending"):
+            return dataclasses.replace(result, state="held")
         return result

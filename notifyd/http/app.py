@@ -32,6 +32,7 @@ from notifyd.http.kit import (
     no_notification,
     read_body,
     read_object,
+    resolved,
     user_id_of,
 )
 from notifyd.http.openapi import spec
@@ -82,11 +83,11 @@ async def _resolve(request: web.Request, key: ApiKey, ref: Ref,
     ctx = request.app[CTX]
     what = get_str(data, "resolution", required=False, max_len=200)
     r = await resolution.resolve(ctx.store, ref, what or resolution.DEFAULT_RESOLUTION,
-                                 f"key:{key.name}", key.tenant, key.kinds)
+                                 f"key:{key.name}", key.tenant, key.kinds,
+                                 ctx.cfg.catalog.read_on_resolve)
     if r is None:
         raise no_notification(ref)
-    if r.changed:
-        ctx.metrics.resolved(r.kind, r.depth, r.cancelled_steps)
+    resolved(ctx, r)
     return web.json_response(resolved_view(r))
 
 

@@ -76,10 +76,13 @@ def _results(ok: str, statuses: tuple[int, ...]) -> dict[str, Any]:
 
 STATE_DOC = ("delivered (proved by a receipt) or resolved; <channel>_pending, <channel>_sending "
              "or <channel>_unknown for the first open step; or how the ladder ended: sent, "
-             "presumed_delivered (sent, unproven, past the time to live), held (for a digest), "
-             "expired, undeliverable")
+             "presumed_delivered (sent, unproven, past the time to live), held (for a digest; "
+             "a new notification of a kind that always digests is held from its accept), "
+             "expired, opted_out (nothing went: every step was suppressed, at least one by the "
+             "person's preferences), undeliverable (nothing went: failed, rejected or "
+             "suppressed)")
 _STATE = {"type": "string", "description": STATE_DOC, "pattern":
-          r"^(resolved|delivered|sent|presumed_delivered|held|expired|undeliverable"
+          r"^(resolved|delivered|sent|presumed_delivered|held|expired|opted_out|undeliverable"
           r"|.+_(pending|sending|unknown))$"}
 
 SCHEMAS: dict[str, Any] = {
@@ -114,13 +117,17 @@ SCHEMAS: dict[str, Any] = {
         "receipts": {"type": "array", "items": {"type": "object"}},
         "attempt_log": {"type": "array", "items": {"type": "object"}}}},
     "Status": {"type": "object", "required": [
-        "notification_id", "current_state", "delivered_via", "resolution", "steps",
+        "notification_id", "current_state", "delivered_via", "sent_via", "resolution", "steps",
         "total_time_ms"], "properties": {
         "notification_id": _STR, "user_id": _STR, "kind": _STR, "dedup_key": _NSTR,
         "created_at": _TIME, "expires_at": _TIME, "current_state": _STATE,
         "send_at": {**_TIME, "description": "a scheduled one: when its ladder started (or "
                     "starts); null for one sent at once"},
-        "delivered_via": _NSTR, "resolution": {"type": ["object", "null"]},
+        "delivered_via": {**_NSTR, "description": "the channel a receipt proved delivery on; "
+                          "null while nothing proves it"},
+        "sent_via": {"type": "array", "items": _STR, "description": "the channels of the steps "
+                     "a provider took, in ladder order, proved or not"},
+        "resolution": {"type": ["object", "null"]},
         "steps": {"type": "array", "items": _ref("Step")},
         "total_time_ms": {"type": ["integer", "null"]},
         "pruned_at": {"type": ["string", "null"], "format": "date-time", "description":

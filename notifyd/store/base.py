@@ -183,16 +183,19 @@ class DeliveryStore(Protocol):
         ...
 
     async def resolve(self, notification_id: str, resolution: str, by: str,
-                      tenant: str | None = None, kinds: tuple[str, ...] = ()
-                      ) -> ResolveResult | None:
+                      tenant: str | None = None, kinds: tuple[str, ...] = (),
+                      read_kinds: frozenset[str] = frozenset()) -> ResolveResult | None:
         """One write, serialized with claim_due on the notification: the first resolution wins
         (later calls report it unchanged) and cancels the open steps. A claim that commits
         after it never sends (promise 3). With `tenant` (and `kinds`), a notification outside
-        them is not found (None) and nothing is written."""
+        them is not found (None) and nothing is written. A notification of a kind in
+        `read_kinds` has its inbox item marked read (and the badge moved) in the same write."""
         ...
 
     async def resolve_keys(self, tenant: str, keys: list[tuple[str, str, str]], by: str,
-                           kinds: tuple[str, ...] = ()) -> list[ResolveResult | None]:
+                           kinds: tuple[str, ...] = (),
+                           read_kinds: frozenset[str] = frozenset()
+                           ) -> list[ResolveResult | None]:
         """One write: each (user_id, dedup_key, resolution) of `tenant` found and resolved as
         `resolve` does, in order, the lookup inside the write; None for a key that names
         nothing the tenant (and `kinds`) holds."""

@@ -103,8 +103,8 @@ async def test_an_opt_out_before_the_claim_suppresses_and_one_after_does_not(
         shown_ada = "\n".join(timeline(await s.e.record(ada), s.e.now))
         assert "step 0 email: attempt 1 started; message from template report/en/email@" in \
             shown_ada and "; preferences v0" in shown_ada
-        # Zero sends is a recorded outcome: Cy's notification says so.
-        assert (await s.status(cy))["current_state"] == "undeliverable"
+        # Zero sends by the person's own choice is a recorded outcome of its own, not a fault.
+        assert (await s.status(cy))["current_state"] == "opted_out"
 
 
 async def test_security_messages_cannot_be_turned_off_and_a_global_opt_out_spares_them(

@@ -41,7 +41,7 @@ class Queries(Protocol):
     INSERT_STEP: str  # (notification_id, step_no, channel, lane, send_after, state, reason,
     #                     note, updated_at, planned_at, cause, plan_note)
     SELECT_NOTIFICATION: str  # (id) -> every column
-    SELECT_STEP_STATES: str  # (notification_id) -> channel, state, by step
+    SELECT_STEP_STATES: str  # (notification_id) -> channel, state, reason, by step
     SELECT_STEPS: str  # (notification_id) -> every column, by step
     SELECT_ATTEMPTS: str  # (notification_id) -> every column, by step and attempt
     SELECT_EVENTS: str  # (notification_id) -> step_no, at, what, in the order written
@@ -134,6 +134,8 @@ class Queries(Protocol):
     SELECT_INBOX_SINCE: str  # (tenant, user_id, seq, limit), by seq
     SELECT_INBOX_ITEM: str  # (tenant, user_id, notification_id)
     READ_ITEM: str  # (at, tenant, user_id, id) -> whether it counted in the badge; if unread
+    READ_ITEM_OF: str  # (at, notification_id) -> tenant, user_id, counted (in the badge); if
+    #                    unread
     ARCHIVE_ITEM: str  # (at, tenant, user_id, id) -> whether it was unread; if not archived
     READ_ALL: str  # (at, tenant, user_id, kinds) -> notification_id, kind, counted (in the badge:
     #                not archived) of each item it read
@@ -149,7 +151,8 @@ class Queries(Protocol):
     SELECT_AGED_LIVE: str  # (after id, before id, limit) -> id, resolved_at, resolution,
     #                         expires_at, open (its open steps), held (its items still held for
     #                         a digest), of notifications whose history is kept, by id
-    SELECT_STEPS_OF: str  # (ids as a JSON list) -> notification_id, channel, state, evidence
+    SELECT_STEPS_OF: str  # (ids as a JSON list) -> notification_id, channel, state, evidence,
+    # reason
     DELETE_ATTEMPTS: str  # (notification_id)
     DELETE_EVENTS: str  # (notification_id)
     DELETE_DIGEST_ITEMS: str  # (notification_id)

@@ -222,15 +222,17 @@ class CoreStore:
             for a, p in zip(items, params, strict=True)], shed=True)
 
     async def resolve_keys(self, tenant: str, keys: list[tuple[str, str, str]], by: str,
-                           kinds: tuple[str, ...] = ()) -> list[ResolveResult | None]:
+                           kinds: tuple[str, ...] = (),
+                           read_kinds: frozenset[str] = frozenset()
+                           ) -> list[ResolveResult | None]:
         return await self.backend.write(lambda tx: delivery.resolve_keys(
-            tx, tenant, keys, by, kinds))
+            tx, tenant, keys, by, kinds, read_kinds))
 
     async def resolve(self, notification_id: str, resolution: str, by: str,
-                      tenant: str | None = None, kinds: tuple[str, ...] = ()
-                      ) -> ResolveResult | None:
+                      tenant: str | None = None, kinds: tuple[str, ...] = (),
+                      read_kinds: frozenset[str] = frozenset()) -> ResolveResult | None:
         return await self.backend.write(lambda tx: delivery.resolve(
-            tx, notification_id, resolution, by, tenant, kinds))
+            tx, notification_id, resolution, by, tenant, kinds, read_kinds))
 
     async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None:
         row = await self._one(self.q.SELECT_DEDUP, (tenant, user_id, dedup_key))

@@ -58,7 +58,8 @@ INSERT_STEP = """INSERT INTO steps (notification_id, step_no, channel, lane, sen
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
 SELECT_NOTIFICATION = "SELECT * FROM notifications WHERE id = ?"
-SELECT_STEP_STATES = "SELECT channel, state FROM steps WHERE notification_id = ? ORDER BY step_no"
+SELECT_STEP_STATES = """SELECT channel, state, reason FROM steps WHERE notification_id = ?
+ORDER BY step_no"""
 SELECT_STEPS = "SELECT * FROM steps WHERE notification_id = ? ORDER BY step_no"
 SELECT_ATTEMPTS = """SELECT * FROM attempts WHERE notification_id = ?
 ORDER BY step_no, attempt_no"""
@@ -274,6 +275,9 @@ RETURNING archived_at IS NULL"""
 ARCHIVE_ITEM = """UPDATE inbox_items SET archived_at = ?
 WHERE tenant = ? AND user_id = ? AND notification_id = ? AND archived_at IS NULL
 RETURNING read_at IS NULL"""
+# A resolution marks its notification's item read (a kind with read_on_resolve).
+READ_ITEM_OF = """UPDATE inbox_items SET read_at = ? WHERE notification_id = ? AND read_at IS NULL
+RETURNING tenant, user_id, archived_at IS NULL AS counted"""
 READ_ALL = f"""UPDATE inbox_items SET read_at = ?
 WHERE tenant = ? AND user_id = ? AND read_at IS NULL AND {OF_KINDS}
 RETURNING notification_id, kind, archived_at IS NULL AS counted"""
@@ -314,7 +318,7 @@ SELECT_AGED_LIVE = f"""SELECT n.id, n.resolved_at, n.resolution, n.expires_at,
             AND d.digest_id IS NULL) AS held
 FROM notifications n INDEXED BY notifications_live
 WHERE n.pruned_at IS NULL AND n.id > ? AND n.id < ? ORDER BY n.id LIMIT ?"""
-SELECT_STEPS_OF = """SELECT notification_id, channel, state, evidence FROM steps
+SELECT_STEPS_OF = """SELECT notification_id, channel, state, evidence, reason FROM steps
 WHERE notification_id IN (SELECT value FROM json_each(?)) ORDER BY notification_id, step_no"""
 DELETE_ATTEMPTS = "DELETE FROM attempts WHERE notification_id = ?"
 DELETE_EVENTS = "DELETE FROM events WHERE notification_id = ?"
