@@ -469,6 +469,10 @@ class Budget:
 # Plans the ladder once the recipient is read, inside the accept transaction.
 # Plans the ladder once the recipient is read, inside the accept transaction, at its time.
 PlanFn = Callable[[Recipient | None, int], tuple[list[PlannedStep], Lane]]
+# A person's profile, or preferences, made from what they are as the write reads them (None:
+# no profile yet): a merge patch applied inside the write (domain/recipients, preferences).
+RecipientEdit = Callable[[Recipient | None], Recipient]
+PreferencesEdit = Callable[[Recipient | None], dict[str, Any]]
 # The claim policy (domain/policy.decide_claim).
 DecideFn = Callable[[ClaimContext, int], Decision]
 # When the pending steps after a step that went out at `at` fall due now (domain/ladder

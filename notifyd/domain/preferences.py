@@ -2,9 +2,12 @@
 medium, and one global opt-out. The claim reads them (policy._preference); this module only
 checks what is written and shows what holds.
 
-PUT replaces the whole document, so a page that shows them can save what it shows. A category
-that may not be turned off (`optional = false`: one-time codes, security alerts) is shown but
-refuses a change; a global opt-out never silences a transactional kind.
+PUT replaces the whole document, so a page that shows them can save what it shows; PATCH
+applies a JSON merge patch to what the person chose. Each change makes a new version, the
+document's ETag: a write with If-Match naming an older one is refused, so two pages editing at
+once conflict instead of overwriting each other. A category that may not be turned off
+(`optional = false`: one-time codes, security alerts) is shown but refuses a change; a global
+opt-out never silences a transactional kind.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from typing import Any
 from notifyd.core.catalog import MEDIUMS, Catalog
 from notifyd.core.errors import DomainError
 from notifyd.core.models import Recipient
-from notifyd.domain.validate import check_fields
+from notifyd.core.text import whole_number
+from notifyd.domain.validate import check_fields, merge_patch
 
 FIELDS = frozenset({"opt_out", "categories"})
 
@@ -45,6 +49,38 @@ def parse(catalog: Catalog, data: dict[str, Any]) -> dict[str, Any]:
                            "and security alerts always go out)", where)
         out[name] = dict(sorted(switches.items()))
     return {"opt_out": opt_out, "categories": out}
+
+
+def patched(catalog: Catalog, r: Recipient | None, patch: dict[str, Any]) -> dict[str, Any]:
+    """What the person chose with a JSON merge patch applied (RFC 7396: null puts a switch, or
+    a whole category, back to its default), checked as a PUT body is. Choices the config no
+    longer takes (a category gone, or made one that may not be turned off) are dropped first:
+    they decide nothing, and a patch that does not name them should not fail on them."""
+    prefs = r.preferences if r is not None else {}
+    chosen = {name: switches for name, switches in (prefs.get("categories") or {}).items()
+              if name in catalog.categories and catalog.category(name).optional}
+    current = {"opt_out": bool(prefs.get("opt_out", False)), "categories": chosen}
+    return parse(catalog, merge_patch(current, patch))
+
+
+def etag(version: int) -> str:
+    """The preferences' ETag: their version, a strong entity tag."""
+    return f'"{version}"'
+
+
+def if_match(header: str | None) -> frozenset[int] | None:
+    """The versions an If-Match header names (None: no condition, or "*"). A weak tag or one
+    that is not a version of ours names none, so it matches nothing (RFC 9110: If-Match
+    compares strongly)."""
+    if header is None or header.strip() == "*":
+        return None
+    versions = set()
+    for tag in header.split(","):
+        tag = tag.strip()
+        number = whole_number(tag[1:-1]) if len(tag) > 2 else None
+        if number is not None and tag == etag(number):  # exactly ours: no W/, no leading 0
+            versions.add(number)
+    return frozenset(versions)
 
 
 def view(catalog: Catalog, r: Recipient | None) -> dict[str, Any]:

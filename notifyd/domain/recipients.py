@@ -21,7 +21,7 @@ from notifyd.core.contacts import ADDRESSES, BY_FIELD, DEVICES, Address, Contact
 from notifyd.core.errors import DomainError
 from notifyd.core.models import Device, Recipient
 from notifyd.domain.ladder import parse_hhmm, valid_timezone
-from notifyd.domain.validate import check_fields, get_str
+from notifyd.domain.validate import check_fields, get_str, merge_patch
 
 USER_FIELDS = frozenset({*BY_FIELD, "timezone", "locale", "quiet_hours"})
 DEVICE_KINDS = tuple(d.kind for d in DEVICES)
@@ -76,6 +76,23 @@ def parse_recipient(tenant: str, user_id: str, data: dict[str, Any]) -> Recipien
     start, end = _quiet_hours(data.get("quiet_hours"))
     locale = get_str(data, "locale", required=False, max_len=35)
     return Recipient(tenant, user_id, tz, locale, start, end, contacts)
+
+
+def profile(r: Recipient | None) -> dict[str, Any]:
+    """The profile as a PUT body would set it: what a merge patch (PATCH) applies to."""
+    if r is None:
+        return {}
+    quiet = {"start": r.quiet_start, "end": r.quiet_end} if r.quiet_start else None
+    doc = {**r.contacts, "timezone": r.timezone, "locale": r.locale, "quiet_hours": quiet}
+    return {name: value for name, value in doc.items() if value is not None}
+
+
+def patch_recipient(tenant: str, user_id: str, current: Recipient | None,
+                    patch: dict[str, Any]) -> Recipient:
+    """The profile with a JSON merge patch applied (RFC 7396: a field the patch leaves out is
+    kept, null clears it), checked as a PUT body is."""
+    merged = merge_patch(profile(current), patch)
+    return parse_recipient(tenant, user_id, merged)
 
 
 def _quiet_hours(quiet: Any) -> tuple[str | None, str | None]:

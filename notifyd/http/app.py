@@ -14,7 +14,13 @@ from notifyd.core.errors import DomainError
 from notifyd.core.models import ApiKey
 from notifyd.core.text import whole_number
 from notifyd.domain import suppressions
-from notifyd.domain.recipients import device_view, parse_device, parse_recipient, recipient_view
+from notifyd.domain.recipients import (
+    device_view,
+    parse_device,
+    parse_recipient,
+    patch_recipient,
+    recipient_view,
+)
 from notifyd.domain.validate import check_fields, get_str, parse_object
 from notifyd.domain.views import accepted_view, resolved_view, status_view
 from notifyd.engine import evidence, resolution
@@ -115,6 +121,23 @@ async def put_user(request: web.Request) -> web.Response:
         raise ApiError("body_not_object", "send the profile as a JSON object ({} clears it)")
     recipient = parse_recipient(key.tenant, user_id, parse_object(body))
     await ctx.store.put_recipient(recipient)
+    stored = await ctx.store.get_recipient(key.tenant, user_id)
+    assert stored is not None
+    return web.json_response(recipient_view(stored))
+
+
+async def patch_user(request: web.Request) -> web.Response:
+    """A JSON merge patch (RFC 7396) of the profile: the fields it names change (null clears
+    one), the others stay; applied to the profile as its own write reads it."""
+    ctx = request.app[CTX]
+    key = await authorise(request, "users")
+    user_id = user_id_of(request)
+    body = await read_body(request)
+    if not body:
+        raise ApiError("body_not_object", "send a JSON merge patch object ({} changes nothing)")
+    patch = parse_object(body)
+    await ctx.store.edit_recipient(key.tenant, user_id, lambda current: patch_recipient(
+        key.tenant, user_id, current, patch))
     stored = await ctx.store.get_recipient(key.tenant, user_id)
     assert stored is not None
     return web.json_response(recipient_view(stored))
@@ -311,6 +334,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/resolutions", post_resolution),
     ("POST", "/v1/resolutions/batch", batch.post_resolutions),
     ("PUT", "/v1/users/{user_id}", put_user),
+    ("PATCH", "/v1/users/{user_id}", patch_user),
     ("GET", "/v1/users/{user_id}", get_user),
     ("POST", "/v1/users/{user_id}/devices", post_device),
     ("GET", "/v1/users/{user_id}/devices", get_devices),

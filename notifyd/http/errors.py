@@ -31,6 +31,8 @@ CATALOG: dict[str, ErrorSpec] = {
     "dedup_conflict": ErrorSpec(
         409, "this dedup key was already used with different input"
     ),
+    "precondition_failed": ErrorSpec(412, "If-Match names a version that is no longer current; "
+                                          "read it again (its ETag) and redo the change"),
     "request_timeout": ErrorSpec(408, "the request body did not arrive within "
                                       "server.body_timeout_sec"),
     "body_too_large": ErrorSpec(413, "the request body is larger than server.max_body_bytes"),

@@ -155,6 +155,17 @@ SCHEMAS: dict[str, Any] = {
             "additionalProperties": False, "properties": {
                 "start": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"},
                 "end": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}}}}},
+    "UserPatch": {"type": "object", "description": "a JSON merge patch (RFC 7396) of the profile: "
+                  "the fields it names change, null clears one, the rest stay",
+                  "additionalProperties": False, "properties": {
+        **{a.field: {**_opt(_ID), "description": a.shape,
+                     **({"pattern": a.pattern.pattern} if a.pattern else {})} for a in ADDRESSES},
+        "timezone": {**_opt(_text(64)), "description": "an IANA zone, e.g. Europe/Paris"},
+        "locale": _opt(_text(35)), "quiet_hours": {
+            "type": ["object", "null"], "additionalProperties": False,
+            "description": "merged into the current quiet hours: both ends must hold after it",
+            "properties": {"start": _opt({"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}),
+                           "end": _opt({"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"})}}}},
     "UserView": {"type": "object", "required": ["user_id", "timezone", "locale", "quiet_hours",
                                                 "disabled_contacts", "devices"],
                  "properties": {"user_id": _STR, "disabled_contacts": {"type": "object"},
@@ -206,6 +217,13 @@ SCHEMAS: dict[str, Any] = {
         "categories": {"type": "object", "additionalProperties": {
             "type": "object", "additionalProperties": False,
             "properties": {m: {"type": "boolean"} for m in MEDIUMS}}}}},
+    "PreferencesPatch": {"type": "object", "additionalProperties": False, "description":
+                         "a JSON merge patch (RFC 7396) of what the person chose: null puts a "
+                         "switch, or a whole category, back to its default", "properties": {
+        "opt_out": {"type": ["boolean", "null"]},
+        "categories": {"type": ["object", "null"], "additionalProperties": {
+            "type": ["object", "null"], "additionalProperties": False,
+            "properties": {m: {"type": ["boolean", "null"]} for m in MEDIUMS}}}}},
     "InboxItem": {"type": "object", "required": ["id", "kind", "title", "created_at", "read"],
                   "properties": {"id": _STR, "kind": _STR, "title": _STR, "body": _NSTR,
                                  "created_at": _TIME, "read": {"type": "boolean"},
@@ -237,11 +255,14 @@ def _op(summary: str, ok: str, schema: str, errors: tuple[int, ...],
     op: dict[str, Any] = {"summary": summary, "responses": {ok: _json(_ref(schema), "ok"),
                                                             **_errors(*errors)}}
     if body:
+        media = ("application/merge-patch+json", "application/json") if body.endswith(
+            "Patch") else ("application/json",)
         op["requestBody"] = {"required": body in ("AcceptRequest", "ResolutionRequest", "User",
                                                   "DeviceRequest", "SuppressionRequest",
                                                   "PreferencesRequest", "AcceptBatch",
-                                                  "ResolutionBatch"),
-                             "content": {"application/json": {"schema": _ref(body)}}}
+                                                  "ResolutionBatch", "UserPatch",
+                                                  "PreferencesPatch"),
+                             "content": {m: {"schema": _ref(body)} for m in media}}
     return op
 
 
@@ -285,6 +306,20 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
         return {**op, "parameters": uidp, "security": [{"bearer": []}],
                 "description": "Authorization: Bearer <API key with the users scope> or "
                                "Bearer <that user's user token>"}
+
+    def tagged(op: dict[str, Any]) -> dict[str, Any]:
+        """Its 200 carries the preferences' version as a strong ETag."""
+        op["responses"]["200"]["headers"] = {"ETag": {"schema": {
+            "type": "string", "pattern": '^"[0-9]+"$'}, "description": "the version, quoted"}}
+        return op
+
+    def matched(op: dict[str, Any]) -> dict[str, Any]:
+        """A change that If-Match may make conditional: 412 when it names another version."""
+        op["parameters"] = [*op["parameters"], {
+            "name": "If-Match", "in": "header", "required": False, "schema": _STR,
+            "description": "the ETag this change was made from; another is 412 "
+                           "precondition_failed"}]
+        return tagged(op)
     return {
         "openapi": "3.1.0",
         "info": {"title": "notifyd", "version": __version__},
@@ -321,7 +356,10 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
                               "200", "UserView", (400, 401, 403, 408, 422), "User"),
                         "parameters": uidp},
                 "get": {**_op("A user's profile and contact state", "200", "UserView",
-                              (401, 403, 404, 422)), "parameters": uidp}},
+                              (401, 403, 404, 422)), "parameters": uidp},
+                "patch": {**_op("Change the profile's fields a JSON merge patch names (null "
+                                "clears one); the others stay", "200", "UserView",
+                                (400, 401, 403, 408, 422), "UserPatch"), "parameters": uidp}},
             "/v1/users/{user_id}/devices": {
                 "post": {**_op("Register a push device (again: the same device, live)", "201",
                                "Device", (400, 401, 403, 408, 422), "DeviceRequest"),
@@ -339,11 +377,17 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
                       "(a producer's key only)", "201", "Token", (400, 401, 403, 408, 422),
                       "TokenRequest"), "parameters": uidp}},
             "/v1/users/{user_id}/preferences": {
-                "get": {**person(_op("The person's preferences, with each category's "
-                                     "defaults", "200", "Preferences", (401, 403, 422)))},
-                "put": {**person(_op("Replace the person's preferences (a new version)", "200",
-                                     "Preferences", (400, 401, 403, 408, 422),
-                                     "PreferencesRequest"))}},
+                "get": tagged(person(_op("The person's preferences, with each category's "
+                                         "defaults; ETag: their version", "200", "Preferences",
+                                         (401, 403, 422)))),
+                "put": matched(person(_op(
+                    "Replace the person's preferences (a new version); with If-Match, only "
+                    "while it names the current version", "200", "Preferences",
+                    (400, 401, 403, 408, 412, 422), "PreferencesRequest"))),
+                "patch": matched(person(_op(
+                    "Change what a JSON merge patch names of the person's preferences (a new "
+                    "version); with If-Match, only while it names the current version", "200",
+                    "Preferences", (400, 401, 403, 408, 412, 422), "PreferencesPatch")))},
             "/v1/users/{user_id}/inbox": {"get": {**person(_op(
                 "A page of the inbox, newest first, by a stable (created_at, id) cursor",
                 "200", "InboxPage", (401, 403, 422))), "parameters": [

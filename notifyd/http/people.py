@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from notifyd.core.models import Recipient
 from notifyd.core.records import Cursor, InboxItem
 from notifyd.core.text import iso, whole_number
 from notifyd.domain import preferences, signed
@@ -40,7 +41,7 @@ TOKEN_TTL_DEFAULT = 3600
 TOKEN_TTL_MIN = 60
 KEEPALIVE_SEC = 25.0  # a comment on an idle stream, so proxies keep it open
 BACKLOG_PAGE = 500  # items read at a time for a stream that resumes with Last-Event-ID
-CORS_HEADERS = "Authorization, Content-Type, Last-Event-ID"
+CORS_HEADERS = "Authorization, Content-Type, Last-Event-ID, If-Match"
 TENANT: web.RequestKey[str] = web.RequestKey("tenant", str)  # whose person the request is for
 # The kinds of inbox item the request may see and change: a key's kinds (none: every kind).
 KINDS: web.RequestKey[tuple[str, ...]] = web.RequestKey("kinds", tuple)
@@ -127,22 +128,51 @@ async def post_token(request: web.Request) -> web.Response:
 
 
 async def get_preferences(request: web.Request) -> web.Response:
-    ctx = request.app[CTX]
     tenant, user_id = await person(request, every_kind=True)
-    return json_response(preferences.view(
-        ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id)))
+    return await _preferences(request, tenant, user_id)
+
+
+async def _preferences(request: web.Request, tenant: str, user_id: str) -> web.Response:
+    """The preferences as they hold now, with their version as the ETag."""
+    ctx = request.app[CTX]
+    shown = preferences.view(ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id))
+    response = json_response(shown)
+    response.headers["ETag"] = preferences.etag(shown["version"])
+    return response
 
 
 async def put_preferences(request: web.Request) -> web.Response:
+    """The whole document replaced: what a page shows, saved."""
+    return await _change_preferences(request, patch=False)
+
+
+async def patch_preferences(request: web.Request) -> web.Response:
+    """A JSON merge patch (RFC 7396) of what the person chose, applied to the preferences as
+    its own write reads them."""
+    return await _change_preferences(request, patch=True)
+
+
+async def _change_preferences(request: web.Request, patch: bool) -> web.Response:
+    """A new version of the preferences, unless If-Match names another than the current one:
+    412, and nothing changes (two pages editing at once conflict, never overwrite)."""
     ctx = request.app[CTX]
     tenant, user_id = await person(request, every_kind=True)
     body = await read_body(request)
     if not body:
         raise ApiError("body_not_object", "send the preferences as a JSON object")
-    prefs = preferences.parse(ctx.cfg.catalog, parse_object(body))
-    await ctx.store.put_preferences(tenant, user_id, prefs)
-    return json_response(preferences.view(
-        ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id)))
+    doc, catalog = parse_object(body), ctx.cfg.catalog
+    whole = None if patch else preferences.parse(catalog, doc)  # checked before the write
+
+    def edit(r: Recipient | None) -> dict[str, Any]:  # a patch is applied inside the write
+        return preferences.patched(catalog, r, doc) if whole is None else whole
+
+    wanted = preferences.if_match(request.headers.get("If-Match"))
+    version, written = await ctx.store.edit_preferences(tenant, user_id, edit, wanted)
+    if not written:
+        raise ApiError("precondition_failed", f"If-Match does not name the preferences' "
+                       f"current version, ETag {preferences.etag(version)}: read them again "
+                       "and redo the change", "If-Match")
+    return await _preferences(request, tenant, user_id)
 
 
 # --- the inbox --------------------------------------------------------------------------------
@@ -389,9 +419,8 @@ async def post_unsubscribe(request: web.Request) -> web.Response:
         return _page("These messages cannot be turned off",
                      f"<p>{html.escape(link.category)} messages are about your account's "
                      "security or what you asked for, so they always go out.</p>", 400)
-    r = await ctx.store.get_recipient(link.tenant, link.user_id)
-    await ctx.store.put_preferences(link.tenant, link.user_id,
-                                    preferences.unsubscribed(r, link.category))
+    await ctx.store.edit_preferences(link.tenant, link.user_id,
+                                     lambda r: preferences.unsubscribed(r, link.category))
     log.info("unsubscribed %s/%s from %s by one-click link", link.tenant, link.user_id,
              link.category)
     return _page("You are unsubscribed", f"<p>You will no longer receive "
@@ -414,6 +443,7 @@ def _cors_headers(request: web.Request, response: web.StreamResponse) -> None:
     allowed = request.app[CTX].cfg.tenants.get(tenant)
     if allowed is not None and origin in allowed.cors_origins:
         response.headers["Access-Control-Allow-Origin"] = origin
+        response.headers["Access-Control-Expose-Headers"] = "ETag"  # for If-Match
         response.headers["Vary"] = "Origin"
 
 
@@ -430,7 +460,7 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
             return error_response(ApiError("origin_not_allowed"))
         return web.Response(status=204, headers={
             "Access-Control-Allow-Origin": origin, "Vary": "Origin",
-            "Access-Control-Allow-Methods": "GET, PUT, POST",
+            "Access-Control-Allow-Methods": "GET, PUT, PATCH, POST",
             "Access-Control-Allow-Headers": CORS_HEADERS, "Access-Control-Max-Age": "600"})
     response = await handler(request)
     if not response.prepared:
@@ -442,6 +472,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/users/{user_id}/tokens", post_token),
     ("GET", "/v1/users/{user_id}/preferences", get_preferences),
     ("PUT", "/v1/users/{user_id}/preferences", put_preferences),
+    ("PATCH", "/v1/users/{user_id}/preferences", patch_preferences),
     ("GET", "/v1/users/{user_id}/inbox", get_inbox),
     ("GET", "/v1/users/{user_id}/inbox/badge", get_badge),
     ("GET", "/v1/users/{user_id}/inbox/stream", get_stream),

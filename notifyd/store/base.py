@@ -38,8 +38,10 @@ from notifyd.core.models import (
     Leases,
     Nonce,
     PlanFn,
+    PreferencesEdit,
     Receipt,
     Recipient,
+    RecipientEdit,
     Recorded,
     ResolveResult,
     Route,
@@ -142,6 +144,12 @@ class RecipientStore(Protocol):
         only if the person's address goes back to it."""
         ...
 
+    async def edit_recipient(self, tenant: str, user_id: str, edit: RecipientEdit) -> None:
+        """One write: `edit` gets the profile as this write reads it (None: none yet), and the
+        profile it returns replaces it, so two edits at once both hold. A DomainError `edit`
+        raises writes nothing and is raised here."""
+        ...
+
     async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None:
         """The profile, its disabled contacts and devices; None if the user has none of them."""
         ...
@@ -158,6 +166,14 @@ class RecipientStore(Protocol):
                               preferences: dict[str, Any]) -> int:
         """One write, serialized with claim_due: the new preference version. A claim that
         commits after it reads the new preferences; one before it records the old version."""
+        ...
+
+    async def edit_preferences(self, tenant: str, user_id: str, edit: PreferencesEdit,
+                               if_match: frozenset[int] | None = None) -> tuple[int, bool]:
+        """One write, as put_preferences: `edit` gets the person as this write reads them and
+        returns their new preferences, written as a new version; with `if_match`, only if the
+        version it reads is one of those (else nothing is written). (The version now, whether
+        this wrote it.) A DomainError `edit` raises writes nothing and is raised here."""
         ...
 
 

@@ -449,12 +449,17 @@ async def test_cors_answers_by_the_tokens_tenant(tmp_path: Path) -> None:
             "Origin": ok, "Access-Control-Request-Method": "GET"})
         assert pre.status == 204 and pre.headers["Access-Control-Allow-Origin"] == ok
         assert "Authorization" in pre.headers["Access-Control-Allow-Headers"]
+        assert "If-Match" in pre.headers["Access-Control-Allow-Headers"]  # a page's PATCH
+        assert "PATCH" in pre.headers["Access-Control-Allow-Methods"]
         bad = await s.client.options("/v1/users/ada/inbox", headers={"Origin": other})
         assert bad.status == 403
         token = (await (await s.client.post("/v1/users/ada/tokens",
                                             headers=auth(s))).json())["token"]
         r = await s.client.get("/v1/users/ada/inbox", headers={**auth(s, token), "Origin": ok})
         assert r.headers.get("Access-Control-Allow-Origin") == ok
+        r = await s.client.get("/v1/users/ada/preferences", headers={**auth(s, token),
+                                                                     "Origin": ok})
+        assert (r.headers["ETag"], r.headers["Access-Control-Expose-Headers"]) == ('"0"', "ETag")
         r = await s.client.get("/v1/users/ada/inbox", headers={**auth(s, token),
                                                                "Origin": other})
         assert "Access-Control-Allow-Origin" not in r.headers

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from notifyd.core.contacts import normal_address
+from notifyd.core.errors import DomainError
 from notifyd.core.models import (
     SCOPES,
     AcceptInput,
@@ -30,8 +31,10 @@ from notifyd.core.models import (
     Leases,
     Nonce,
     PlanFn,
+    PreferencesEdit,
     Receipt,
     Recipient,
+    RecipientEdit,
     Recorded,
     ResolveResult,
     Route,
@@ -59,7 +62,7 @@ from notifyd.core.records import (
 )
 from notifyd.core.steps import StepKey
 from notifyd.store.base import Inbox
-from notifyd.store.core import accept, delivery, inbox, receipts, retention, rows
+from notifyd.store.core import accept, delivery, inbox, people, receipts, retention, rows
 from notifyd.store.core.tx import Args, Backend, Row, Tx
 
 FAR = 2**62  # a cursor past every row
@@ -174,10 +177,13 @@ class CoreStore:
     # --- recipients ---------------------------------------------------------------------------
 
     async def put_recipient(self, r: Recipient) -> None:
-        contacts = json.dumps(r.contacts, sort_keys=True)
-        await self.backend.write(lambda tx: tx.run(self.q.UPSERT_RECIPIENT, (
-            r.tenant, r.user_id, r.timezone, r.locale, r.quiet_start, r.quiet_end, contacts,
-            tx.now)))
+        await self.edit_recipient(r.tenant, r.user_id, lambda _: r)
+
+    async def edit_recipient(self, tenant: str, user_id: str, edit: RecipientEdit) -> None:
+        refused = await self.backend.write(lambda tx: people.edit_recipient(
+            tx, tenant, user_id, edit))
+        if refused is not None:
+            raise refused
 
     async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None:
         row = await self._one(self.q.SELECT_RECIPIENT, (tenant, user_id))
@@ -202,9 +208,15 @@ class CoreStore:
 
     async def put_preferences(self, tenant: str, user_id: str,
                               preferences: dict[str, Any]) -> int:
-        text = json.dumps(preferences, sort_keys=True)
-        return int(await self.backend.write(lambda tx: tx.value(self.q.PUT_PREFERENCES, (
-            tenant, user_id, tx.now, text))))
+        return (await self.edit_preferences(tenant, user_id, lambda _: preferences))[0]
+
+    async def edit_preferences(self, tenant: str, user_id: str, edit: PreferencesEdit,
+                               if_match: frozenset[int] | None = None) -> tuple[int, bool]:
+        done = await self.backend.write(lambda tx: people.edit_preferences(
+            tx, tenant, user_id, edit, if_match))
+        if isinstance(done, DomainError):
+            raise done
+        return done
 
     # --- accept, resolve, read ----------------------------------------------------------------
 
