@@ -122,6 +122,12 @@ class Notification:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantRecord:
+    name: str
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
 class KeyRecord:
     name: str
     tenant: str

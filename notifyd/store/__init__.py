@@ -25,6 +25,7 @@ from notifyd.core.records import (
     Proof,
     Step,
     Suppression,
+    TenantRecord,
 )
 from notifyd.store.base import (
     Overloaded,
@@ -114,4 +115,4 @@ __all__ = ["Attempt", "DeadLetter", "DeadMatch", "DeadStep", "DigestDue", "Diges
            "Event", "Held", "InboxChange", "InboxItem", "KeyRecord", "Notification",
            "Overloaded", "Proof", "Step",
            "StorageError", "Store", "StoreClosed", "StoreLocked", "StoreMissing",
-           "StoreUnavailable", "Suppression", "hold", "open_store", "restore", "sqlite_path"]
+           "StoreUnavailable", "Suppression", "TenantRecord", "hold", "open_store", "restore", "sqlite_path"]

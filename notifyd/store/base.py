@@ -66,6 +66,7 @@ from notifyd.core.records import (
     SigningKey,
     Storage,
     Suppression,
+    TenantRecord,
 )
 from notifyd.core.steps import StepKey
 
@@ -99,7 +100,17 @@ Inbox = InboxEntry | None  # what the inbox item says, for a kind with an inbox
 
 
 class KeyStore(Protocol):
-    """API keys (stored as hashes) and the keys that sign links and user tokens."""
+    """Tenants, API keys (stored as hashes) and the keys that sign links and user tokens."""
+
+    async def create_tenant(self, name: str) -> bool:
+        """One write: the tenant made; False if it was there. Nothing else makes one."""
+        ...
+
+    async def tenants(self) -> list[TenantRecord]:
+        """Every tenant, by name."""
+        ...
+
+    async def find_tenant(self, name: str) -> TenantRecord | None: ...
 
     async def create_key(self, key_hash: str, name: str, tenant: str, kinds: tuple[str, ...],
                          scopes: frozenset[str] = SCOPES) -> None:

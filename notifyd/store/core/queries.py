@@ -9,7 +9,10 @@ from typing import Protocol
 
 
 class Queries(Protocol):
-    # --- keys and signing keys
+    # --- tenants, keys and signing keys
+    INSERT_TENANT: str  # (name, created_at); nothing if it exists
+    SELECT_TENANTS: str  # () -> name, created_at, by name
+    SELECT_TENANT: str  # (name) -> name, created_at
     INSERT_KEY: str  # (key_hash, name, tenant, kinds, created_at, scopes)
     SELECT_KEY: str  # (key_hash) -> name, tenant, kinds, key_hash, scopes; not revoked
     SELECT_KEYS: str  # () -> name, tenant, kinds, created_at, revoked_at, scopes, by name

@@ -59,6 +59,7 @@ from notifyd.core.records import (
     SigningKey,
     Storage,
     Suppression,
+    TenantRecord,
 )
 from notifyd.core.steps import StepKey
 from notifyd.store.base import Inbox
@@ -124,7 +125,19 @@ class CoreStore:
                  for r in routes}
         return {r: int(at) for r, at in found.items() if at is not None}
 
-    # --- keys -------------------------------------------------------------------------------
+    # --- tenants and keys ---------------------------------------------------------------------
+
+    async def create_tenant(self, name: str) -> bool:
+        return await self.backend.write(
+            lambda tx: tx.run(self.q.INSERT_TENANT, (name, tx.now)) > 0)
+
+    async def tenants(self) -> list[TenantRecord]:
+        return [TenantRecord(r["name"], r["created_at"])
+                for r in await self._all(self.q.SELECT_TENANTS)]
+
+    async def find_tenant(self, name: str) -> TenantRecord | None:
+        r = await self._one(self.q.SELECT_TENANT, (name,))
+        return TenantRecord(r["name"], r["created_at"]) if r is not None else None
 
     async def create_key(self, key_hash: str, name: str, tenant: str, kinds: tuple[str, ...],
                          scopes: frozenset[str] = SCOPES) -> None:

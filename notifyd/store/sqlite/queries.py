@@ -1,6 +1,10 @@
 """SQLite's statements for the store core (store/core/queries.py says what each must do)."""
 
-# --- keys, recipients, accept and resolution ----------------------------------------------
+# --- tenants, keys, recipients, accept and resolution --------------------------------------
+
+INSERT_TENANT = "INSERT INTO tenants (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING"
+SELECT_TENANTS = "SELECT name, created_at FROM tenants ORDER BY name"
+SELECT_TENANT = "SELECT name, created_at FROM tenants WHERE name = ?"
 
 INSERT_KEY = """INSERT INTO api_keys (key_hash, name, tenant, kinds, created_at, scopes)
 VALUES (?, ?, ?, ?, ?, ?)"""
