@@ -9,8 +9,9 @@ from notifyd.cli import (
     suppressions,
     templates,
     tenants,
+    users,
 )
 from notifyd.cli.base import main
 
 __all__ = ["keys", "main", "notifications", "serve", "storage", "suppressions", "templates",
-           "tenants"]
+           "tenants", "users"]

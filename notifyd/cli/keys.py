@@ -180,5 +180,6 @@ def tokens_create(ctx: click.Context, user_id: str, tenant: str, ttl_sec: int) -
     longest = config_of(ctx).tokens.max_ttl_sec
     if ttl_sec > longest:
         raise click.ClickException(f"--ttl: at most {longest} (tokens.max_ttl_sec)")
-    expires = SystemClock().now_ms() // 1000 + ttl_sec
-    click.echo(signed.make_user_token(_tenant_key(ctx, tenant), tenant, user_id, expires))
+    now = SystemClock().now_ms() // 1000
+    click.echo(signed.make_user_token(_tenant_key(ctx, tenant), tenant, user_id, now + ttl_sec,
+                                      issued_at=now))

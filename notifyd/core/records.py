@@ -122,6 +122,24 @@ class Notification:
 
 
 @dataclass(frozen=True, slots=True)
+class Erased:
+    """What erasing a person removed, cancelled, scrubbed and kept one-way (store.erase_user)."""
+
+    erased_at: int
+    profile: bool  # their profile (contacts, timezone, locale, quiet hours) was there
+    preferences: bool  # they had chosen preferences
+    devices: int
+    inbox_items: int
+    cancelled: int  # notifications still open, resolved "erased"
+    cancelled_steps: int  # their steps that had not gone, and items held for a digest
+    params: int  # notifications whose params were emptied
+    payloads: int  # steps whose destination and frozen message were cleared
+    receipts: int  # receipts whose address and detail were cleared
+    hashed: int  # suppressions of their addresses now kept only as a one-way hash
+    kept: int  # suppressions left as they were: another person of the tenant has the address
+
+
+@dataclass(frozen=True, slots=True)
 class TenantRecord:
     name: str
     created_at: int

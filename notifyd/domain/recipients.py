@@ -20,6 +20,8 @@ from yarl import URL
 from notifyd.core.contacts import ADDRESSES, BY_FIELD, DEVICES, Address, Contact, Devices
 from notifyd.core.errors import DomainError
 from notifyd.core.models import Device, Recipient
+from notifyd.core.records import Erased
+from notifyd.core.text import iso
 from notifyd.domain.ladder import parse_hhmm, valid_timezone
 from notifyd.domain.validate import check_fields, get_str, merge_patch
 
@@ -158,6 +160,16 @@ def device_view(d: Device) -> dict[str, Any]:
     where = URL(d.endpoint).host if d.kind == "webpush" else None
     return {"device_id": d.device_id, "type": d.kind, "host": where, "state": d.state,
             "reason": d.reason}
+
+
+def erased_view(user_id: str, e: Erased) -> dict[str, Any]:
+    """What erasing a person did, as DELETE /v1/users/{user_id} answers it."""
+    return {"user_id": user_id, "erased_at": iso(e.erased_at),
+            "removed": {"profile": e.profile, "preferences": e.preferences,
+                        "devices": e.devices, "inbox_items": e.inbox_items},
+            "cancelled": {"notifications": e.cancelled, "steps": e.cancelled_steps},
+            "scrubbed": {"params": e.params, "payloads": e.payloads, "receipts": e.receipts},
+            "suppressions": {"hashed": e.hashed, "kept": e.kept}}
 
 
 def recipient_view(r: Recipient) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from notifyd.core.text import whole_number
 from notifyd.domain import suppressions
 from notifyd.domain.recipients import (
     device_view,
+    erased_view,
     parse_device,
     parse_recipient,
     patch_recipient,
@@ -26,6 +27,7 @@ from notifyd.domain.views import accepted_view, resolved_view, status_view
 from notifyd.engine import evidence, resolution
 from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
+from notifyd.engine.stream import CLOSE
 from notifyd.http import batch, people
 from notifyd.http.errors import ApiError, status_of
 from notifyd.http.kit import (
@@ -141,6 +143,21 @@ async def patch_user(request: web.Request) -> web.Response:
     stored = await ctx.store.get_recipient(key.tenant, user_id)
     assert stored is not None
     return web.json_response(recipient_view(stored))
+
+
+async def delete_user(request: web.Request) -> web.Response:
+    """Erase the person: what goes, what is cancelled, scrubbed and kept one-way, counted (see
+    store/core/erasure.py). Their open inbox streams end; their user tokens are refused."""
+    ctx = request.app[CTX]
+    key = await authorise(request, "users")
+    if key.kinds:
+        raise ApiError("kind_not_allowed", f"this API key may act only on the kinds "
+                       f"{', '.join(key.kinds)}; erasing a person covers every kind (use a key "
+                       "for every kind)")
+    user_id = user_id_of(request)
+    erased = await ctx.store.erase_user(key.tenant, user_id, f"key:{key.name}")
+    ctx.hub.publish(key.tenant, user_id, CLOSE)
+    return web.json_response(erased_view(user_id, erased))
 
 
 async def get_user(request: web.Request) -> web.Response:
@@ -335,6 +352,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/resolutions/batch", batch.post_resolutions),
     ("PUT", "/v1/users/{user_id}", put_user),
     ("PATCH", "/v1/users/{user_id}", patch_user),
+    ("DELETE", "/v1/users/{user_id}", delete_user),
     ("GET", "/v1/users/{user_id}", get_user),
     ("POST", "/v1/users/{user_id}/devices", post_device),
     ("GET", "/v1/users/{user_id}/devices", get_devices),

@@ -74,6 +74,12 @@ def _results(ok: str, statuses: tuple[int, ...]) -> dict[str, Any]:
                                   "properties": status}]}, refused]}}}}
 
 
+def _counts(fields: dict[str, str]) -> dict[str, Any]:
+    return {"type": "object", "required": list(fields), "properties": {
+        name: {"type": kind, **({"minimum": 0} if kind == "integer" else {})}
+        for name, kind in fields.items()}}
+
+
 STATE_DOC = ("delivered (proved by a receipt) or resolved; <channel>_pending, <channel>_sending "
              "or <channel>_unknown for the first open step; or how the ladder ended: sent, "
              "presumed_delivered (sent, unproven, past the time to live), held (for a digest; "
@@ -170,6 +176,16 @@ SCHEMAS: dict[str, Any] = {
                                                 "disabled_contacts", "devices"],
                  "properties": {"user_id": _STR, "disabled_contacts": {"type": "object"},
                                 "devices": {"type": "array", "items": _ref("Device")}}},
+    "Erased": {"type": "object", "required": [
+        "user_id", "erased_at", "removed", "cancelled", "scrubbed", "suppressions"],
+        "properties": {
+            "user_id": _STR, "erased_at": _TIME,
+            "removed": _counts({"profile": "boolean", "preferences": "boolean",
+                                "devices": "integer", "inbox_items": "integer"}),
+            "cancelled": _counts({"notifications": "integer", "steps": "integer"}),
+            "scrubbed": _counts({"params": "integer", "payloads": "integer",
+                                 "receipts": "integer"}),
+            "suppressions": _counts({"hashed": "integer", "kept": "integer"})}},
     "DeviceRequest": {"oneOf": [
         {"type": "object", "required": ["endpoint", "keys"], "additionalProperties": False,
          "description": "a browser's PushSubscription.toJSON()",
@@ -359,7 +375,13 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
                               (401, 403, 404, 422)), "parameters": uidp},
                 "patch": {**_op("Change the profile's fields a JSON merge patch names (null "
                                 "clears one); the others stay", "200", "UserView",
-                                (400, 401, 403, 408, 422), "UserPatch"), "parameters": uidp}},
+                                (400, 401, 403, 408, 422), "UserPatch"), "parameters": uidp},
+                "delete": {**_op(
+                    "Erase the person: profile, contacts, preferences, devices and inbox go; "
+                    "open notifications are resolved erased; params, frozen messages and "
+                    "receipts' addresses are scrubbed; suppressions of their addresses stay as "
+                    "one-way hashes; user tokens made before now are refused. A key for every "
+                    "kind", "200", "Erased", (401, 403, 422)), "parameters": uidp}},
             "/v1/users/{user_id}/devices": {
                 "post": {**_op("Register a push device (again: the same device, live)", "201",
                                "Device", (400, 401, 403, 408, 422), "DeviceRequest"),

@@ -85,7 +85,8 @@ def _kinds(request: web.Request) -> tuple[str, ...]:
 
 async def _user_token(request: web.Request, token: str) -> signed.UserToken:
     """The token, if its tenant's key (or the one a rotation replaced, within the overlap)
-    signed it, it is within tokens.max_ttl_sec, and the API key it names is live."""
+    signed it, it is within tokens.max_ttl_sec, the API key it names is live, and it was made
+    after its person was last erased."""
     ctx = request.app[CTX]
     try:
         tenant = signed.token_tenant(token)
@@ -96,6 +97,9 @@ async def _user_token(request: web.Request, token: str) -> signed.UserToken:
                                      ctx.cfg.tokens.max_ttl_sec)
         if who.key_name is not None and not await ctx.keys.live(who.key_name, tenant):
             raise signed.BadToken("the API key that made it was revoked")
+        erased = await ctx.store.erased_at(tenant, who.user_id)
+        if erased is not None and who.issued_at * 1000 <= erased:
+            raise signed.BadToken("it was made before its user was erased")
         return who
     except signed.BadToken as e:
         raise ApiError("unauthorized", f"user token: {e}") from None
@@ -117,9 +121,10 @@ async def post_token(request: web.Request) -> web.Response:
         raise ApiError("invalid_field", f"ttl_sec must be an integer {TOKEN_TTL_MIN}..{longest} "
                        "(tokens.max_ttl_sec)", "ttl_sec")
     secret = await ctx.store.signing_key(signed.tenant_key_name(key.tenant))
-    expires = ctx.clock.now_ms() // 1000 + ttl
+    now = ctx.clock.now_ms() // 1000
+    expires = now + ttl
     return json_response({"token": signed.make_user_token(secret, key.tenant, user_id,
-                                                               expires, key.name),
+                                                               expires, key.name, now),
                               "user_id": user_id, "expires_at": iso(expires * 1000)},
                              status=201)
 

@@ -57,6 +57,7 @@ from notifyd.core.records import (
     DeadStep,
     DigestDue,
     DigestMember,
+    Erased,
     InboxChange,
     InboxEntry,
     InboxItem,
@@ -148,11 +149,28 @@ class KeyStore(Protocol):
 
 
 class RecipientStore(Protocol):
-    """People: profiles, devices and preferences."""
+    """People: profiles, devices and preferences, and erasing a person."""
+
+    async def erase_user(self, tenant: str, user_id: str, by: str) -> Erased:
+        """One write, serialized with claim_due and with every write of the person's rows:
+        their profile, contacts, preferences, devices, inbox items and badge deleted; their
+        notifications still open resolved "erased" by `by` (pending steps and items held for
+        a digest cancelled), so a claim after it never sends; every notification of theirs
+        keeps its identity but loses its params, its steps' destinations and frozen messages
+        (a step in flight keeps '{}', so no freeze fills it again) and its receipts' addresses.
+        A suppression of one of their addresses is kept as its hashed_address unless another
+        person of the tenant ('*': of any tenant) still has the address; a profile naming the
+        address again (put_recipient, edit_recipient) turns it back in its own write. The time
+        is kept for erased_at. Erasing again does it again (counting what was left)."""
+        ...
+
+    async def erased_at(self, tenant: str, user_id: str) -> int | None:
+        """When the person was last erased, if ever: user tokens made before it are refused."""
+        ...
 
     async def put_recipient(self, r: Recipient) -> None:
         """One write: the profile replaced. A disabled address stays disabled and counts again
-        only if the person's address goes back to it."""
+        only if the person's address goes back to it (one an erasure hashed included)."""
         ...
 
     async def edit_recipient(self, tenant: str, user_id: str, edit: RecipientEdit) -> None:
@@ -310,10 +328,15 @@ class ReceiptStore(Protocol):
         was there."""
         ...
 
-    async def unsuppress(self, tenant: str, channel_type: str, address: str) -> bool: ...
+    async def unsuppress(self, tenant: str, channel_type: str, address: str) -> bool:
+        """One write: the address off the tenant's list, in its plain and its hashed form."""
+        ...
 
     async def suppressions(self, tenant: str, address: str | None = None,
-                           limit: int = 1000) -> list[Suppression]: ...
+                           limit: int = 1000) -> list[Suppression]:
+        """The tenant's list with the account-wide one, newest first; with `address`, its
+        entries (one an erasure keeps hashed too, shown as its hashed_address)."""
+        ...
 
     async def orphan_count(self) -> int: ...
 

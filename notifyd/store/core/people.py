@@ -1,6 +1,7 @@
 """A person's profile and preferences changed from what the write itself reads: a merge patch
 (or a page's whole document, under If-Match) decided on the row as it is inside the write, so
-two changes at once never lose one of them."""
+two changes at once never lose one of them. A profile naming an address an erased person's
+suppression keeps one-way gets the suppression back in the same write."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 
 from notifyd.core.errors import DomainError
 from notifyd.core.models import PreferencesEdit, RecipientEdit
+from notifyd.store.core.erasure import restore_hashed
 from notifyd.store.core.rows import load_recipient
 from notifyd.store.core.tx import Tx
 
@@ -23,6 +25,7 @@ def edit_recipient(tx: Tx, tenant: str, user_id: str,
     tx.run(tx.q.UPSERT_RECIPIENT, (
         tenant, user_id, r.timezone, r.locale, r.quiet_start, r.quiet_end,
         json.dumps(r.contacts, sort_keys=True), tx.now))
+    restore_hashed(tx, tenant, r.contacts)  # before any claim reads the profile
     return None
 
 

@@ -29,12 +29,32 @@ class Queries(Protocol):
     SELECT_LOCALE: str  # (tenant, user_id) -> locale
     PUT_PREFERENCES: str  # (tenant, user_id, at, preferences) -> pref_version, bumped by one
     SELECT_SUPPRESSED: str  # (tenant, addresses as a JSON list) -> channel_type, address, reason
+    SELECT_LISTED: str  # (tenant, addresses as a JSON list) -> tenant, channel_type, address,
+    #                     reason, source, evidence, created_at: their suppressions, tenant or '*'
     SELECT_DEVICES: str  # (tenant, user_id) -> device_id, kind, endpoint, p256dh, auth, state, reason
     UPSERT_DEVICE: str  # (tenant, user_id, device_id, kind, endpoint, p256dh, auth, at, at): live
     DELETE_DEVICE: str  # (tenant, user_id, device_id)
     KILL_DEVICE: str  # (reason, at, device_id, notification_id): the notification's user's device
     KILL_TENANT_DEVICE: str  # (reason, at, tenant, device_id)
     REVIVE_DEVICE: str  # (at, tenant, device_id)
+
+    # --- a person erased: what goes, what is scrubbed, what stays one-way
+    ADDRESS_HELD: str  # {tenant ('*': any), address, own_tenant, user_id} -> whether another
+    #                    person's profile (of the tenant) holds the address
+    DELETE_RECIPIENT: str  # (tenant, user_id) -> pref_version of the profile deleted
+    DELETE_DEVICES: str  # (tenant, user_id)
+    DELETE_INBOX: str  # (tenant, user_id)
+    DELETE_BADGE: str  # (tenant, user_id)
+    SELECT_OPEN_OF_USER: str  # (tenant, user_id) -> id of each unresolved notification with a
+    #                           step open or an item still held for a digest
+    CANCEL_HELD: str  # (reason, at, notification_id): its steps held for a digest not yet made
+    DELETE_HELD: str  # (tenant, user_id): the person's items held for a digest not yet made
+    SCRUB_PARAMS: str  # (tenant, user_id): every notification's params emptied
+    SCRUB_PAYLOADS: str  # (tenant, user_id): every step's destination and frozen message
+    #                      cleared; one in flight keeps '{}', so no freeze can fill it again
+    SCRUB_RECEIPTS: str  # (tenant, user_id): the addresses and details of their receipts
+    RECORD_ERASURE: str  # (tenant, user_id, at)
+    SELECT_ERASED: str  # (tenant, user_id) -> erased_at
 
     # --- accept, read, resolve
     SELECT_DEDUP: str  # (tenant, user_id, dedup_key) -> id, request_hash, kind, outcome
@@ -113,7 +133,8 @@ class Queries(Protocol):
     SUPPRESS: str  # (tenant, channel_type, address, reason, source, evidence, at); nothing if
     #                 listed
     UNSUPPRESS: str  # (tenant, channel_type, address)
-    SELECT_SUPPRESSIONS: str  # {tenant, address, limit} -> the list, with dead devices as push
+    SELECT_SUPPRESSIONS: str  # {tenant, address, hashed, limit} -> the list (an address, or its
+    #                           hashed form), with dead devices as push
     SELECT_DEAD_COUNT: str
     SELECT_DEAD: str  # (limit) -> dead steps, newest first
     SELECT_DEAD_MATCHING: str  # {since, until, channel, kind, at, nid, step, limit} ->

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from notifyd.core.contacts import normal_address
+from notifyd.core.contacts import hashed_address, normal_address
 from notifyd.core.errors import DomainError
 from notifyd.core.models import (
     SCOPES,
@@ -51,6 +51,7 @@ from notifyd.core.records import (
     DeadStep,
     DigestDue,
     DigestMember,
+    Erased,
     InboxChange,
     InboxItem,
     KeyRecord,
@@ -63,7 +64,16 @@ from notifyd.core.records import (
 )
 from notifyd.core.steps import StepKey
 from notifyd.store.base import Inbox
-from notifyd.store.core import accept, delivery, inbox, people, receipts, retention, rows
+from notifyd.store.core import (
+    accept,
+    delivery,
+    erasure,
+    inbox,
+    people,
+    receipts,
+    retention,
+    rows,
+)
 from notifyd.store.core.tx import Args, Backend, Row, Tx
 
 FAR = 2**62  # a cursor past every row
@@ -210,6 +220,12 @@ class CoreStore:
         value = await self._value(self.q.SELECT_LOCALE, (tenant, user_id))
         return str(value) if value is not None else None
 
+    async def erase_user(self, tenant: str, user_id: str, by: str) -> Erased:
+        return await self.backend.write(lambda tx: erasure.erase_user(tx, tenant, user_id, by))
+
+    async def erased_at(self, tenant: str, user_id: str) -> int | None:
+        return rows.as_int(await self._value(self.q.SELECT_ERASED, (tenant, user_id)))
+
     async def put_device(self, tenant: str, user_id: str, device: Device) -> None:
         await self.backend.write(lambda tx: tx.run(self.q.UPSERT_DEVICE, (
             tenant, user_id, device.device_id, device.kind, device.endpoint, device.p256dh,
@@ -331,13 +347,15 @@ class CoreStore:
         if channel_type == "push":
             return await self.backend.write(lambda tx: tx.run(self.q.REVIVE_DEVICE, (
                 tx.now, tenant, address)) > 0)
-        return await self.backend.write(lambda tx: tx.run(self.q.UNSUPPRESS, (
-            tenant, channel_type, normal_address(channel_type, address))) > 0)
+        normal = normal_address(channel_type, address)  # and what an erasure left one-way
+        return await self.backend.write(lambda tx: sum(tx.run(self.q.UNSUPPRESS, (
+            tenant, channel_type, a)) for a in (normal, hashed_address(normal))) > 0)
 
     async def suppressions(self, tenant: str, address: str | None = None,
                            limit: int = 1000) -> list[Suppression]:
         found = await self._all(self.q.SELECT_SUPPRESSIONS, {
-            "tenant": tenant, "address": address, "limit": limit})
+            "tenant": tenant, "address": address, "limit": limit,
+            "hashed": hashed_address(address) if address is not None else None})
         return [Suppression(r["tenant"], r["channel_type"], r["address"], r["reason"],
                             r["source"], r["evidence"], r["created_at"]) for r in found]
 
