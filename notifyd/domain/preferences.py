@@ -51,6 +51,20 @@ def parse(catalog: Catalog, data: dict[str, Any]) -> dict[str, Any]:
     return {"opt_out": opt_out, "categories": out}
 
 
+def check_patch(catalog: Catalog, patch: dict[str, Any]) -> None:
+    """A merge patch's own shape, before any If-Match decides: every name it holds is one a PUT
+    takes (a null one too: a misspelt name would otherwise change nothing, silently), and what
+    it sets (its members less the nulls, as it would write on nothing) is what a PUT takes."""
+    check_fields(patch, FIELDS)
+    chosen = patch.get("categories")
+    for name, switches in chosen.items() if isinstance(chosen, dict) else ():
+        if isinstance(switches, dict) and not set(switches) <= set(MEDIUMS):
+            raise DomainError("invalid_field", f"categories.{name} must map mediums "
+                              f"({', '.join(MEDIUMS)}) to true, false or null",
+                              f"categories.{name}")
+    parse(catalog, merge_patch({}, patch))
+
+
 def patched(catalog: Catalog, r: Recipient | None, patch: dict[str, Any]) -> dict[str, Any]:
     """What the person chose with a JSON merge patch applied (RFC 7396: null puts a switch, or
     a whole category, back to its default), checked as a PUT body is. Choices the config no

@@ -92,7 +92,13 @@ def profile(r: Recipient | None) -> dict[str, Any]:
 def patch_recipient(tenant: str, user_id: str, current: Recipient | None,
                     patch: dict[str, Any]) -> Recipient:
     """The profile with a JSON merge patch applied (RFC 7396: a field the patch leaves out is
-    kept, null clears it), checked as a PUT body is."""
+    kept, null clears it), checked as a PUT body is. A name a PUT does not take is refused even
+    as null: misspelt, it would change nothing, silently."""
+    check_fields(patch, USER_FIELDS)
+    quiet = patch.get("quiet_hours")
+    if isinstance(quiet, dict) and not set(quiet) <= {"start", "end"}:
+        raise DomainError("invalid_field", "quiet_hours must be {start: 'HH:MM', end: 'HH:MM'} "
+                          "or null", "quiet_hours")
     merged = merge_patch(profile(current), patch)
     return parse_recipient(tenant, user_id, merged)
 

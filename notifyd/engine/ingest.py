@@ -10,7 +10,6 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-import jinja2
 import orjson
 
 from notifyd.config import Config
@@ -40,8 +39,9 @@ from notifyd.domain.validate import (
     header_value,
     parse_object,
 )
+from notifyd.engine.paramcheck import ParamCheck
 from notifyd.engine.stream import Event, Hub
-from notifyd.engine.templates import TemplateError, Templates
+from notifyd.engine.templates import TemplateError, Templates, why
 from notifyd.store import Store
 
 MAX_TTL_SEC = 30 * 86400
@@ -65,6 +65,7 @@ class Ingest:
         self.wake = wake
         self.templates = templates  # renders inbox items at accept
         self.hub = hub or Hub()  # open inbox streams hear of each new item after its commit
+        self.params = ParamCheck(cfg, templates, store)  # the ladder's templates, at accept
 
     def parse(self, body: bytes, key: ApiKey, idempotency_key: str | None) -> AcceptInput:
         return self.parse_item(parse_object(body), key, idempotency_key)
@@ -194,11 +195,18 @@ class Ingest:
             done = self.templates.render(inp.kind, "inbox", locale, inp.params, extra={
                 "notification_id": notification_id, "user_id": inp.user_id})
         except TemplateError as e:  # an undefined name is named; other texts may hold values
-            why = f"{type(e.error).__name__}: {e.error}" if isinstance(
-                e.error, jinja2.UndefinedError) else type(e.error).__name__
             raise DomainError("invalid_field", f"params: the inbox template {e.template} cannot "
-                           f"render them ({why})", "params") from None
+                              f"render them ({why(e)})", "params") from None
         return InboxEntry(done.parts["title"], done.parts.get("body"))
+
+    async def prepare(self, inp: AcceptInput, notification_id: str) -> InboxEntry | None:
+        """What the accept needs before its write: the params checked against every template
+        the ladder would render, and the inbox item, both in the recipient's locale."""
+        kind = self.cfg.kinds[inp.kind]
+        locale = await self.store.locale_of(inp.tenant, inp.user_id) if kind.inbox else \
+            await self.params.locale(inp)
+        self.params.check(inp, notification_id, locale)
+        return await self.inbox_item(inp, notification_id, locale)
 
     def announce(self, inp: AcceptInput, result: AcceptResult,
                  inbox: InboxEntry | None) -> None:
@@ -214,7 +222,7 @@ class Ingest:
 
     async def accept(self, inp: AcceptInput) -> AcceptResult:
         nid = new_id("n_", self.clock.now_ms())
-        inbox = await self.inbox_item(inp, nid)
+        inbox = await self.prepare(inp, nid)
         result = await self.store.accept(inp, nid, self.planner(inp), self.ttl_sec(inp), inbox)
         return self.settle(inp, result, inbox)
 
@@ -226,7 +234,7 @@ class Ingest:
         for inp in inps:
             nid = new_id("n_", self.clock.now_ms())
             try:
-                inbox = await self.inbox_item(inp, nid)
+                inbox = await self.prepare(inp, nid)
             except DomainError as e:
                 made.append(e)
                 continue

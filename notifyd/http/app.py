@@ -115,32 +115,31 @@ async def post_resolution(request: web.Request) -> web.Response:
 
 
 async def put_user(request: web.Request) -> web.Response:
-    ctx = request.app[CTX]
-    key = await authorise(request, "users")
-    user_id = user_id_of(request)
-    body = await read_body(request)
-    if not body:
-        raise ApiError("body_not_object", "send the profile as a JSON object ({} clears it)")
-    recipient = parse_recipient(key.tenant, user_id, parse_object(body))
-    await ctx.store.put_recipient(recipient)
-    stored = await ctx.store.get_recipient(key.tenant, user_id)
-    assert stored is not None
-    return web.json_response(recipient_view(stored))
+    """The whole profile replaced: a field the body leaves out is cleared."""
+    return await _change_user(request, patch=False)
 
 
 async def patch_user(request: web.Request) -> web.Response:
     """A JSON merge patch (RFC 7396) of the profile: the fields it names change (null clears
     one), the others stay; applied to the profile as its own write reads it."""
+    return await _change_user(request, patch=True)
+
+
+async def _change_user(request: web.Request, patch: bool) -> web.Response:
     ctx = request.app[CTX]
     key = await authorise(request, "users")
-    user_id = user_id_of(request)
+    tenant, user_id = key.tenant, user_id_of(request)
     body = await read_body(request)
     if not body:
-        raise ApiError("body_not_object", "send a JSON merge patch object ({} changes nothing)")
-    patch = parse_object(body)
-    await ctx.store.edit_recipient(key.tenant, user_id, lambda current: patch_recipient(
-        key.tenant, user_id, current, patch))
-    stored = await ctx.store.get_recipient(key.tenant, user_id)
+        raise ApiError("body_not_object", "send the profile as a JSON object ({} " + (
+            "changes nothing)" if patch else "clears it)"))
+    doc = parse_object(body)
+    if patch:
+        await ctx.store.edit_recipient(tenant, user_id, lambda current: patch_recipient(
+            tenant, user_id, current, doc))
+    else:
+        await ctx.store.put_recipient(parse_recipient(tenant, user_id, doc))
+    stored = await ctx.store.get_recipient(tenant, user_id)
     assert stored is not None
     return web.json_response(recipient_view(stored))
 

@@ -167,6 +167,8 @@ async def _change_preferences(request: web.Request, patch: bool) -> web.Response
         raise ApiError("body_not_object", "send the preferences as a JSON object")
     doc, catalog = parse_object(body), ctx.cfg.catalog
     whole = None if patch else preferences.parse(catalog, doc)  # checked before the write
+    if patch:  # its shape too: a bad body is a 422, whatever If-Match says
+        preferences.check_patch(catalog, doc)
 
     def edit(r: Recipient | None) -> dict[str, Any]:  # a patch is applied inside the write
         return preferences.patched(catalog, r, doc) if whole is None else whole

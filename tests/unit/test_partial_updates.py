@@ -36,9 +36,9 @@ async def test_a_patch_changes_what_it_names_and_keeps_the_rest(api: Api) -> Non
 async def test_null_clears_a_field_and_objects_merge(api: Api) -> None:
     await api.call("PUT", "/v1/users/u1", USER)
     status, body = await api.call("PATCH", "/v1/users/u1", {
-        "phone": None, "quiet_hours": {"end": "06:00"}, "never_set": None})
+        "phone": None, "quiet_hours": {"end": "06:00"}, "locale": None})
     assert status == 200
-    assert "phone" not in body and body["email"] == USER["email"]
+    assert "phone" not in body and body["email"] == USER["email"] and body["locale"] is None
     assert body["quiet_hours"] == {"start": "22:00", "end": "06:00"}
     status, body = await api.call("PATCH", "/v1/users/u1", {"quiet_hours": None})
     assert (status, body["quiet_hours"]) == (200, None)
@@ -53,6 +53,8 @@ async def test_a_patch_makes_a_profile_that_was_not_there(api: Api) -> None:
     ({"timezone": "Mars/Olympus"}, 422, "invalid_field", "timezone"),
     ({"quiet_hours": {"start": "25:00"}}, 422, "invalid_field", "quiet_hours"),
     ({"chat": "4242"}, 422, "unknown_field", "chat"),
+    ({"timezon": None}, 422, "unknown_field", "timezon"),  # a typo would change nothing
+    ({"quiet_hours": {"middle": None}}, 422, "invalid_field", "quiet_hours"),
 ])
 async def test_a_bad_patch_changes_nothing(api: Api, patch: dict[str, Any], status: int,
                                            code: str, field: str) -> None:
@@ -122,6 +124,15 @@ async def test_two_tabs_editing_at_once_conflict_instead_of_overwriting(api: Api
     status, body, tag = await call(api, "PATCH", PREFS, {"opt_out": True},
                                    If_Match='"7", "1"')
     assert (status, tag, body["opt_out"]) == (200, '"2"', True)
+
+
+@pytest.mark.parametrize("patch", [{"categories": [None]}, {"opt_out": 1},
+                                   {"categories": {"alert": {"sms": "off"}}}, {"topics": {}},
+                                   {"": None}, {"categories": {"alert": {"fax": None}}}])
+async def test_a_malformed_patch_is_a_422_whatever_if_match_says(api: Api,
+                                                               patch: dict[str, Any]) -> None:
+    status, body, _ = await call(api, "PATCH", PREFS, patch, If_Match='"7"')
+    assert status == 422 and body["error"]["code"] in ("invalid_field", "unknown_field")
 
 
 @pytest.mark.parametrize(("header", "status"), [
