@@ -248,6 +248,10 @@ class KindConfig:
                       "([[limits]]) or by always_digest. Empty: an item over a limit is "
                       "suppressed, reason rate_limited.", "")
     always_digest: bool = doc("Hold every item for the digest instead of sending it.", False)
+    read_on_resolve: bool = doc("Mark the inbox item read when the notification is resolved "
+                                "elsewhere (the API, the CLI, a receipt proving delivery), so "
+                                "what was dealt with stops counting in the badge (needs "
+                                "inbox = true).", False)
     schedule: str = doc('Makes this a digest kind: "hourly", "daily HH:MM" or "weekly DAY HH:MM" '
                         '(DAY: mon..sun) in the recipient\'s timezone. The digest scheduler '
                         "creates one notification of it per recipient and window, whose "
@@ -525,7 +529,8 @@ def compile_catalog(cfg: Config) -> Catalog:
         digest = cfg.kinds.get(kind.digest)
         kinds[name] = KindRules(rules.name, rules.optional, rules.defaults, kind.transactional,
                                 _limits(cfg, name, named, channels), kind.digest,
-                                digest.schedule if digest else "", kind.always_digest, kind.stop)
+                                digest.schedule if digest else "", kind.always_digest, kind.stop,
+                                kind.read_on_resolve)
     return Catalog(channels, kinds, categories)
 
 
@@ -767,6 +772,8 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
              "an urgent kind rides the urgent lane; a broadcast cannot be urgent")
         need(kind.stop != "read" or kind.inbox, f"{k}.stop",
              'is "read" but the kind has no inbox item to read (set inbox = true)')
+        need(not kind.read_on_resolve or kind.inbox, f"{k}.read_on_resolve",
+             "the kind has no inbox item to mark read (set inbox = true)")
         need(not kind.schedule or bool(SCHEDULE_RE.match(kind.schedule)), f"{k}.schedule",
              'must be "hourly", "daily HH:MM" or "weekly DAY HH:MM" (DAY: mon..sun)')
         if kind.digest:

@@ -9,7 +9,15 @@ from datetime import UTC, datetime
 
 import click
 
-from notifyd.cli.base import READ, WRITE, config_of, global_options, main, with_store
+from notifyd.cli.base import (
+    READ,
+    WRITE,
+    config_of,
+    global_options,
+    known_tenant,
+    main,
+    with_store,
+)
 from notifyd.cli.events import inspect_event
 from notifyd.core.clock import SystemClock
 from notifyd.core.text import iso, plural
@@ -40,6 +48,8 @@ def _no_such(ref: str, within: str | None) -> click.ClickException:
 
 async def _find(store: Store, ref: str, tenant: str) -> Notification:
     parsed, within = _ref(ref, tenant)
+    if within is not None:
+        await known_tenant(store, within)
     n = await resolution.find(store, parsed, within)
     if n is None:
         raise _no_such(ref, within)
@@ -98,7 +108,10 @@ def resolve(ctx: click.Context, ref: str, tenant: str, what: str) -> None:
 
     async def run(store: Store) -> str:
         parsed, within = _ref(ref, tenant)
-        r = await resolution.resolve(store, parsed, what, "cli", within)
+        if within is not None:
+            await known_tenant(store, within)
+        r = await resolution.resolve(store, parsed, what, "cli", within,
+                                     read_kinds=config_of(ctx).catalog.read_on_resolve)
         if r is None:
             raise _no_such(ref, within)
         if not r.changed:

@@ -2,11 +2,14 @@
 medium, and one global opt-out. The claim reads them (policy._preference); this module only
 checks what is written and shows what holds.
 
-PUT replaces the whole document, so a page that shows them can save what it shows; with the
-`version` it showed, the save is refused if another change came first (two open tabs). The time
-zone and quiet hours (the profile's) may be set with them, or left as they are. A category that
-may not be turned off (`optional = false`: one-time codes, security alerts) is shown but refuses
-a change; a global opt-out never silences a transactional kind.
+PUT replaces the whole document, so a page that shows them can save what it shows; PATCH
+applies a JSON merge patch to what the person chose. Each change makes a new version, the
+document's ETag: a write with If-Match naming an older one (or a PUT body's `version`, for a page
+that cannot set headers) is refused, so two pages editing at once conflict instead of
+overwriting each other. A PUT may set the time zone and quiet hours (the profile's) with them, or
+leave them as they are. A category that may not be turned off (`optional = false`: one-time
+codes, security alerts) is shown but refuses a change; a global opt-out never silences a
+transactional kind.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from notifyd.core.catalog import MEDIUMS, Catalog
 from notifyd.core.errors import DomainError
 from notifyd.core.models import Recipient
 from notifyd.core.records import Hours
+from notifyd.core.text import whole_number
 from notifyd.domain.recipients import parse_quiet_hours, parse_timezone
-from notifyd.domain.validate import check_fields
+from notifyd.domain.validate import check_fields, merge_patch
 
 DOCUMENT = frozenset({"opt_out", "categories"})
 FIELDS = DOCUMENT | {"version", "timezone", "quiet_hours"}
@@ -82,6 +86,52 @@ def parse(catalog: Catalog, data: dict[str, Any]) -> dict[str, Any]:
                            "and security alerts always go out)", where)
         out[name] = dict(sorted(switches.items()))
     return {"opt_out": opt_out, "categories": out}
+
+
+def check_patch(catalog: Catalog, patch: dict[str, Any]) -> None:
+    """A merge patch's own shape, before any If-Match decides: every name it holds is one a PUT
+    takes (a null one too: a misspelt name would otherwise change nothing, silently), and what
+    it sets (its members less the nulls, as it would write on nothing) is what a PUT takes."""
+    check_fields(patch, FIELDS)
+    chosen = patch.get("categories")
+    for name, switches in chosen.items() if isinstance(chosen, dict) else ():
+        if isinstance(switches, dict) and not set(switches) <= set(MEDIUMS):
+            raise DomainError("invalid_field", f"categories.{name} must map mediums "
+                              f"({', '.join(MEDIUMS)}) to true, false or null",
+                              f"categories.{name}")
+    parse(catalog, merge_patch({}, patch))
+
+
+def patched(catalog: Catalog, r: Recipient | None, patch: dict[str, Any]) -> dict[str, Any]:
+    """What the person chose with a JSON merge patch applied (RFC 7396: null puts a switch, or
+    a whole category, back to its default), checked as a PUT body is. Choices the config no
+    longer takes (a category gone, or made one that may not be turned off) are dropped first:
+    they decide nothing, and a patch that does not name them should not fail on them."""
+    prefs = r.preferences if r is not None else {}
+    chosen = {name: switches for name, switches in (prefs.get("categories") or {}).items()
+              if name in catalog.categories and catalog.category(name).optional}
+    current = {"opt_out": bool(prefs.get("opt_out", False)), "categories": chosen}
+    return parse(catalog, merge_patch(current, patch))
+
+
+def etag(version: int) -> str:
+    """The preferences' ETag: their version, a strong entity tag."""
+    return f'"{version}"'
+
+
+def if_match(header: str | None) -> frozenset[int] | None:
+    """The versions an If-Match header names (None: no condition, or "*"). A weak tag or one
+    that is not a version of ours names none, so it matches nothing (RFC 9110: If-Match
+    compares strongly)."""
+    if header is None or header.strip() == "*":
+        return None
+    versions = set()
+    for tag in header.split(","):
+        tag = tag.strip()
+        number = whole_number(tag[1:-1]) if len(tag) > 2 else None
+        if number is not None and tag == etag(number):  # exactly ours: no W/, no leading 0
+            versions.add(number)
+    return frozenset(versions)
 
 
 def view(catalog: Catalog, r: Recipient | None) -> dict[str, Any]:

@@ -10,7 +10,9 @@ link's key is the daemon's own. The keys live in the store (signing_keys), made 
 A user token lives at most `max_ttl_sec` (tokens.max_ttl_sec): one whose `exp` is further away
 is refused, however it was signed. A token notifyd mints names the API key that asked for it
 (`k`), and dies with that key; one a backend signs itself names none, and dies when its tenant's
-key is rotated (`notifyd tokens rotate`) and the rotation's overlap ends.
+key is rotated (`notifyd tokens rotate`) and the rotation's overlap ends. A token made before
+its person was erased is refused: `iat` says when it was made (one without it is taken as made
+`max_ttl_sec` before its `exp`, the earliest it could have been).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import hmac
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from notifyd.core.bounded import load_json
 
@@ -42,6 +45,7 @@ class UserToken:
     user_id: str
     expires_at: int  # epoch seconds
     key_name: str | None = None  # the API key that had it minted; None: signed by a backend
+    issued_at: int = 0  # epoch seconds: its iat, or the earliest it could have been made
 
 
 @dataclass(frozen=True)
@@ -110,10 +114,12 @@ def _check_any(keys: Sequence[bytes], prefix: str, payload: str, signature: str)
 
 
 def make_user_token(key: bytes, tenant: str, user_id: str, expires_at: int,
-                    key_name: str | None = None) -> str:
-    """A token for one user until `expires_at` (epoch seconds); `key_name`: the API key that
-    asked for it, so that it dies with that key."""
+                    key_name: str | None = None, issued_at: int | None = None) -> str:
+    """A token for one user until `expires_at` (epoch seconds), made at `issued_at`;
+    `key_name`: the API key that asked for it, so that it dies with that key."""
     body: dict[str, object] = {"t": tenant, "u": user_id, "exp": expires_at}
+    if issued_at is not None:
+        body["iat"] = issued_at
     if key_name is not None:
         body["k"] = key_name
     return _make(key, USER_TOKEN, body)
@@ -135,8 +141,10 @@ def read_user_token(token: str, keys: Sequence[bytes], now_sec: int,
     payload, signature, body = _open(token, USER_TOKEN)
     _check_any(keys, USER_TOKEN, payload, signature)
     tenant, user_id, exp, key_name = body.get("t"), body.get("u"), body.get("exp"), body.get("k")
-    if not (isinstance(tenant, str) and isinstance(user_id, str) and isinstance(exp, int)
-            and not isinstance(exp, bool)):
+    if not (isinstance(tenant, str) and isinstance(user_id, str) and _whole(exp)):
+        raise BadToken("malformed")
+    iat = body.get("iat", exp - max_ttl_sec - CLOCK_LEEWAY_SEC)
+    if not _whole(iat):
         raise BadToken("malformed")
     if key_name is not None and not (isinstance(key_name, str) and key_name):
         raise BadToken("malformed")
@@ -144,7 +152,11 @@ def read_user_token(token: str, keys: Sequence[bytes], now_sec: int,
         raise BadToken("expired")
     if exp - now_sec > max_ttl_sec + CLOCK_LEEWAY_SEC:  # Python ints: 10**400 compares safely
         raise BadToken(f"expires more than {max_ttl_sec} s from now (tokens.max_ttl_sec)")
-    return UserToken(tenant, user_id, exp, key_name)
+    return UserToken(tenant, user_id, exp, key_name, iat)
+
+
+def _whole(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # --- unsubscribe links ------------------------------------------------------------------------

@@ -52,7 +52,7 @@ from notifyd.core.text import iso, plural
 from notifyd.domain import policy
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.render import Renderer
-from notifyd.engine.templates import Templates
+from notifyd.engine.templates import Templates, why
 from notifyd.store import StorageError, Store
 
 log = logging.getLogger("notifyd.sender")
@@ -463,8 +463,7 @@ def _log_completion(claim: Claim, done: Completion) -> None:
 
 
 def _render_failed(claim: Claim, e: Exception) -> Completion:
-    what = f"{e.template}: {type(e.error).__name__}" if isinstance(e, RenderError) \
-        else type(e).__name__
+    what = f"{e.template}: {why(e)}" if isinstance(e, RenderError) else type(e).__name__
     step_line(log, logging.WARNING, "dead, render failed", claim.notification_id,
               claim.step_no, claim.channel, what)
     return Completion(Outcome.FAILED, StepState.DEAD, reason=f"render failed: {what}",

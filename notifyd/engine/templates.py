@@ -182,6 +182,11 @@ class Templates:
                                  for path in self._missing(kind, medium)]
         return list(dict.fromkeys(problems))
 
+    def localized(self, kind: str) -> bool:
+        """Whether `kind` has templates in more than one locale: only then does the recipient's
+        locale change what renders."""
+        return len({key for k, key in self._locales if k == kind}) > 1
+
     def render(self, kind: str, medium: str, locale: str | None, params: Mapping[str, Any],
                *, extra: Mapping[str, Any] | None = None) -> RenderedContent:
         """The medium's parts from the first complete locale folder of locale_chain(locale).
@@ -314,6 +319,14 @@ class Templates:
         for _, file in chosen:
             digest.update(f"{file.path}\0{len(file.data)}\0".encode() + file.data)
         self._sets[kind, key, medium] = _Set(locale, chosen, digest.hexdigest()[:VERSION_HEX])
+
+
+def why(e: RenderError) -> str:
+    """What went wrong, for a person: an undefined variable is named ("'invoice' is undefined");
+    of any other error only its class, since its text may quote the params' values."""
+    if isinstance(e.error, jinja2.UndefinedError):
+        return f"{type(e.error).__name__}: {e.error}"
+    return type(e.error).__name__
 
 
 def _is_html(name: str | None) -> bool:

@@ -38,8 +38,9 @@ CATALOG: dict[str, ErrorSpec] = {
     "event_conflict": ErrorSpec(409, "this event id was already used with different input"),
     "topic_not_empty": ErrorSpec(409, "a topic with members cannot be deleted; remove them "
                                       "first"),
-    "precondition_failed": ErrorSpec(412, "the resource changed since the version this "
-                                          "request was made over; read it again"),
+    "precondition_failed": ErrorSpec(412, "the version named (If-Match, or the document's "
+                                          "version) is no longer current; read it again and "
+                                          "redo the change"),
     "request_timeout": ErrorSpec(408, "the request body did not arrive within "
                                       "server.body_timeout_sec"),
     "body_too_large": ErrorSpec(413, "the request body is larger than server.max_body_bytes"),

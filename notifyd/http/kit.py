@@ -16,14 +16,14 @@ from notifyd.config import Config
 from notifyd.core.clock import Clock
 from notifyd.core.errors import DomainError
 from notifyd.core.logs import Throttled, printable
-from notifyd.core.models import ApiKey
+from notifyd.core.models import ApiKey, ResolveResult
 from notifyd.domain import policy
 from notifyd.domain.validate import get_str, parse_object
 from notifyd.engine import evidence
 from notifyd.engine.ingest import Ingest
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.resolution import Ref
-from notifyd.engine.stream import Hub
+from notifyd.engine.stream import Event, Hub
 from notifyd.http.auth import KeyCache
 from notifyd.http.errors import ApiError, body_of, status_of
 from notifyd.http.guard import ConnectionGuard
@@ -136,6 +136,16 @@ async def read_body(request: web.Request) -> bytes:
 async def read_object(request: web.Request) -> dict[str, Any]:
     body = await read_body(request)
     return parse_object(body) if body else {}
+
+
+def resolved(ctx: Context, r: ResolveResult) -> None:
+    """After a resolution's commit: its metrics, and open inbox streams told of the item it
+    marked read (a kind with read_on_resolve)."""
+    if r.changed:
+        ctx.metrics.resolved(r.kind, r.depth, r.cancelled_steps)
+    if r.read is not None:
+        ctx.hub.publish(r.read.tenant, r.read.user_id, Event("read", {"id": r.notification_id}),
+                        Event("badge", {"unread": r.read.unread}))
 
 
 def no_notification(ref: Ref) -> ApiError:

@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from notifyd.core.models import Recipient
 from notifyd.core.records import Cursor, InboxItem
 from notifyd.core.text import iso, whole_number
 from notifyd.domain import preferences, signed
@@ -43,7 +44,7 @@ BACKLOG_PAGE = 500  # items read at a time for a stream that resumes with Last-E
 KEEPALIVE = b": keepalive\n\n"
 RETRY_SOON = b"retry: 3000\n\n"  # a page that lost its stream reconnects after 3 s
 RETRY_LATER = b"retry: 60000\n\n"  # one displaced by the person's newer page, after a minute
-CORS_HEADERS = "Authorization, Content-Type, Last-Event-ID"
+CORS_HEADERS = "Authorization, Content-Type, Last-Event-ID, If-Match"
 TENANT: web.RequestKey[str] = web.RequestKey("tenant", str)  # whose person the request is for
 # The kinds of inbox item the request may see and change: a key's kinds (none: every kind).
 KINDS: web.RequestKey[tuple[str, ...]] = web.RequestKey("kinds", tuple)
@@ -87,7 +88,8 @@ def _kinds(request: web.Request) -> tuple[str, ...]:
 
 async def _user_token(request: web.Request, token: str) -> signed.UserToken:
     """The token, if its tenant's key (or the one a rotation replaced, within the overlap)
-    signed it, it is within tokens.max_ttl_sec, and the API key it names is live."""
+    signed it, it is within tokens.max_ttl_sec, the API key it names is live, and it was made
+    after its person was last erased."""
     ctx = request.app[CTX]
     try:
         tenant = signed.token_tenant(token)
@@ -98,6 +100,9 @@ async def _user_token(request: web.Request, token: str) -> signed.UserToken:
                                      ctx.cfg.tokens.max_ttl_sec)
         if who.key_name is not None and not await ctx.keys.live(who.key_name, tenant):
             raise signed.BadToken("the API key that made it was revoked")
+        erased = await ctx.store.erased_at(tenant, who.user_id)
+        if erased is not None and who.issued_at * 1000 <= erased:
+            raise signed.BadToken("it was made before its user was erased")
         return who
     except signed.BadToken as e:
         raise ApiError("unauthorized", f"user token: {e}") from None
@@ -119,9 +124,10 @@ async def post_token(request: web.Request) -> web.Response:
         raise ApiError("invalid_field", f"ttl_sec must be an integer {TOKEN_TTL_MIN}..{longest} "
                        "(tokens.max_ttl_sec)", "ttl_sec")
     secret = await ctx.store.signing_key(signed.tenant_key_name(key.tenant))
-    expires = ctx.clock.now_ms() // 1000 + ttl
+    now = ctx.clock.now_ms() // 1000
+    expires = now + ttl
     return json_response({"token": signed.make_user_token(secret, key.tenant, user_id,
-                                                               expires, key.name),
+                                                               expires, key.name, now),
                               "user_id": user_id, "expires_at": iso(expires * 1000)},
                              status=201)
 
@@ -130,29 +136,61 @@ async def post_token(request: web.Request) -> web.Response:
 
 
 async def get_preferences(request: web.Request) -> web.Response:
-    ctx = request.app[CTX]
     tenant, user_id = await person(request, every_kind=True)
-    return json_response(preferences.view(
-        ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id)))
+    return await _preferences(request, tenant, user_id)
+
+
+async def _preferences(request: web.Request, tenant: str, user_id: str) -> web.Response:
+    """The preferences as they hold now, with their version as the ETag."""
+    ctx = request.app[CTX]
+    shown = preferences.view(ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id))
+    response = json_response(shown)
+    response.headers["ETag"] = preferences.etag(shown["version"])
+    return response
 
 
 async def put_preferences(request: web.Request) -> web.Response:
+    """The whole document replaced: what a page shows, saved."""
+    return await _change_preferences(request, patch=False)
+
+
+async def patch_preferences(request: web.Request) -> web.Response:
+    """A JSON merge patch (RFC 7396) of what the person chose, applied to the preferences as
+    its own write reads them."""
+    return await _change_preferences(request, patch=True)
+
+
+async def _change_preferences(request: web.Request, patch: bool) -> web.Response:
+    """A new version of the preferences, unless If-Match names another than the current one:
+    412, and nothing changes (two pages editing at once conflict, never overwrite)."""
     ctx = request.app[CTX]
     tenant, user_id = await person(request, every_kind=True)
     body = await read_body(request)
     if not body:
         raise ApiError("body_not_object", "send the preferences as a JSON object")
-    now = await ctx.store.get_recipient(tenant, user_id)
-    change = preferences.parse_change(ctx.cfg.catalog, parse_object(body), now)
-    if await ctx.store.put_preferences(tenant, user_id, change.document, change.version,
-                                       change.hours) is None:
-        held = await ctx.store.get_recipient(tenant, user_id)
-        raise ApiError("precondition_failed", f"the preferences changed since version "
-                       f"{change.version} was read (now version "
-                       f"{held.pref_version if held else 0}); read them again and save over "
-                       "that", "version")
-    return json_response(preferences.view(
-        ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id)))
+    doc, catalog = parse_object(body), ctx.cfg.catalog
+    wanted = preferences.if_match(request.headers.get("If-Match"))
+    hours = None
+    if patch:  # its shape too: a bad body is a 422, whatever If-Match says
+        preferences.check_patch(catalog, doc)
+        whole = None
+    else:  # a page may name the version it showed, and set the time zone and quiet hours
+        change = preferences.parse_change(catalog, doc, await ctx.store.get_recipient(
+            tenant, user_id))
+        whole, hours = change.document, change.hours
+        if wanted is None and change.version is not None:
+            wanted = frozenset({change.version})
+
+    def edit(r: Recipient | None) -> dict[str, Any]:  # a patch is applied inside the write
+        return preferences.patched(catalog, r, doc) if whole is None else whole
+
+    version, written = await ctx.store.edit_preferences(tenant, user_id, edit, wanted, hours)
+    if not written:
+        raise ApiError("precondition_failed", f"the preferences changed since the version this "
+                       f"change was made over (now version {version}, ETag "
+                       f"{preferences.etag(version)}): read them again and redo the change",
+                       "If-Match" if request.headers.get("If-Match") else "version")
+    return await _preferences(request, tenant, user_id)
 
 
 # --- the inbox --------------------------------------------------------------------------------
@@ -429,9 +467,8 @@ async def post_unsubscribe(request: web.Request) -> web.Response:
         return _page("These messages cannot be turned off",
                      f"<p>{html.escape(link.category)} messages are about your account's "
                      "security or what you asked for, so they always go out.</p>", 400)
-    r = await ctx.store.get_recipient(link.tenant, link.user_id)
-    await ctx.store.put_preferences(link.tenant, link.user_id,
-                                    preferences.unsubscribed(r, link.category))
+    await ctx.store.edit_preferences(link.tenant, link.user_id,
+                                     lambda r: preferences.unsubscribed(r, link.category))
     log.info("unsubscribed %s/%s from %s by one-click link", link.tenant, link.user_id,
              link.category)
     return _page("You are unsubscribed", f"<p>You will no longer receive "
@@ -463,6 +500,7 @@ def _cors_headers(request: web.Request, response: web.StreamResponse) -> None:
         listed = allowed is not None and origin in allowed.cors_origins
     if listed:
         response.headers["Access-Control-Allow-Origin"] = origin
+        response.headers["Access-Control-Expose-Headers"] = "ETag"  # for If-Match
         response.headers["Vary"] = "Origin"
 
 
@@ -479,7 +517,7 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
             return error_response(ApiError("origin_not_allowed"))
         return web.Response(status=204, headers={
             "Access-Control-Allow-Origin": origin, "Vary": "Origin",
-            "Access-Control-Allow-Methods": "GET, PUT, POST, DELETE",
+            "Access-Control-Allow-Methods": "GET, PUT, PATCH, POST, DELETE",
             "Access-Control-Allow-Headers": CORS_HEADERS, "Access-Control-Max-Age": "600"})
     response = await handler(request)
     if not response.prepared:
@@ -491,6 +529,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/users/{user_id}/tokens", post_token),
     ("GET", "/v1/users/{user_id}/preferences", get_preferences),
     ("PUT", "/v1/users/{user_id}/preferences", put_preferences),
+    ("PATCH", "/v1/users/{user_id}/preferences", patch_preferences),
     ("GET", "/v1/users/{user_id}/inbox", get_inbox),
     ("GET", "/v1/users/{user_id}/inbox/badge", get_badge),
     ("GET", "/v1/users/{user_id}/inbox/stream", get_stream),

@@ -28,6 +28,7 @@ from notifyd.core.records import (
     Step,
     Stuck,
     Suppression,
+    TenantRecord,
 )
 from notifyd.store.base import (
     Overloaded,
@@ -117,4 +118,5 @@ __all__ = ["Attempt", "DeadLetter", "DeadMatch", "DeadStep", "DigestDue", "Diges
            "Event", "Held", "Hours", "InboxChange", "InboxItem", "KeyRecord", "Listed",
            "Notification", "Overloaded", "Proof", "Step",
            "StorageError", "Store", "StoreClosed", "StoreLocked", "StoreMissing",
-           "StoreUnavailable", "Stuck", "Suppression", "hold", "open_store", "restore", "sqlite_path"]
+           "StoreUnavailable", "Stuck", "Suppression", "TenantRecord", "hold", "open_store",
+           "restore", "sqlite_path"]

@@ -767,7 +767,7 @@ def test_the_suite_calls_every_method_of_the_store() -> None:
                if not name.startswith("_")}
     here = "".join((Path(__file__).parent / name).read_text() for name in (
         "test_store_contract.py", "test_store_concurrency.py", "test_store_retention.py",
-        "test_store_events.py"))
+        "test_store_events.py", "test_store_people.py"))
     called = set(re.findall(r"\.(\w+)\b", here)) | {"open"}  # open_store opens it
     assert methods - called == set()
 

@@ -35,7 +35,7 @@ from notifyd.core.models import (
 )
 from notifyd.core.steps import StepKey
 from notifyd.core.text import iso
-from notifyd.store.core import receipts, rows
+from notifyd.store.core import inbox, receipts, rows
 from notifyd.store.core.moves import pull_next, start_window
 from notifyd.store.core.rows import disabled, recipient
 from notifyd.store.core.tx import Row, Tx
@@ -222,10 +222,11 @@ def end_unconfigured(tx: Tx, channels: list[str], decide: DecideFn) -> list[Deci
 
 
 def resolve(tx: Tx, nid: str, resolution: str, by: str, tenant: str | None,
-            kinds: tuple[str, ...]) -> ResolveResult | None:
+            kinds: tuple[str, ...], read_kinds: frozenset[str] = frozenset()
+            ) -> ResolveResult | None:
     """Resolve once, at this transaction's time; the first resolution wins and later calls
     report it unchanged. With `tenant` (and `kinds`, empty: any), a notification outside them
-    is not found and nothing is written."""
+    is not found and nothing is written. A kind in `read_kinds` has its inbox item read."""
     q = tx.q
     row = tx.one(q.SELECT_RESOLUTION, (nid,))
     if row is None or (tenant is not None and row["tenant"] != tenant) or (
@@ -236,16 +237,18 @@ def resolve(tx: Tx, nid: str, resolution: str, by: str, tenant: str | None,
     tx.run(q.RESOLVE, (tx.now, resolution, by, nid))
     depth = int(tx.value(q.SELECT_DEPTH, (nid,)))
     cancelled = tx.run(q.CANCEL_PENDING, (f"resolved: {resolution}", tx.now, nid))
-    return ResolveResult(nid, resolution, tx.now, True, cancelled, depth, row["kind"])
+    read = inbox.read_resolved(tx, nid) if row["kind"] in read_kinds else None
+    return ResolveResult(nid, resolution, tx.now, True, cancelled, depth, row["kind"], read)
 
 
 def resolve_keys(tx: Tx, tenant: str, keys: list[tuple[str, str, str]], by: str,
-                 kinds: tuple[str, ...]) -> list[ResolveResult | None]:
+                 kinds: tuple[str, ...], read_kinds: frozenset[str] = frozenset()
+                 ) -> list[ResolveResult | None]:
     """Each (user_id, dedup_key, resolution) looked up in `tenant` and resolved, in order, in
     this one transaction; None where the key names nothing the tenant (and `kinds`) holds."""
     found: list[ResolveResult | None] = []
     for user_id, dedup_key, resolution in keys:
         hit = tx.one(tx.q.SELECT_DEDUP, (tenant, user_id, dedup_key))
         found.append(None if hit is None else resolve(tx, hit["id"], resolution, by, tenant,
-                                                      kinds))
+                                                      kinds, read_kinds))
     return found

@@ -1,6 +1,10 @@
 """SQLite's statements for the store core (store/core/queries.py says what each must do)."""
 
-# --- keys, recipients, accept and resolution ----------------------------------------------
+# --- tenants, keys, recipients, accept and resolution --------------------------------------
+
+INSERT_TENANT = "INSERT INTO tenants (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING"
+SELECT_TENANTS = "SELECT name, created_at FROM tenants ORDER BY name"
+SELECT_TENANT = "SELECT name, created_at FROM tenants WHERE name = ?"
 
 INSERT_KEY = """INSERT INTO api_keys (key_hash, name, tenant, kinds, created_at, scopes)
 VALUES (?, ?, ?, ?, ?, ?)"""
@@ -42,6 +46,8 @@ RETURNING pref_version"""
 # The suppressions of a user's addresses (a JSON list), in their tenant or for every tenant.
 SELECT_SUPPRESSED = """SELECT channel_type, address, reason FROM suppressions
 WHERE tenant IN (?, '*') AND address IN (SELECT value FROM json_each(?))"""
+SELECT_LISTED = """SELECT tenant, channel_type, address, reason, source, evidence, created_at
+FROM suppressions WHERE tenant IN (?, '*') AND address IN (SELECT value FROM json_each(?))"""
 SELECT_DEVICES = """SELECT device_id, kind, endpoint, p256dh, auth, state, reason FROM devices
 WHERE tenant = ? AND user_id = ? ORDER BY created_at, device_id"""
 # Registering a device again (the same endpoint) brings it back to life with its new keys.
@@ -54,6 +60,43 @@ DELETE_DEVICE = "DELETE FROM devices WHERE tenant = ? AND user_id = ? AND device
 KILL_DEVICE = """UPDATE devices SET state = 'dead', reason = ?, updated_at = ?
 WHERE device_id = ? AND state = 'live'
     AND (tenant, user_id) = (SELECT tenant, user_id FROM notifications WHERE id = ?)"""
+
+# --- a person erased ---------------------------------------------------------------------------
+
+# Only when the erased person's address is suppressed: a scan of the tenant's profiles (every
+# tenant's, for an account-wide entry), rare and short.
+ADDRESS_HELD = """SELECT EXISTS (SELECT 1 FROM recipients r, json_each(r.contacts) j
+WHERE (:tenant = '*' OR r.tenant = :tenant) AND j.value = :address
+    AND NOT (r.tenant = :own_tenant AND r.user_id = :user_id))"""
+DELETE_RECIPIENT = """DELETE FROM recipients WHERE tenant = ? AND user_id = ?
+RETURNING pref_version"""
+DELETE_DEVICES = "DELETE FROM devices WHERE tenant = ? AND user_id = ?"
+DELETE_INBOX = "DELETE FROM inbox_items WHERE tenant = ? AND user_id = ?"
+DELETE_BADGE = "DELETE FROM inbox_badges WHERE tenant = ? AND user_id = ?"
+_OF_USER = "SELECT id FROM notifications WHERE tenant = ? AND user_id = ?"
+SELECT_OPEN_OF_USER = """SELECT n.id FROM notifications n
+WHERE n.tenant = ? AND n.user_id = ? AND n.resolved_at IS NULL
+    AND (EXISTS (SELECT 1 FROM steps s WHERE s.notification_id = n.id
+                 AND s.state IN ('pending', 'sending', 'unknown'))
+         OR EXISTS (SELECT 1 FROM digest_items d WHERE d.notification_id = n.id
+                    AND d.digest_id IS NULL))"""
+CANCEL_HELD = """UPDATE steps SET state = 'cancelled', reason = ?, updated_at = ?
+WHERE notification_id = ? AND state = 'held' AND EXISTS (SELECT 1 FROM digest_items d
+    WHERE d.notification_id = steps.notification_id AND d.step_no = steps.step_no
+    AND d.digest_id IS NULL)"""
+DELETE_HELD = """DELETE FROM digest_items WHERE tenant = ? AND user_id = ?
+    AND digest_id IS NULL"""
+SCRUB_PARAMS = """UPDATE notifications SET params = '{}'
+WHERE tenant = ? AND user_id = ? AND params != '{}'"""
+SCRUB_PAYLOADS = f"""UPDATE steps SET destination = NULL,
+    payload = CASE WHEN state = 'sending' THEN '{{}}' END
+WHERE notification_id IN ({_OF_USER})
+    AND (destination IS NOT NULL OR payload IS NOT NULL OR state = 'sending')"""
+SCRUB_RECEIPTS = f"""UPDATE receipts SET address = NULL, detail = NULL
+WHERE notification_id IN ({_OF_USER}) AND (address IS NOT NULL OR detail IS NOT NULL)"""
+RECORD_ERASURE = """INSERT INTO erasures (tenant, user_id, erased_at) VALUES (?, ?, ?)
+ON CONFLICT (tenant, user_id) DO UPDATE SET erased_at = excluded.erased_at"""
+SELECT_ERASED = "SELECT erased_at FROM erasures WHERE tenant = ? AND user_id = ?"
 
 SELECT_DEDUP = """SELECT id, request_hash, kind, outcome FROM notifications
 WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
@@ -68,7 +111,8 @@ INSERT_STEP = """INSERT INTO steps (notification_id, step_no, channel, lane, sen
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
 SELECT_NOTIFICATION = "SELECT * FROM notifications WHERE id = ?"
-SELECT_STEP_STATES = "SELECT channel, state FROM steps WHERE notification_id = ? ORDER BY step_no"
+SELECT_STEP_STATES = """SELECT channel, state, reason FROM steps WHERE notification_id = ?
+ORDER BY step_no"""
 SELECT_STEPS = "SELECT * FROM steps WHERE notification_id = ? ORDER BY step_no"
 SELECT_ATTEMPTS = """SELECT * FROM attempts WHERE notification_id = ?
 ORDER BY step_no, attempt_no"""
@@ -157,7 +201,7 @@ UNSUPPRESS = "DELETE FROM suppressions WHERE tenant = ? AND channel_type = ? AND
 # and the tenant's dead push devices, whose state lives with the device.
 SELECT_SUPPRESSIONS = """SELECT tenant, channel_type, address, reason, source, evidence,
     created_at FROM suppressions
-WHERE tenant IN (:tenant, '*') AND (:address IS NULL OR address = :address)
+WHERE tenant IN (:tenant, '*') AND (:address IS NULL OR address IN (:address, :hashed))
 UNION ALL
 SELECT tenant, 'push', device_id, coalesce(reason, 'dead'), kind, 'user ' || user_id, updated_at
 FROM devices WHERE tenant = :tenant AND state = 'dead'
@@ -298,6 +342,9 @@ RETURNING archived_at IS NULL"""
 ARCHIVE_ITEM = """UPDATE inbox_items SET archived_at = ?
 WHERE tenant = ? AND user_id = ? AND notification_id = ? AND archived_at IS NULL
 RETURNING read_at IS NULL"""
+# A resolution marks its notification's item read (a kind with read_on_resolve).
+READ_ITEM_OF = """UPDATE inbox_items SET read_at = ? WHERE notification_id = ? AND read_at IS NULL
+RETURNING tenant, user_id, archived_at IS NULL AS counted"""
 READ_ALL = f"""UPDATE inbox_items SET read_at = ?
 WHERE tenant = ? AND user_id = ? AND read_at IS NULL AND {OF_KINDS}
 RETURNING notification_id, kind, archived_at IS NULL AS counted"""
@@ -338,7 +385,7 @@ SELECT_AGED_LIVE = f"""SELECT n.id, n.resolved_at, n.resolution, n.expires_at,
             AND d.digest_id IS NULL) AS held
 FROM notifications n INDEXED BY notifications_live
 WHERE n.pruned_at IS NULL AND n.id > ? AND n.id < ? ORDER BY n.id LIMIT ?"""
-SELECT_STEPS_OF = """SELECT notification_id, channel, state, evidence FROM steps
+SELECT_STEPS_OF = """SELECT notification_id, channel, state, evidence, reason FROM steps
 WHERE notification_id IN (SELECT value FROM json_each(?)) ORDER BY notification_id, step_no"""
 DELETE_ATTEMPTS = "DELETE FROM attempts WHERE notification_id = ?"
 DELETE_EVENTS = "DELETE FROM events WHERE notification_id = ?"
