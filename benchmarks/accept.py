@@ -48,6 +48,52 @@ ladder = [
   { channel = "log" },
 ]
 """
+# The same load on a ladder whose steps render templates (email, then SMS, then email again):
+# what the accept pays when it checks the params against every template the ladder would use.
+# The providers are never called: the steps start an hour out.
+TEMPLATED_CONFIG = """
+[store]
+synchronous = "FULL"
+[templates]
+folder = "FOLDER"
+[channels.email]
+type = "smtp"
+host = "127.0.0.1"
+port = 9
+tls = "none"
+from_address = "bench@example.com"
+[channels.sms]
+type = "twilio"
+account_sid = "AC00000000000000000000000000000000"
+auth_token = "bench"
+from_number = "+15005550006"
+base_url = "http://127.0.0.1:9"
+[kinds.bench]
+ttl_sec = 86400
+ladder = [
+  { channel = "email", after_sec = 3600, timeout_sec = 30 },
+  { channel = "sms", timeout_sec = 60 },
+  { channel = "email" },
+]
+"""
+TEMPLATES = {
+    "email.subject.j2": "Invoice {{ invoice }}: payment of {{ amount }} failed\n",
+    "email.text.j2": "Hello,\n\nwe could not collect {{ amount }} for invoice {{ invoice }}.\n"
+                     "Reference: {{ kind }} {{ notification_id }}\n"
+                     "{% if unsubscribe_url %}Unsubscribe: {{ unsubscribe_url }}{% endif %}\n",
+    "email.html.j2": "<p>We could not collect <b>{{ amount }}</b> for invoice {{ invoice }}.</p>"
+                     "\n<p>{{ notification_id }}</p>\n",
+    "sms.text.j2": "Payment of {{ amount }} for invoice {{ invoice }} failed.\n",
+}
+
+
+def templated_config(folder: Path) -> str:
+    """TEMPLATED_CONFIG with its templates written under `folder`."""
+    for name, text in TEMPLATES.items():
+        path = folder / "bench" / "en" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return TEMPLATED_CONFIG.replace("FOLDER", str(folder))
 
 
 def free_port() -> int:

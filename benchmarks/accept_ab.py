@@ -1,7 +1,7 @@
 """Compare source trees on the accept load, interleaved, because this machine's speed drifts by
 ±25% within minutes: one tree's run against another's an hour apart says nothing.
 
-Run: .venv/bin/python benchmarks/accept_ab.py --rounds 5 /tmp/before /tmp/after
+Run: .venv/bin/python benchmarks/accept_ab.py --rounds 5 /tmp/before /tmp/after [--templates]
 Each tree is a folder holding a `notifyd/` package (e.g. `git worktree add /tmp/before HEAD~1`,
 or a copy with a change). Every round runs the bare aiohttp handler, then each tree, each on a
 fresh database, with benchmarks/accept.py's load (64 clients, 3-step ladder, synchronous=FULL),
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from accept import BARE, CONFIG, body, free_port, start  # noqa: E402
+from accept import BARE, CONFIG, body, free_port, start, templated_config  # noqa: E402
 from httpload import closed_loop, post  # noqa: E402
 
 
@@ -68,12 +68,16 @@ def main() -> None:
     ap.add_argument("trees", nargs="+", help="folders that each hold a notifyd/ package")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--total", type=int, default=20_000, help="requests per run")
+    ap.add_argument("--templates", action="store_true",
+                    help="a ladder of email and SMS steps that render templates (accept.py's "
+                         "TEMPLATED_CONFIG) instead of the log channel's")
     args = ap.parse_args()
     trees = [str(Path(t).resolve()) for t in args.trees]
     scratch = tempfile.mkdtemp(prefix="notifyd-ab-")
     py = sys.executable
     config = Path(scratch) / "ab.toml"
-    config.write_text(CONFIG)
+    config.write_text(templated_config(Path(scratch) / "templates") if args.templates
+                      else CONFIG)
     ratios: dict[str, list[float]] = {t: [] for t in trees}
     for r in range(args.rounds):
         line = []

@@ -10,8 +10,10 @@ from notifyd.cli import (
     storage,
     suppressions,
     templates,
+    tenants,
+    users,
 )
 from notifyd.cli.base import main
 
 __all__ = ["events", "keys", "main", "migrate", "notifications", "serve", "storage", "suppressions",
-           "templates"]
+           "templates", "tenants", "users"]

@@ -90,9 +90,19 @@ def with_store(ctx: click.Context, fn: Callable[[Store], Awaitable[T]], mode: st
     return result
 
 
+async def known_tenant(store: Store, name: str, everyone: bool = False) -> None:
+    """Refuse a tenant the database does not have (a typo must not make one): tenants are made
+    with `notifyd tenants create`. With `everyone`, '*' (every tenant) is taken too."""
+    if (everyone and name == "*") or await store.find_tenant(name) is not None:
+        return
+    names = ", ".join(t.name for t in await store.tenants()) or "none"
+    raise click.ClickException(f"no tenant {name!r} (tenants: {names}); if it is a new one, "
+                               f"make it first: notifyd tenants create {name}")
+
+
 @click.group(invoke_without_command=True)
 @global_options
-@click.version_option(package_name="notifyd")
+@click.version_option(package_name="notifyd-server")
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """notifyd: notifications that escalate across channels and know when to stop.

@@ -6,17 +6,24 @@ import base64
 
 import click
 
-from notifyd.cli.base import CREATE, WRITE, config_of, global_options, main, with_store
+from notifyd.cli.base import (
+    CREATE,
+    WRITE,
+    config_of,
+    global_options,
+    known_tenant,
+    main,
+    with_store,
+)
 from notifyd.config import NAME_RE
 from notifyd.core.clock import SystemClock
 from notifyd.core.fields import MAX_SEC
 from notifyd.core.models import ALL_SCOPES, SCOPES
+from notifyd.core.records import SigningKey
 from notifyd.core.text import iso
 from notifyd.domain import signed
 from notifyd.http.auth import hash_key, new_key
-from notifyd.store import (
-    Store,
-)
+from notifyd.store import Store
 
 
 @main.group()
@@ -31,13 +38,14 @@ def keys() -> None:
 @global_options
 @click.option("--name", required=True, help="A name for the key, shown in inspect.")
 @click.option("--tenant", default="default", show_default=True,
-              help="The tenant whose recipients this key may post to.")
+              help="The tenant whose recipients this key may post to (notifyd tenants create).")
 @click.option("--kinds", default="", help="Comma-separated kinds this key may post and whose inbox items it "
               "may see (default all).")
 @click.option("--scopes", default=",".join(sorted(SCOPES)), show_default=True,
               help="What it may do: post, read, resolve, users (profiles and contacts), topics "
-                   "(manage topics, send events to them) and everyone (send events to every "
-                   "user of the tenant: never given unless named).")
+                   "(manage topics, send events to them); everyone (send events to every user "
+                   "of the tenant) and admin (sign in to the operator console for its tenant) "
+                   "only when named.")
 @click.pass_context
 def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: str) -> None:
     """Create an API key and print it once; only its hash is stored. Creates the database if
@@ -59,6 +67,7 @@ def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: 
     key = new_key()
 
     async def create(s: Store) -> bool:
+        await known_tenant(s, tenant)
         if any(k.name == name for k in await s.list_keys()):
             return False
         await s.create_key(hash_key(key), name, tenant, allowed, may)
@@ -108,7 +117,11 @@ def tokens() -> None:
 
 
 def _tenant_key(ctx: click.Context, tenant: str) -> bytes:
-    return with_store(ctx, lambda s: s.signing_key(signed.tenant_key_name(tenant)), WRITE)
+    async def key(s: Store) -> bytes:
+        await known_tenant(s, tenant)
+        return await s.signing_key(signed.tenant_key_name(tenant))
+
+    return with_store(ctx, key, WRITE)
 
 
 def _b64(key: bytes) -> str:
@@ -144,8 +157,12 @@ def tokens_rotate(ctx: click.Context, tenant: str, overlap_sec: int | None) -> N
     Example: notifyd tokens rotate --tenant acme --overlap 3600
     """
     overlap = config_of(ctx).tokens.max_ttl_sec if overlap_sec is None else overlap_sec
-    key = with_store(ctx, lambda s: s.rotate_signing_key(signed.tenant_key_name(tenant),
-                                                          overlap * 1000), WRITE)
+
+    async def rotate(s: Store) -> SigningKey:
+        await known_tenant(s, tenant)
+        return await s.rotate_signing_key(signed.tenant_key_name(tenant), overlap * 1000)
+
+    key = with_store(ctx, rotate, WRITE)
     click.echo(_b64(key.secret))
     if key.previous is not None:
         click.echo(f"the old key verifies tokens until {iso(key.previous_until)}", err=True)
@@ -166,5 +183,6 @@ def tokens_create(ctx: click.Context, user_id: str, tenant: str, ttl_sec: int) -
     longest = config_of(ctx).tokens.max_ttl_sec
     if ttl_sec > longest:
         raise click.ClickException(f"--ttl: at most {longest} (tokens.max_ttl_sec)")
-    expires = SystemClock().now_ms() // 1000 + ttl_sec
-    click.echo(signed.make_user_token(_tenant_key(ctx, tenant), tenant, user_id, expires))
+    now = SystemClock().now_ms() // 1000
+    click.echo(signed.make_user_token(_tenant_key(ctx, tenant), tenant, user_id, now + ttl_sec,
+                                      issued_at=now))

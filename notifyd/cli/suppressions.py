@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import click
 
-from notifyd.cli.base import WRITE, global_options, main, with_store
+from notifyd.cli.base import WRITE, global_options, known_tenant, main, with_store
 from notifyd.core.contacts import SUPPRESSION_TYPES
 from notifyd.core.errors import DomainError
 from notifyd.core.text import iso
 from notifyd.domain import suppressions
+from notifyd.store import Store, Suppression
 
 
 @main.group("suppressions")
@@ -43,7 +44,11 @@ def suppressions_list(ctx: click.Context, tenant: str, address: str | None, limi
 
     Example: notifyd suppressions list --address ada@example.com
     """
-    rows = with_store(ctx, lambda s: s.suppressions(tenant, address, limit))
+    async def read(s: Store) -> list[Suppression]:
+        await known_tenant(s, tenant, everyone=True)
+        return await s.suppressions(tenant, address, limit)
+
+    rows = with_store(ctx, read)
     for r in rows:
         scope = "*" if r.tenant == "*" else r.tenant
         click.echo(f"{iso(r.created_at)}  {r.channel_type:<8} {r.address}  {r.reason}  "
@@ -67,8 +72,12 @@ def suppressions_add(ctx: click.Context, tenant: str, channel_type: str, address
     Example: notifyd suppressions add email ada@example.com --reason "asked by phone"
     """
     address = _address(channel_type, address)
-    added = with_store(ctx, lambda s: s.suppress(tenant, channel_type, address, reason,
-                                                  "cli"), WRITE)
+
+    async def add(s: Store) -> bool:
+        await known_tenant(s, tenant, everyone=True)
+        return await s.suppress(tenant, channel_type, address, reason, "cli")
+
+    added = with_store(ctx, add, WRITE)
     click.echo(f"{'suppressed' if added else 'already suppressed (or no such device)'}: "
                f"{channel_type} {address} for tenant {tenant}")
 
@@ -85,6 +94,11 @@ def suppressions_remove(ctx: click.Context, tenant: str, channel_type: str, addr
     Example: notifyd suppressions remove sms +14155550123 --tenant '*'
     """
     address = _address(channel_type, address)
-    if not with_store(ctx, lambda s: s.unsuppress(tenant, channel_type, address), WRITE):
+
+    async def remove(s: Store) -> bool:
+        await known_tenant(s, tenant, everyone=True)
+        return await s.unsuppress(tenant, channel_type, address)
+
+    if not with_store(ctx, remove, WRITE):
         raise click.ClickException(f"{channel_type} {address} is not on tenant {tenant}'s list")
     click.echo(f"removed: {channel_type} {address} for tenant {tenant}")

@@ -79,6 +79,7 @@ class KindRules:
     digest_schedule: str = ""  # that digest kind's schedule ("daily 09:00")
     always_digest: bool = False
     stop: str = "resolved"  # what ends the ladder: resolved, delivered, read
+    read_on_resolve: bool = False  # its inbox item is marked read when it is resolved
 
 
 @dataclass(frozen=True)
@@ -89,11 +90,16 @@ class Catalog:
     # Channel -> the profile field of the address it sends to, for the channels that send to
     # an address: what every accept's planning asks, so kept ready.
     address_fields: Mapping[str, str] = field(init=False, repr=False, compare=False)
+    # The kinds whose inbox item is marked read when they are resolved: what every resolution
+    # hands the store.
+    read_on_resolve: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "address_fields", {
             name: info.contact.field for name, info in self.channels.items()
             if isinstance(info.contact, Address)})
+        object.__setattr__(self, "read_on_resolve", frozenset(
+            name for name, rules in self.kinds.items() if rules.read_on_resolve))
 
     def contact(self, channel: str) -> Contact | None:
         """What `channel` sends to; None for one that sends to no address of the person's, or

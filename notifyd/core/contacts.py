@@ -10,6 +10,7 @@ the person's (a producer's webhook, the log) names none. Adding a contact kind i
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -69,6 +70,15 @@ BY_FIELD = {a.field: a for a in ADDRESSES}
 BY_SUPPRESSION = {a.suppression: a for a in ADDRESSES}
 # The suppression list's channel types: one per address kind, and push (a device id).
 SUPPRESSION_TYPES: tuple[str, ...] = (*BY_SUPPRESSION, "push")
+
+
+HASHED = "sha256:"  # an erased person's suppressed address, kept one-way
+
+
+def hashed_address(address: str) -> str:
+    """The one-way form a suppression keeps once the person whose address it is was erased:
+    the address is gone, and the same address given again still finds it."""
+    return HASHED + hashlib.sha256(address.encode()).hexdigest()
 
 
 def normal_address(suppression: str | None, address: str) -> str:

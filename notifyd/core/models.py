@@ -119,13 +119,20 @@ ENDED: dict[Verdict, StepState] = {
     Verdict.HOLD: StepState.HELD}
 
 
+def by_choice(reason: str | None) -> bool:
+    """Whether a step's reason says the person's own choice skipped it: the category's switch
+    for the medium (preference) or a global opt-out (domain/policy writes both so)."""
+    return reason is not None and reason.startswith(("preference:", "opted_out:"))
+
+
 def current_state(resolved: bool, steps: Iterable[tuple[str, str]],
                   resolution: str | None = None, proven: bool = False,
-                  expired: bool = False) -> str:
+                  expired: bool = False, chosen: bool = False) -> str:
     """delivered (a receipt proved it) or resolved; <channel>_<state> of the first open step;
     or how the ladder ended: sent (a provider took a step; presumed_delivered once the time to
-    live has passed with no receipt to prove it), held (for a digest), expired, or undeliverable
-    (every step failed, was rejected or suppressed)."""
+    live has passed with no receipt to prove it), held (for a digest), expired, opted_out
+    (every step was suppressed and `chosen`: at least one by the person's own choice), or
+    undeliverable (every step failed, was rejected or suppressed, none by choice)."""
     if resolved:
         return "delivered" if resolution == "delivered" else "resolved"
     states = set()
@@ -139,14 +146,19 @@ def current_state(resolved: bool, steps: Iterable[tuple[str, str]],
         return "presumed_delivered" if expired else "sent"
     if "held" in states:
         return "held"  # its items wait for, or went out in, a digest
-    return "expired" if "expired" in states else "undeliverable"
+    if "expired" in states:
+        return "expired"
+    return "opted_out" if chosen and states == {"suppressed"} else "undeliverable"
 
 
 # What an API key may do: post notifications, read them, resolve them, read and change users,
 # manage topics and address them. A new key gets these unless it is given others.
 SCOPES = frozenset({"post", "read", "resolve", "users", "topics"})
-# Every scope there is: `everyone` (address the tenant's whole user base) only when granted.
-ALL_SCOPES = SCOPES | {"everyone"}
+# Signs in to the operator console (/console) for the key's tenant: never granted by default.
+ADMIN = "admin"
+# Every scope there is: `everyone` (address the tenant's whole user base) and `admin` only when
+# granted by name.
+ALL_SCOPES = SCOPES | {"everyone", ADMIN}
 
 
 @dataclass(frozen=True)
@@ -335,6 +347,15 @@ class Recipient:
     pref_version: int = 0  # bumped by every change of preferences
 
 
+@dataclass(frozen=True, slots=True)
+class ItemRead:
+    """An inbox item its notification's resolution marked read: whose, and the badge after."""
+
+    tenant: str
+    user_id: str
+    unread: int
+
+
 @dataclass(frozen=True)
 class ResolveResult:
     notification_id: str
@@ -344,6 +365,7 @@ class ResolveResult:
     cancelled_steps: int
     depth: int = 0  # steps that had gone out when it was resolved (the escalation depth)
     kind: str = ""
+    read: ItemRead | None = None  # its inbox item, marked read by it (read_on_resolve)
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,6 +478,10 @@ class Budget:
 # Plans the ladder once the recipient is read, inside the accept transaction.
 # Plans the ladder once the recipient is read, inside the accept transaction, at its time.
 PlanFn = Callable[[Recipient | None, int], tuple[list[PlannedStep], Lane]]
+# A person's profile, or preferences, made from what they are as the write reads them (None:
+# no profile yet): a merge patch applied inside the write (domain/recipients, preferences).
+RecipientEdit = Callable[[Recipient | None], Recipient]
+PreferencesEdit = Callable[[Recipient | None], dict[str, Any]]
 # The claim policy (domain/policy.decide_claim).
 DecideFn = Callable[[ClaimContext, int], Decision]
 # When the pending steps after a step that went out at `at` fall due now (domain/ladder

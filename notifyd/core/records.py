@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from notifyd.core.models import AcceptInput, Lane, Outcome, PlanFn, StepState, current_state
+from notifyd.core.models import (
+    AcceptInput,
+    Lane,
+    Outcome,
+    PlanFn,
+    StepState,
+    by_choice,
+    current_state,
+)
 from notifyd.core.steps import AT_ACCEPT, Cause, StepKey
 
 
@@ -107,9 +115,35 @@ class Notification:
         if self.outcome is not None:
             return self.outcome
         proven = any(s.evidence in ("delivered", "shown", "opened") for s in self.steps)
+        chosen = any(s.state is StepState.SUPPRESSED and by_choice(s.reason) for s in self.steps)
         return current_state(self.resolved_at is not None,
                              ((s.channel, s.state) for s in self.steps), self.resolution,
-                             proven, expired=now >= self.expires_at > 0 and now > 0)
+                             proven, expired=now >= self.expires_at > 0 and now > 0,
+                             chosen=chosen)
+
+
+@dataclass(frozen=True, slots=True)
+class Erased:
+    """What erasing a person removed, cancelled, scrubbed and kept one-way (store.erase_user)."""
+
+    erased_at: int
+    profile: bool  # their profile (contacts, timezone, locale, quiet hours) was there
+    preferences: bool  # they had chosen preferences
+    devices: int
+    inbox_items: int
+    cancelled: int  # notifications still open, resolved "erased"
+    cancelled_steps: int  # their steps that had not gone, and items held for a digest
+    params: int  # notifications whose params were emptied
+    payloads: int  # steps whose destination and frozen message were cleared
+    receipts: int  # receipts whose address and detail were cleared
+    hashed: int  # suppressions of their addresses now kept only as a one-way hash
+    kept: int  # suppressions left as they were: another person of the tenant has the address
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRecord:
+    name: str
+    created_at: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +306,45 @@ class DeadMatch:
     since: int = 0
     channel: str | None = None
     kind: str | None = None
+    tenant: str | None = None  # None: every tenant (the command line); the console: its own
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A notification as a list shows it (a person's, newest first): no steps."""
+
+    id: str
+    kind: str
+    dedup_key: str | None
+    created_at: int
+    resolution: str | None
+    resolved_at: int | None
+    pruned_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Stuck:
+    """A dead or unknown step of a tenant's, for the console's list of what needs a hand."""
+
+    notification_id: str
+    step_no: int
+    channel: str
+    kind: str
+    user_id: str
+    state: str
+    attempts: int
+    reason: str | None
+    updated_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hours:
+    """When a person may be disturbed: their time zone and quiet hours ("HH:MM" local, both or
+    neither), set with their preferences."""
+
+    timezone: str | None = None
+    quiet_start: str | None = None
+    quiet_end: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,26 +2,67 @@
 medium, and one global opt-out. The claim reads them (policy._preference); this module only
 checks what is written and shows what holds.
 
-PUT replaces the whole document, so a page that shows them can save what it shows. A category
-that may not be turned off (`optional = false`: one-time codes, security alerts) is shown but
-refuses a change; a global opt-out never silences a transactional kind.
+PUT replaces the whole document, so a page that shows them can save what it shows; PATCH
+applies a JSON merge patch to what the person chose. Each change makes a new version, the
+document's ETag: a write with If-Match naming an older one (or a PUT body's `version`, for a page
+that cannot set headers) is refused, so two pages editing at once conflict instead of
+overwriting each other. A PUT may set the time zone and quiet hours (the profile's) with them, or
+leave them as they are. A category that may not be turned off (`optional = false`: one-time
+codes, security alerts) is shown but refuses a change; a global opt-out never silences a
+transactional kind.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from notifyd.core.catalog import MEDIUMS, Catalog
 from notifyd.core.errors import DomainError
 from notifyd.core.models import Recipient
-from notifyd.domain.validate import check_fields
+from notifyd.core.records import Hours
+from notifyd.core.text import whole_number
+from notifyd.domain.recipients import parse_quiet_hours, parse_timezone
+from notifyd.domain.validate import check_fields, merge_patch
 
-FIELDS = frozenset({"opt_out", "categories"})
+DOCUMENT = frozenset({"opt_out", "categories"})
+FIELDS = DOCUMENT | {"version", "timezone", "quiet_hours"}
+
+
+@dataclass(frozen=True)
+class Change:
+    """A PUT body: the document, the version it was made over (None: any), and the time zone
+    and quiet hours when it names either (None: as they are)."""
+
+    document: dict[str, Any]
+    version: int | None
+    hours: Hours | None
+
+
+def parse_change(catalog: Catalog, data: dict[str, Any], now: Recipient | None) -> Change:
+    """A PUT body; a DomainError names the first wrong field. A time zone or quiet hours left
+    out of a body that names the other stay as they are (`now`)."""
+    check_fields(data, FIELDS)
+    version = data.get("version")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)
+                                or not 0 <= version < 2**62):
+        raise DomainError("invalid_field", "version must be the version the page read (a whole "
+                          "number), or left out", "version")
+    hours = None
+    if "timezone" in data or "quiet_hours" in data:
+        zone = parse_timezone(data["timezone"]) if "timezone" in data else (
+            now.timezone if now else None)
+        start, end = parse_quiet_hours(data["quiet_hours"]) if "quiet_hours" in data else (
+            (now.quiet_start, now.quiet_end) if now else (None, None))
+        hours = Hours(zone, start, end)
+    document = {k: v for k, v in data.items() if k in DOCUMENT}
+    return Change(parse(catalog, document), version, hours)
 
 
 def parse(catalog: Catalog, data: dict[str, Any]) -> dict[str, Any]:
-    """The preferences document of a PUT body; an DomainError names the first wrong field."""
-    check_fields(data, FIELDS)
+    """The preferences document ({opt_out, categories}); a DomainError names the first wrong
+    field."""
+    check_fields(data, DOCUMENT)
     opt_out = data.get("opt_out", False)
     if not isinstance(opt_out, bool):
         raise DomainError("invalid_field", "opt_out must be true or false", "opt_out")
@@ -47,6 +88,52 @@ def parse(catalog: Catalog, data: dict[str, Any]) -> dict[str, Any]:
     return {"opt_out": opt_out, "categories": out}
 
 
+def check_patch(catalog: Catalog, patch: dict[str, Any]) -> None:
+    """A merge patch's own shape, before any If-Match decides: every name it holds is one a PUT
+    takes (a null one too: a misspelt name would otherwise change nothing, silently), and what
+    it sets (its members less the nulls, as it would write on nothing) is what a PUT takes."""
+    check_fields(patch, FIELDS)
+    chosen = patch.get("categories")
+    for name, switches in chosen.items() if isinstance(chosen, dict) else ():
+        if isinstance(switches, dict) and not set(switches) <= set(MEDIUMS):
+            raise DomainError("invalid_field", f"categories.{name} must map mediums "
+                              f"({', '.join(MEDIUMS)}) to true, false or null",
+                              f"categories.{name}")
+    parse(catalog, merge_patch({}, patch))
+
+
+def patched(catalog: Catalog, r: Recipient | None, patch: dict[str, Any]) -> dict[str, Any]:
+    """What the person chose with a JSON merge patch applied (RFC 7396: null puts a switch, or
+    a whole category, back to its default), checked as a PUT body is. Choices the config no
+    longer takes (a category gone, or made one that may not be turned off) are dropped first:
+    they decide nothing, and a patch that does not name them should not fail on them."""
+    prefs = r.preferences if r is not None else {}
+    chosen = {name: switches for name, switches in (prefs.get("categories") or {}).items()
+              if name in catalog.categories and catalog.category(name).optional}
+    current = {"opt_out": bool(prefs.get("opt_out", False)), "categories": chosen}
+    return parse(catalog, merge_patch(current, patch))
+
+
+def etag(version: int) -> str:
+    """The preferences' ETag: their version, a strong entity tag."""
+    return f'"{version}"'
+
+
+def if_match(header: str | None) -> frozenset[int] | None:
+    """The versions an If-Match header names (None: no condition, or "*"). A weak tag or one
+    that is not a version of ours names none, so it matches nothing (RFC 9110: If-Match
+    compares strongly)."""
+    if header is None or header.strip() == "*":
+        return None
+    versions = set()
+    for tag in header.split(","):
+        tag = tag.strip()
+        number = whole_number(tag[1:-1]) if len(tag) > 2 else None
+        if number is not None and tag == etag(number):  # exactly ours: no W/, no leading 0
+            versions.add(number)
+    return frozenset(versions)
+
+
 def view(catalog: Catalog, r: Recipient | None) -> dict[str, Any]:
     """What holds now: the person's switches over each category's defaults, and the version."""
     prefs = r.preferences if r is not None else {}
@@ -56,8 +143,10 @@ def view(catalog: Catalog, r: Recipient | None) -> dict[str, Any]:
         mine = chosen.get(name, {})
         shown[name] = {"optional": cat.optional, **{
             m: bool(mine.get(m, cat.defaults[m])) if cat.optional else True for m in MEDIUMS}}
+    quiet = {"start": r.quiet_start, "end": r.quiet_end} if r and r.quiet_start else None
     return {"version": r.pref_version if r is not None else 0,
-            "opt_out": bool(prefs.get("opt_out", False)), "categories": shown}
+            "opt_out": bool(prefs.get("opt_out", False)), "categories": shown,
+            "timezone": r.timezone if r is not None else None, "quiet_hours": quiet}
 
 
 def unsubscribed(r: Recipient | None, category: str) -> dict[str, Any]:

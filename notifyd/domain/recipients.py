@@ -20,8 +20,10 @@ from yarl import URL
 from notifyd.core.contacts import ADDRESSES, BY_FIELD, DEVICES, Address, Contact, Devices
 from notifyd.core.errors import DomainError
 from notifyd.core.models import Device, Recipient
+from notifyd.core.records import Erased
+from notifyd.core.text import iso
 from notifyd.domain.ladder import parse_hhmm, valid_timezone
-from notifyd.domain.validate import check_fields, get_str
+from notifyd.domain.validate import check_fields, get_str, merge_patch
 
 USER_FIELDS = frozenset({*BY_FIELD, "timezone", "locale", "quiet_hours"})
 DEVICE_KINDS = tuple(d.kind for d in DEVICES)
@@ -69,16 +71,46 @@ def parse_recipient(tenant: str, user_id: str, data: dict[str, Any]) -> Recipien
         if not kind.valid(value):
             raise DomainError("invalid_field", f"{kind.field} must be {kind.shape}", kind.field)
         contacts[kind.field] = kind.normal(value) if kind.lower else value
-    tz = get_str(data, "timezone", required=False, max_len=64)
-    if tz is not None and not valid_timezone(tz):
-        raise DomainError("invalid_field", f"unknown timezone {tz!r} (use an IANA name such as "
-                       "Europe/Paris)", "timezone")
-    start, end = _quiet_hours(data.get("quiet_hours"))
+    tz = parse_timezone(data.get("timezone"))
+    start, end = parse_quiet_hours(data.get("quiet_hours"))
     locale = get_str(data, "locale", required=False, max_len=35)
     return Recipient(tenant, user_id, tz, locale, start, end, contacts)
 
 
-def _quiet_hours(quiet: Any) -> tuple[str | None, str | None]:
+def parse_timezone(value: Any) -> str | None:
+    """An IANA time zone name, or None."""
+    tz = get_str({"timezone": value}, "timezone", required=False, max_len=64)
+    if tz is not None and not valid_timezone(tz):
+        raise DomainError("invalid_field", f"unknown timezone {tz!r} (use an IANA name such as "
+                          "Europe/Paris)", "timezone")
+    return tz
+
+
+def profile(r: Recipient | None) -> dict[str, Any]:
+    """The profile as a PUT body would set it: what a merge patch (PATCH) applies to."""
+    if r is None:
+        return {}
+    quiet = {"start": r.quiet_start, "end": r.quiet_end} if r.quiet_start else None
+    doc = {**r.contacts, "timezone": r.timezone, "locale": r.locale, "quiet_hours": quiet}
+    return {name: value for name, value in doc.items() if value is not None}
+
+
+def patch_recipient(tenant: str, user_id: str, current: Recipient | None,
+                    patch: dict[str, Any]) -> Recipient:
+    """The profile with a JSON merge patch applied (RFC 7396: a field the patch leaves out is
+    kept, null clears it), checked as a PUT body is. A name a PUT does not take is refused even
+    as null: misspelt, it would change nothing, silently."""
+    check_fields(patch, USER_FIELDS)
+    quiet = patch.get("quiet_hours")
+    if isinstance(quiet, dict) and not set(quiet) <= {"start", "end"}:
+        raise DomainError("invalid_field", "quiet_hours must be {start: 'HH:MM', end: 'HH:MM'} "
+                          "or null", "quiet_hours")
+    merged = merge_patch(profile(current), patch)
+    return parse_recipient(tenant, user_id, merged)
+
+
+def parse_quiet_hours(quiet: Any) -> tuple[str | None, str | None]:
+    """{start: "HH:MM", end: "HH:MM"} as (start, end), or null as (None, None)."""
     if quiet is None:
         return None, None
     if not isinstance(quiet, dict) or set(quiet) != {"start", "end"}:
@@ -141,6 +173,16 @@ def device_view(d: Device) -> dict[str, Any]:
     where = URL(d.endpoint).host if d.kind == "webpush" else None
     return {"device_id": d.device_id, "type": d.kind, "host": where, "state": d.state,
             "reason": d.reason}
+
+
+def erased_view(user_id: str, e: Erased) -> dict[str, Any]:
+    """What erasing a person did, as DELETE /v1/users/{user_id} answers it."""
+    return {"user_id": user_id, "erased_at": iso(e.erased_at),
+            "removed": {"profile": e.profile, "preferences": e.preferences,
+                        "devices": e.devices, "inbox_items": e.inbox_items},
+            "cancelled": {"notifications": e.cancelled, "steps": e.cancelled_steps},
+            "scrubbed": {"params": e.params, "payloads": e.payloads, "receipts": e.receipts},
+            "suppressions": {"hashed": e.hashed, "kept": e.kept}}
 
 
 def recipient_view(r: Recipient) -> dict[str, Any]:

@@ -28,6 +28,20 @@ def parse_object(body: bytes) -> dict[str, Any]:
     return data
 
 
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7396 JSON merge patch: an object's members merge, member by member, into the target's
+    (null removes one); anything else replaces the target whole."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for name, value in patch.items():
+        if value is None:
+            merged.pop(name, None)
+        else:
+            merged[name] = merge_patch(merged.get(name), value)
+    return merged
+
+
 def check_depth(value: Any, field: str, limit: int = MAX_DEPTH) -> None:
     """Refuse JSON nested deeper than `limit` objects or arrays (a 422, never a 500)."""
     if deeper_than(value, limit):

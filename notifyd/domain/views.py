@@ -17,13 +17,14 @@ PROVEN = ("delivered", "shown", "opened")
 
 
 def delivered_via(n: Notification) -> str | None:
-    """The channel a receipt proved delivery on, else the first a provider accepted."""
-    for proven in (True, False):
-        for s in n.steps:
-            if (s.evidence in PROVEN) if proven else s.state in (StepState.SENT,
-                                                                  StepState.DELIVERED):
-                return s.channel
-    return None
+    """The channel a receipt proved delivery on; None while nothing proves it (a provider
+    taking a message is not the person getting it: sent_via says where it went)."""
+    return next((s.channel for s in n.steps if s.evidence in PROVEN), None)
+
+
+def sent_via(n: Notification) -> list[str]:
+    """The channels of the steps a provider took, in ladder order (proved or not)."""
+    return [s.channel for s in n.steps if s.state in (StepState.SENT, StepState.DELIVERED)]
 
 
 def timed_out(n: Notification, s: Step) -> bool:
@@ -72,6 +73,7 @@ def status_view(n: Notification, now: int = 0) -> dict[str, Any]:
         "expires_at": iso(n.expires_at),
         "current_state": n.state_at(now),
         "delivered_via": delivered_via(n),
+        "sent_via": sent_via(n),
         "resolution": resolution,
         "steps": [_step_view(n, s) for s in n.steps],
         "total_time_ms": total_time_ms(n),

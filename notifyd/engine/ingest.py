@@ -11,7 +11,6 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-import jinja2
 import orjson
 
 from notifyd.config import Config
@@ -42,8 +41,9 @@ from notifyd.domain.validate import (
     header_value,
     parse_object,
 )
+from notifyd.engine.paramcheck import ParamCheck
 from notifyd.engine.stream import Event, Hub
-from notifyd.engine.templates import TemplateError, Templates
+from notifyd.engine.templates import TemplateError, Templates, why
 from notifyd.store import Store
 
 MAX_TTL_SEC = 30 * 86400
@@ -68,6 +68,7 @@ class Ingest:
         self.templates = templates  # renders inbox items at accept
         self.hub = hub or Hub()  # open inbox streams hear of each new item after its commit
         self.routing = asyncio.Event()  # set once an event is accepted: its fan-out starts
+        self.params = ParamCheck(cfg, templates, store)  # the ladder's templates, at accept
 
     def parse(self, body: bytes, key: ApiKey, idempotency_key: str | None) -> AcceptInput:
         return self.parse_item(parse_object(body), key, idempotency_key)
@@ -199,11 +200,18 @@ class Ingest:
             done = self.templates.render(inp.kind, "inbox", locale, inp.params, extra={
                 "notification_id": notification_id, "user_id": inp.user_id})
         except TemplateError as e:  # an undefined name is named; other texts may hold values
-            why = f"{type(e.error).__name__}: {e.error}" if isinstance(
-                e.error, jinja2.UndefinedError) else type(e.error).__name__
             raise DomainError("invalid_field", f"params: the inbox template {e.template} cannot "
-                           f"render them ({why})", "params") from None
+                              f"render them ({why(e)})", "params") from None
         return InboxEntry(done.parts["title"], done.parts.get("body"))
+
+    async def prepare(self, inp: AcceptInput, notification_id: str) -> InboxEntry | None:
+        """What the accept needs before its write: the params checked against every template
+        the ladder would render, and the inbox item, both in the recipient's locale."""
+        kind = self.cfg.kinds[inp.kind]
+        locale = await self.store.locale_of(inp.tenant, inp.user_id) if kind.inbox else \
+            await self.params.locale(inp)
+        self.params.check(inp, notification_id, locale)
+        return await self.inbox_item(inp, notification_id, locale)
 
     def announce(self, inp: AcceptInput, result: AcceptResult,
                  inbox: InboxEntry | None) -> None:
@@ -219,7 +227,7 @@ class Ingest:
 
     async def accept(self, inp: AcceptInput) -> AcceptResult:
         nid = new_id("n_", self.clock.now_ms())
-        inbox = await self.inbox_item(inp, nid)
+        inbox = await self.prepare(inp, nid)
         result = await self.store.accept(inp, nid, self.planner(inp), self.ttl_sec(inp), inbox)
         return self.settle(inp, result, inbox)
 
@@ -231,7 +239,7 @@ class Ingest:
         for inp in inps:
             nid = new_id("n_", self.clock.now_ms())
             try:
-                inbox = await self.inbox_item(inp, nid)
+                inbox = await self.prepare(inp, nid)
             except DomainError as e:
                 made.append(e)
                 continue
@@ -255,6 +263,7 @@ class Ingest:
         step; a conflict is refused."""
         if result.created:
             self.announce(inp, result, inbox)
+            result = self._held(inp, result)
         if result.conflict:  # name what holds the key only to a key that may read it
             readable = not inp.key_kinds or result.existing_kind in inp.key_kinds
             by = f" by {result.notification_id}" if readable else ""
@@ -262,4 +271,11 @@ class Ingest:
                            f"with different input{by}", "dedup_key")
         if result.first_due is not None and self.wake is not None:
             self.wake(result.first_due)
+        return result
+
+    def _held(self, inp: AcceptInput, result: AcceptResult) -> AcceptResult:
+        """A new notification of a kind that always digests says `held`: its steps wait only
+        for the claim to hold them for the person's digest (such a kind is never urgent)."""
+        if self.cfg.kinds[inp.kind].always_digest and result.state.endswith("_pending"):
+            return dataclasses.replace(result, state="held")
         return result

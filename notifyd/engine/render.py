@@ -43,6 +43,14 @@ def load_templates(cfg: Config) -> tuple[Templates | None, list[str]]:
     return templates, templates.check(need)
 
 
+def would_link(cfg: Config, kind: str) -> bool:
+    """Whether `kind`'s templates get an unsubscribe link: one people may turn off (not
+    transactional, its category optional), with a public URL to put in it."""
+    rules = cfg.catalog.kinds.get(kind)
+    return rules is not None and not rules.transactional and rules.optional and bool(
+        cfg.server.public_url.rstrip("/"))
+
+
 class Renderer:
     def __init__(self, cfg: Config, templates: Templates | None,
                  link_key: bytes | None = None) -> None:
@@ -53,12 +61,18 @@ class Renderer:
         """A one-click unsubscribe link for a kind people may turn off (not transactional, its
         category optional), when there is a public URL to put in it."""
         rules = self.cfg.catalog.kinds.get(kind)
-        base = self.cfg.server.public_url.rstrip("/")
-        if rules is None or rules.transactional or not rules.optional or not base \
-                or self.link_key is None:
+        if rules is None or not would_link(self.cfg, kind) or self.link_key is None:
             return None
         token = signed.make_unsubscribe(self.link_key, tenant, user_id, rules.category)
-        return f"{base}/v1/unsubscribe/{token}"
+        return f"{self.cfg.server.public_url.rstrip('/')}/v1/unsubscribe/{token}"
+
+    def preferences_url(self, tenant: str, user_id: str) -> str | None:
+        """A link to the person's preference centre (every category by medium, the global
+        opt-out, quiet hours), when there is a public URL to put in it."""
+        base = self.cfg.server.public_url.rstrip("/")
+        if not base or self.link_key is None:
+            return None
+        return f"{base}/preferences/{signed.make_preferences_link(self.link_key, tenant, user_id)}"
 
     def freeze(self, claim: Claim, adapter: Channel, now: int) -> Freeze:
         """Render a claimed step that has never been frozen, as the exact text to fix on it
@@ -85,7 +99,9 @@ class Renderer:
                                          notice.params, extra={
                                              "notification_id": claim.notification_id,
                                              "user_id": notice.user_id,
-                                             "unsubscribe_url": unsubscribe})
+                                             "unsubscribe_url": unsubscribe,
+                                             "preferences_url": self.preferences_url(
+                                                 notice.tenant, notice.user_id)})
             content = done.parts
             template = f"{notice.kind}/{done.locale}/{medium}@{done.version}"
         contact = claim.contact

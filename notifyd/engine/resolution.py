@@ -60,25 +60,26 @@ async def find(store: Store, ref: Ref, tenant: str | None) -> Notification | Non
 
 
 async def resolve(store: Store, ref: Ref, resolution: str, by: str,
-                  tenant: str | None = None, kinds: tuple[str, ...] = ()
-                  ) -> ResolveResult | None:
+                  tenant: str | None = None, kinds: tuple[str, ...] = (),
+                  read_kinds: frozenset[str] = frozenset()) -> ResolveResult | None:
     """Resolve once; a later call reports the first resolution unchanged. With `tenant` (and
     `kinds`), what lies outside them is not found (None). By id this is one write, the scope
     checked inside it (the hot path: producers resolve as often as they post); a user and
     dedup key are looked up first, within the tenant (operators: "default"). The resolution
     is dated by its own transaction, after the lookup: a claim that committed before it never
-    shows a later time."""
+    shows a later time. A kind in `read_kinds` has its inbox item marked read by it."""
     nid = ref.notification_id
     if nid is None:
         assert ref.user_id is not None and ref.dedup_key is not None
         nid = await store.find_by_dedup(tenant or "default", ref.user_id, ref.dedup_key)
         if nid is None:
             return None
-    return await store.resolve(nid, resolution, by, tenant, kinds)
+    return await store.resolve(nid, resolution, by, tenant, kinds, read_kinds)
 
 
 async def resolve_keys(store: Store, tenant: str, keys: list[tuple[str, str, str]], by: str,
-                       kinds: tuple[str, ...] = ()) -> list[ResolveResult | None]:
+                       kinds: tuple[str, ...] = (), read_kinds: frozenset[str] = frozenset()
+                       ) -> list[ResolveResult | None]:
     """Resolve each (user_id, dedup_key, resolution) of `tenant` as `resolve` would, all in one
     write, the lookups inside it; None for a key naming nothing of the tenant's (and kinds')."""
-    return await store.resolve_keys(tenant, keys, by, kinds)
+    return await store.resolve_keys(tenant, keys, by, kinds, read_kinds)

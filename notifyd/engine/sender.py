@@ -53,7 +53,7 @@ from notifyd.core.text import iso, plural
 from notifyd.domain import policy
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.render import Renderer
-from notifyd.engine.templates import Templates
+from notifyd.engine.templates import Templates, why
 from notifyd.store import StorageError, Store
 
 log = logging.getLogger("notifyd.sender")
@@ -149,10 +149,11 @@ def build_adapters(cfg: Config, only: Collection[str] | None = None) -> dict[str
 def adapter_limits(cfg: Config, ch: ChannelConfig) -> Limits:
     """What an adapter is built with beside its settings. A type whose provider's webhook is
     on ([webhooks.twilio]) learns the public URL, so it asks the provider for status callbacks
-    there."""
+    there. Every HTTP type's calls go through the egress proxy ([egress])."""
     return Limits(ch.timeout_sec,
                   ch.urgent_concurrency + ch.bulk_concurrency + ch.broadcast_concurrency,
-                  cfg.server.public_url if cfg.webhook(ch.type) is not None else "")
+                  cfg.server.public_url if cfg.webhook(ch.type) is not None else "",
+                  cfg.egress.routes())
 
 
 def aggregate(fanout: Fanout) -> Answer:
@@ -265,7 +266,8 @@ class SenderPool:
 
     def unchanged(self, cfg: Config) -> dict[str, ChannelSender]:
         """The senders whose channel `cfg` has as this pool's config has it: the same
-        settings, and the same adapter limits (a changed public URL rebuilds the adapter)."""
+        settings, and the same adapter limits (a changed public URL or egress proxy rebuilds the
+        adapter)."""
         return {name: ch for name, ch in self.channels.items()
                 if cfg.channels.get(name) == ch.cfg
                 and adapter_limits(cfg, ch.cfg) == adapter_limits(self.cfg, ch.cfg)}
@@ -474,8 +476,7 @@ def _log_completion(claim: Claim, done: Completion) -> None:
 
 
 def _render_failed(claim: Claim, e: Exception) -> Completion:
-    what = f"{e.template}: {type(e.error).__name__}" if isinstance(e, RenderError) \
-        else type(e).__name__
+    what = f"{e.template}: {why(e)}" if isinstance(e, RenderError) else type(e).__name__
     step_line(log, logging.WARNING, "dead, render failed", claim.notification_id,
               claim.step_no, claim.channel, what)
     return Completion(Outcome.FAILED, StepState.DEAD, reason=f"render failed: {what}",

@@ -28,10 +28,11 @@ VERSION_HEX = 12
 SUFFIX = ".j2"
 LAYOUT = "<kind>/<locale>/<medium>.<part>.j2"
 # Set by the sender beside the params; a param of the same name loses to them.
-RESERVED = ("kind", "notification_id", "user_id", "locale", "unsubscribe_url")
+RESERVED = ("kind", "notification_id", "user_id", "locale", "unsubscribe_url", "preferences_url")
 PREVIEW_EXTRA: Mapping[str, Any] = MappingProxyType({
     "notification_id": "preview", "user_id": "preview",
-    "unsubscribe_url": "https://example.invalid/unsubscribe"})
+    "unsubscribe_url": "https://example.invalid/unsubscribe",
+    "preferences_url": "https://example.invalid/preferences"})
 
 
 class Parts(NamedTuple):
@@ -181,14 +182,20 @@ class Templates:
                                  for path in self._missing(kind, medium)]
         return list(dict.fromkeys(problems))
 
+    def localized(self, kind: str) -> bool:
+        """Whether `kind` has templates in more than one locale: only then does the recipient's
+        locale change what renders."""
+        return len({key for k, key in self._locales if k == kind}) > 1
+
     def render(self, kind: str, medium: str, locale: str | None, params: Mapping[str, Any],
                *, extra: Mapping[str, Any] | None = None) -> RenderedContent:
         """The medium's parts from the first complete locale folder of locale_chain(locale).
         Templates see the params, then `extra` (the RESERVED names: notification_id, user_id,
-        unsubscribe_url, None unless given), then kind and locale (the folder rendered): a later
+        unsubscribe_url, preferences_url, None unless given), then kind and locale (the folder
+        rendered): a later
         source wins over an earlier one with the same name."""
         chosen = self._choose(kind, medium, locale)
-        context = {**params, "unsubscribe_url": None, **(extra or {}),
+        context = {**params, "unsubscribe_url": None, "preferences_url": None, **(extra or {}),
                    "kind": kind, "locale": chosen.locale}
         parts: dict[str, str] = {}
         for part, file in chosen.parts:
@@ -314,6 +321,14 @@ class Templates:
         self._sets[kind, key, medium] = _Set(locale, chosen, digest.hexdigest()[:VERSION_HEX])
 
 
+def why(e: RenderError) -> str:
+    """What went wrong, for a person: an undefined variable is named ("'invoice' is undefined");
+    of any other error only its class, since its text may quote the params' values."""
+    if isinstance(e.error, jinja2.UndefinedError):
+        return f"{type(e.error).__name__}: {e.error}"
+    return type(e.error).__name__
+
+
 def _is_html(name: str | None) -> bool:
     return name is not None and name.endswith(".html" + SUFFIX)
 
@@ -372,8 +387,9 @@ the default locale that holds every required part of the medium. Parts never mix
 folders: a folder missing one of them is skipped whole, and the daemon will not start.
 
 Variables: the notification's params, plus kind, notification_id, user_id, locale (the folder
-rendered) and unsubscribe_url (may be empty: guard it with {{% if unsubscribe_url %}}). These
-names win over a param of the same name. An undefined variable is an error, not an empty string.
+rendered), unsubscribe_url (may be empty: guard it with {{% if unsubscribe_url %}}) and
+preferences_url (the person's preference centre; empty without server.public_url). These names
+win over a param of the same name. An undefined variable is an error, not an empty string.
 
 Only .html.j2 files are HTML-escaped. One trailing newline is dropped from each part, and a line
 holding only a {{% %}} tag leaves no blank line. Each file stands alone (no include, extends or
@@ -392,6 +408,9 @@ Reference: {{ kind }} {{ notification_id }}
 {% if unsubscribe_url %}
 Unsubscribe: {{ unsubscribe_url }}
 {% endif %}
+{% if preferences_url %}
+Choose what we send you: {{ preferences_url }}
+{% endif %}
 """
 _DE_TEXT = """Guten Tag,
 
@@ -402,6 +421,9 @@ Bitte aktualisieren Sie Ihre Zahlungsdaten:
 Referenz: {{ kind }} {{ notification_id }}
 {% if unsubscribe_url %}
 Abmelden: {{ unsubscribe_url }}
+{% endif %}
+{% if preferences_url %}
+Benachrichtigungen einstellen: {{ preferences_url }}
 {% endif %}
 """
 _HTML = """<!doctype html>
@@ -414,6 +436,9 @@ _HTML = """<!doctype html>
 {{% if unsubscribe_url %}}
   &middot; <a href="{{{{ unsubscribe_url }}}}">{unsubscribe}</a>
 {{% endif %}}
+{{% if preferences_url %}}
+  &middot; <a href="{{{{ preferences_url }}}}">{preferences}</a>
+{{% endif %}}
 </p>
 </body>
 </html>
@@ -425,7 +450,7 @@ _STARTER: dict[str, dict[str, str]] = {
         "email.html": _HTML.format(
             hello="Hello,", link="Update your payment details", ref="Reference",
             body="we could not collect <strong>{{ amount }}</strong> for invoice {{ invoice }}.",
-            unsubscribe="Unsubscribe"),
+            unsubscribe="Unsubscribe", preferences="Choose what we send you"),
         "sms.text": "Payment of {{ amount }} for invoice {{ invoice }} failed. "
                     "Update your details: {{ url }}\n",
         "push.title": "Payment failed\n",
@@ -442,7 +467,8 @@ _STARTER: dict[str, dict[str, str]] = {
         "email.html": _HTML.format(
             hello="Guten Tag,", link="Zahlungsdaten aktualisieren", ref="Referenz",
             body="wir konnten <strong>{{ amount }}</strong> für die Rechnung {{ invoice }} "
-                 "nicht einziehen.", unsubscribe="Abmelden"),
+                 "nicht einziehen.", unsubscribe="Abmelden",
+            preferences="Benachrichtigungen einstellen"),
         "sms.text": "Die Zahlung von {{ amount }} für Rechnung {{ invoice }} ist fehlgeschlagen. "
                     "Zahlungsdaten aktualisieren: {{ url }}\n",
         "push.title": "Zahlung fehlgeschlagen\n",

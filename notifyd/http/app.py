@@ -14,13 +14,23 @@ from notifyd.core.errors import DomainError
 from notifyd.core.models import ApiKey
 from notifyd.core.text import whole_number
 from notifyd.domain import suppressions
-from notifyd.domain.recipients import device_view, parse_device, parse_recipient, recipient_view
+from notifyd.domain.recipients import (
+    device_view,
+    erased_view,
+    parse_device,
+    parse_recipient,
+    patch_recipient,
+    recipient_view,
+)
 from notifyd.domain.validate import check_fields, get_str, parse_object
 from notifyd.domain.views import accepted_view, resolved_view, status_view
 from notifyd.engine import evidence, resolution
 from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
-from notifyd.http import batch, events, people, topics
+from notifyd.engine.stream import CLOSE
+from notifyd.http import batch, events, people, topics, widget
+from notifyd.http.console.routes import ROUTES as CONSOLE_ROUTES
+from notifyd.http.console.session import SIGN_INS, SignIns
 from notifyd.http.errors import ApiError, status_of
 from notifyd.http.kit import (
     CTX,
@@ -32,6 +42,7 @@ from notifyd.http.kit import (
     no_notification,
     read_body,
     read_object,
+    resolved,
     user_id_of,
 )
 from notifyd.http.openapi import spec
@@ -82,11 +93,11 @@ async def _resolve(request: web.Request, key: ApiKey, ref: Ref,
     ctx = request.app[CTX]
     what = get_str(data, "resolution", required=False, max_len=200)
     r = await resolution.resolve(ctx.store, ref, what or resolution.DEFAULT_RESOLUTION,
-                                 f"key:{key.name}", key.tenant, key.kinds)
+                                 f"key:{key.name}", key.tenant, key.kinds,
+                                 ctx.cfg.catalog.read_on_resolve)
     if r is None:
         raise no_notification(ref)
-    if r.changed:
-        ctx.metrics.resolved(r.kind, r.depth, r.cancelled_steps)
+    resolved(ctx, r)
     return web.json_response(resolved_view(r))
 
 
@@ -106,17 +117,48 @@ async def post_resolution(request: web.Request) -> web.Response:
 
 
 async def put_user(request: web.Request) -> web.Response:
+    """The whole profile replaced: a field the body leaves out is cleared."""
+    return await _change_user(request, patch=False)
+
+
+async def patch_user(request: web.Request) -> web.Response:
+    """A JSON merge patch (RFC 7396) of the profile: the fields it names change (null clears
+    one), the others stay; applied to the profile as its own write reads it."""
+    return await _change_user(request, patch=True)
+
+
+async def _change_user(request: web.Request, patch: bool) -> web.Response:
     ctx = request.app[CTX]
     key = await authorise(request, "users")
-    user_id = user_id_of(request)
+    tenant, user_id = key.tenant, user_id_of(request)
     body = await read_body(request)
     if not body:
-        raise ApiError("body_not_object", "send the profile as a JSON object ({} clears it)")
-    recipient = parse_recipient(key.tenant, user_id, parse_object(body))
-    await ctx.store.put_recipient(recipient)
-    stored = await ctx.store.get_recipient(key.tenant, user_id)
+        raise ApiError("body_not_object", "send the profile as a JSON object ({} " + (
+            "changes nothing)" if patch else "clears it)"))
+    doc = parse_object(body)
+    if patch:
+        await ctx.store.edit_recipient(tenant, user_id, lambda current: patch_recipient(
+            tenant, user_id, current, doc))
+    else:
+        await ctx.store.put_recipient(parse_recipient(tenant, user_id, doc))
+    stored = await ctx.store.get_recipient(tenant, user_id)
     assert stored is not None
     return web.json_response(recipient_view(stored))
+
+
+async def delete_user(request: web.Request) -> web.Response:
+    """Erase the person: what goes, what is cancelled, scrubbed and kept one-way, counted (see
+    store/core/erasure.py). Their open inbox streams end; their user tokens are refused."""
+    ctx = request.app[CTX]
+    key = await authorise(request, "users")
+    if key.kinds:
+        raise ApiError("kind_not_allowed", f"this API key may act only on the kinds "
+                       f"{', '.join(key.kinds)}; erasing a person covers every kind (use a key "
+                       "for every kind)")
+    user_id = user_id_of(request)
+    erased = await ctx.store.erase_user(key.tenant, user_id, f"key:{key.name}")
+    ctx.hub.publish(key.tenant, user_id, CLOSE)
+    return web.json_response(erased_view(user_id, erased))
 
 
 async def get_user(request: web.Request) -> web.Response:
@@ -310,6 +352,8 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/resolutions", post_resolution),
     ("POST", "/v1/resolutions/batch", batch.post_resolutions),
     ("PUT", "/v1/users/{user_id}", put_user),
+    ("PATCH", "/v1/users/{user_id}", patch_user),
+    ("DELETE", "/v1/users/{user_id}", delete_user),
     ("GET", "/v1/users/{user_id}", get_user),
     ("POST", "/v1/users/{user_id}/devices", post_device),
     ("GET", "/v1/users/{user_id}/devices", get_devices),
@@ -331,6 +375,7 @@ def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:
     app = web.Application(middlewares=[*(outer or []), people.cors_middleware, errors_middleware],
                           client_max_size=ctx.cfg.server.max_body_bytes)
     app[CTX] = ctx
-    for method, path, handler in [*ROUTES, *people.ROUTES]:
+    app[SIGN_INS] = SignIns(ctx.clock)
+    for method, path, handler in [*ROUTES, *people.ROUTES, *widget.ROUTES, *CONSOLE_ROUTES]:
         app.router.add_route(method, path, handler)
     return app

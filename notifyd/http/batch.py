@@ -20,7 +20,14 @@ from notifyd.engine import resolution
 from notifyd.engine.ingest import Ingest
 from notifyd.engine.resolution import Ref
 from notifyd.http.errors import ApiError, body_of, status_of
-from notifyd.http.kit import CTX, authorise, json_response, no_notification, read_body
+from notifyd.http.kit import (
+    CTX,
+    authorise,
+    json_response,
+    no_notification,
+    read_body,
+    resolved,
+)
 from notifyd.store import Overloaded, StorageError
 
 MAX_ITEMS = 1000
@@ -93,8 +100,9 @@ async def post_resolutions(request: web.Request) -> web.Response:
     key = await authorise(request, "resolve")
     parsed = [_resolution(item) for item in await read_items(request)]
     keys = [p for p in parsed if isinstance(p, tuple)]
-    found = iter(await resolution.resolve_keys(ctx.store, key.tenant, keys, f"key:{key.name}",
-                                               key.kinds) if keys else [])
+    found = iter(await resolution.resolve_keys(
+        ctx.store, key.tenant, keys, f"key:{key.name}", key.kinds,
+        ctx.cfg.catalog.read_on_resolve) if keys else [])
     results = []
     for p in parsed:
         if isinstance(p, DomainError):
@@ -104,8 +112,7 @@ async def post_resolutions(request: web.Request) -> web.Response:
         if r is None:
             results.append(refused(no_notification(Ref(user_id=p[0], dedup_key=p[1]))))
             continue
-        if r.changed:
-            ctx.metrics.resolved(r.kind, r.depth, r.cancelled_steps)
+        resolved(ctx, r)
         results.append({"status": 200, **resolved_view(r)})
     return json_response({"results": results})
 

@@ -28,6 +28,8 @@ CATALOG: dict[str, ErrorSpec] = {
                                        "themselves"),
     "origin_not_allowed": ErrorSpec(403, "no tenant lists this page's origin in its "
                                          "cors_origins"),
+    "csrf_failed": ErrorSpec(403, "the form's CSRF token is missing or not this session's; "
+                                  "reload the page and try again"),
     "not_found": ErrorSpec(404, "no such resource"),
     "method_not_allowed": ErrorSpec(405, "this method is not allowed on this path"),
     "dedup_conflict": ErrorSpec(
@@ -36,6 +38,9 @@ CATALOG: dict[str, ErrorSpec] = {
     "event_conflict": ErrorSpec(409, "this event id was already used with different input"),
     "topic_not_empty": ErrorSpec(409, "a topic with members cannot be deleted; remove them "
                                       "first"),
+    "precondition_failed": ErrorSpec(412, "the version named (If-Match, or the document's "
+                                          "version) is no longer current; read it again and "
+                                          "redo the change"),
     "request_timeout": ErrorSpec(408, "the request body did not arrive within "
                                       "server.body_timeout_sec"),
     "body_too_large": ErrorSpec(413, "the request body is larger than server.max_body_bytes"),
@@ -49,6 +54,8 @@ CATALOG: dict[str, ErrorSpec] = {
     "unknown_event_type": ErrorSpec(422, "no event type of this name is configured"),
     "unknown_topic": ErrorSpec(422, "the event names a topic that does not exist"),
     "override_not_allowed": ErrorSpec(422, "this kind does not allow fallback_chain overrides"),
+    "too_many_sign_ins": ErrorSpec(429, "too many failed sign-ins from this address; wait a "
+                                        "minute"),
     "shutting_down": ErrorSpec(503, "notifyd is shutting down; retry against another instance"),
     "overloaded": ErrorSpec(503, "too many requests are waiting; retry after Retry-After with "
                                  "the same dedup key (nothing was accepted)"),

@@ -16,14 +16,14 @@ from notifyd.config import Config
 from notifyd.core.clock import Clock
 from notifyd.core.errors import DomainError
 from notifyd.core.logs import Throttled, printable
-from notifyd.core.models import ApiKey
+from notifyd.core.models import ApiKey, ResolveResult
 from notifyd.domain import policy
 from notifyd.domain.validate import get_str, parse_object
 from notifyd.engine import evidence
 from notifyd.engine.ingest import Ingest
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.resolution import Ref
-from notifyd.engine.stream import Hub
+from notifyd.engine.stream import Event, Hub
 from notifyd.http.auth import KeyCache
 from notifyd.http.errors import ApiError, body_of, status_of
 from notifyd.http.guard import ConnectionGuard
@@ -48,7 +48,7 @@ class Context:
         self.metrics = health.metrics if health else metrics or Metrics()
         self.draining = False  # set at shutdown: answer 503 instead of accepting
         self.rules = policy.rules(cfg.catalog)  # what receipts are judged by
-        self.fetch = evidence.Fetcher()  # the SNS certificate, for the ses webhook
+        self.fetch = evidence.Fetcher(cfg.egress.routes())  # the SNS certificate (ses)
         self.hub: Hub = ingest.hub  # open inbox streams, told of changes after they commit
         self.link_key = link_key  # signs unsubscribe links (the daemon's, from the store)
         self.guard = guard  # the connection guard, when serving: streams leave its count
@@ -61,6 +61,7 @@ class Context:
         request already running goes on with what it read."""
         self.cfg, self.ingest, self.health = cfg, ingest, health
         self.rules = policy.rules(cfg.catalog)
+        self.fetch.http.egress = cfg.egress.routes()
 
 
 def json_response(data: Any, status: int = 200) -> web.Response:
@@ -96,6 +97,8 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
                                        f"writes now: {e}"))
     except web.HTTPRequestEntityTooLarge:
         return error_response(ApiError("body_too_large"))
+    except web.HTTPRedirection:  # a page sending the browser on (the console)
+        raise
     except web.HTTPNotFound:
         return error_response(ApiError("not_found", f"no route for {request.path}"))
     except web.HTTPMethodNotAllowed as e:
@@ -133,6 +136,16 @@ async def read_body(request: web.Request) -> bytes:
 async def read_object(request: web.Request) -> dict[str, Any]:
     body = await read_body(request)
     return parse_object(body) if body else {}
+
+
+def resolved(ctx: Context, r: ResolveResult) -> None:
+    """After a resolution's commit: its metrics, and open inbox streams told of the item it
+    marked read (a kind with read_on_resolve)."""
+    if r.changed:
+        ctx.metrics.resolved(r.kind, r.depth, r.cancelled_steps)
+    if r.read is not None:
+        ctx.hub.publish(r.read.tenant, r.read.user_id, Event("read", {"id": r.notification_id}),
+                        Event("badge", {"unread": r.read.unread}))
 
 
 def no_notification(ref: Ref) -> ApiError:

@@ -75,14 +75,27 @@ def _results(ok: str, statuses: tuple[int, ...]) -> dict[str, Any]:
                                   "properties": status}]}, refused]}}}}
 
 
+def _counts(fields: dict[str, str]) -> dict[str, Any]:
+    return {"type": "object", "required": list(fields), "properties": {
+        name: {"type": kind, **({"minimum": 0} if kind == "integer" else {})}
+        for name, kind in fields.items()}}
+
+
 STATE_DOC = ("delivered (proved by a receipt) or resolved; <channel>_pending, <channel>_sending "
              "or <channel>_unknown for the first open step; or how the ladder ended: sent, "
-             "presumed_delivered (sent, unproven, past the time to live), held (for a digest), "
-             "expired, undeliverable")
+             "presumed_delivered (sent, unproven, past the time to live), held (for a digest; "
+             "a new notification of a kind that always digests is held from its accept), "
+             "expired, opted_out (nothing went: every step was suppressed, at least one by the "
+             "person's preferences), undeliverable (nothing went: failed, rejected or "
+             "suppressed)")
 _STATE = {"type": "string", "description": STATE_DOC, "pattern":
-          r"^(resolved|delivered|sent|presumed_delivered|held|expired|undeliverable"
+          r"^(resolved|delivered|sent|presumed_delivered|held|expired|opted_out|undeliverable"
           r"|.+_(pending|sending|unknown))$"}
 
+_QUIET = {"type": ["object", "null"], "required": ["start", "end"],
+          "additionalProperties": False, "properties": {
+              "start": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"},
+              "end": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}}}
 SCHEMAS: dict[str, Any] = {
     "Error": {"type": "object", "required": ["error"], "properties": {"error": {
         "type": "object", "required": ["code", "message", "field"],
@@ -115,13 +128,17 @@ SCHEMAS: dict[str, Any] = {
         "receipts": {"type": "array", "items": {"type": "object"}},
         "attempt_log": {"type": "array", "items": {"type": "object"}}}},
     "Status": {"type": "object", "required": [
-        "notification_id", "current_state", "delivered_via", "resolution", "steps",
+        "notification_id", "current_state", "delivered_via", "sent_via", "resolution", "steps",
         "total_time_ms"], "properties": {
         "notification_id": _STR, "user_id": _STR, "kind": _STR, "dedup_key": _NSTR,
         "created_at": _TIME, "expires_at": _TIME, "current_state": _STATE,
         "send_at": {**_TIME, "description": "a scheduled one: when its ladder started (or "
                     "starts); null for one sent at once"},
-        "delivered_via": _NSTR, "resolution": {"type": ["object", "null"]},
+        "delivered_via": {**_NSTR, "description": "the channel a receipt proved delivery on; "
+                          "null while nothing proves it"},
+        "sent_via": {"type": "array", "items": _STR, "description": "the channels of the steps "
+                     "a provider took, in ladder order, proved or not"},
+        "resolution": {"type": ["object", "null"]},
         "steps": {"type": "array", "items": _ref("Step")},
         "total_time_ms": {"type": ["integer", "null"]},
         "pruned_at": {"type": ["string", "null"], "format": "date-time", "description":
@@ -146,15 +163,32 @@ SCHEMAS: dict[str, Any] = {
         **{a.field: {**_opt(_ID), "description": a.shape,
                      **({"pattern": a.pattern.pattern} if a.pattern else {})} for a in ADDRESSES},
         "timezone": {**_opt(_text(64)), "description": "an IANA zone, e.g. Europe/Paris"},
+        "locale": _opt(_text(35)), "quiet_hours": _QUIET}},
+    "UserPatch": {"type": "object", "description": "a JSON merge patch (RFC 7396) of the profile: "
+                  "the fields it names change, null clears one, the rest stay",
+                  "additionalProperties": False, "properties": {
+        **{a.field: {**_opt(_ID), "description": a.shape,
+                     **({"pattern": a.pattern.pattern} if a.pattern else {})} for a in ADDRESSES},
+        "timezone": {**_opt(_text(64)), "description": "an IANA zone, e.g. Europe/Paris"},
         "locale": _opt(_text(35)), "quiet_hours": {
-            "type": ["object", "null"], "required": ["start", "end"],
-            "additionalProperties": False, "properties": {
-                "start": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"},
-                "end": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}}}}},
+            "type": ["object", "null"], "additionalProperties": False,
+            "description": "merged into the current quiet hours: both ends must hold after it",
+            "properties": {"start": _opt({"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}),
+                           "end": _opt({"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"})}}}},
     "UserView": {"type": "object", "required": ["user_id", "timezone", "locale", "quiet_hours",
                                                 "disabled_contacts", "devices"],
                  "properties": {"user_id": _STR, "disabled_contacts": {"type": "object"},
                                 "devices": {"type": "array", "items": _ref("Device")}}},
+    "Erased": {"type": "object", "required": [
+        "user_id", "erased_at", "removed", "cancelled", "scrubbed", "suppressions"],
+        "properties": {
+            "user_id": _STR, "erased_at": _TIME,
+            "removed": _counts({"profile": "boolean", "preferences": "boolean",
+                                "devices": "integer", "inbox_items": "integer"}),
+            "cancelled": _counts({"notifications": "integer", "steps": "integer"}),
+            "scrubbed": _counts({"params": "integer", "payloads": "integer",
+                                 "receipts": "integer"}),
+            "suppressions": _counts({"hashed": "integer", "kept": "integer"})}},
     "DeviceRequest": {"oneOf": [
         {"type": "object", "required": ["endpoint", "keys"], "additionalProperties": False,
          "description": "a browser's PushSubscription.toJSON()",
@@ -196,12 +230,26 @@ SCHEMAS: dict[str, Any] = {
         "opt_out": {"type": "boolean"},
         "categories": {"type": "object", "additionalProperties": {
             "type": "object", "required": ["optional", *MEDIUMS], "properties": {
-                "optional": {"type": "boolean"}, **{m: {"type": "boolean"} for m in MEDIUMS}}}}}},
+                "optional": {"type": "boolean"}, **{m: {"type": "boolean"} for m in MEDIUMS}}}},
+        "timezone": _NSTR, "quiet_hours": _QUIET}},
     "PreferencesRequest": {"type": "object", "additionalProperties": False, "properties": {
+        "version": {"type": "integer", "minimum": 0, "description": "the version the page "
+                    "read: if another change came since, 412 precondition_failed and nothing "
+                    "is written. Left out: written over any version"},
         "opt_out": {"type": "boolean"},
         "categories": {"type": "object", "additionalProperties": {
             "type": "object", "additionalProperties": False,
-            "properties": {m: {"type": "boolean"} for m in MEDIUMS}}}}},
+            "properties": {m: {"type": "boolean"} for m in MEDIUMS}}},
+        "timezone": {**_opt(_text(64)), "description": "an IANA zone, e.g. Europe/Paris; left "
+                     "out: as it is"},
+        "quiet_hours": {**_QUIET, "description": "left out: as they are"}}},
+    "PreferencesPatch": {"type": "object", "additionalProperties": False, "description":
+                         "a JSON merge patch (RFC 7396) of what the person chose: null puts a "
+                         "switch, or a whole category, back to its default", "properties": {
+        "opt_out": {"type": ["boolean", "null"]},
+        "categories": {"type": ["object", "null"], "additionalProperties": {
+            "type": ["object", "null"], "additionalProperties": False,
+            "properties": {m: {"type": ["boolean", "null"]} for m in MEDIUMS}}}}},
     "InboxItem": {"type": "object", "required": ["id", "kind", "title", "created_at", "read"],
                   "properties": {"id": _STR, "kind": _STR, "title": _STR, "body": _NSTR,
                                  "created_at": _TIME, "read": {"type": "boolean"},
@@ -233,12 +281,15 @@ def _op(summary: str, ok: str, schema: str, errors: tuple[int, ...],
     op: dict[str, Any] = {"summary": summary, "responses": {ok: _json(_ref(schema), "ok"),
                                                             **_errors(*errors)}}
     if body:
+        media = ("application/merge-patch+json", "application/json") if body.endswith(
+            "Patch") else ("application/json",)
         op["requestBody"] = {"required": body in ("AcceptRequest", "ResolutionRequest", "User",
                                                   "DeviceRequest", "SuppressionRequest",
                                                   "PreferencesRequest", "AcceptBatch",
                                                   "ResolutionBatch", "EventRequest",
-                                                  "MembersRequest"),
-                             "content": {"application/json": {"schema": _ref(body)}}}
+                                                  "MembersRequest", "UserPatch",
+                                                  "PreferencesPatch"),
+                             "content": {m: {"schema": _ref(body)} for m in media}}
     return op
 
 
@@ -283,6 +334,20 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
         return {**op, "parameters": uidp, "security": [{"bearer": []}],
                 "description": "Authorization: Bearer <API key with the users scope> or "
                                "Bearer <that user's user token>"}
+
+    def tagged(op: dict[str, Any]) -> dict[str, Any]:
+        """Its 200 carries the preferences' version as a strong ETag."""
+        op["responses"]["200"]["headers"] = {"ETag": {"schema": {
+            "type": "string", "pattern": '^"[0-9]+"$'}, "description": "the version, quoted"}}
+        return op
+
+    def matched(op: dict[str, Any]) -> dict[str, Any]:
+        """A change that If-Match may make conditional: 412 when it names another version."""
+        op["parameters"] = [*op["parameters"], {
+            "name": "If-Match", "in": "header", "required": False, "schema": _STR,
+            "description": "the ETag this change was made from; another is 412 "
+                           "precondition_failed"}]
+        return tagged(op)
     return {
         "openapi": "3.1.0",
         "info": {"title": "notifyd", "version": __version__},
@@ -319,7 +384,16 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
                               "200", "UserView", (400, 401, 403, 408, 422), "User"),
                         "parameters": uidp},
                 "get": {**_op("A user's profile and contact state", "200", "UserView",
-                              (401, 403, 404, 422)), "parameters": uidp}},
+                              (401, 403, 404, 422)), "parameters": uidp},
+                "patch": {**_op("Change the profile's fields a JSON merge patch names (null "
+                                "clears one); the others stay", "200", "UserView",
+                                (400, 401, 403, 408, 422), "UserPatch"), "parameters": uidp},
+                "delete": {**_op(
+                    "Erase the person: profile, contacts, preferences, devices and inbox go; "
+                    "open notifications are resolved erased; params, frozen messages and "
+                    "receipts' addresses are scrubbed; suppressions of their addresses stay as "
+                    "one-way hashes; user tokens made before now are refused. A key for every "
+                    "kind", "200", "Erased", (401, 403, 422)), "parameters": uidp}},
             "/v1/users/{user_id}/devices": {
                 "post": {**_op("Register a push device (again: the same device, live)", "201",
                                "Device", (400, 401, 403, 408, 422), "DeviceRequest"),
@@ -337,11 +411,17 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
                       "(a producer's key only)", "201", "Token", (400, 401, 403, 408, 422),
                       "TokenRequest"), "parameters": uidp}},
             "/v1/users/{user_id}/preferences": {
-                "get": {**person(_op("The person's preferences, with each category's "
-                                     "defaults", "200", "Preferences", (401, 403, 422)))},
-                "put": {**person(_op("Replace the person's preferences (a new version)", "200",
-                                     "Preferences", (400, 401, 403, 408, 422),
-                                     "PreferencesRequest"))}},
+                "get": tagged(person(_op("The person's preferences, with each category's "
+                                         "defaults; ETag: their version", "200", "Preferences",
+                                         (401, 403, 422)))),
+                "put": matched(person(_op(
+                    "Replace the person's preferences (a new version); with If-Match (or the "
+                    "body's version), only while it names the current version", "200", "Preferences",
+                    (400, 401, 403, 408, 412, 422), "PreferencesRequest"))),
+                "patch": matched(person(_op(
+                    "Change what a JSON merge patch names of the person's preferences (a new "
+                    "version); with If-Match, only while it names the current version", "200",
+                    "Preferences", (400, 401, 403, 408, 412, 422), "PreferencesPatch")))},
             "/v1/users/{user_id}/inbox": {"get": {**person(_op(
                 "A page of the inbox, newest first, by a stable (created_at, id) cursor",
                 "200", "InboxPage", (401, 403, 422))), "parameters": [

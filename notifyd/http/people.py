@@ -16,15 +16,15 @@ from typing import Any
 
 from aiohttp import web
 
+from notifyd.core.models import Recipient
 from notifyd.core.records import Cursor, InboxItem
 from notifyd.core.text import iso, whole_number
 from notifyd.domain import preferences, signed
 from notifyd.domain.validate import check_fields, parse_object
-from notifyd.engine.stream import CATCH_UP, CLOSE, Event
+from notifyd.engine.stream import CATCH_UP, CLOSE, Event, Stream
 from notifyd.http.errors import ApiError
 from notifyd.http.kit import (
     CTX,
-    Context,
     Handler,
     authorise,
     error_response,
@@ -41,7 +41,10 @@ TOKEN_TTL_DEFAULT = 3600
 TOKEN_TTL_MIN = 60
 KEEPALIVE_SEC = 25.0  # a comment on an idle stream, so proxies keep it open
 BACKLOG_PAGE = 500  # items read at a time for a stream that resumes with Last-Event-ID
-CORS_HEADERS = "Authorization, Content-Type, Last-Event-ID"
+KEEPALIVE = b": keepalive\n\n"
+RETRY_SOON = b"retry: 3000\n\n"  # a page that lost its stream reconnects after 3 s
+RETRY_LATER = b"retry: 60000\n\n"  # one displaced by the person's newer page, after a minute
+CORS_HEADERS = "Authorization, Content-Type, Last-Event-ID, If-Match"
 TENANT: web.RequestKey[str] = web.RequestKey("tenant", str)  # whose person the request is for
 # The kinds of inbox item the request may see and change: a key's kinds (none: every kind).
 KINDS: web.RequestKey[tuple[str, ...]] = web.RequestKey("kinds", tuple)
@@ -85,7 +88,8 @@ def _kinds(request: web.Request) -> tuple[str, ...]:
 
 async def _user_token(request: web.Request, token: str) -> signed.UserToken:
     """The token, if its tenant's key (or the one a rotation replaced, within the overlap)
-    signed it, it is within tokens.max_ttl_sec, and the API key it names is live."""
+    signed it, it is within tokens.max_ttl_sec, the API key it names is live, and it was made
+    after its person was last erased."""
     ctx = request.app[CTX]
     try:
         tenant = signed.token_tenant(token)
@@ -96,6 +100,9 @@ async def _user_token(request: web.Request, token: str) -> signed.UserToken:
                                      ctx.cfg.tokens.max_ttl_sec)
         if who.key_name is not None and not await ctx.keys.live(who.key_name, tenant):
             raise signed.BadToken("the API key that made it was revoked")
+        erased = await ctx.store.erased_at(tenant, who.user_id)
+        if erased is not None and who.issued_at * 1000 <= erased:
+            raise signed.BadToken("it was made before its user was erased")
         return who
     except signed.BadToken as e:
         raise ApiError("unauthorized", f"user token: {e}") from None
@@ -117,9 +124,10 @@ async def post_token(request: web.Request) -> web.Response:
         raise ApiError("invalid_field", f"ttl_sec must be an integer {TOKEN_TTL_MIN}..{longest} "
                        "(tokens.max_ttl_sec)", "ttl_sec")
     secret = await ctx.store.signing_key(signed.tenant_key_name(key.tenant))
-    expires = ctx.clock.now_ms() // 1000 + ttl
+    now = ctx.clock.now_ms() // 1000
+    expires = now + ttl
     return json_response({"token": signed.make_user_token(secret, key.tenant, user_id,
-                                                               expires, key.name),
+                                                               expires, key.name, now),
                               "user_id": user_id, "expires_at": iso(expires * 1000)},
                              status=201)
 
@@ -128,22 +136,61 @@ async def post_token(request: web.Request) -> web.Response:
 
 
 async def get_preferences(request: web.Request) -> web.Response:
-    ctx = request.app[CTX]
     tenant, user_id = await person(request, every_kind=True)
-    return json_response(preferences.view(
-        ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id)))
+    return await _preferences(request, tenant, user_id)
+
+
+async def _preferences(request: web.Request, tenant: str, user_id: str) -> web.Response:
+    """The preferences as they hold now, with their version as the ETag."""
+    ctx = request.app[CTX]
+    shown = preferences.view(ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id))
+    response = json_response(shown)
+    response.headers["ETag"] = preferences.etag(shown["version"])
+    return response
 
 
 async def put_preferences(request: web.Request) -> web.Response:
+    """The whole document replaced: what a page shows, saved."""
+    return await _change_preferences(request, patch=False)
+
+
+async def patch_preferences(request: web.Request) -> web.Response:
+    """A JSON merge patch (RFC 7396) of what the person chose, applied to the preferences as
+    its own write reads them."""
+    return await _change_preferences(request, patch=True)
+
+
+async def _change_preferences(request: web.Request, patch: bool) -> web.Response:
+    """A new version of the preferences, unless If-Match names another than the current one:
+    412, and nothing changes (two pages editing at once conflict, never overwrite)."""
     ctx = request.app[CTX]
     tenant, user_id = await person(request, every_kind=True)
     body = await read_body(request)
     if not body:
         raise ApiError("body_not_object", "send the preferences as a JSON object")
-    prefs = preferences.parse(ctx.cfg.catalog, parse_object(body))
-    await ctx.store.put_preferences(tenant, user_id, prefs)
-    return json_response(preferences.view(
-        ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id)))
+    doc, catalog = parse_object(body), ctx.cfg.catalog
+    wanted = preferences.if_match(request.headers.get("If-Match"))
+    hours = None
+    if patch:  # its shape too: a bad body is a 422, whatever If-Match says
+        preferences.check_patch(catalog, doc)
+        whole = None
+    else:  # a page may name the version it showed, and set the time zone and quiet hours
+        change = preferences.parse_change(catalog, doc, await ctx.store.get_recipient(
+            tenant, user_id))
+        whole, hours = change.document, change.hours
+        if wanted is None and change.version is not None:
+            wanted = frozenset({change.version})
+
+    def edit(r: Recipient | None) -> dict[str, Any]:  # a patch is applied inside the write
+        return preferences.patched(catalog, r, doc) if whole is None else whole
+
+    version, written = await ctx.store.edit_preferences(tenant, user_id, edit, wanted, hours)
+    if not written:
+        raise ApiError("precondition_failed", f"the preferences changed since the version this "
+                       f"change was made over (now version {version}, ETag "
+                       f"{preferences.etag(version)}): read them again and redo the change",
+                       "If-Match" if request.headers.get("If-Match") else "version")
+    return await _preferences(request, tenant, user_id)
 
 
 # --- the inbox --------------------------------------------------------------------------------
@@ -265,7 +312,8 @@ async def post_archive(request: web.Request) -> web.Response:
 async def get_stream(request: web.Request) -> web.StreamResponse:
     """Server-Sent Events: `item` for each new item (its id resumes the stream: Last-Event-ID),
     `badge` after each change, `read` and `archived`. An idle stream costs a task and a queue;
-    it does not count against server.max_connections, but against server.max_streams."""
+    it does not count against server.max_connections, but against server.max_streams, and the
+    person's against server.max_streams_per_user (a new one closes their oldest)."""
     ctx = request.app[CTX]
     tenant, user_id = await person(request, every_kind=True)
     _query(request, frozenset({"last_event_id"}))
@@ -273,12 +321,24 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     if last_text is not None and whole_number(last_text) is None:
         raise ApiError("invalid_field", "Last-Event-ID must be an event id from this stream",
                        "Last-Event-ID")
-    if ctx.hub.open >= ctx.cfg.server.max_streams:
+    stream = ctx.hub.subscribe(tenant, user_id)
+    if stream is None:
         raise ApiError("overloaded", f"{ctx.hub.open} inbox streams are open "
                        "(server.max_streams)")
-    lost = ctx.guard.release(request.transport) if ctx.guard is not None and \
-        request.transport is not None else None
-    queue = ctx.hub.subscribe(tenant, user_id)
+    try:
+        return await _serve_stream(request, stream, last_text)
+    finally:
+        ctx.hub.unsubscribe(stream)
+
+
+async def _serve_stream(request: web.Request, stream: Stream,
+                        last_text: str | None) -> web.StreamResponse:
+    ctx = request.app[CTX]
+    tenant, user_id = stream.tenant, stream.user_id
+    transport = request.transport
+    if ctx.guard is not None and transport is not None:  # the page's leaving ends it
+        ctx.guard.release(transport, lambda: ctx.hub.close(stream, None))
+    stream.end = lambda: _abort_unread(transport)
     response = web.StreamResponse(headers={
         "Content-Type": "text/event-stream", "Cache-Control": "no-cache",
         "X-Accel-Buffering": "no"})
@@ -286,71 +346,83 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     _cors_headers(request, response)
     try:
         await response.prepare(request)
-        await response.write(b"retry: 3000\n\n")
-        sent = int(last_text) if last_text is not None else 0
-        if last_text is not None:  # what the page missed, then live
-            sent = await _catch_up(ctx, response, tenant, user_id, sent)
-        await _badge(ctx, response, tenant, user_id)
-        while not ctx.closing.is_set():
-            event = await _next_event(queue, lost)
-            if event is CLOSE:
-                break
-            if event is None:
-                await response.write(b": keepalive\n\n")
-                continue
-            if event is CATCH_UP:  # committed here or by another process: from the rows
-                sent = await _catch_up(ctx, response, tenant, user_id, sent)
-                await _badge(ctx, response, tenant, user_id)
-                continue
-            if event.id is not None and event.id <= sent:
-                continue  # already sent from the rows while resuming
-            await response.write(event.encode())
-            sent = event.id or sent
-    except ConnectionResetError:  # the page went away: nothing to answer
+        await response.write(RETRY_SOON)
+        sent = await _resume(request, response, stream, last_text)
+        await response.write(Event("badge", {"unread": await ctx.store.badge(
+            tenant, user_id)}).wire)
+        await _live(request, response, stream, sent)
+        _abort_unread(transport)
+    except ConnectionResetError:  # the page went away, or stopped reading: nothing to answer
         pass
     except Exception as e:  # noqa: BLE001 - the head is sent: an error page would corrupt it
         log.warning("inbox stream of %s/%s ended: %s", tenant, user_id, type(e).__name__)
-    finally:
-        ctx.hub.unsubscribe(tenant, user_id, queue)
     return response
 
 
-async def _catch_up(ctx: Context, response: web.StreamResponse, tenant: str, user_id: str,
-                    sent: int) -> int:
-    """The person's items after seq `sent`, page by page; the last seq sent."""
+def _abort_unread(transport: asyncio.Transport | None) -> None:
+    """A stream ended with bytes its page has not read: closed now, not waited for."""
+    if transport is not None and transport.get_write_buffer_size():
+        transport.abort()
+
+
+async def _resume(request: web.Request, response: web.StreamResponse, stream: Stream,
+                  last_text: str | None) -> int:
+    """What the page missed after Last-Event-ID, page by page; the last seq sent."""
+    sent = int(last_text) if last_text is not None else 0
+    return sent if last_text is None else await _rows_after(request, response, stream, sent)
+
+
+async def _rows_after(request: web.Request, response: web.StreamResponse, stream: Stream,
+                      sent: int) -> int:
+    """The person's items after seq `sent`, from the rows, page by page; the last seq sent."""
+    store = request.app[CTX].store
     while True:
-        missed = await ctx.store.inbox_since(tenant, user_id, sent, BACKLOG_PAGE)
-        for item in missed:
-            await response.write(Event("item", item_view(item), item.seq).encode())
-            sent = item.seq
+        missed = await store.inbox_since(stream.tenant, stream.user_id, sent, BACKLOG_PAGE)
+        if missed:
+            await response.write(b"".join(
+                Event("item", item_view(item), item.seq).wire for item in missed))
+            sent = missed[-1].seq
         if len(missed) < BACKLOG_PAGE:
             return sent
 
 
-async def _badge(ctx: Context, response: web.StreamResponse, tenant: str, user_id: str) -> None:
-    await response.write(Event("badge", {"unread": await ctx.store.badge(
-        tenant, user_id)}).encode())
+async def _live(request: web.Request, response: web.StreamResponse, stream: Stream,
+                sent: int) -> None:
+    """Events as the hub has them, what is waiting written at once, until the hub closes the
+    stream or the daemon stops."""
+    closing = request.app[CTX].closing
+    while not closing.is_set():
+        events = await _next_events(stream.queue)
+        if not events:
+            await response.write(KEEPALIVE)
+            continue
+        if CATCH_UP in events:  # items committed here or by another process: from the rows
+            sent = await _rows_after(request, response, stream, sent)
+            events = [e for e in events if e is not CATCH_UP and e.name != "badge"]
+            events.insert(0, Event("badge", {"unread": await request.app[CTX].store.badge(
+                stream.tenant, stream.user_id)}))
+        chunk = b"".join(e.wire for e in events  # not what resuming sent from the rows
+                         if e is not CLOSE and (e.id is None or e.id > sent))
+        sent = max([sent, *(e.id for e in events if e.id is not None)])
+        if events[-1] is CLOSE and stream.closed == "displaced":
+            chunk += RETRY_LATER  # the person's newer page has its place
+        if chunk:
+            await response.write(chunk)
+        if events[-1] is CLOSE:
+            return
 
 
-async def _next_event(queue: asyncio.Queue[Event], lost: asyncio.Event | None) -> Event | None:
-    """The next event; None after KEEPALIVE_SEC of quiet; CLOSE once the page is gone."""
-    if lost is None:  # no guard (an app under test): a write finds a gone page
-        try:
-            async with asyncio.timeout(KEEPALIVE_SEC):
-                return await queue.get()
-        except TimeoutError:
-            return None
-    get, gone = asyncio.ensure_future(queue.get()), asyncio.ensure_future(lost.wait())
+async def _next_events(queue: asyncio.Queue[Event]) -> list[Event]:
+    """What the queue holds, at least one event (CLOSE last, if there), written together; none
+    after KEEPALIVE_SEC of quiet."""
     try:
-        await asyncio.wait({get, gone}, timeout=KEEPALIVE_SEC,
-                           return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        if not get.done():
-            get.cancel()
-    if get.done() and not get.cancelled():
-        return get.result()
-    return CLOSE if lost.is_set() else None
+        async with asyncio.timeout(KEEPALIVE_SEC):
+            events = [await queue.get()]
+    except TimeoutError:
+        return []
+    while events[-1] is not CLOSE and not queue.empty():
+        events.append(queue.get_nowait())
+    return events
 
 
 # --- one-click unsubscribe (RFC 8058) ---------------------------------------------------------
@@ -405,9 +477,8 @@ async def post_unsubscribe(request: web.Request) -> web.Response:
         return _page("These messages cannot be turned off",
                      f"<p>{html.escape(link.category)} messages are about your account's "
                      "security or what you asked for, so they always go out.</p>", 400)
-    r = await ctx.store.get_recipient(link.tenant, link.user_id)
-    await ctx.store.put_preferences(link.tenant, link.user_id,
-                                    preferences.unsubscribed(r, link.category))
+    await ctx.store.edit_preferences(link.tenant, link.user_id,
+                                     lambda r: preferences.unsubscribed(r, link.category))
     log.info("unsubscribed %s/%s from %s by one-click link", link.tenant, link.user_id,
              link.category)
     return _page("You are unsubscribed", f"<p>You will no longer receive "
@@ -423,13 +494,23 @@ def _person_path(path: str) -> bool:
 
 
 def _cors_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """The answer names the origin if the token's tenant lists it; a refusal made before the
+    tenant was known (an expired token: 401) names it if any tenant does, as the preflight
+    does, so that the page can tell it must fetch a new token."""
     origin = request.headers.get("Origin")
     tenant = request.get(TENANT)
-    if origin is None or tenant is None:
+    if origin is None:
         return
-    allowed = request.app[CTX].cfg.tenants.get(tenant)
-    if allowed is not None and origin in allowed.cors_origins:
+    tenants = request.app[CTX].cfg.tenants
+    if tenant is None:
+        listed = response.status >= 400 and any(
+            origin in t.cors_origins for t in tenants.values())
+    else:
+        allowed = tenants.get(tenant)
+        listed = allowed is not None and origin in allowed.cors_origins
+    if listed:
         response.headers["Access-Control-Allow-Origin"] = origin
+        response.headers["Access-Control-Expose-Headers"] = "ETag"  # for If-Match
         response.headers["Vary"] = "Origin"
 
 
@@ -446,7 +527,7 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
             return error_response(ApiError("origin_not_allowed"))
         return web.Response(status=204, headers={
             "Access-Control-Allow-Origin": origin, "Vary": "Origin",
-            "Access-Control-Allow-Methods": "GET, PUT, POST, DELETE",
+            "Access-Control-Allow-Methods": "GET, PUT, PATCH, POST, DELETE",
             "Access-Control-Allow-Headers": CORS_HEADERS, "Access-Control-Max-Age": "600"})
     response = await handler(request)
     if not response.prepared:
@@ -458,6 +539,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/users/{user_id}/tokens", post_token),
     ("GET", "/v1/users/{user_id}/preferences", get_preferences),
     ("PUT", "/v1/users/{user_id}/preferences", put_preferences),
+    ("PATCH", "/v1/users/{user_id}/preferences", patch_preferences),
     ("GET", "/v1/users/{user_id}/inbox", get_inbox),
     ("GET", "/v1/users/{user_id}/inbox/badge", get_badge),
     ("GET", "/v1/users/{user_id}/inbox/stream", get_stream),

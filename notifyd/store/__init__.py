@@ -19,13 +19,17 @@ from notifyd.core.records import (
     DigestDue,
     DigestMember,
     Event,
+    Hours,
     InboxChange,
     InboxItem,
     KeyRecord,
+    Listed,
     Notification,
     Proof,
     Step,
+    Stuck,
     Suppression,
+    TenantRecord,
 )
 from notifyd.store.base import (
     Overloaded,
@@ -128,8 +132,8 @@ def restore(url: str, backup: str) -> tuple[int, str | None]:
 
 
 __all__ = ["Attempt", "DeadLetter", "DeadMatch", "DeadStep", "DigestDue", "DigestMember",
-           "Event", "Held", "InboxChange", "InboxItem", "KeyRecord", "Notification",
-           "Overloaded", "Proof", "Step",
+           "Event", "Held", "Hours", "InboxChange", "InboxItem", "KeyRecord", "Listed",
+           "Notification", "Overloaded", "Proof", "Step",
            "StorageError", "Store", "StoreClosed", "StoreLocked", "StoreMissing",
-           "StoreUnavailable", "Suppression", "hold", "is_postgres", "open_store", "restore",
-           "sqlite_path"]
+           "StoreUnavailable", "Stuck", "Suppression", "TenantRecord", "hold", "is_postgres",
+           "open_store", "restore", "sqlite_path"]

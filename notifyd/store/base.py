@@ -54,8 +54,10 @@ from notifyd.core.models import (
     Leases,
     Nonce,
     PlanFn,
+    PreferencesEdit,
     Receipt,
     Recipient,
+    RecipientEdit,
     Recorded,
     ResolveResult,
     Route,
@@ -71,15 +73,20 @@ from notifyd.core.records import (
     DeadStep,
     DigestDue,
     DigestMember,
+    Erased,
+    Hours,
     InboxChange,
     InboxEntry,
     InboxItem,
     KeyRecord,
+    Listed,
     Notification,
     Pruned,
     SigningKey,
     Storage,
+    Stuck,
     Suppression,
+    TenantRecord,
 )
 from notifyd.core.steps import StepKey
 
@@ -113,7 +120,17 @@ Inbox = InboxEntry | None  # what the inbox item says, for a kind with an inbox
 
 
 class KeyStore(Protocol):
-    """API keys (stored as hashes) and the keys that sign links and user tokens."""
+    """Tenants, API keys (stored as hashes) and the keys that sign links and user tokens."""
+
+    async def create_tenant(self, name: str) -> bool:
+        """One write: the tenant made; False if it was there. Nothing else makes one."""
+        ...
+
+    async def tenants(self) -> list[TenantRecord]:
+        """Every tenant, by name."""
+        ...
+
+    async def find_tenant(self, name: str) -> TenantRecord | None: ...
 
     async def create_key(self, key_hash: str, name: str, tenant: str, kinds: tuple[str, ...],
                          scopes: frozenset[str] = SCOPES) -> None:
@@ -151,11 +168,34 @@ class KeyStore(Protocol):
 
 
 class RecipientStore(Protocol):
-    """People: profiles, devices and preferences."""
+    """People: profiles, devices and preferences, and erasing a person."""
+
+    async def erase_user(self, tenant: str, user_id: str, by: str) -> Erased:
+        """One write, serialized with claim_due and with every write of the person's rows:
+        their profile, contacts, preferences, devices, inbox items and badge deleted; their
+        notifications still open resolved "erased" by `by` (pending steps and items held for
+        a digest cancelled), so a claim after it never sends; every notification of theirs
+        keeps its identity but loses its params, its steps' destinations and frozen messages
+        (a step in flight keeps '{}', so no freeze fills it again) and its receipts' addresses.
+        A suppression of one of their addresses is kept as its hashed_address unless another
+        person of the tenant ('*': of any tenant) still has the address; a profile naming the
+        address again (put_recipient, edit_recipient) turns it back in its own write. The time
+        is kept for erased_at. Erasing again does it again (counting what was left)."""
+        ...
+
+    async def erased_at(self, tenant: str, user_id: str) -> int | None:
+        """When the person was last erased, if ever: user tokens made before it are refused."""
+        ...
 
     async def put_recipient(self, r: Recipient) -> None:
         """One write: the profile replaced. A disabled address stays disabled and counts again
-        only if the person's address goes back to it."""
+        only if the person's address goes back to it (one an erasure hashed included)."""
+        ...
+
+    async def edit_recipient(self, tenant: str, user_id: str, edit: RecipientEdit) -> None:
+        """One write: `edit` gets the profile as this write reads it (None: none yet), and the
+        profile it returns replaces it, so two edits at once both hold. A DomainError `edit`
+        raises writes nothing and is raised here."""
         ...
 
     async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None:
@@ -170,10 +210,24 @@ class RecipientStore(Protocol):
 
     async def delete_device(self, tenant: str, user_id: str, device_id: str) -> bool: ...
 
-    async def put_preferences(self, tenant: str, user_id: str,
-                              preferences: dict[str, Any]) -> int:
+    async def put_preferences(self, tenant: str, user_id: str, preferences: dict[str, Any],
+                              version: int | None = None, hours: Hours | None = None
+                              ) -> int | None:
         """One write, serialized with claim_due: the new preference version. A claim that
-        commits after it reads the new preferences; one before it records the old version."""
+        commits after it reads the new preferences; one before it records the old version.
+        With `version`, written only over that version (0: none chosen yet), else None and
+        nothing written: two pages saving what each showed never overwrite each other. With
+        `hours`, the time zone and quiet hours change in the same write."""
+        ...
+
+    async def edit_preferences(self, tenant: str, user_id: str, edit: PreferencesEdit,
+                               if_match: frozenset[int] | None = None,
+                               hours: Hours | None = None) -> tuple[int, bool]:
+        """One write, as put_preferences: `edit` gets the person as this write reads them and
+        returns their new preferences, written as a new version; with `if_match`, only if the
+        version it reads is one of those (else nothing is written); with `hours`, the time
+        zone and quiet hours too. (The version now, whether this wrote it.) A DomainError
+        `edit` raises writes nothing and is raised here."""
         ...
 
 
@@ -199,16 +253,19 @@ class DeliveryStore(Protocol):
         ...
 
     async def resolve(self, notification_id: str, resolution: str, by: str,
-                      tenant: str | None = None, kinds: tuple[str, ...] = ()
-                      ) -> ResolveResult | None:
+                      tenant: str | None = None, kinds: tuple[str, ...] = (),
+                      read_kinds: frozenset[str] = frozenset()) -> ResolveResult | None:
         """One write, serialized with claim_due on the notification: the first resolution wins
         (later calls report it unchanged) and cancels the open steps. A claim that commits
         after it never sends (promise 3). With `tenant` (and `kinds`), a notification outside
-        them is not found (None) and nothing is written."""
+        them is not found (None) and nothing is written. A notification of a kind in
+        `read_kinds` has its inbox item marked read (and the badge moved) in the same write."""
         ...
 
     async def resolve_keys(self, tenant: str, keys: list[tuple[str, str, str]], by: str,
-                           kinds: tuple[str, ...] = ()) -> list[ResolveResult | None]:
+                           kinds: tuple[str, ...] = (),
+                           read_kinds: frozenset[str] = frozenset()
+                           ) -> list[ResolveResult | None]:
         """One write: each (user_id, dedup_key, resolution) of `tenant` found and resolved as
         `resolve` does, in order, the lookup inside the write; None for a key that names
         nothing the tenant (and `kinds`) holds."""
@@ -259,12 +316,14 @@ class DeliveryStore(Protocol):
         notification's steps in flight), or a lease's end: one read."""
         ...
 
-    async def replay(self, notification_id: str, step_no: int | None) -> int:
+    async def replay(self, notification_id: str, step_no: int | None,
+                     by: str | None = None) -> int:
         """One write: dead or unknown steps (`step_no` None: all of them) back to pending under
-        their original key and frozen payload; how many."""
+        their original key and frozen payload, each move recorded naming `by` (who asked);
+        how many."""
         ...
 
-    async def replay_steps(self, steps: list[StepKey]) -> int:
+    async def replay_steps(self, steps: list[StepKey], by: str | None = None) -> int:
         """One write: each of `steps` that is dead or unknown back to pending, as `replay` puts
         one; how many. A bulk replay calls it once per short batch: the write holds the
         writer (and, on SQLite, the database) while it runs."""
@@ -296,10 +355,15 @@ class ReceiptStore(Protocol):
         was there."""
         ...
 
-    async def unsuppress(self, tenant: str, channel_type: str, address: str) -> bool: ...
+    async def unsuppress(self, tenant: str, channel_type: str, address: str) -> bool:
+        """One write: the address off the tenant's list, in its plain and its hashed form."""
+        ...
 
     async def suppressions(self, tenant: str, address: str | None = None,
-                           limit: int = 1000) -> list[Suppression]: ...
+                           limit: int = 1000) -> list[Suppression]:
+        """The tenant's list with the account-wide one, newest first; with `address`, its
+        entries (one an erasure keeps hashed too, shown as its hashed_address)."""
+        ...
 
     async def orphan_count(self) -> int: ...
 
@@ -409,6 +473,16 @@ class OperationsStore(Protocol):
 
     async def oldest_due(self, routes: list[Route]) -> dict[Route, int]:
         """The earliest send_after among open steps, per route that has any."""
+        ...
+
+    async def stuck_steps(self, tenant: str, state: str, limit: int) -> list[Stuck]:
+        """Up to `limit` of the tenant's steps in `state` ("dead" or "unknown"), the latest
+        to get there first: one read."""
+        ...
+
+    async def notifications_of(self, tenant: str, user_id: str, limit: int) -> list[Listed]:
+        """Up to `limit` of the person's notifications, newest first (pruned ones too): one
+        read."""
         ...
 
 

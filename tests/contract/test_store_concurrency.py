@@ -20,7 +20,17 @@ import pytest
 from store_support import BACKENDS, NOW, RULES, accept, claim, opened
 
 from notifyd.core.clock import FakeClock
-from notifyd.core.models import Budget, Claim, Completion, Lane, Outcome, Recipient, StepState, Want
+from notifyd.core.models import (
+    Budget,
+    Claim,
+    Completion,
+    Lane,
+    Outcome,
+    PreferencesEdit,
+    Recipient,
+    StepState,
+    Want,
+)
 from notifyd.core.records import InboxEntry
 from notifyd.store import Store
 
@@ -207,3 +217,20 @@ async def test_a_channels_rate_is_a_ceiling_for_every_process_together(
 
     total = sum(await asyncio.gather(claims(a), claims(b)))
     assert 5 <= total <= 5 + (clock.ms - start) * 10 // 1000 + 1
+
+
+async def test_two_edits_of_one_profile_at_once_both_hold(pair: tuple[Store, Store]) -> None:
+    """Each process adds its own field to the same person's preferences, many times at once:
+    every write reads the row as the last one committed it (the profile's lock where writers
+    run at once), so none is lost and each version is taken once."""
+    a, b = pair
+    n = 25
+
+    def add(key: str) -> PreferencesEdit:
+        return lambda r: {**(r.preferences if r is not None else {}), key: True}
+
+    results = await asyncio.gather(*(s.edit_preferences("acme", "u1", add(f"{s_i}{i}"))
+                                     for i in range(n) for s_i, s in (("a", a), ("b", b))))
+    assert sorted(v for v, _ in results) == list(range(1, 2 * n + 1))
+    person = await a.get_recipient("acme", "u1")
+    assert person is not None and len(person.preferences or {}) == 2 * n

@@ -75,6 +75,19 @@ async def test_a_finished_history_leaves_its_identity_and_a_retry_still_finds_it
     assert (other.notification_id, other.conflict) == (nids[0], True)
 
 
+async def test_a_history_the_persons_choice_ended_keeps_opted_out(store: Store,
+                                                                  clock: FakeClock) -> None:
+    off = dataclasses.replace(RULES, decide=lambda ctx, now: Decision(
+        Verdict.SUPPRESS, "preference: k by email is off (preferences v1)"))
+    nid = await accept(store, new_id("n_", clock.ms), "a", gap=0)
+    assert await claim(store, rules=off) == []
+    assert (await store.get_notification(nid)).state == "opted_out"  # type: ignore[union-attr]
+    clock.ms += 10 * DAY
+    assert await prune_all(store, Aged.HISTORY, 7 * DAY) == 1
+    n = await store.get_notification(nid)
+    assert n is not None and (n.steps, n.state) == ((), "opted_out")
+
+
 async def test_anything_open_keeps_the_history(store: Store, clock: FakeClock) -> None:
     done = await sent(store, clock, "a")
     hold = Decision(Verdict.HOLD, "held", until=NOW + 30 * DAY, digest="daily")

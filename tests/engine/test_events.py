@@ -352,3 +352,26 @@ async def test_metrics_say_what_is_routing_and_how_long_it_has_waited(tmp_path: 
         assert "notifyd_events_routing 0.0" in text
         assert "notifyd_event_routing_lag_seconds 0.0" in text
         assert "notifyd_event_recipients_routed_total 3.0" in text
+
+
+async def test_the_console_finds_an_event_and_draws_its_fan_out(tmp_path: Path) -> None:
+    """An operator searches for an event id and reads its page; the overview's fan-out panel
+    shows it while it routes."""
+    from test_console import admin_key, session
+    async with events_stack(tmp_path) as (s, fanout):
+        k = await key(s)
+        assert (await call(s, "POST", "/v1/events", news(audience={"user_ids": ["ada", "bo"]}),
+                           k))[0] == 202
+        cookie = await session(s, await admin_key(s))
+        overview = await (await s.client.get("/console", headers=cookie)).text()
+        assert "c-1" in overview and "0 of 2" in overview
+        r = await s.client.get("/console/search", params={"q": "c-1"}, headers=cookie,
+                               allow_redirects=False)
+        assert r.headers["Location"] == "/console/events/c-1"
+        await fanout.run_once()
+        page = await (await s.client.get("/console/events/c-1", headers=cookie)).text()
+        assert "2 of 2 recipients routed (routed)" in page
+        assert "/console/people/ada" in page and "/console/people/bo" in page
+        other = await s.client.get("/console/events/nope", headers=cookie)
+        assert other.status == 404
+

@@ -106,8 +106,8 @@ async def test_an_opt_out_before_the_claim_suppresses_and_one_after_does_not(
         shown_ada = "\n".join(timeline(await s.e.record(ada), s.e.now))
         assert "step 0 email: attempt 1 started; message from template report/en/email@" in \
             shown_ada and "; preferences v0" in shown_ada
-        # Zero sends is a recorded outcome: Cy's notification says so.
-        assert (await s.status(cy))["current_state"] == "undeliverable"
+        # Zero sends by the person's own choice is a recorded outcome of its own, not a fault.
+        assert (await s.status(cy))["current_state"] == "opted_out"
 
 
 async def test_security_messages_cannot_be_turned_off_and_a_global_opt_out_spares_them(
@@ -452,12 +452,17 @@ async def test_cors_answers_by_the_tokens_tenant(tmp_path: Path) -> None:
             "Origin": ok, "Access-Control-Request-Method": "GET"})
         assert pre.status == 204 and pre.headers["Access-Control-Allow-Origin"] == ok
         assert "Authorization" in pre.headers["Access-Control-Allow-Headers"]
+        assert "If-Match" in pre.headers["Access-Control-Allow-Headers"]  # a page's PATCH
+        assert "PATCH" in pre.headers["Access-Control-Allow-Methods"]
         bad = await s.client.options("/v1/users/ada/inbox", headers={"Origin": other})
         assert bad.status == 403
         token = (await (await s.client.post("/v1/users/ada/tokens",
                                             headers=auth(s))).json())["token"]
         r = await s.client.get("/v1/users/ada/inbox", headers={**auth(s, token), "Origin": ok})
         assert r.headers.get("Access-Control-Allow-Origin") == ok
+        r = await s.client.get("/v1/users/ada/preferences", headers={**auth(s, token),
+                                                                     "Origin": ok})
+        assert (r.headers["ETag"], r.headers["Access-Control-Expose-Headers"]) == ('"0"', "ETag")
         r = await s.client.get("/v1/users/ada/inbox", headers={**auth(s, token),
                                                                "Origin": other})
         assert "Access-Control-Allow-Origin" not in r.headers

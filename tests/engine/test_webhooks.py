@@ -107,11 +107,14 @@ async def test_a_twilio_delivery_receipt_ends_a_stop_delivered_ladder(tmp_path: 
         query = callback_of(s, sid)
         assert await twilio_post(s, status_params(sid, "sent"), query) == (
             200, '<?xml version="1.0" encoding="UTF-8"?><Response></Response>')
-        assert (await s.status(nid))["current_state"] == "email_pending"  # accepted is not proof
+        doc = await s.status(nid)
+        assert doc["current_state"] == "email_pending"  # accepted is not proof
+        assert (doc["delivered_via"], doc["sent_via"]) == (None, ["sms"])  # sent, not proved
         assert (await twilio_post(s, status_params(sid, "delivered"), query))[0] == 200
 
         doc = await s.status(nid)
         assert doc["current_state"] == "delivered" and doc["delivered_via"] == "sms"
+        assert doc["sent_via"] == ["sms"]
         assert doc["resolution"]["resolution"] == "delivered"
         assert doc["resolution"]["resolved_by"] == "receipt:twilio"
         assert [st["status"] for st in doc["steps"]] == ["sent", "cancelled"]

@@ -63,6 +63,7 @@ def test_every_command_is_in_the_readme() -> None:
 
 def test_keys_create_prints_the_key_once_and_stores_only_its_hash(tmp_path: Path) -> None:
     db = tmp_path / "keys.db"
+    assert run(db, "tenants", "create", "acme").exit_code == 0
     result = run(db, "keys", "create", "--name", "billing", "--tenant", "acme",
                  "--kinds", "demo")
     assert result.exit_code == 0, result.output
@@ -144,6 +145,7 @@ def test_inspect_json_is_the_status_document(seeded: tuple[Path, str]) -> None:
 def test_inspect_an_unknown_ref_fails_and_says_what_forms_it_takes(
         seeded: tuple[Path, str]) -> None:
     db, _ = seeded
+    assert run(db, "tenants", "create", "other").exit_code == 0
     for ref in ("n_0000000000000000zz", "u1:never", "u1:inv-1 --tenant other"):
         result = run(db, "inspect", *ref.split())
         assert result.exit_code == 1 and "no notification" in result.output
@@ -245,6 +247,7 @@ def test_resolve_by_id_then_by_dedup_key(seeded: tuple[Path, str]) -> None:
 
     text = run(db, "inspect", "u1:inv-1").stdout
     assert "resolved 'confirmed' by cli" in text
+    assert run(db, "tenants", "create", "other").exit_code == 0
     missing = run(db, "resolve", "u1:inv-1", "--tenant", "other")
     assert missing.exit_code == 1
     assert "no notification 'u1:inv-1' in tenant 'other' (--tenant)" in missing.output
@@ -265,7 +268,7 @@ def test_inspect_by_dedup_key_for_a_user_id_starting_like_an_id(tmp_path: Path) 
 def test_tokens_rotate_prints_the_new_key_and_keeps_the_old_for_the_overlap(
         tmp_path: Path) -> None:
     db = tmp_path / "notifyd.db"
-    assert run(db, "keys", "create", "--name", "k").exit_code == 0  # makes the database
+    assert run(db, "tenants", "create", "acme").exit_code == 0  # makes the database
     old = run(db, "tokens", "secret", "--tenant", "acme")
     assert old.exit_code == 0, old.output
     rotated = run(db, "tokens", "rotate", "--tenant", "acme", "--overlap", "120")

@@ -132,6 +132,27 @@ async def test_user_view_matches_its_schema(api: Api) -> None:
     status, view = await api.get("/v1/users/u1")
     assert str(status) in declared("GET", "/v1/users/{user_id}")
     check("UserView", view)
+    patch = {"quiet_hours": {"end": "06:00"}, "slack_user_id": None}
+    check("UserPatch", patch)
+    status, view = await api.call("PATCH", "/v1/users/u1", patch)
+    assert str(status) in declared("PATCH", "/v1/users/{user_id}")
+    check("UserView", view)
+    status, erased = await api.call("DELETE", "/v1/users/u1")
+    assert str(status) in declared("DELETE", "/v1/users/{user_id}")
+    check("Erased", erased)
+
+
+async def test_preferences_answers_match_their_schemas(api: Api) -> None:
+    path = "/v1/users/u1/preferences"
+    patch = {"opt_out": None, "categories": {"alert": {"sms": False, "email": None}}}
+    check("PreferencesPatch", patch)
+    for method, body, match, want in (("PATCH", patch, None, 200), ("PUT", {}, '"0"', 412),
+                                      ("PATCH", {}, '"1"', 200)):
+        headers = {"If-Match": match} if match else {}
+        status, answer = await api.call(method, path, body, headers=headers)
+        assert status == want
+        assert str(status) in declared(method, "/v1/users/{user_id}/preferences")
+        check("Preferences" if status == 200 else "Error", answer)
 
 
 ERROR_CALLS: list[tuple[str, str, Any]] = [
@@ -146,6 +167,9 @@ ERROR_CALLS: list[tuple[str, str, Any]] = [
     ("POST", "/v1/resolutions/batch", {}),
     ("PUT", "/v1/users/{user_id}", {"timezone": "Nowhere/Special"}),
     ("GET", "/v1/users/{user_id}", None),
+    ("PATCH", "/v1/users/{user_id}", {"quiet_hours": {"start": "22:00"}}),
+    ("PATCH", "/v1/users/{user_id}", b"[]"),
+    ("PATCH", "/v1/users/{user_id}/preferences", {"categories": {"nope": {}}}),
 ]
 
 

@@ -8,7 +8,7 @@ from notifyd.core.records import DigestDue
 from notifyd.core.steps import StepKey
 from notifyd.store.base import Inbox
 from notifyd.store.core import inbox as inbox_rows
-from notifyd.store.core.rows import load_recipient
+from notifyd.store.core.rows import chosen, load_recipient
 from notifyd.store.core.tx import Tx
 
 
@@ -29,8 +29,9 @@ def accept(tx: Tx, inp: AcceptInput, notification_id: str, params: str, plan: Pl
         assert hit is not None
         resolution = tx.one(q.SELECT_RESOLUTION, (hit["id"],))
         resolved = resolution is not None and resolution["resolved_at"] is not None
-        states = [(r["channel"], r["state"]) for r in tx.all(q.SELECT_STEP_STATES, (hit["id"],))]
-        state = hit["outcome"] or current_state(resolved, states)  # pruned: how it ended
+        had = tx.all(q.SELECT_STEP_STATES, (hit["id"],))
+        state = hit["outcome"] or current_state(  # pruned: how it ended
+            resolved, ((r["channel"], r["state"]) for r in had), chosen=chosen(had))
         return AcceptResult(hit["id"], created=False, state=state,
                             conflict=hit["request_hash"] != inp.request_hash,
                             existing_kind=hit["kind"])

@@ -35,7 +35,7 @@ from notifyd.core.models import (
 )
 from notifyd.core.steps import StepKey
 from notifyd.core.text import iso
-from notifyd.store.core import receipts, rows
+from notifyd.store.core import inbox, receipts, rows
 from notifyd.store.core.moves import pull_next, start_window
 from notifyd.store.core.rows import disabled, recipient
 from notifyd.store.core.tx import Row, Tx
@@ -209,16 +209,18 @@ def complete(tx: Tx, claim: Claim, done: Completion, rules: Rules) -> bool:
     return applied
 
 
-def replay(tx: Tx, nid: str, step_no: int | None) -> int:
-    """Put dead or unknown steps back to pending under their original key and payload."""
+def replay(tx: Tx, nid: str, step_no: int | None, by: str | None = None) -> int:
+    """Put dead or unknown steps back to pending under their original key and payload; the
+    timeline's event names who asked (`by`: cli, console:NAME), when known."""
     rows = tx.all(tx.q.REPLAY_STEPS, (tx.now, REPLAYED, tx.now, nid, step_no, step_no))
-    tx.many(tx.q.INSERT_EVENT, [(nid, r["step_no"], tx.now, REPLAYED) for r in rows])
+    what = REPLAYED if by is None else f"{REPLAYED} ({by})"
+    tx.many(tx.q.INSERT_EVENT, [(nid, r["step_no"], tx.now, what) for r in rows])
     return len(rows)
 
 
-def replay_steps(tx: Tx, steps: list[StepKey]) -> int:
+def replay_steps(tx: Tx, steps: list[StepKey], by: str | None = None) -> int:
     """A batch of an operator's bulk replay: each step as `replay` puts one back."""
-    return sum(replay(tx, s.notification_id, s.step_no) for s in steps)
+    return sum(replay(tx, s.notification_id, s.step_no, by) for s in steps)
 
 
 def end_unconfigured(tx: Tx, channels: list[str], decide: DecideFn) -> list[Decided]:
@@ -236,10 +238,11 @@ def end_unconfigured(tx: Tx, channels: list[str], decide: DecideFn) -> list[Deci
 
 
 def resolve(tx: Tx, nid: str, resolution: str, by: str, tenant: str | None,
-            kinds: tuple[str, ...]) -> ResolveResult | None:
+            kinds: tuple[str, ...], read_kinds: frozenset[str] = frozenset()
+            ) -> ResolveResult | None:
     """Resolve once, at this transaction's time; the first resolution wins and later calls
     report it unchanged. With `tenant` (and `kinds`, empty: any), a notification outside them
-    is not found and nothing is written."""
+    is not found and nothing is written. A kind in `read_kinds` has its inbox item read."""
     q = tx.q
     row = tx.one(q.SELECT_RESOLUTION, (nid,))
     if row is None or (tenant is not None and row["tenant"] != tenant) or (
@@ -250,16 +253,18 @@ def resolve(tx: Tx, nid: str, resolution: str, by: str, tenant: str | None,
     tx.run(q.RESOLVE, (tx.now, resolution, by, nid))
     depth = int(tx.value(q.SELECT_DEPTH, (nid,)))
     cancelled = tx.run(q.CANCEL_PENDING, (f"resolved: {resolution}", tx.now, nid))
-    return ResolveResult(nid, resolution, tx.now, True, cancelled, depth, row["kind"])
+    read = inbox.read_resolved(tx, nid) if row["kind"] in read_kinds else None
+    return ResolveResult(nid, resolution, tx.now, True, cancelled, depth, row["kind"], read)
 
 
 def resolve_keys(tx: Tx, tenant: str, keys: list[tuple[str, str, str]], by: str,
-                 kinds: tuple[str, ...]) -> list[ResolveResult | None]:
+                 kinds: tuple[str, ...], read_kinds: frozenset[str] = frozenset()
+                 ) -> list[ResolveResult | None]:
     """Each (user_id, dedup_key, resolution) looked up in `tenant` and resolved, in order, in
     this one transaction; None where the key names nothing the tenant (and `kinds`) holds."""
     found: list[ResolveResult | None] = []
     for user_id, dedup_key, resolution in keys:
         hit = tx.one(tx.q.SELECT_DEDUP, (tenant, user_id, dedup_key))
         found.append(None if hit is None else resolve(tx, hit["id"], resolution, by, tenant,
-                                                      kinds))
+                                                      kinds, read_kinds))
     return found

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from notifyd.core.models import ItemRead
 from notifyd.core.records import InboxChange
 from notifyd.store.core.tx import Row, Tx
 
@@ -32,6 +33,17 @@ def resolve_read(tx: Tx, items: list[tuple[str, str]], stop_on_read: frozenset[s
             tx.run(tx.q.CANCEL_PENDING, ("resolved: read", tx.now, nid))
             done.append(nid)
     return tuple(done)
+
+
+def read_resolved(tx: Tx, notification_id: str) -> ItemRead | None:
+    """The notification's item marked read as its resolution commits (a kind with
+    read_on_resolve); None when it has none, or it was read already."""
+    row = tx.one(tx.q.READ_ITEM_OF, (tx.now, notification_id))
+    if row is None:
+        return None
+    tenant, user_id = row["tenant"], row["user_id"]
+    count = bump_badge(tx, tenant, user_id, -1) if row["counted"] else badge(tx, tenant, user_id)
+    return ItemRead(tenant, user_id, count)
 
 
 def of_kinds(kinds: tuple[str, ...]) -> tuple[bool, str]:

@@ -9,7 +9,10 @@ from typing import Protocol
 
 
 class Queries(Protocol):
-    # --- keys and signing keys
+    # --- tenants, keys and signing keys
+    INSERT_TENANT: str  # (name, created_at); nothing if it exists
+    SELECT_TENANTS: str  # () -> name, created_at, by name
+    SELECT_TENANT: str  # (name) -> name, created_at
     INSERT_KEY: str  # (key_hash, name, tenant, kinds, created_at, scopes)
     SELECT_KEY: str  # (key_hash) -> name, tenant, kinds, key_hash, scopes; not revoked
     SELECT_KEYS: str  # () -> name, tenant, kinds, created_at, revoked_at, scopes, by name
@@ -25,15 +28,38 @@ class Queries(Protocol):
     #                        a new row is made (created_at) at `at`
     SELECT_RECIPIENT: str  # (tenant, user_id) -> the profile with preferences, pref_version
     SELECT_LOCALE: str  # (tenant, user_id) -> locale
-    PUT_PREFERENCES: str  # (tenant, user_id, at, preferences) -> pref_version, bumped by one;
-    #                       a new row is made (created_at) at `at`
+    PUT_PREFERENCES: str  # {tenant, user_id, at, preferences, version, hours, timezone,
+    #                        quiet_start, quiet_end} -> pref_version, bumped by one; nothing
+    #                        unless version is NULL or the one held (0: none yet); the time
+    #                        zone and quiet hours only when hours is true; a new row is made
+    #                        (created_at) at `at`
     SELECT_SUPPRESSED: str  # (tenant, addresses as a JSON list) -> channel_type, address, reason
+    SELECT_LISTED: str  # (tenant, addresses as a JSON list) -> tenant, channel_type, address,
+    #                     reason, source, evidence, created_at: their suppressions, tenant or '*'
     SELECT_DEVICES: str  # (tenant, user_id) -> device_id, kind, endpoint, p256dh, auth, state, reason
     UPSERT_DEVICE: str  # (tenant, user_id, device_id, kind, endpoint, p256dh, auth, at, at): live
     DELETE_DEVICE: str  # (tenant, user_id, device_id)
     KILL_DEVICE: str  # (reason, at, device_id, notification_id): the notification's user's device
     KILL_TENANT_DEVICE: str  # (reason, at, tenant, device_id)
     REVIVE_DEVICE: str  # (at, tenant, device_id)
+
+    # --- a person erased: what goes, what is scrubbed, what stays one-way
+    ADDRESS_HELD: str  # {tenant ('*': any), address, own_tenant, user_id} -> whether another
+    #                    person's profile (of the tenant) holds the address
+    DELETE_RECIPIENT: str  # (tenant, user_id) -> pref_version of the profile deleted
+    DELETE_DEVICES: str  # (tenant, user_id)
+    DELETE_INBOX: str  # (tenant, user_id)
+    DELETE_BADGE: str  # (tenant, user_id)
+    SELECT_OPEN_OF_USER: str  # (tenant, user_id) -> id of each unresolved notification with a
+    #                           step open or an item still held for a digest
+    CANCEL_HELD: str  # (reason, at, notification_id): its steps held for a digest not yet made
+    DELETE_HELD: str  # (tenant, user_id): the person's items held for a digest not yet made
+    SCRUB_PARAMS: str  # (tenant, user_id): every notification's params emptied
+    SCRUB_PAYLOADS: str  # (tenant, user_id): every step's destination and frozen message
+    #                      cleared; one in flight keeps '{}', so no freeze can fill it again
+    SCRUB_RECEIPTS: str  # (tenant, user_id): the addresses and details of their receipts
+    RECORD_ERASURE: str  # (tenant, user_id, at)
+    SELECT_ERASED: str  # (tenant, user_id) -> erased_at
 
     # --- accept, read, resolve
     SELECT_DEDUP: str  # (tenant, user_id, dedup_key) -> id, request_hash, kind, outcome
@@ -43,7 +69,7 @@ class Queries(Protocol):
     INSERT_STEP: str  # (notification_id, step_no, channel, lane, send_after, state, reason,
     #                     note, updated_at, planned_at, cause, plan_note)
     SELECT_NOTIFICATION: str  # (id) -> every column
-    SELECT_STEP_STATES: str  # (notification_id) -> channel, state, by step
+    SELECT_STEP_STATES: str  # (notification_id) -> channel, state, reason, by step
     SELECT_STEPS: str  # (notification_id) -> every column, by step
     SELECT_ATTEMPTS: str  # (notification_id) -> every column, by step and attempt
     SELECT_EVENTS: str  # (notification_id) -> step_no, at, what, in the order written
@@ -112,14 +138,22 @@ class Queries(Protocol):
     SUPPRESS: str  # (tenant, channel_type, address, reason, source, evidence, at); nothing if
     #                 listed
     UNSUPPRESS: str  # (tenant, channel_type, address)
-    SELECT_SUPPRESSIONS: str  # {tenant, address, limit} -> the list, with dead devices as push
+    SELECT_SUPPRESSIONS: str  # {tenant, address, hashed, limit} -> the list (an address, or its
+    #                           hashed form), with dead devices as push
     SELECT_DEAD_COUNT: str
     SELECT_DEAD: str  # (limit) -> dead steps, newest first
-    SELECT_DEAD_MATCHING: str  # {since, until, channel, kind, at, nid, step, limit} ->
+    SELECT_DEAD_MATCHING: str  # {since, until, channel, kind, tenant, at, nid, step, limit} ->
     #   notification_id, step_no, updated_at, expires_at of dead steps that ended in [since,
     #   until), on the channel and of the kind (NULL: any), after (at, nid, step) in
     #   (updated_at, notification_id, step_no) order
-    COUNT_DEAD_MATCHING: str  # {since, until, channel, kind} -> how many of those
+    COUNT_DEAD_MATCHING: str  # {since, until, channel, kind, tenant} -> how many of those
+    #   (tenant NULL: any, as above)
+    SELECT_DEAD_OF: str  # {tenant, limit} -> notification_id, step_no, channel, kind, user_id,
+    #                      state, attempts, reason, updated_at of the tenant's dead steps, newest
+    #                      first
+    SELECT_UNKNOWN_OF: str  # {tenant, limit} -> the same of its unknown steps
+    SELECT_NOTIFICATIONS_OF: str  # {tenant, user_id, limit} -> id, kind, dedup_key, created_at,
+    #                               resolution, resolved_at, pruned_at, newest first
 
     # --- the inbox
     INSERT_INBOX: str  # (tenant, user_id, notification_id, kind, title, body, at) -> seq,
@@ -136,6 +170,8 @@ class Queries(Protocol):
     SELECT_INBOX_SINCE: str  # (tenant, user_id, seq, limit), by seq
     SELECT_INBOX_ITEM: str  # (tenant, user_id, notification_id)
     READ_ITEM: str  # (at, tenant, user_id, id) -> whether it counted in the badge; if unread
+    READ_ITEM_OF: str  # (at, notification_id) -> tenant, user_id, counted (in the badge); if
+    #                    unread
     ARCHIVE_ITEM: str  # (at, tenant, user_id, id) -> whether it was unread; if not archived
     READ_ALL: str  # (at, tenant, user_id, kinds) -> notification_id, kind, counted (in the badge:
     #                not archived) of each item it read
@@ -152,7 +188,8 @@ class Queries(Protocol):
     #                         expires_at, open (its open steps), held (its items still held for
     #                         a digest), of notifications whose history is kept, by id
     SELECT_OPEN_OF: str  # (ids JSON) -> id of each with a step open or an item held
-    SELECT_STEPS_OF: str  # (ids as a JSON list) -> notification_id, channel, state, evidence
+    SELECT_STEPS_OF: str  # (ids as a JSON list) -> notification_id, channel, state, evidence,
+    # reason
     DELETE_ATTEMPTS: str  # (notification_id)
     DELETE_EVENTS: str  # (notification_id)
     DELETE_DIGEST_ITEMS: str  # (notification_id)
@@ -220,6 +257,8 @@ class Queries(Protocol):
     #     is held until the commit of the transaction that took it
     LOCK_PERSON: str  # (tenant, user_id) -> false if another transaction holds the person:
     #   a send limit's count is read after it, so two claims never both take the last send
+    LOCK_PROFILE: str  # (tenant, user_id): the person's profile, taken before a change reads
+    #   it (a patch, preferences under If-Match, an erasure), so two changes never lose one
     LOCK_INBOX: str  # (tenant, user_id): the person's inbox sequence, taken before an item's
     #   seq, so a person's seqs grow in commit order (a stream resuming after one skips none)
 

@@ -17,6 +17,7 @@ from notifyd.core.models import (
     message_key,
 )
 from notifyd.core.steps import StepKey
+from notifyd.store.core import inbox
 from notifyd.store.core.moves import pull_next
 from notifyd.store.core.tx import Tx
 
@@ -100,6 +101,8 @@ def apply(tx: Tx, r: Receipt, nid: str, no: int, rules: Rules) -> None:
         tx.run(q.SET_EVIDENCE, (d.evidence, nid, no))
     if d.resolve and tx.run(q.RESOLVE, (tx.now, "delivered", f"receipt:{r.provider}", nid)):
         tx.run(q.CANCEL_PENDING, ("resolved: delivered", tx.now, nid))
+        if row["kind"] in rules.catalog.read_on_resolve:
+            inbox.read_resolved(tx, nid)
     if d.suppress and channel_type:
         tx.run(q.SUPPRESS, (row["tenant"], channel_type,
                             normal_address(channel_type, r.address or row["destination"] or ""),

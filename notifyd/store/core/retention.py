@@ -12,6 +12,7 @@ from collections.abc import Callable
 from notifyd.core.models import current_state, id_floor
 from notifyd.core.records import Aged, Pruned
 from notifyd.store.core import inbox
+from notifyd.store.core.rows import chosen
 from notifyd.store.core.tx import Row, Tx
 
 PROVEN = ("delivered", "shown", "opened")
@@ -30,9 +31,9 @@ def _history(tx: Tx, before: int, after: str, limit: int) -> Pruned:
         still = {r["id"] for r in tx.all(q.SELECT_OPEN_OF, (json.dumps([r["id"] for r in done]),))}
         done = [r for r in done if r["id"] not in still]
     if done:
-        steps: dict[str, list[tuple[str, str, str | None]]] = {r["id"]: [] for r in done}
+        steps: dict[str, list[Row]] = {r["id"]: [] for r in done}
         for s in tx.all(q.SELECT_STEPS_OF, (json.dumps(list(steps)),)):
-            steps[s["notification_id"]].append((s["channel"], s["state"], s["evidence"]))
+            steps[s["notification_id"]].append(s)
         ids = [(r["id"],) for r in done]
         for sql in (q.DELETE_ATTEMPTS, q.DELETE_EVENTS, q.DELETE_DIGEST_ITEMS, q.BLANK_RECEIPTS,
                     q.DELETE_STEPS):
@@ -42,11 +43,11 @@ def _history(tx: Tx, before: int, after: str, limit: int) -> Pruned:
     return Pruned(len(done), seen[-1]["id"] if len(seen) == limit else "")
 
 
-def _outcome(n: Row, steps: list[tuple[str, str, str | None]], now: int) -> str:
+def _outcome(n: Row, steps: list[Row], now: int) -> str:
     """The state the notification ended in, as the API would have shown it."""
-    return current_state(n["resolved_at"] is not None, ((c, s) for c, s, _ in steps),
-                         n["resolution"], proven=any(e in PROVEN for _, _, e in steps),
-                         expired=now >= n["expires_at"])
+    return current_state(n["resolved_at"] is not None, ((s["channel"], s["state"]) for s in steps),
+                         n["resolution"], proven=any(s["evidence"] in PROVEN for s in steps),
+                         expired=now >= n["expires_at"], chosen=chosen(steps))
 
 
 def _identities(tx: Tx, before: int, after: str, limit: int) -> Pruned:

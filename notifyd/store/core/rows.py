@@ -16,6 +16,7 @@ from notifyd.core.models import (
     Receipt,
     Recipient,
     StepState,
+    by_choice,
 )
 from notifyd.core.records import Attempt, Event, Notification, Proof, Step
 from notifyd.core.steps import Cause
@@ -88,6 +89,11 @@ def receipt(row: Row) -> Receipt:
     return Receipt(row["provider"], row["event_id"], Evidence(row["event"]), row["occurred_at"],
                    row["provider_ref"], row["step_key"], row["message_id"], row["address"],
                    row["channel_type"], row["detail"], row["tenant"])
+
+
+def chosen(steps: Sequence[Row]) -> bool:
+    """Whether the person's own choice suppressed one of these step rows (state, reason)."""
+    return any(s["state"] == StepState.SUPPRESSED and by_choice(s["reason"]) for s in steps)
 
 
 def split(text: str) -> tuple[str, ...]:

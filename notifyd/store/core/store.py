@@ -15,7 +15,8 @@ from typing import Any
 
 import orjson
 
-from notifyd.core.contacts import normal_address
+from notifyd.core.contacts import hashed_address, normal_address
+from notifyd.core.errors import DomainError
 from notifyd.core.models import (
     SCOPES,
     AcceptInput,
@@ -32,8 +33,10 @@ from notifyd.core.models import (
     Leases,
     Nonce,
     PlanFn,
+    PreferencesEdit,
     Receipt,
     Recipient,
+    RecipientEdit,
     Recorded,
     ResolveResult,
     Route,
@@ -50,18 +53,32 @@ from notifyd.core.records import (
     DeadStep,
     DigestDue,
     DigestMember,
+    Erased,
+    Hours,
     InboxChange,
     InboxItem,
     KeyRecord,
+    Listed,
     Notification,
     Pruned,
     SigningKey,
     Storage,
+    Stuck,
     Suppression,
+    TenantRecord,
 )
 from notifyd.core.steps import StepKey
 from notifyd.store.base import Inbox
-from notifyd.store.core import accept, delivery, inbox, receipts, retention, rows
+from notifyd.store.core import (
+    accept,
+    delivery,
+    erasure,
+    inbox,
+    people,
+    receipts,
+    retention,
+    rows,
+)
 from notifyd.store.core.fanout import FanoutMethods
 from notifyd.store.core.tx import Args, Backend, Row, Tx
 
@@ -129,12 +146,36 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
         return [DeadStep(r["notification_id"], r["step_no"], r["updated_at"], r["expires_at"])
                 for r in found]
 
+    async def stuck_steps(self, tenant: str, state: str, limit: int) -> list[Stuck]:
+        sql = self.q.SELECT_DEAD_OF if state == "dead" else self.q.SELECT_UNKNOWN_OF
+        return [Stuck(r["notification_id"], r["step_no"], r["channel"], r["kind"], r["user_id"],
+                      r["state"], r["attempts"], r["reason"], r["updated_at"])
+                for r in await self._all(sql, {"tenant": tenant, "limit": limit})]
+
+    async def notifications_of(self, tenant: str, user_id: str, limit: int) -> list[Listed]:
+        return [Listed(r["id"], r["kind"], r["dedup_key"], r["created_at"], r["resolution"],
+                       r["resolved_at"], r["pruned_at"])
+                for r in await self._all(self.q.SELECT_NOTIFICATIONS_OF, {
+                    "tenant": tenant, "user_id": user_id, "limit": limit})]
+
     async def oldest_due(self, routes: list[Route]) -> dict[Route, int]:
         found = {r: await self._value(self.q.SELECT_NEXT_DUE, (r.channel, r.lane))
                  for r in routes}
         return {r: int(at) for r, at in found.items() if at is not None}
 
-    # --- keys -------------------------------------------------------------------------------
+    # --- tenants and keys ---------------------------------------------------------------------
+
+    async def create_tenant(self, name: str) -> bool:
+        return await self.backend.write(
+            lambda tx: tx.run(self.q.INSERT_TENANT, (name, tx.now)) > 0)
+
+    async def tenants(self) -> list[TenantRecord]:
+        return [TenantRecord(r["name"], r["created_at"])
+                for r in await self._all(self.q.SELECT_TENANTS)]
+
+    async def find_tenant(self, name: str) -> TenantRecord | None:
+        r = await self._one(self.q.SELECT_TENANT, (name,))
+        return TenantRecord(r["name"], r["created_at"]) if r is not None else None
 
     async def create_key(self, key_hash: str, name: str, tenant: str, kinds: tuple[str, ...],
                          scopes: frozenset[str] = SCOPES) -> None:
@@ -187,10 +228,13 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
     # --- recipients ---------------------------------------------------------------------------
 
     async def put_recipient(self, r: Recipient) -> None:
-        contacts = json.dumps(r.contacts, sort_keys=True)
-        await self.backend.write(lambda tx: tx.run(self.q.UPSERT_RECIPIENT, (
-            r.tenant, r.user_id, r.timezone, r.locale, r.quiet_start, r.quiet_end, contacts,
-            tx.now)))
+        await self.edit_recipient(r.tenant, r.user_id, lambda _: r)
+
+    async def edit_recipient(self, tenant: str, user_id: str, edit: RecipientEdit) -> None:
+        refused = await self.backend.write(lambda tx: people.edit_recipient(
+            tx, tenant, user_id, edit))
+        if refused is not None:
+            raise refused
 
     async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None:
         row = await self._one(self.q.SELECT_RECIPIENT, (tenant, user_id))
@@ -204,6 +248,12 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
         value = await self._value(self.q.SELECT_LOCALE, (tenant, user_id))
         return str(value) if value is not None else None
 
+    async def erase_user(self, tenant: str, user_id: str, by: str) -> Erased:
+        return await self.backend.write(lambda tx: erasure.erase_user(tx, tenant, user_id, by))
+
+    async def erased_at(self, tenant: str, user_id: str) -> int | None:
+        return rows.as_int(await self._value(self.q.SELECT_ERASED, (tenant, user_id)))
+
     async def put_device(self, tenant: str, user_id: str, device: Device) -> None:
         await self.backend.write(lambda tx: tx.run(self.q.UPSERT_DEVICE, (
             tenant, user_id, device.device_id, device.kind, device.endpoint, device.p256dh,
@@ -213,11 +263,22 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
         return await self.backend.write(lambda tx: tx.run(
             self.q.DELETE_DEVICE, (tenant, user_id, device_id)) > 0)
 
-    async def put_preferences(self, tenant: str, user_id: str,
-                              preferences: dict[str, Any]) -> int:
-        text = json.dumps(preferences, sort_keys=True)
-        return int(await self.backend.write(lambda tx: tx.value(self.q.PUT_PREFERENCES, (
-            tenant, user_id, tx.now, text))))
+    async def put_preferences(self, tenant: str, user_id: str, preferences: dict[str, Any],
+                              version: int | None = None, hours: Hours | None = None
+                              ) -> int | None:
+        version_now, written = await self.edit_preferences(
+            tenant, user_id, lambda _: preferences,
+            None if version is None else frozenset({version}), hours)
+        return version_now if written else None
+
+    async def edit_preferences(self, tenant: str, user_id: str, edit: PreferencesEdit,
+                               if_match: frozenset[int] | None = None,
+                               hours: Hours | None = None) -> tuple[int, bool]:
+        done = await self.backend.write(lambda tx: people.edit_preferences(
+            tx, tenant, user_id, edit, if_match, hours))
+        if isinstance(done, DomainError):
+            raise done
+        return done
 
     # --- accept, resolve, read ----------------------------------------------------------------
 
@@ -235,15 +296,17 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
             for a, p in zip(items, params, strict=True)], shed=True)
 
     async def resolve_keys(self, tenant: str, keys: list[tuple[str, str, str]], by: str,
-                           kinds: tuple[str, ...] = ()) -> list[ResolveResult | None]:
+                           kinds: tuple[str, ...] = (),
+                           read_kinds: frozenset[str] = frozenset()
+                           ) -> list[ResolveResult | None]:
         return await self.backend.write(lambda tx: delivery.resolve_keys(
-            tx, tenant, keys, by, kinds))
+            tx, tenant, keys, by, kinds, read_kinds))
 
     async def resolve(self, notification_id: str, resolution: str, by: str,
-                      tenant: str | None = None, kinds: tuple[str, ...] = ()
-                      ) -> ResolveResult | None:
+                      tenant: str | None = None, kinds: tuple[str, ...] = (),
+                      read_kinds: frozenset[str] = frozenset()) -> ResolveResult | None:
         return await self.backend.write(lambda tx: delivery.resolve(
-            tx, notification_id, resolution, by, tenant, kinds))
+            tx, notification_id, resolution, by, tenant, kinds, read_kinds))
 
     async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None:
         row = await self._one(self.q.SELECT_DEDUP, (tenant, user_id, dedup_key))
@@ -288,11 +351,13 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
         return rows.as_int(self.backend.peek(self.q.next_due_sql(len(routes)),
                                              tuple(x for r in routes for x in (r.channel, r.lane))))
 
-    async def replay(self, notification_id: str, step_no: int | None) -> int:
-        return await self.backend.write(lambda tx: delivery.replay(tx, notification_id, step_no))
+    async def replay(self, notification_id: str, step_no: int | None,
+                     by: str | None = None) -> int:
+        return await self.backend.write(
+            lambda tx: delivery.replay(tx, notification_id, step_no, by))
 
-    async def replay_steps(self, steps: list[StepKey]) -> int:
-        return await self.backend.write(lambda tx: delivery.replay_steps(tx, steps))
+    async def replay_steps(self, steps: list[StepKey], by: str | None = None) -> int:
+        return await self.backend.write(lambda tx: delivery.replay_steps(tx, steps, by))
 
     async def end_unconfigured(self, channels: list[str], decide: DecideFn) -> list[Decided]:
         return await self.backend.write(lambda tx: delivery.end_unconfigured(
@@ -317,13 +382,15 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
         if channel_type == "push":
             return await self.backend.write(lambda tx: tx.run(self.q.REVIVE_DEVICE, (
                 tx.now, tenant, address)) > 0)
-        return await self.backend.write(lambda tx: tx.run(self.q.UNSUPPRESS, (
-            tenant, channel_type, normal_address(channel_type, address))) > 0)
+        normal = normal_address(channel_type, address)  # and what an erasure left one-way
+        return await self.backend.write(lambda tx: sum(tx.run(self.q.UNSUPPRESS, (
+            tenant, channel_type, a)) for a in (normal, hashed_address(normal))) > 0)
 
     async def suppressions(self, tenant: str, address: str | None = None,
                            limit: int = 1000) -> list[Suppression]:
         found = await self._all(self.q.SELECT_SUPPRESSIONS, {
-            "tenant": tenant, "address": address, "limit": limit})
+            "tenant": tenant, "address": address, "limit": limit,
+            "hashed": hashed_address(address) if address is not None else None})
         return [Suppression(r["tenant"], r["channel_type"], r["address"], r["reason"],
                             r["source"], r["evidence"], r["created_at"]) for r in found]
 
@@ -443,7 +510,7 @@ def _signing_key(r: Row) -> SigningKey:
 
 def _matching(match: DeadMatch) -> dict[str, Any]:
     return {"since": match.since, "until": match.until, "channel": match.channel,
-            "kind": match.kind}
+            "kind": match.kind, "tenant": match.tenant}
 
 
 def _item(r: Row) -> InboxItem:

@@ -26,7 +26,7 @@ from notifyd.store.core.queries import Queries
 from notifyd.store.core.tx import Args, Script
 from notifyd.store.postgres import queries
 from notifyd.store.postgres.migrate import migrate
-from notifyd.store.postgres.tx import PgTx, args, row_factory
+from notifyd.store.postgres.tx import PgTx, row_factory, run
 from notifyd.store.postgres.writer import PgWriter
 
 T = TypeVar("T")
@@ -146,10 +146,10 @@ class PostgresBackend:
     async def fetch(self, sql: str, values: Args = ()) -> list[Any]:
         """One statement on the reader's connection (autocommit: it sees every commit that
         returned before it)."""
-        def run() -> list[Any]:
-            return self._read().execute(sql, args(sql, values)).fetchall()
+        def read() -> list[Any]:
+            return run(self._read(), sql, values).fetchall()
 
-        found: list[Any] = await self._on_reader(run)
+        found: list[Any] = await self._on_reader(read)
         return found
 
     def peek(self, sql: str, values: Args = ()) -> Any:
@@ -158,7 +158,7 @@ class PostgresBackend:
         try:
             if self._peeker is None or self._peeker.closed:
                 self._peeker = connect(self.dsn)
-            row = self._peeker.execute(sql, args(sql, values)).fetchone()
+            row = run(self._peeker, sql, values).fetchone()
         except psycopg.OperationalError as e:
             self._peeker = None
             raise StorageError(f"the database is unreachable ({self.url}): {e}") from None
@@ -166,13 +166,13 @@ class PostgresBackend:
 
     async def snapshot(self, script: Script[T]) -> T:
         """`script`'s reads in one REPEATABLE READ transaction: one snapshot for them all."""
-        def run() -> T:
+        def in_snapshot() -> T:
             conn = self._read()
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 return script(PgTx(conn, self.q, self.clock.now_ms()))
 
-        result: T = await self._on_reader(run)
+        result: T = await self._on_reader(in_snapshot)
         return result
 
     async def _on_reader(self, fn: Any) -> Any:
@@ -196,10 +196,10 @@ class PostgresBackend:
         return 0
 
     async def compact(self) -> None:
-        def run() -> None:
+        def vacuum() -> None:
             self._read().execute("VACUUM (ANALYZE)")
 
-        await self._on_reader(run)
+        await self._on_reader(vacuum)
 
     async def tune_space(self) -> float | None:
         return None

@@ -1,4 +1,4 @@
--- version = 1
+-- version = 2
 TABLE api_keys (
     key_hash text NOT NULL
     name text NOT NULL
@@ -41,6 +41,11 @@ TABLE digest_items (
     window_end bigint NOT NULL
     held_at bigint NOT NULL
     digest_id text
+)
+TABLE erasures (
+    tenant text NOT NULL
+    user_id text NOT NULL
+    erased_at bigint NOT NULL
 )
 TABLE events (
     id bigint NOT NULL DEFAULT nextval('events_id_seq'::regclass)
@@ -190,6 +195,10 @@ TABLE suppressions (
     evidence text
     created_at bigint NOT NULL
 )
+TABLE tenants (
+    name text NOT NULL
+    created_at bigint NOT NULL
+)
 TABLE topic_members (
     tenant text NOT NULL
     topic text NOT NULL
@@ -221,6 +230,7 @@ CREATE UNIQUE INDEX attempts_pkey ON attempts USING btree (notification_id, step
 CREATE UNIQUE INDEX devices_pkey ON devices USING btree (tenant, user_id, device_id);
 CREATE INDEX digest_items_due ON digest_items USING btree (window_end) WHERE (digest_id IS NULL);
 CREATE UNIQUE INDEX digest_items_pkey ON digest_items USING btree (notification_id, step_no);
+CREATE UNIQUE INDEX erasures_pkey ON erasures USING btree (tenant, user_id);
 CREATE INDEX events_notification ON events USING btree (notification_id, at);
 CREATE UNIQUE INDEX events_pkey ON events USING btree (id);
 CREATE UNIQUE INDEX fanout_events_id ON fanout_events USING btree (tenant, event_id);
@@ -254,6 +264,7 @@ CREATE UNIQUE INDEX steps_pkey ON steps USING btree (notification_id, step_no);
 CREATE INDEX steps_provider_ref ON steps USING btree (provider_ref) WHERE (provider_ref IS NOT NULL);
 CREATE INDEX suppressions_address ON suppressions USING btree (address);
 CREATE UNIQUE INDEX suppressions_pkey ON suppressions USING btree (tenant, channel_type, address);
+CREATE UNIQUE INDEX tenants_pkey ON tenants USING btree (name);
 CREATE INDEX topic_members_closed ON topic_members USING btree (removed_at) WHERE (removed_version IS NOT NULL);
 CREATE UNIQUE INDEX topic_members_open ON topic_members USING btree (tenant, topic, user_id) WHERE (removed_version IS NULL);
 CREATE UNIQUE INDEX topic_members_pkey ON topic_members USING btree (tenant, topic, user_id, added_version);

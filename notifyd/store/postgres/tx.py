@@ -23,6 +23,7 @@ _PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\?(\d*)|(?<!:):([a-z_]+)\b")
 NAMED: dict[str, tuple[str, ...]] = {}  # a numbered statement -> the names of its $1, $2 ...
 
 
+@functools.lru_cache(maxsize=1024)
 def number(sql: str) -> str:
     """`sql` with its placeholders as `$n`: `?` takes the next number, `?N` is `$N`, and each
     distinct `:name` a number of its own (recorded in NAMED for `args`)."""
@@ -51,6 +52,13 @@ def args(sql: str, values: Args) -> Any:
     if isinstance(values, dict):
         return [values[n] for n in NAMED[sql]]
     return values
+
+
+def run(c: psycopg.Connection[Any], sql: str, values: Args) -> psycopg.Cursor[Any]:
+    """One statement, numbered first if it was not (a statement written by hand for a
+    script, as a test or an operator's tool does; each is numbered once)."""
+    sql = number(sql)
+    return c.execute(sql, args(sql, values))
 
 
 @functools.lru_cache(maxsize=512)
@@ -82,18 +90,19 @@ class PgTx:
         self.many: Callable[[str, Iterable[Args]], object] = self._many
 
     def _many(self, sql: str, rows: Iterable[Args]) -> None:
+        sql = number(sql)
         with self.c.cursor() as cur:
             cur.executemany(sql, [args(sql, r) for r in rows])
 
     def one(self, sql: str, values: Args = ()) -> Any:
-        return self.c.execute(sql, args(sql, values)).fetchone()
+        return run(self.c, sql, values).fetchone()
 
     def all(self, sql: str, values: Args = ()) -> list[Any]:
-        return self.c.execute(sql, args(sql, values)).fetchall()
+        return run(self.c, sql, values).fetchall()
 
     def value(self, sql: str, values: Args = ()) -> Any:
-        row = self.c.execute(sql, args(sql, values)).fetchone()
+        row = run(self.c, sql, values).fetchone()
         return None if row is None else row[0]
 
     def run(self, sql: str, values: Args = ()) -> int:
-        return self.c.execute(sql, args(sql, values)).rowcount
+        return run(self.c, sql, values).rowcount

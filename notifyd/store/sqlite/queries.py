@@ -1,6 +1,10 @@
 """SQLite's statements for the store core (store/core/queries.py says what each must do)."""
 
-# --- keys, recipients, accept and resolution ----------------------------------------------
+# --- tenants, keys, recipients, accept and resolution --------------------------------------
+
+INSERT_TENANT = "INSERT INTO tenants (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING"
+SELECT_TENANTS = "SELECT name, created_at FROM tenants ORDER BY name"
+SELECT_TENANT = "SELECT name, created_at FROM tenants WHERE name = ?"
 
 INSERT_KEY = """INSERT INTO api_keys (key_hash, name, tenant, kinds, created_at, scopes)
 VALUES (?, ?, ?, ?, ?, ?)"""
@@ -25,14 +29,25 @@ SELECT_RECIPIENT = """SELECT tenant, user_id, timezone, locale, quiet_start, qui
 FROM recipients WHERE tenant = ? AND user_id = ?"""
 SELECT_LOCALE = "SELECT locale FROM recipients WHERE tenant = ? AND user_id = ?"
 # Every change of preferences bumps the version the claim records with its decision.
+# With :version, only over that version (0: none chosen yet): a page saving what it showed never
+# overwrites a change it did not see. :hours set: the time zone and quiet hours change with them.
 PUT_PREFERENCES = """INSERT INTO recipients (tenant, user_id, contacts, updated_at, preferences,
-    pref_version, created_at) VALUES (?, ?, '{}', ?, ?, 1, ?3)
+    pref_version, timezone, quiet_start, quiet_end, created_at)
+SELECT :tenant, :user_id, '{}', :at, :preferences, 1, :timezone, :quiet_start, :quiet_end, :at
+WHERE coalesce(:version, 0) = 0 OR EXISTS (
+    SELECT 1 FROM recipients WHERE tenant = :tenant AND user_id = :user_id)
 ON CONFLICT (tenant, user_id) DO UPDATE SET preferences = excluded.preferences,
-    pref_version = pref_version + 1, updated_at = excluded.updated_at
+    pref_version = pref_version + 1, updated_at = excluded.updated_at,
+    timezone = CASE WHEN :hours THEN excluded.timezone ELSE timezone END,
+    quiet_start = CASE WHEN :hours THEN excluded.quiet_start ELSE quiet_start END,
+    quiet_end = CASE WHEN :hours THEN excluded.quiet_end ELSE quiet_end END
+WHERE :version IS NULL OR recipients.pref_version = :version
 RETURNING pref_version"""
 # The suppressions of a user's addresses (a JSON list), in their tenant or for every tenant.
 SELECT_SUPPRESSED = """SELECT channel_type, address, reason FROM suppressions
 WHERE tenant IN (?, '*') AND address IN (SELECT value FROM json_each(?))"""
+SELECT_LISTED = """SELECT tenant, channel_type, address, reason, source, evidence, created_at
+FROM suppressions WHERE tenant IN (?, '*') AND address IN (SELECT value FROM json_each(?))"""
 SELECT_DEVICES = """SELECT device_id, kind, endpoint, p256dh, auth, state, reason FROM devices
 WHERE tenant = ? AND user_id = ? ORDER BY created_at, device_id"""
 # Registering a device again (the same endpoint) brings it back to life with its new keys.
@@ -45,6 +60,43 @@ DELETE_DEVICE = "DELETE FROM devices WHERE tenant = ? AND user_id = ? AND device
 KILL_DEVICE = """UPDATE devices SET state = 'dead', reason = ?, updated_at = ?
 WHERE device_id = ? AND state = 'live'
     AND (tenant, user_id) = (SELECT tenant, user_id FROM notifications WHERE id = ?)"""
+
+# --- a person erased ---------------------------------------------------------------------------
+
+# Only when the erased person's address is suppressed: a scan of the tenant's profiles (every
+# tenant's, for an account-wide entry), rare and short.
+ADDRESS_HELD = """SELECT EXISTS (SELECT 1 FROM recipients r, json_each(r.contacts) j
+WHERE (:tenant = '*' OR r.tenant = :tenant) AND j.value = :address
+    AND NOT (r.tenant = :own_tenant AND r.user_id = :user_id))"""
+DELETE_RECIPIENT = """DELETE FROM recipients WHERE tenant = ? AND user_id = ?
+RETURNING pref_version"""
+DELETE_DEVICES = "DELETE FROM devices WHERE tenant = ? AND user_id = ?"
+DELETE_INBOX = "DELETE FROM inbox_items WHERE tenant = ? AND user_id = ?"
+DELETE_BADGE = "DELETE FROM inbox_badges WHERE tenant = ? AND user_id = ?"
+_OF_USER = "SELECT id FROM notifications WHERE tenant = ? AND user_id = ?"
+SELECT_OPEN_OF_USER = """SELECT n.id FROM notifications n
+WHERE n.tenant = ? AND n.user_id = ? AND n.resolved_at IS NULL
+    AND (EXISTS (SELECT 1 FROM steps s WHERE s.notification_id = n.id
+                 AND s.state IN ('pending', 'sending', 'unknown'))
+         OR EXISTS (SELECT 1 FROM digest_items d WHERE d.notification_id = n.id
+                    AND d.digest_id IS NULL))"""
+CANCEL_HELD = """UPDATE steps SET state = 'cancelled', reason = ?, updated_at = ?
+WHERE notification_id = ? AND state = 'held' AND EXISTS (SELECT 1 FROM digest_items d
+    WHERE d.notification_id = steps.notification_id AND d.step_no = steps.step_no
+    AND d.digest_id IS NULL)"""
+DELETE_HELD = """DELETE FROM digest_items WHERE tenant = ? AND user_id = ?
+    AND digest_id IS NULL"""
+SCRUB_PARAMS = """UPDATE notifications SET params = '{}'
+WHERE tenant = ? AND user_id = ? AND params != '{}'"""
+SCRUB_PAYLOADS = f"""UPDATE steps SET destination = NULL,
+    payload = CASE WHEN state = 'sending' THEN '{{}}' END
+WHERE notification_id IN ({_OF_USER})
+    AND (destination IS NOT NULL OR payload IS NOT NULL OR state = 'sending')"""
+SCRUB_RECEIPTS = f"""UPDATE receipts SET address = NULL, detail = NULL
+WHERE notification_id IN ({_OF_USER}) AND (address IS NOT NULL OR detail IS NOT NULL)"""
+RECORD_ERASURE = """INSERT INTO erasures (tenant, user_id, erased_at) VALUES (?, ?, ?)
+ON CONFLICT (tenant, user_id) DO UPDATE SET erased_at = excluded.erased_at"""
+SELECT_ERASED = "SELECT erased_at FROM erasures WHERE tenant = ? AND user_id = ?"
 
 SELECT_DEDUP = """SELECT id, request_hash, kind, outcome FROM notifications
 WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
@@ -59,7 +111,8 @@ INSERT_STEP = """INSERT INTO steps (notification_id, step_no, channel, lane, sen
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
 SELECT_NOTIFICATION = "SELECT * FROM notifications WHERE id = ?"
-SELECT_STEP_STATES = "SELECT channel, state FROM steps WHERE notification_id = ? ORDER BY step_no"
+SELECT_STEP_STATES = """SELECT channel, state, reason FROM steps WHERE notification_id = ?
+ORDER BY step_no"""
 SELECT_STEPS = "SELECT * FROM steps WHERE notification_id = ? ORDER BY step_no"
 SELECT_ATTEMPTS = """SELECT * FROM attempts WHERE notification_id = ?
 ORDER BY step_no, attempt_no"""
@@ -148,7 +201,7 @@ UNSUPPRESS = "DELETE FROM suppressions WHERE tenant = ? AND channel_type = ? AND
 # and the tenant's dead push devices, whose state lives with the device.
 SELECT_SUPPRESSIONS = """SELECT tenant, channel_type, address, reason, source, evidence,
     created_at FROM suppressions
-WHERE tenant IN (:tenant, '*') AND (:address IS NULL OR address = :address)
+WHERE tenant IN (:tenant, '*') AND (:address IS NULL OR address IN (:address, :hashed))
 UNION ALL
 SELECT tenant, 'push', device_id, coalesce(reason, 'dead'), kind, 'user ' || user_id, updated_at
 FROM devices WHERE tenant = :tenant AND state = 'dead'
@@ -228,12 +281,26 @@ WHERE state = 'dead' ORDER BY updated_at DESC LIMIT ?"""
 # key): the moment each step died, bounded by [since, until), on a channel and of a kind.
 _DEAD_MATCHING = """FROM steps s JOIN notifications n ON n.id = s.notification_id
 WHERE s.state = 'dead' AND s.updated_at >= :since AND s.updated_at < :until
-    AND (:channel IS NULL OR s.channel = :channel) AND (:kind IS NULL OR n.kind = :kind)"""
+    AND (:channel IS NULL OR s.channel = :channel) AND (:kind IS NULL OR n.kind = :kind)
+    AND (:tenant IS NULL OR n.tenant = :tenant)"""
 SELECT_DEAD_MATCHING = f"""SELECT s.notification_id, s.step_no, s.updated_at, n.expires_at
 {_DEAD_MATCHING}
     AND (s.updated_at, s.notification_id, s.step_no) > (:at, :nid, :step)
 ORDER BY s.updated_at, s.notification_id, s.step_no LIMIT :limit"""
 COUNT_DEAD_MATCHING = f"SELECT count(*) {_DEAD_MATCHING}"
+# The console's lists: a tenant's dead steps, newest first along steps_dead; its unknown steps
+# (few: sends whose outcome a crash or a timeout left open) among the open ones of steps_due.
+_STUCK = """SELECT s.notification_id, s.step_no, s.channel, n.kind, n.user_id, s.state,
+    s.attempts, s.reason, s.updated_at
+FROM steps s INDEXED BY {index} CROSS JOIN notifications n ON n.id = s.notification_id
+WHERE {state} AND n.tenant = :tenant ORDER BY s.updated_at DESC LIMIT :limit"""
+SELECT_DEAD_OF = _STUCK.format(index="steps_dead", state="s.state = 'dead'")
+SELECT_UNKNOWN_OF = _STUCK.format(
+    index="steps_due", state="s.state = 'unknown' AND s.state IN ('pending', 'unknown')")
+# A person's notifications, newest first (ids grow with time), along notifications_dedup.
+SELECT_NOTIFICATIONS_OF = """SELECT id, kind, dedup_key, created_at, resolution, resolved_at,
+    pruned_at FROM notifications WHERE tenant = :tenant AND user_id = :user_id
+ORDER BY id DESC LIMIT :limit"""
 
 # --- the inbox --------------------------------------------------------------------------------
 
@@ -275,6 +342,9 @@ RETURNING archived_at IS NULL"""
 ARCHIVE_ITEM = """UPDATE inbox_items SET archived_at = ?
 WHERE tenant = ? AND user_id = ? AND notification_id = ? AND archived_at IS NULL
 RETURNING read_at IS NULL"""
+# A resolution marks its notification's item read (a kind with read_on_resolve).
+READ_ITEM_OF = """UPDATE inbox_items SET read_at = ? WHERE notification_id = ? AND read_at IS NULL
+RETURNING tenant, user_id, archived_at IS NULL AS counted"""
 READ_ALL = f"""UPDATE inbox_items SET read_at = ?
 WHERE tenant = ? AND user_id = ? AND read_at IS NULL AND {OF_KINDS}
 RETURNING notification_id, kind, archived_at IS NULL AS counted"""
@@ -321,7 +391,7 @@ WHERE n.id IN (SELECT value FROM json_each(?))
                  AND s.state IN {OPEN_STATES})
          OR EXISTS (SELECT 1 FROM digest_items d WHERE d.notification_id = n.id
                     AND d.digest_id IS NULL))"""
-SELECT_STEPS_OF = """SELECT notification_id, channel, state, evidence FROM steps
+SELECT_STEPS_OF = """SELECT notification_id, channel, state, evidence, reason FROM steps
 WHERE notification_id IN (SELECT value FROM json_each(?)) ORDER BY notification_id, step_no"""
 DELETE_ATTEMPTS = "DELETE FROM attempts WHERE notification_id = ?"
 DELETE_EVENTS = "DELETE FROM events WHERE notification_id = ?"
@@ -484,6 +554,7 @@ COUNT_AGED_MEMBERS = f"SELECT count(*) {_CLOSED_UNPINNED}"
 # --- locks: none; the one writer is alone ---------------------------------------------------
 
 LOCK_PERSON = ""
+LOCK_PROFILE = ""
 LOCK_INBOX = ""
 NOTIFY_DUE = ""
 NOTIFY_INBOX = ""

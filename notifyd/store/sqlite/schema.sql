@@ -1,4 +1,4 @@
--- user_version = 15
+-- user_version = 16
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -43,6 +43,12 @@ CREATE TABLE digest_items (
     held_at      INTEGER NOT NULL,
     digest_id    TEXT,                     -- the digest notification that carried it
     PRIMARY KEY (notification_id, step_no)
+) WITHOUT ROWID;
+CREATE TABLE erasures (
+    tenant    TEXT NOT NULL,
+    user_id   TEXT NOT NULL,
+    erased_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant, user_id)
 ) WITHOUT ROWID;
 CREATE TABLE events (
     notification_id TEXT NOT NULL,
@@ -164,6 +170,10 @@ CREATE TABLE suppressions (
     evidence     TEXT,                     -- the step key or receipt that proved it
     created_at   INTEGER NOT NULL,
     PRIMARY KEY (tenant, channel_type, address)
+) WITHOUT ROWID;
+CREATE TABLE tenants (
+    name       TEXT PRIMARY KEY,
+    created_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE topic_members (
     tenant          TEXT NOT NULL,

@@ -1,0 +1,52 @@
+"""People: erasing one, as DELETE /v1/users/{user_id} does."""
+
+from __future__ import annotations
+
+import click
+
+from notifyd.cli.base import WRITE, global_options, known_tenant, main, with_store
+from notifyd.core.records import Erased
+from notifyd.core.text import iso, plural
+from notifyd.store import Store
+
+
+@main.group()
+def users() -> None:
+    """The people notifyd knows: erase one.
+
+    Example: notifyd users delete ada --tenant acme
+    """
+
+
+@users.command("delete")
+@global_options
+@click.argument("user_id")
+@click.option("--tenant", default="default", show_default=True)
+@click.pass_context
+def users_delete(ctx: click.Context, user_id: str, tenant: str) -> None:
+    """Erase a person: their profile, contacts, preferences, devices and inbox go; their open
+    notifications are resolved "erased" (nothing more goes out); their notifications' params,
+    frozen messages and receipts' addresses are scrubbed; suppressions of their addresses stay,
+    kept as one-way hashes; user tokens made before now are refused. Prints what it did.
+
+    Example: notifyd users delete ada --tenant acme
+    """
+
+    async def erase(s: Store) -> Erased:
+        await known_tenant(s, tenant)
+        return await s.erase_user(tenant, user_id, "cli")
+
+    e = with_store(ctx, erase, WRITE)
+    removed = [what for what, there in (("profile and contacts", e.profile),
+                                        ("preferences", e.preferences)) if there]
+    removed += [plural(e.devices, "device"), plural(e.inbox_items, "inbox item")]
+    click.echo(f"erased {user_id} of tenant {tenant} at {iso(e.erased_at)}")
+    click.echo(f"  removed: {', '.join(removed)}")
+    click.echo(f"  cancelled: {plural(e.cancelled, 'open notification')} "
+               f"({plural(e.cancelled_steps, 'step')} that had not gone)")
+    click.echo(f"  scrubbed: the params of {plural(e.params, 'notification')}, "
+               f"{plural(e.payloads, 'frozen message')}, the addresses of "
+               f"{plural(e.receipts, 'receipt')}")
+    click.echo(f"  suppressions: {e.hashed} kept as one-way hashes, {e.kept} left as they were "
+               "(another person has the address)")
+    click.echo("  user tokens made before now are refused")
