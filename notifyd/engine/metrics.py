@@ -61,7 +61,7 @@ class Metrics:
             "notifyd_streams_closed", "Inbox streams notifyd ended: displaced (their person "
             "opened more than server.max_streams_per_user), behind (events waiting past the "
             "queue's bound), slow (unsent bytes past the write buffer's bound: the page does not "
-            "read), stopping (shutdown).", ["why"], registry=r)
+            "read), stopping (shutdown), erased (their person was).", ["why"], registry=r)
         self.cancellation_ratio = Gauge(
             "notifyd_cancellation_ratio", "Share of ended steps that were cancelled by a "
             "resolution, since start: it should be substantial.", registry=r)
