@@ -569,9 +569,11 @@ class Daemon:
 
     def __init__(self, db: Path, config: Path | None = None, env: dict[str, str] | None = None,
                  start_timeout: float = 30.0, preexec: Callable[[], None] | None = None,
-                 port: int | None = 0) -> None:
-        """`port` None: no --port, so the config's server.port is the one served."""
-        args = ("serve",) if port is None else ("serve", "--port", str(port))
+                 port: int | None = 0, serve_args: tuple[str, ...] = ()) -> None:
+        """`port` None: no --port, so the config's server.port is the one served;
+        `serve_args` go after `serve` (--log-level debug, say)."""
+        args = ("serve", *serve_args) if port is None else (
+            "serve", "--port", str(port), *serve_args)
         self.proc = subprocess.Popen(notifyd_cmd(db, *args, config=config),
                                      env=env or clean_env(), cwd=db.parent,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

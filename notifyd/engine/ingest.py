@@ -40,6 +40,7 @@ from notifyd.domain.validate import (
     header_value,
     parse_object,
 )
+from notifyd.engine.decisions import Entry, Feed
 from notifyd.engine.stream import Event, Hub
 from notifyd.engine.templates import TemplateError, Templates
 from notifyd.store import Store
@@ -58,13 +59,14 @@ class Ingest:
 
     def __init__(self, cfg: Config, store: Store, clock: Clock,
                  wake: Callable[[int], None] | None = None, templates: Templates | None = None,
-                 hub: Hub | None = None) -> None:
+                 hub: Hub | None = None, feed: Feed | None = None) -> None:
         self.cfg = cfg
         self.store = store
         self.clock = clock
         self.wake = wake
         self.templates = templates  # renders inbox items at accept
         self.hub = hub or Hub()  # open inbox streams hear of each new item after its commit
+        self.feed = feed or Feed()  # so do those who follow the decisions, of each accept
 
     def parse(self, body: bytes, key: ApiKey, idempotency_key: str | None) -> AcceptInput:
         return self.parse_item(parse_object(body), key, idempotency_key)
@@ -250,6 +252,9 @@ class Ingest:
         step; a conflict is refused."""
         if result.created:
             self.announce(inp, result, inbox)
+            at = self.clock.now_ms() if result.created_at is None else result.created_at
+            self.feed.publish(Entry(at, "accepted", result.notification_id,
+                                    None, None, inp.tenant, inp.user_id, inp.kind))
         if result.conflict:  # name what holds the key only to a key that may read it
             readable = not inp.key_kinds or result.existing_kind in inp.key_kinds
             by = f" by {result.notification_id}" if readable else ""

@@ -20,7 +20,7 @@ from notifyd.domain.views import accepted_view, resolved_view, status_view
 from notifyd.engine import evidence, resolution
 from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
-from notifyd.http import batch, people
+from notifyd.http import batch, decisions, people
 from notifyd.http.errors import ApiError, status_of
 from notifyd.http.kit import (
     CTX,
@@ -318,6 +318,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/suppressions", post_suppression),
     ("DELETE", "/v1/suppressions/{channel_type}/{address}", delete_suppression),
     ("POST", "/v1/webhooks/{provider}", post_webhook),
+    ("GET", "/v1/decisions/stream", decisions.get_stream),
     ("GET", "/v1/openapi.json", get_openapi),
     ("GET", "/healthz", get_health),
     ("GET", "/readyz", get_ready),

@@ -186,7 +186,7 @@ REPLAY_STEPS = """UPDATE steps SET state = 'pending', send_after = ?, retry_base
 WHERE notification_id = ? AND (? IS NULL OR step_no = ?) AND state IN ('dead', 'unknown')
 RETURNING step_no"""
 SELECT_UNCONFIGURED = """SELECT s.notification_id, s.step_no, s.channel, s.lane, s.send_after,
-    n.resolution, n.expires_at
+    n.resolution, n.expires_at, n.tenant, n.user_id, n.kind
 FROM steps s JOIN notifications n ON n.id = s.notification_id
 WHERE s.state IN ('pending', 'unknown') AND s.channel NOT IN (SELECT value FROM json_each(?))"""
 WRITE_PROBE = "INSERT OR REPLACE INTO probe (id, at) VALUES (1, ?)"
