@@ -39,7 +39,8 @@ def _filter(request: web.Request, tenant: str, key_kinds: tuple[str, ...]) -> Fi
 
 
 async def get_stream(request: web.Request) -> web.StreamResponse:
-    """`event: decision` per entry (data: its JSON), `event: lost` ({"count"}) when some were
+    """`event: open` first (the filter: from here on, every decision it picks comes),
+    `event: decision` per entry (data: its JSON), `event: lost` ({"count"}) when some were
     dropped for a slow reader, a comment every KEEPALIVE_SEC of quiet."""
     ctx = request.app[CTX]
     key = await authorise(request, "read")
@@ -56,7 +57,10 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     response.force_close()  # a stream's connection ends with it, never back to keep-alive
     try:
         await response.prepare(request)
-        await response.write(b": following\n\n")  # the head goes now, not with the first entry
+        # The head goes now, with what is followed: a reader knows it sees what comes next.
+        await response.write(Event("open", {"kind": follower.filter.kind, "channel":
+                                            follower.filter.channel, "user_id":
+                                            follower.filter.user_id}).encode())
         while True:
             entry = await follower.next(KEEPALIVE_SEC, *stops)
             if entry is None and any(s.is_set() for s in stops):

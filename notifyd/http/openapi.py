@@ -412,9 +412,10 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
                               **_errors(400, 401, 403, 404, 406, 408, 413, 503)}}},
             "/v1/decisions/stream": {"get": {
                 "summary": "The engine's decisions as they happen (notifyd tail), as "
-                           "Server-Sent Events: decision (data: a Decision), lost ({count}: "
-                           "entries dropped for a slow reader); a key with the read scope sees "
-                           "its tenant's, of its kinds", "parameters": [
+                           "Server-Sent Events: open ({kind, channel, user_id}: the filter; "
+                           "what follows it is seen), decision (data: a Decision), lost "
+                           "({count}: entries dropped for a slow reader); a key with the read "
+                           "scope sees its tenant's, of its kinds", "parameters": [
                     {"name": "kind", "in": "query", "required": False, "schema": _ID},
                     {"name": "channel", "in": "query", "required": False, "schema": _ID},
                     {"name": "user_id", "in": "query", "required": False, "schema": _ID}],
