@@ -212,6 +212,7 @@ class Daemon:
             await asyncio.gather(*(g.pool.drain(max(0.0, left)) for g in gens))
             await close_adapters(gens)
             await self.ctx.fetch.close()
+            await self.ctx.keys.settle()
             await store.close()
             if held is not None:
                 held.release()

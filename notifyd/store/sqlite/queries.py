@@ -6,11 +6,12 @@ INSERT_KEY = """INSERT INTO api_keys (key_hash, name, tenant, kinds, created_at,
 VALUES (?, ?, ?, ?, ?, ?)"""
 SELECT_KEY = "SELECT name, tenant, kinds, key_hash, scopes FROM api_keys WHERE key_hash = ? " \
              "AND revoked_at IS NULL"
-SELECT_KEYS = """SELECT name, tenant, kinds, created_at, revoked_at, scopes FROM api_keys
-ORDER BY name"""
-SELECT_KEY_NAMED = """SELECT name, tenant, kinds, created_at, revoked_at, scopes FROM api_keys
-WHERE name = ?"""
+SELECT_KEYS = """SELECT name, tenant, kinds, created_at, revoked_at, scopes, last_used_at
+FROM api_keys ORDER BY name"""
+SELECT_KEY_NAMED = """SELECT name, tenant, kinds, created_at, revoked_at, scopes, last_used_at
+FROM api_keys WHERE name = ?"""
 REVOKE_KEY = "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"
+MARK_KEY_USED = "UPDATE api_keys SET last_used_at = ? WHERE key_hash = ?"
 
 UPSERT_RECIPIENT = """INSERT INTO recipients
     (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, updated_at)
