@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from engine_support import Daemon, clean_env, create_key, notifyd_cmd
+from jsonschema import Draft202012Validator
 
 from notifyd.client import Client, Event, NotifydError, sign_user_token
 from notifyd.client.aio import AsyncClient
@@ -168,6 +169,10 @@ def test_the_decisions_of_one_user_as_they_happen(running: tuple[Daemon, str, Pa
     assert [(s["decision"], s["notification_id"], s["step_no"]) for s in seen] == [
         ("accepted", nid, None), ("sending", nid, 0), ("sent", nid, 0)]
     assert {(s["kind"], s["user_id"]) for s in seen} == {("note", "dee")}
+    doc = spec()
+    schema = {"components": doc["components"], "$ref": "#/components/schemas/Decision"}
+    for s in seen:  # what the stream says is what the document says it says
+        Draft202012Validator(schema).validate(s)
 
 
 async def test_the_async_client_makes_the_same_calls(running: tuple[Daemon, str, Path]) -> None:
