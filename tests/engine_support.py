@@ -553,6 +553,18 @@ def notifyd_cmd(db: Path, *args: str, config: Path | None = None) -> list[str]:
     return [*head, "--db", str(db), *args]
 
 
+def inbox_config(folder: Path, title: str, extra: str = "") -> Path:
+    """`folder`/n.toml with a kind `note` whose inbox item's title is `title` (a template) and
+    which sends once on the log channel, plus `extra`; the templates folder beside it."""
+    path = folder / "templates" / "note" / "en" / "inbox.title.j2"
+    path.parent.mkdir(parents=True)
+    path.write_text(title)
+    config = folder / "n.toml"
+    config.write_text('[templates]\nfolder = "templates"\n\n[kinds.note]\ninbox = true\n'
+                      'ladder = [{ channel = "log" }]\n' + extra)
+    return config
+
+
 def create_key(db: Path, config: Path | None = None) -> str:
     done = subprocess.run(notifyd_cmd(db, "keys", "create", "--name", "t", config=config),
                           capture_output=True, text=True, env=clean_env(), cwd=db.parent,

@@ -15,21 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Daemon, clean_env, create_key, notifyd_cmd
+from engine_support import Daemon, clean_env, create_key, inbox_config, notifyd_cmd
 from jsonschema import Draft202012Validator
 
 from notifyd.client import Client, Event, NotifydError, sign_user_token
 from notifyd.client.aio import AsyncClient
 from notifyd.http.openapi import spec
 
-CONFIG = """
-[templates]
-folder = "templates"
-
-[kinds.note]
-inbox = true
-ladder = [{ channel = "log" }]
-
+PING = """
 [kinds.ping]
 ladder = [{ channel = "log", timeout_sec = 600 }, { channel = "log" }]
 """
@@ -40,10 +33,7 @@ FCM = {"type": "fcm", "token": "fcm-token-of-adas-phone"}
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Daemon, str, Path]]:
     folder = tmp_path_factory.mktemp("client")
-    (folder / "n.toml").write_text(CONFIG)
-    title = folder / "templates" / "note" / "en" / "inbox.title.j2"
-    title.parent.mkdir(parents=True)
-    title.write_text("Note for {{ name }}")
+    inbox_config(folder, "Note for {{ name }}", PING)
     db = folder / "n.db"
     key = create_key(db, folder / "n.toml")
     d = Daemon(db, folder / "n.toml")

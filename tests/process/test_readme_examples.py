@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Daemon, clean_env, create_key
+from engine_support import Daemon, clean_env, create_key, inbox_config
 
 from notifyd.domain import signed
 
@@ -72,14 +72,7 @@ def test_the_batch_example_prints_what_its_comments_say(tmp_path: Path,
     assert code is not None
     said = re.findall(r"^print\(.*?\)  # (\[[^]]*\])", code.group(1), re.M)
     assert len(said) == 2
-    db = tmp_path / "n.db"
-    key = create_key(db)
-    daemon = Daemon(db)
-    try:
-        names: dict[str, Any] = {"KEY": key}
-        exec(code.group(1).replace("http://127.0.0.1:7726", daemon.url), names)  # noqa: S102
-    finally:
-        assert daemon.stop() == 0, daemon.stderr()
+    names = _run_against_a_daemon(code.group(1), tmp_path)
     assert capsys.readouterr().out.splitlines() == said
     assert names["results"][0]["state"] == "log_pending"
 
@@ -169,24 +162,22 @@ def test_the_python_client_example_prints_what_its_comments_say(
     assert code is not None
     said = re.findall(r"^\s*print\(.*\)  # (.*)$", code.group(1), re.M)
     assert len(said) == 3
-    db = tmp_path / "n.db"
-    key = create_key(db)
-    daemon = Daemon(db)
-    try:
-        exec(code.group(1).replace("http://127.0.0.1:7726", daemon.url), {"KEY": key})  # noqa: S102
-    finally:
-        assert daemon.stop() == 0, daemon.stderr()
+    _run_against_a_daemon(code.group(1), tmp_path)
     assert capsys.readouterr().out.splitlines() == said
 
 
-INBOX_CONFIG = """
-[templates]
-folder = "templates"
+def _run_against_a_daemon(code: str, tmp_path: Path) -> dict[str, Any]:
+    """An example run with KEY set, against a daemon of the built-in config; its names."""
+    db = tmp_path / "n.db"
+    names: dict[str, Any] = {"KEY": create_key(db)}
+    daemon = Daemon(db)
+    try:
+        exec(code.replace("http://127.0.0.1:7726", daemon.url), names)  # noqa: S102
+    finally:
+        assert daemon.stop() == 0, daemon.stderr()
+    return names
 
-[kinds.note]
-inbox = true
-ladder = [{ channel = "log" }]
-"""
+
 # What the page would do with what openInbox hands it; the token comes from "the backend".
 HARNESS = """
 const realFetch = globalThis.fetch;
@@ -217,13 +208,10 @@ def _node_has_event_source() -> bool:
 def test_the_browser_snippet_reads_the_inbox_and_hears_a_new_item(tmp_path: Path) -> None:
     blocks = re.findall(r"```js\n(.*?)```", CLIENTS, re.S)
     assert len(blocks) == 1
-    (tmp_path / "n.toml").write_text(INBOX_CONFIG)
-    title = tmp_path / "templates" / "note" / "en" / "inbox.title.j2"
-    title.parent.mkdir(parents=True)
-    title.write_text("Note {{ n }}")
+    config = inbox_config(tmp_path, "Note {{ n }}")
     db = tmp_path / "n.db"
-    key = create_key(db, tmp_path / "n.toml")
-    daemon = Daemon(db, tmp_path / "n.toml")
+    key = create_key(db, config)
+    daemon = Daemon(db, config)
     node = None
     try:
         token = _call(daemon.url, key, "/v1/users/ada/tokens", {})["token"]
