@@ -11,6 +11,7 @@ A user token in place of the key reads and changes that user's own inbox and pre
 
 from __future__ import annotations
 
+import http.client
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
@@ -62,17 +63,20 @@ class Client:
         with self._open(call, self.timeout) as answer:
             try:
                 body = answer.read()
-            except OSError as e:
+            except (OSError, http.client.HTTPException) as e:  # cut short, or too slow
                 raise NotifydError.unreachable(self.base_url, e) from None
             return Call.answer(answer.status, body, answer.headers.get("Retry-After"))
 
     def _events(self, call: Call) -> Iterator[Event]:
         reader = EventReader()
         with self._open(call, STREAM_READ_SEC) as answer:
-            for raw in answer:
-                event = reader.line(raw)
-                if event is not None:
-                    yield event
+            try:
+                for raw in answer:
+                    event = reader.line(raw)
+                    if event is not None:
+                        yield event
+            except (OSError, http.client.HTTPException) as e:  # the daemon went away mid-stream
+                raise NotifydError.unreachable(self.base_url, e) from None
 
     # --- a producer's calls (an API key) -----------------------------------------------------
 

@@ -44,23 +44,23 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     dropped for a slow reader, a comment every KEEPALIVE_SEC of quiet."""
     ctx = request.app[CTX]
     key = await authorise(request, "read")
-    follower = ctx.feed.follow(_filter(request, key.tenant, key.kinds))
+    picks = _filter(request, key.tenant, key.kinds)
+    stops = [ctx.closing]
+    follower = ctx.feed.follow(picks)
     if follower is None:
         raise ApiError("overloaded", f"{FOLLOWERS_MAX} decision streams are open")
-    stops = [ctx.closing]
-    if ctx.guard is not None and request.transport is not None:
-        lost = ctx.guard.release(request.transport)
-        stops += [lost] if lost is not None else []
     response = web.StreamResponse(headers={
         "Content-Type": "text/event-stream", "Cache-Control": "no-cache",
         "X-Accel-Buffering": "no"})
     response.force_close()  # a stream's connection ends with it, never back to keep-alive
     try:
+        if ctx.guard is not None and request.transport is not None:
+            lost = ctx.guard.release(request.transport)
+            stops += [lost] if lost is not None else []
         await response.prepare(request)
         # The head goes now, with what is followed: a reader knows it sees what comes next.
-        await response.write(Event("open", {"kind": follower.filter.kind, "channel":
-                                            follower.filter.channel, "user_id":
-                                            follower.filter.user_id}).encode())
+        await response.write(Event("open", {"kind": picks.kind, "channel": picks.channel,
+                                            "user_id": picks.user_id}).encode())
         while True:
             entry = await follower.next(KEEPALIVE_SEC, *stops)
             if entry is None and any(s.is_set() for s in stops):

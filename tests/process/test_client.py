@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -264,3 +265,34 @@ def test_send_and_tail_work_an_operators_loop(running: tuple[Daemon, str, Path])
     assert keyless.returncode == 1 and "an API key is needed" in keyless.stderr
     bad = _cli(folder, "send", "note", "gus", "-p", "name", "--key", key, "--url", d.url)
     assert bad.returncode == 2 and "'name' is not NAME=VALUE" in bad.stderr
+
+
+def test_tail_follows_again_when_the_daemon_restarts(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = inbox_config(tmp_path, "Note", f"\n[server]\nport = {port}\n")
+    db = tmp_path / "n.db"
+    key = create_key(db, config)
+    first = Daemon(db, config, port=None)
+    tail = subprocess.Popen(notifyd_cmd(db, "tail", "--count", "1", config=config),
+                            env=clean_env(NOTIFYD_KEY=key), cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    second = None
+    try:
+        assert tail.stderr is not None
+        assert tail.stderr.readline().startswith("(following the decisions at http://127.0.0.1")
+        assert first.stop() == 0
+        assert "ended; following again in 1 s" in tail.stderr.readline()
+        second = Daemon(db, config, port=None)
+        while "(following the decisions" not in (line := tail.stderr.readline()):
+            assert "following again" in line, line  # it waits, then tries once more
+        nid = Client(second.url, key).post("hal", "note")["notification_id"]
+        out, _ = tail.communicate(timeout=TIMEOUT)
+    finally:
+        if tail.poll() is None:
+            tail.kill()
+        if second is not None:
+            assert second.stop() == 0
+    assert tail.returncode == 0
+    assert out.split(" ", 3)[1:3] == ["accepted:", nid]
