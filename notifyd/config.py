@@ -12,6 +12,7 @@ import re
 import tomllib
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,11 +143,13 @@ class RetentionConfig:
                            "payloads, attempts, moves, digest items, and its receipts' addresses "
                            "and details) is kept this long after acceptance (14 days); then only "
                            "its identity stays. Nothing still open (due, in flight, held for a "
-                           "digest) is ever pruned.", 14 * DAY_SEC)
+                           "digest) is ever pruned. A topic membership that ended is kept as "
+                           "long, unless an event still routing needs it.", 14 * DAY_SEC)
     identity_sec: int = doc("The identity left by a pruned history (id, tenant, user, dedup key, "
                             "request hash, final state), kept this long after acceptance (60 "
                             "days): a producer retrying within it gets the original id, never a "
-                            "second notification. At least history_sec.", 60 * DAY_SEC)
+                            "second notification. A routed event is kept as long, so a retry of "
+                            "it is answered with it. At least history_sec.", 60 * DAY_SEC)
     receipts_sec: int = doc("Providers' receipts, kept this long after arrival (30 days): a "
                             "provider replaying one within it is answered as a duplicate.",
                             30 * DAY_SEC)
@@ -272,6 +275,24 @@ class LimitConfig:
 
 
 @dataclass(frozen=True)
+class EventTypeConfig:
+    """An event type ([events.NAME]): what POST /v1/events of it makes for each recipient."""
+
+    kinds: tuple[str, ...] = doc("The kinds ([kinds.NAME]) each recipient of an event of this "
+                                 "type gets one notification of, each under its own ladder "
+                                 "and preferences. A key may post the event only if it may "
+                                 "post every one of them.", ())
+
+
+@dataclass(frozen=True)
+class FanoutConfig:
+    chunk: int = doc("Recipients an event's fan-out routes per write: each write is short, so "
+                     "accepts and sends never wait long behind a large event.", 100)
+    max_inline_users: int = doc("Most user ids an event may list inline ({\"user_ids\": "
+                                "[...]}); a larger audience is a topic.", 1000)
+
+
+@dataclass(frozen=True)
 class TokensConfig:
     """User tokens: what a person's page reads their own inbox and preferences with."""
 
@@ -283,9 +304,32 @@ class TokensConfig:
 
 
 @dataclass(frozen=True)
+class ConsoleConfig:
+    """The operator console (/console), the inbox widget (/inbox.js) and the preference centre:
+    pages served by the daemon itself."""
+
+    enabled: bool = doc("Serve the operator console at /console. An operator signs in with an "
+                        "API key that has the admin scope (notifyd keys create --scopes "
+                        "admin,...), for that key's tenant, or with the password below.", True)
+    password: str = doc("A console password: it signs in for the tenant named at sign-in. "
+                        "Empty: only admin API keys sign in. Keep this file readable by "
+                        "notifyd alone.", "")
+    session_ttl_sec: int = doc("How long a console session lasts from sign-in; then the "
+                               "operator signs in again. Revoking the key ends its sessions.",
+                               8 * 3600)
+    max_failed_sign_ins: int = doc("Failed sign-ins from one address within a minute before "
+                                   "its next ones are refused until the minute is over.", 5)
+    overview_every_sec: float = doc("How often the console's overview refreshes its figures "
+                                    "while open.", 2.0)
+    demo_inbox: bool = doc("Serve /demo/inbox: a page showing the inbox widget for a user id "
+                           "and token typed into it. Off in production.", False)
+
+
+@dataclass(frozen=True)
 class TenantConfig:
     cors_origins: tuple[str, ...] = doc("Browser origins (https://app.example.com) whose pages "
-                                        "may call the inbox and preferences with a user token.",
+                                        "may call the inbox, preferences and topics with a user "
+                                        "token.",
                                         ())
 
 
@@ -313,8 +357,12 @@ class Config:
     daemon: DaemonConfig = docf("Process lifecycle.", DaemonConfig)
     retention: RetentionConfig = docf("What ages out of the database, and when.",
                                       RetentionConfig)
+    fanout: FanoutConfig = docf("Events' fan-out to their audiences (POST /v1/events).",
+                                FanoutConfig)
     tokens: TokensConfig = docf("User tokens for a person's own inbox and preferences.",
                                 TokensConfig)
+    console: ConsoleConfig = docf("The operator console, the inbox widget and the preference "
+                                  "centre.", ConsoleConfig)
     channels: dict[str, ChannelConfig] = docf(
         "Channels by name; ladders refer to these names.", _default_channels)
     kinds: dict[str, KindConfig] = docf(
@@ -324,6 +372,8 @@ class Config:
         "every medium on.", dict)
     limits: tuple[LimitConfig, ...] = docf("Send limits per person ([[limits]]).", tuple)
     tenants: dict[str, TenantConfig] = docf("Per-tenant settings by tenant name.", dict)
+    events: dict[str, EventTypeConfig] = docf(
+        "Event types by name: the kinds each recipient of an event gets.", dict)
     # Providers' delivery webhooks by provider name: each its receipts/<name>.py settings, on
     # when its secret is set. Built by _build_webhooks, not from a type hint.
     webhooks: dict[str, Any] = field(default_factory=dict, metadata={
@@ -564,6 +614,13 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(1 <= ret.batch <= 10000, "retention.batch", "must be 1..10000")
     need(MIN_TOKEN_TTL_SEC <= cfg.tokens.max_ttl_sec <= MAX_SEC, "tokens.max_ttl_sec",
          f"must be {MIN_TOKEN_TTL_SEC}..{MAX_SEC}")
+    need(60 <= cfg.console.session_ttl_sec <= 7 * DAY_SEC, "console.session_ttl_sec",
+         f"must be 60..{7 * DAY_SEC} (a week)")
+    need(cfg.console.max_failed_sign_ins >= 1, "console.max_failed_sign_ins", "must be >= 1")
+    need(0.2 <= cfg.console.overview_every_sec <= 3600, "console.overview_every_sec",
+         "must be 0.2..3600")
+    need(not cfg.console.password or len(cfg.console.password) >= 12, "console.password",
+         "must be at least 12 characters (or empty: admin API keys only)")
     for name, ch in cfg.channels.items():
         k = f"channels.{name}"
         need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")
@@ -597,6 +654,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
         need(not lim.kind or lim.kind in cfg.kinds, f"{k}.kind", f"unknown kind {lim.kind!r}")
         need(not lim.medium or lim.medium in MEDIUMS, f"{k}.medium",
              f"must be one of {', '.join(MEDIUMS)}, or empty")
+    _validate_events(cfg, need)
     for name, tenant in cfg.tenants.items():
         for origin in tenant.cors_origins:
             need(bool(ORIGIN_RE.match(origin)), f"tenants.{name}.cors_origins",
@@ -638,6 +696,22 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
                 need(step.after_sec is not None or kind.ladder[i - 1].timeout_sec is not None,
                      sk, "needs after_sec, or timeout_sec on the step before it")
     return cfg
+
+
+def _validate_events(cfg: Config, need: Callable[[bool, str, str], None]) -> None:
+    need(1 <= cfg.fanout.chunk <= 10000, "fanout.chunk", "must be 1..10000")
+    need(1 <= cfg.fanout.max_inline_users <= 10000, "fanout.max_inline_users",
+         "must be 1..10000")
+    for name, event in cfg.events.items():
+        k = f"events.{name}"
+        need(bool(NAME_RE.match(name)), k, "names are lower-case letters, digits, _ . -")
+        need(bool(event.kinds), f"{k}.kinds", "needs at least one kind")
+        need(len(set(event.kinds)) == len(event.kinds), f"{k}.kinds", "names a kind twice")
+        for kind in event.kinds:
+            need(kind in cfg.kinds, f"{k}.kinds",
+                 f"unknown kind {kind!r} (known: {', '.join(sorted(cfg.kinds))})")
+            need(not cfg.kinds[kind].schedule, f"{k}.kinds",
+                 f"{kind!r} is a digest kind: only the digest scheduler makes those")
 
 
 # --- the commented example -------------------------------------------------------------------
@@ -685,6 +759,13 @@ def render_example() -> str:
         "#",
         "# [tenants.NAME]",
         *_commented(_render_fields(TenantConfig())),
+        "",
+        "# Event types by name, for POST /v1/events: an event of a type reaches its audience",
+        "# (a list of users, a topic, or everyone) as one notification of each of its kinds per",
+        "# recipient. An event type table takes these keys:",
+        "#",
+        "# [events.NAME]",
+        *_commented(_render_fields(EventTypeConfig(kinds=("comment_reply",)))),
         "",
         *_render_webhooks(),
         "# For example, a webhook channel and a kind that escalates from it to the log after ten",

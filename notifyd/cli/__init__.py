@@ -1,7 +1,17 @@
 """The `notifyd` command: thin click commands over the same store the daemon uses, one module per
 family (base.py holds what they share and the group they join)."""
 
-from notifyd.cli import keys, live, notifications, serve, storage, suppressions, templates
+from notifyd.cli import (
+    events,
+    keys,
+    live,
+    notifications,
+    serve,
+    storage,
+    suppressions,
+    templates,
+)
 from notifyd.cli.base import main
 
-__all__ = ["keys", "live", "main", "notifications", "serve", "storage", "suppressions", "templates"]
+__all__ = ["events", "keys", "live", "main", "notifications", "serve", "storage", "suppressions",
+           "templates"]

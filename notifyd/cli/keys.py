@@ -11,7 +11,7 @@ from notifyd.cli.base import CREATE, WRITE, config_of, database, global_options,
 from notifyd.config import NAME_RE
 from notifyd.core.clock import SystemClock
 from notifyd.core.fields import MAX_SEC
-from notifyd.core.models import SCOPES
+from notifyd.core.models import ALL_SCOPES, SCOPES
 from notifyd.core.text import iso
 from notifyd.domain import signed
 from notifyd.http.auth import hash_key, new_key
@@ -34,7 +34,10 @@ def keys() -> None:
 @click.option("--kinds", default="", help="Comma-separated kinds this key may post and whose inbox items it "
               "may see (default all).")
 @click.option("--scopes", default=",".join(sorted(SCOPES)), show_default=True,
-              help="What it may do: post, read, resolve, users (profiles and contacts).")
+              help="What it may do: post, read, resolve, users (profiles and contacts), topics "
+                   "(manage topics, send events to them); everyone (send events to every user "
+                   "of the tenant) and admin (sign in to the operator console for its tenant) "
+                   "only when named.")
 @click.pass_context
 def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: str) -> None:
     """Create an API key and print it once; only its hash is stored. Creates the database if
@@ -51,8 +54,8 @@ def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: 
     if not NAME_RE.match(name) or not NAME_RE.match(tenant):
         raise click.ClickException("--name and --tenant: lower-case letters, digits, _ . -")
     may = frozenset(s.strip() for s in scopes.split(",") if s.strip())
-    if not may or not may <= SCOPES:
-        raise click.ClickException(f"--scopes: choose from {', '.join(sorted(SCOPES))}")
+    if not may or not may <= ALL_SCOPES:
+        raise click.ClickException(f"--scopes: choose from {', '.join(sorted(ALL_SCOPES))}")
     key = new_key()
     path = sqlite_path(cfg.store.url)
     new_database = path is not None and not Path(path).exists()

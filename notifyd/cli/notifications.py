@@ -10,12 +10,11 @@ from datetime import UTC, datetime
 import click
 
 from notifyd.cli.base import READ, WRITE, config_of, global_options, main, with_store
-from notifyd.core.catalog import Catalog
+from notifyd.cli.events import inspect_event
 from notifyd.core.clock import SystemClock
-from notifyd.core.models import REPLAYED
 from notifyd.core.text import iso, plural
-from notifyd.domain.recipients import dead_reason, has_contact
 from notifyd.domain.views import status_view, timeline
+from notifyd.engine import replay as replays
 from notifyd.engine import resolution
 from notifyd.store import (
     DeadMatch,
@@ -49,17 +48,32 @@ async def _find(store: Store, ref: str, tenant: str) -> Notification:
 
 @main.command()
 @global_options
-@click.argument("ref")
-@click.option("--tenant", default="default", show_default=True, help="For user_id:dedup_key.")
+@click.argument("ref", required=False)
+@click.option("--tenant", default="default", show_default=True,
+              help="For user_id:dedup_key, and an event's id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status document instead.")
+@click.option("--event", "event_id", metavar="ID",
+              help="Instead of REF: an event (POST /v1/events), its recipients and each ladder.")
 @click.pass_context
-def inspect(ctx: click.Context, ref: str, tenant: str, as_json: bool) -> None:
+def inspect(ctx: click.Context, ref: str | None, tenant: str, as_json: bool,
+            event_id: str | None) -> None:
     """Print a notification's whole ladder as a timeline: what was decided, when and why.
 
-    REF is a notification id (n_...) or user_id:dedup_key (split on the last colon).
+    REF is a notification id (n_...) or user_id:dedup_key (split on the last colon). With
+    --event ID, the event and a line per notification it made: the recipient, the kind, its
+    state and each step (notifyd inspect n_... then shows one whole).
 
     Example: notifyd inspect u_42:invoice-1009
     """
+    if (ref is None) == (event_id is None):
+        raise click.UsageError("give REF (a notification) or --event ID, one of them")
+    if event_id is not None:
+        if as_json:
+            raise click.UsageError("--json with --event: notifyd events show ID prints the "
+                                   "event's document")
+        inspect_event(ctx, tenant, event_id)
+        return
+    assert ref is not None
     n = with_store(ctx, lambda s: _find(s, ref, tenant))
     if as_json:
         click.echo(json.dumps(status_view(n, SystemClock().now_ms()), indent=2))
@@ -96,9 +110,6 @@ def resolve(ctx: click.Context, ref: str, tenant: str, what: str) -> None:
 
 
 STEP_REF = re.compile(rf"({resolution.ID_RE.pattern}):(\d+)")
-# Steps per write of a bulk replay: about 25 ms of the writer each (measured on 30k dead steps,
-# two shared cores), so the daemon's own writes (accepts, claims) go between the batches.
-REPLAY_BATCH = 200
 DURATION = re.compile(r"([0-9]+)([smhdw])")
 SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -165,11 +176,11 @@ def replay(ctx: click.Context, ref: str | None, tenant: str, every_dead: bool,
     async def run(store: Store) -> tuple[str, int, list[str]]:
         if step_ref is not None:
             nid, step = step_ref.group(1), int(step_ref.group(2))
-            count = await store.replay(nid, step)
+            count = await store.replay(nid, step, "cli")
         else:
             nid = (await _find(store, ref, tenant)).id
-            count = await store.replay(nid, None)
-        return nid, count, await _blocked(store, nid, catalog)
+            count = await store.replay(nid, None, "cli")
+        return nid, count, await replays.blocked(store, nid, catalog)
 
     nid, count, blocked = with_store(ctx, run, WRITE)
     if not count:
@@ -181,26 +192,18 @@ def replay(ctx: click.Context, ref: str | None, tenant: str, every_dead: bool,
 
 
 def _replay_dead(ctx: click.Context, match: DeadMatch, dry_run: bool) -> None:
-    """Every dead step `match` picks, back to pending a batch at a time (each its own short
-    write, so a running daemon's accepts and claims go between), along a cursor: the batches
-    already replayed are never read again."""
+    """Every dead step `match` picks, back to pending (engine/replay.replay_dead)."""
     if match.channel is not None and match.channel not in config_of(ctx).channels:
         click.echo(f"warning: channel {match.channel!r} is not in this config; its replayed "
                    "steps end dead again when the daemon next starts", err=True)
 
     async def run(store: Store) -> tuple[int, int, int]:
-        total = await store.dead_count(match)
-        if dry_run or not total:
-            return total, 0, 0
-        replayed = late = 0
-        after = None
-        with click.progressbar(length=total, label="replaying", file=sys.stderr) as bar:
-            while page := await store.dead_steps(match, after, REPLAY_BATCH):
-                replayed += await store.replay_steps([d.key for d in page])
-                late += sum(d.expires_at <= match.until for d in page)
-                bar.update(len(page))
-                after = page[-1]
-        return total, replayed, late
+        if dry_run:
+            return await store.dead_count(match), 0, 0
+        with click.progressbar(length=await store.dead_count(match), label="replaying",
+                               file=sys.stderr) as bar:
+            done = await replays.replay_dead(store, match, "cli", bar.update)
+        return done.matched, done.replayed, done.late
 
     total, replayed, late = with_store(ctx, run, READ if dry_run else WRITE)
     if dry_run or not total:
@@ -213,29 +216,6 @@ def _replay_dead(ctx: click.Context, match: DeadMatch, dry_run: bool) -> None:
     if late:
         click.echo(f"warning: {late} of them belong to notifications past their time to live; "
                    "the claim ends those expired, unsent", err=True)
-
-
-async def _blocked(store: Store, nid: str, catalog: Catalog) -> list[str]:
-    """Replayed steps that the claim will suppress as things stand, and why: replaying does not
-    bring a dead address back, and saying nothing would look like a send."""
-    n = await store.get_notification(nid)
-    if n is None:
-        return []
-    r = await store.get_recipient(n.tenant, n.user_id)
-    out = []
-    for s in n.steps:
-        contact = catalog.contact(s.channel)
-        if s.reason != REPLAYED or contact is None:
-            continue
-        dead = dead_reason(r, contact)
-        if not has_contact(r, contact):
-            out.append(f"step {s.step_no} ({s.channel}) will be suppressed: the user has no "
-                       f"{contact}")
-        elif dead is not None:
-            out.append(f"step {s.step_no} ({s.channel}) will be suppressed: its {contact} is "
-                       f"disabled ({dead}); a new address for the user makes it live")
-    return out
-
 
 
 @main.command("dead-letters")

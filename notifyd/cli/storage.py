@@ -142,7 +142,9 @@ PRUNED = {Aged.HISTORY: "history of finished notifications (notifications)",
           Aged.IDENTITIES: "identities left by pruned histories",
           Aged.RECEIPTS: "providers' receipts",
           Aged.INBOX_DONE: "inbox items read or archived",
-          Aged.INBOX_OLD: "inbox items, read or not"}
+          Aged.INBOX_OLD: "inbox items, read or not",
+          Aged.EVENTS: "routed events",
+          Aged.MEMBERS: "ended topic memberships"}
 
 
 def _days(ms: int) -> str:

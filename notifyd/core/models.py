@@ -142,8 +142,14 @@ def current_state(resolved: bool, steps: Iterable[tuple[str, str]],
     return "expired" if "expired" in states else "undeliverable"
 
 
-# What an API key may do: post notifications, read them, resolve them, read and change users.
-SCOPES = frozenset({"post", "read", "resolve", "users"})
+# What an API key may do: post notifications, read them, resolve them, read and change users,
+# manage topics and address them. A new key gets these unless it is given others.
+SCOPES = frozenset({"post", "read", "resolve", "users", "topics"})
+# Signs in to the operator console (/console) for the key's tenant: never granted by default.
+ADMIN = "admin"
+# Every scope there is: `everyone` (address the tenant's whole user base) and `admin` only when
+# granted by name.
+ALL_SCOPES = SCOPES | {"everyone", ADMIN}
 
 
 @dataclass(frozen=True)
@@ -152,7 +158,7 @@ class ApiKey:
     tenant: str
     kinds: tuple[str, ...]  # empty: every kind
     key_hash: str
-    scopes: frozenset[str] = SCOPES  # what it may do: post, read, resolve, users
+    scopes: frozenset[str] = SCOPES  # what it may do: ALL_SCOPES names them
 
     def allows(self, kind: str) -> bool:
         return not self.kinds or kind in self.kinds

@@ -95,6 +95,7 @@ class Notification:
     pruned_at: int | None = None  # when its history aged out: its identity is what is left
     outcome: str | None = None  # the state it ended in, kept when its history went
     send_at: int | None = None  # a scheduled one: when its ladder started (or starts)
+    event_id: str | None = None  # the event it was made for (POST /v1/events), if any
 
     @property
     def state(self) -> str:
@@ -238,6 +239,8 @@ class Aged(StrEnum):
     RECEIPTS = "receipts"  # providers' receipts, once their replay window has passed
     INBOX_DONE = "inbox_done"  # inbox items read or archived
     INBOX_OLD = "inbox_old"  # inbox items, read or not
+    EVENTS = "events"  # routed events, once a producer's retry of one would be answered anew
+    MEMBERS = "topic_members"  # topic memberships that ended, once no routing event needs them
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +273,45 @@ class DeadMatch:
     since: int = 0
     channel: str | None = None
     kind: str | None = None
+    tenant: str | None = None  # None: every tenant (the command line); the console: its own
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A notification as a list shows it (a person's, newest first): no steps."""
+
+    id: str
+    kind: str
+    dedup_key: str | None
+    created_at: int
+    resolution: str | None
+    resolved_at: int | None
+    pruned_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Stuck:
+    """A dead or unknown step of a tenant's, for the console's list of what needs a hand."""
+
+    notification_id: str
+    step_no: int
+    channel: str
+    kind: str
+    user_id: str
+    state: str
+    attempts: int
+    reason: str | None
+    updated_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hours:
+    """When a person may be disturbed: their time zone and quiet hours ("HH:MM" local, both or
+    neither), set with their preferences."""
+
+    timezone: str | None = None
+    quiet_start: str | None = None
+    quiet_end: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

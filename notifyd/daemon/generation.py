@@ -1,7 +1,7 @@
 """The peers one config makes, as a generation a reload replaces: the sender pool, the scanner,
-ingest, the digester, retention and health. What outlives every generation (the store, the clock, the
-metrics, the scanner's wake-ups, the link key, the inbox streams, the decisions feed) is `Shared`,
-handed to each.
+ingest, the digester, retention, the events' fan-out and health. What outlives every generation
+(the store, the clock, the metrics, the scanner's wake-ups, the link key, the inbox streams, the
+decisions feed) is `Shared`, handed to each.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from notifyd.config import Config
 from notifyd.core.clock import Clock, MonotonicClock
 from notifyd.engine.decisions import Feed
 from notifyd.engine.digests import Digester
+from notifyd.engine.fanout import Fanout
 from notifyd.engine.ingest import Ingest
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.retention import Retention
@@ -48,18 +49,21 @@ class Generation:
     digester: Digester
     health: Health
     retention: Retention
+    fanout: Fanout
     halt: asyncio.Event = field(default_factory=asyncio.Event)  # stop claiming, making digests
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start(self, peers: asyncio.TaskGroup, reloaded: bool = False) -> None:
-        """Scan, make digests and prune as peers of the daemon's other tasks until `halt`."""
+        """Scan, make digests, prune and route events as peers of the daemon's other tasks
+        until `halt`."""
         self.tasks = [peers.create_task(self.scanner.run(self.halt, reloaded), name="scanner"),
                       peers.create_task(self.digester.run(self.halt), name="digests"),
-                      peers.create_task(self.retention.run(self.halt), name="retention")]
+                      peers.create_task(self.retention.run(self.halt), name="retention"),
+                      peers.create_task(self.fanout.run(self.halt), name="fanout")]
 
     async def stop(self) -> None:
-        """Stop claiming, making digests and pruning, after the scan (or the batch) under way;
-        the sends it started go on in the pool."""
+        """Stop claiming, making digests, pruning and routing events, after the scan (or the
+        batch, or the chunk) under way; the sends it started go on in the pool."""
         self.halt.set()
         if self.tasks:
             await asyncio.wait(self.tasks)
@@ -80,7 +84,8 @@ def build(cfg: Config, templates: Templates | None, shared: Shared,
     digester = Digester(cfg, shared.store, ingest, shared.clock)
     health = Health(cfg, shared.store, pool, scanner, shared.clock, shared.loop)
     retention = Retention(cfg.retention, shared.store, shared.clock, shared.metrics)
-    return Generation(cfg, templates, pool, scanner, ingest, digester, health, retention)
+    fanout = Fanout(cfg, shared.store, ingest, shared.clock, shared.metrics)
+    return Generation(cfg, templates, pool, scanner, ingest, digester, health, retention, fanout)
 
 
 async def close_adapters(done: Iterable[Generation], live: Iterable[Generation] = ()) -> None:

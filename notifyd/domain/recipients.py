@@ -69,16 +69,23 @@ def parse_recipient(tenant: str, user_id: str, data: dict[str, Any]) -> Recipien
         if not kind.valid(value):
             raise DomainError("invalid_field", f"{kind.field} must be {kind.shape}", kind.field)
         contacts[kind.field] = kind.normal(value) if kind.lower else value
-    tz = get_str(data, "timezone", required=False, max_len=64)
-    if tz is not None and not valid_timezone(tz):
-        raise DomainError("invalid_field", f"unknown timezone {tz!r} (use an IANA name such as "
-                       "Europe/Paris)", "timezone")
-    start, end = _quiet_hours(data.get("quiet_hours"))
+    tz = parse_timezone(data.get("timezone"))
+    start, end = parse_quiet_hours(data.get("quiet_hours"))
     locale = get_str(data, "locale", required=False, max_len=35)
     return Recipient(tenant, user_id, tz, locale, start, end, contacts)
 
 
-def _quiet_hours(quiet: Any) -> tuple[str | None, str | None]:
+def parse_timezone(value: Any) -> str | None:
+    """An IANA time zone name, or None."""
+    tz = get_str({"timezone": value}, "timezone", required=False, max_len=64)
+    if tz is not None and not valid_timezone(tz):
+        raise DomainError("invalid_field", f"unknown timezone {tz!r} (use an IANA name such as "
+                          "Europe/Paris)", "timezone")
+    return tz
+
+
+def parse_quiet_hours(quiet: Any) -> tuple[str | None, str | None]:
+    """{start: "HH:MM", end: "HH:MM"} as (start, end), or null as (None, None)."""
     if quiet is None:
         return None, None
     if not isinstance(quiet, dict) or set(quiet) != {"start", "end"}:

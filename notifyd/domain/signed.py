@@ -1,5 +1,6 @@
 """Signed strings notifyd hands out and later trusts: a person's user token (their own inbox and
-preferences, for a while) and a one-click unsubscribe link (one category, for good).
+preferences, for a while), a one-click unsubscribe link (one category, for good) and a link to
+their preference centre (which opens it with a user token minted then).
 
 Both are base64url(JSON payload) + "." + base64url(HMAC-SHA256(key, "<prefix>" + payload part)),
 checked in constant time. A user token's key is its tenant's (`notifyd tokens secret` prints it,
@@ -26,6 +27,7 @@ from notifyd.core.bounded import load_json
 
 USER_TOKEN = "nut1."  # a user token starts so
 LINK = "unsub1."  # an unsubscribe link's token starts so
+PREFERENCES = "prefs1."  # a preference centre link's token starts so
 MAX_TOKEN_BYTES = 2048
 CLOCK_LEEWAY_SEC = 60  # a backend's clock a little ahead of ours still makes a token of max TTL
 
@@ -159,3 +161,72 @@ def read_unsubscribe(token: str, key: bytes) -> Unsubscribe:
     if not (isinstance(tenant, str) and isinstance(user_id, str) and isinstance(category, str)):
         raise BadToken("malformed")
     return Unsubscribe(tenant, user_id, category)
+
+
+# --- preference centre links ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreferencesLink:
+    tenant: str
+    user_id: str
+
+
+def make_preferences_link(key: bytes, tenant: str, user_id: str) -> str:
+    return _make(key, PREFERENCES, {"t": tenant, "u": user_id})
+
+
+def read_preferences_link(token: str, key: bytes) -> PreferencesLink:
+    payload, signature, body = _open(token, PREFERENCES)
+    _check(key, PREFERENCES, payload, signature)
+    tenant, user_id = body.get("t"), body.get("u")
+    if not (isinstance(tenant, str) and isinstance(user_id, str) and tenant and user_id):
+        raise BadToken("malformed")
+    return PreferencesLink(tenant, user_id)
+
+
+# --- operator console sessions ----------------------------------------------------------------
+
+SESSION = "ops1."  # a console session cookie starts so
+
+
+@dataclass(frozen=True)
+class Session:
+    tenant: str
+    operator: str  # who signed in: the API key's name, or "password"
+    key_name: str | None  # the admin key it was opened with: the session dies with it
+    expires_at: int  # epoch seconds
+    nonce: str  # this session's own: its forms' CSRF token is derived from it
+
+
+def make_session(key: bytes, s: Session) -> str:
+    body: dict[str, object] = {"t": s.tenant, "o": s.operator, "exp": s.expires_at,
+                               "n": s.nonce}
+    if s.key_name is not None:
+        body["k"] = s.key_name
+    return _make(key, SESSION, body)
+
+
+def read_session(token: str, key: bytes, now_sec: int) -> Session:
+    """The session, if the daemon's key signed it and it has not expired."""
+    payload, signature, body = _open(token, SESSION)
+    _check(key, SESSION, payload, signature)
+    tenant, operator, exp = body.get("t"), body.get("o"), body.get("exp")
+    nonce, key_name = body.get("n"), body.get("k")
+    if not (isinstance(tenant, str) and isinstance(operator, str) and isinstance(nonce, str)
+            and isinstance(exp, int) and not isinstance(exp, bool)
+            and (key_name is None or isinstance(key_name, str))):
+        raise BadToken("malformed")
+    if exp <= now_sec:
+        raise BadToken("expired")
+    return Session(tenant, operator, key_name, exp, nonce)
+
+
+def csrf_token(key: bytes, s: Session) -> str:
+    """The token every form of this session carries: only a page of this session knows it."""
+    return _sign(key, "csrf1.", s.nonce)
+
+
+def same(a: str, b: str) -> bool:
+    """Two tokens compared in constant time."""
+    return hmac.compare_digest(a.encode(), b.encode())

@@ -76,6 +76,7 @@ def status_view(n: Notification, now: int = 0) -> dict[str, Any]:
         "steps": [_step_view(n, s) for s in n.steps],
         "total_time_ms": total_time_ms(n),
         "pruned_at": iso(n.pruned_at),
+        "event_id": n.event_id,
     }
 
 
@@ -132,7 +133,7 @@ def timeline(n: Notification, now: int = 0) -> list[str]:
                        f"{p.event}{detail}{said}"))
     events.sort(key=lambda e: e[:3])
     head = (f"{n.id}  tenant={n.tenant} user={n.user_id} kind={n.kind} "
-            f"dedup_key={n.dedup_key}")
+            f"dedup_key={n.dedup_key}") + (f" event={n.event_id}" if n.event_id else "")
     lines = [head] + [f"  {iso(at)}  {text}" for at, _, _, text in events]
     for s in n.steps:
         if timed_out(n, s):

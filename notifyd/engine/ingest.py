@@ -5,6 +5,7 @@ Nothing here touches HTTP; web.py hands in bytes and headers and gets back a res
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from notifyd.core.models import (
 )
 from notifyd.core.records import Acceptance, InboxEntry
 from notifyd.core.text import iso
+from notifyd.domain.events import check_dedup_key
 from notifyd.domain.ladder import plan_steps
 from notifyd.domain.recipients import dead_contacts
 from notifyd.domain.validate import (
@@ -67,6 +69,7 @@ class Ingest:
         self.templates = templates  # renders inbox items at accept
         self.hub = hub or Hub()  # open inbox streams hear of each new item after its commit
         self.feed = feed or Feed()  # so do those who follow the decisions, of each accept
+        self.routing = asyncio.Event()  # set once an event is accepted: its fan-out starts
 
     def parse(self, body: bytes, key: ApiKey, idempotency_key: str | None) -> AcceptInput:
         return self.parse_item(parse_object(body), key, idempotency_key)
@@ -94,13 +97,14 @@ class Ingest:
                 raise DomainError("invalid_field", "dedup_key differs from the Idempotency-Key "
                                "header; send one or make them equal", "dedup_key")
             dedup_key = idempotency_key
+        check_dedup_key(dedup_key)  # events' notifications have keys of their own form
         chain = self._parse_chain(kind, data.get("fallback_chain"))
         ttl = data.get("max_ttl_sec")
         if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool)
                                 or not 0 < ttl <= MAX_TTL_SEC):
             raise DomainError("invalid_field", f"max_ttl_sec must be an integer 1..{MAX_TTL_SEC}",
                            "max_ttl_sec")
-        send_at = self._parse_send_at(kind, data)
+        send_at = self.send_at_of(kind, data)
         compared: list[Any] = [user_id, kind, params, chain, ttl]
         if send_at is not None:  # appended only when given: older requests' hashes stay
             compared.append(send_at)
@@ -108,8 +112,9 @@ class Ingest:
         return AcceptInput(key.tenant, user_id, kind, params, dedup_key, chain, ttl,
                            hashlib.sha256(canonical).hexdigest(), key.name, key.kinds, send_at)
 
-    def _parse_send_at(self, kind: str, data: dict[str, Any]) -> int | None:
-        """When the ladder starts, if the request says (a time already past: at accept)."""
+    def send_at_of(self, kind: str, data: dict[str, Any]) -> int | None:
+        """When the ladder starts, if the request says (a time already past: at accept); an
+        event's too, checked for each kind it makes."""
         send_at = get_time(data, "send_at")
         if send_at is None:
             return None
@@ -204,7 +209,11 @@ class Ingest:
 
     def announce(self, inp: AcceptInput, result: AcceptResult,
                  inbox: InboxEntry | None) -> None:
-        """Tell open inbox streams of a new item, once it is committed."""
+        """Tell those who follow the decisions of a new notification, and open inbox streams
+        of its item, once it is committed (an accept, or an event's fan-out)."""
+        at = self.clock.now_ms() if result.created_at is None else result.created_at
+        self.feed.publish(Entry(at, "accepted", result.notification_id, None, None, inp.tenant,
+                                inp.user_id, inp.kind))
         if inbox is None or result.inbox_seq is None:
             return
         item = {"id": result.notification_id, "kind": inp.kind, "title": inbox.title,
@@ -252,9 +261,6 @@ class Ingest:
         step; a conflict is refused."""
         if result.created:
             self.announce(inp, result, inbox)
-            at = self.clock.now_ms() if result.created_at is None else result.created_at
-            self.feed.publish(Entry(at, "accepted", result.notification_id,
-                                    None, None, inp.tenant, inp.user_id, inp.kind))
         if result.conflict:  # name what holds the key only to a key that may read it
             readable = not inp.key_kinds or result.existing_kind in inp.key_kinds
             by = f" by {result.notification_id}" if readable else ""

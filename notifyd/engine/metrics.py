@@ -23,6 +23,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
 from notifyd import __version__
+from notifyd.core.events import Backlog
 from notifyd.core.models import OPEN_STEP_STATES, StepState, Why
 from notifyd.core.records import Storage
 
@@ -86,6 +87,14 @@ class Metrics:
         self.pruned = Counter("notifyd_pruned", "Rows retention removed, by class (history: "
                               "notifications whose history went, leaving their identity).",
                               ["class"], registry=r)
+        self.event_recipients = Counter(
+            "notifyd_event_recipients_routed", "Recipients events were routed to (each gets one "
+            "notification per kind of the event's type).", registry=r)
+        self.events_routing = Gauge("notifyd_events_routing", "Events accepted and not yet "
+                                    "routed to their whole audience.", registry=r)
+        self.routing_lag = Gauge(
+            "notifyd_event_routing_lag_seconds", "How long the oldest event still routing has "
+            "waited since it was accepted: the age of its next chunk (0: none).", registry=r)
         self.build = Gauge("notifyd_build_info", "Always 1: the version running and the Python "
                            "it runs on.", ["version", "python"], registry=r)
         self.build.labels(__version__, platform.python_version()).set(1)
@@ -104,6 +113,12 @@ class Metrics:
         """The oldest rows' ages as of `now` (at scrape time)."""
         for name, at in self._oldest.items():
             self.db_oldest.labels(name).set(0 if at is None else max(0, now - at) / 1000)
+
+    def routing(self, backlog: Backlog, now: int) -> None:
+        """The events still routing, as read at scrape time."""
+        self.events_routing.set(backlog.events)
+        oldest = backlog.oldest_at
+        self.routing_lag.set(0 if oldest is None else max(0, now - oldest) / 1000)
 
     def step_ended(self, state: StepState, why: Why, n: int = 1) -> None:
         if state in OPEN_STEP_STATES or n <= 0:
@@ -188,6 +203,9 @@ def summary(text: str) -> list[str]:
         *columns([([labels["class"]], f"{value:g} ({_age(ages.get(labels['class'], 0.0))})")
                   for labels, value in samples.get("notifyd_db_rows", [])]),
         "pruned by class:", *rows("notifyd_pruned_total", "class"),
+        f"events routing: {_one(samples, 'notifyd_events_routing'):g} (the oldest waiting "
+        f"{_age(_one(samples, 'notifyd_event_routing_lag_seconds'))}); recipients routed: "
+        f"{_one(samples, 'notifyd_event_recipients_routed_total'):g}",
     ]
 
 

@@ -60,6 +60,14 @@ class Renderer:
         token = signed.make_unsubscribe(self.link_key, tenant, user_id, rules.category)
         return f"{base}/v1/unsubscribe/{token}"
 
+    def preferences_url(self, tenant: str, user_id: str) -> str | None:
+        """A link to the person's preference centre (every category by medium, the global
+        opt-out, quiet hours), when there is a public URL to put in it."""
+        base = self.cfg.server.public_url.rstrip("/")
+        if not base or self.link_key is None:
+            return None
+        return f"{base}/preferences/{signed.make_preferences_link(self.link_key, tenant, user_id)}"
+
     def freeze(self, claim: Claim, adapter: Channel, now: int) -> Freeze:
         """Render a claimed step that has never been frozen, as the exact text to fix on it
         (JSON, sorted keys); raises RenderError (or anything a broken adapter raises) for a
@@ -85,7 +93,9 @@ class Renderer:
                                          notice.params, extra={
                                              "notification_id": claim.notification_id,
                                              "user_id": notice.user_id,
-                                             "unsubscribe_url": unsubscribe})
+                                             "unsubscribe_url": unsubscribe,
+                                             "preferences_url": self.preferences_url(
+                                                 notice.tenant, notice.user_id)})
             content = done.parts
             template = f"{notice.kind}/{done.locale}/{medium}@{done.version}"
         contact = claim.contact

@@ -26,14 +26,19 @@ COUNT_EVERY_MS = 300_000  # rows are counted at most this often: counting reads 
 NAMES = {Aged.HISTORY: ("history", "histories"), Aged.IDENTITIES: ("identity", "identities"),
          Aged.RECEIPTS: ("receipt", "receipts"),
          Aged.INBOX_DONE: ("read inbox item", "read inbox items"),
-         Aged.INBOX_OLD: ("old inbox item", "old inbox items")}
+         Aged.INBOX_OLD: ("old inbox item", "old inbox items"),
+         Aged.EVENTS: ("routed event", "routed events"),
+         Aged.MEMBERS: ("ended topic membership", "ended topic memberships")}
 
 
 def windows(cfg: RetentionConfig) -> list[tuple[Aged, int]]:
-    """Each class with its window in ms, oldest data first; a class kept forever is left out."""
+    """Each class with its window in ms, oldest data first; a class kept forever is left out.
+    A routed event is kept as long as the identities of its notifications, so a producer's
+    retry within that time is answered with it; an ended membership as long as a history."""
     by_class = [(Aged.HISTORY, cfg.history_sec), (Aged.IDENTITIES, cfg.identity_sec),
                 (Aged.RECEIPTS, cfg.receipts_sec), (Aged.INBOX_DONE, cfg.inbox_read_sec),
-                (Aged.INBOX_OLD, cfg.inbox_sec)]
+                (Aged.INBOX_OLD, cfg.inbox_sec), (Aged.EVENTS, cfg.identity_sec),
+                (Aged.MEMBERS, cfg.history_sec)]
     return [(what, sec * 1000) for what, sec in by_class if sec > 0]
 
 

@@ -28,10 +28,11 @@ VERSION_HEX = 12
 SUFFIX = ".j2"
 LAYOUT = "<kind>/<locale>/<medium>.<part>.j2"
 # Set by the sender beside the params; a param of the same name loses to them.
-RESERVED = ("kind", "notification_id", "user_id", "locale", "unsubscribe_url")
+RESERVED = ("kind", "notification_id", "user_id", "locale", "unsubscribe_url", "preferences_url")
 PREVIEW_EXTRA: Mapping[str, Any] = MappingProxyType({
     "notification_id": "preview", "user_id": "preview",
-    "unsubscribe_url": "https://example.invalid/unsubscribe"})
+    "unsubscribe_url": "https://example.invalid/unsubscribe",
+    "preferences_url": "https://example.invalid/preferences"})
 
 
 class Parts(NamedTuple):
@@ -185,10 +186,11 @@ class Templates:
                *, extra: Mapping[str, Any] | None = None) -> RenderedContent:
         """The medium's parts from the first complete locale folder of locale_chain(locale).
         Templates see the params, then `extra` (the RESERVED names: notification_id, user_id,
-        unsubscribe_url, None unless given), then kind and locale (the folder rendered): a later
+        unsubscribe_url, preferences_url, None unless given), then kind and locale (the folder
+        rendered): a later
         source wins over an earlier one with the same name."""
         chosen = self._choose(kind, medium, locale)
-        context = {**params, "unsubscribe_url": None, **(extra or {}),
+        context = {**params, "unsubscribe_url": None, "preferences_url": None, **(extra or {}),
                    "kind": kind, "locale": chosen.locale}
         parts: dict[str, str] = {}
         for part, file in chosen.parts:
@@ -375,8 +377,9 @@ the default locale that holds every required part of the medium. Parts never mix
 folders: a folder missing one of them is skipped whole, and the daemon will not start.
 
 Variables: the notification's params, plus kind, notification_id, user_id, locale (the folder
-rendered) and unsubscribe_url (may be empty: guard it with {{% if unsubscribe_url %}}). These
-names win over a param of the same name. An undefined variable is an error, not an empty string.
+rendered), unsubscribe_url (may be empty: guard it with {{% if unsubscribe_url %}}) and
+preferences_url (the person's preference centre; empty without server.public_url). These names
+win over a param of the same name. An undefined variable is an error, not an empty string.
 
 Only .html.j2 files are HTML-escaped. One trailing newline is dropped from each part, and a line
 holding only a {{% %}} tag leaves no blank line. Each file stands alone (no include, extends or
@@ -398,6 +401,9 @@ Reference: {{ kind }} {{ notification_id }}
 {% if unsubscribe_url %}
 Unsubscribe: {{ unsubscribe_url }}
 {% endif %}
+{% if preferences_url %}
+Choose what we send you: {{ preferences_url }}
+{% endif %}
 """
 _DE_TEXT = """Guten Tag,
 
@@ -408,6 +414,9 @@ Bitte aktualisieren Sie Ihre Zahlungsdaten:
 Referenz: {{ kind }} {{ notification_id }}
 {% if unsubscribe_url %}
 Abmelden: {{ unsubscribe_url }}
+{% endif %}
+{% if preferences_url %}
+Benachrichtigungen einstellen: {{ preferences_url }}
 {% endif %}
 """
 _HTML = """<!doctype html>
@@ -420,6 +429,9 @@ _HTML = """<!doctype html>
 {{% if unsubscribe_url %}}
   &middot; <a href="{{{{ unsubscribe_url }}}}">{unsubscribe}</a>
 {{% endif %}}
+{{% if preferences_url %}}
+  &middot; <a href="{{{{ preferences_url }}}}">{preferences}</a>
+{{% endif %}}
 </p>
 </body>
 </html>
@@ -431,7 +443,7 @@ _STARTER: dict[str, dict[str, str]] = {
         "email.html": _HTML.format(
             hello="Hello,", link="Update your payment details", ref="Reference",
             body="we could not collect <strong>{{ amount }}</strong> for invoice {{ invoice }}.",
-            unsubscribe="Unsubscribe"),
+            unsubscribe="Unsubscribe", preferences="Choose what we send you"),
         "sms.text": "Payment of {{ amount }} for invoice {{ invoice }} failed. "
                     "Update your details: {{ url }}\n",
         "push.title": "Payment failed\n",
@@ -448,7 +460,8 @@ _STARTER: dict[str, dict[str, str]] = {
         "email.html": _HTML.format(
             hello="Guten Tag,", link="Zahlungsdaten aktualisieren", ref="Referenz",
             body="wir konnten <strong>{{ amount }}</strong> für die Rechnung {{ invoice }} "
-                 "nicht einziehen.", unsubscribe="Abmelden"),
+                 "nicht einziehen.", unsubscribe="Abmelden",
+            preferences="Benachrichtigungen einstellen"),
         "sms.text": "Die Zahlung von {{ amount }} für Rechnung {{ invoice }} ist fehlgeschlagen. "
                     "Zahlungsdaten aktualisieren: {{ url }}\n",
         "push.title": "Zahlung fehlgeschlagen\n",

@@ -20,7 +20,9 @@ from notifyd.domain.views import accepted_view, resolved_view, status_view
 from notifyd.engine import evidence, resolution
 from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
-from notifyd.http import batch, decisions, people
+from notifyd.http import batch, decisions, events, people, topics, widget
+from notifyd.http.console.routes import ROUTES as CONSOLE_ROUTES
+from notifyd.http.console.session import SIGN_INS, SignIns
 from notifyd.http.errors import ApiError, status_of
 from notifyd.http.kit import (
     CTX,
@@ -272,7 +274,7 @@ def _refusal(err: ApiError, status: int) -> web.Response:
 async def get_openapi(request: web.Request) -> web.Response:
     cfg = request.app[CTX].cfg
     return web.json_response(spec(sorted(cfg.kinds), sorted(cfg.channels),
-                                  cfg.tokens.max_ttl_sec))
+                                  cfg.tokens.max_ttl_sec, cfg.fanout.max_inline_users))
 
 
 async def get_health(request: web.Request) -> web.Response:
@@ -324,6 +326,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/readyz", get_ready),
     ("GET", "/metrics", get_metrics),
 ]
+ROUTES += events.ROUTES + topics.ROUTES  # http/events.py, http/topics.py
 
 
 def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:
@@ -331,6 +334,7 @@ def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:
     app = web.Application(middlewares=[*(outer or []), people.cors_middleware, errors_middleware],
                           client_max_size=ctx.cfg.server.max_body_bytes)
     app[CTX] = ctx
-    for method, path, handler in [*ROUTES, *people.ROUTES]:
+    app[SIGN_INS] = SignIns(ctx.clock)
+    for method, path, handler in [*ROUTES, *people.ROUTES, *widget.ROUTES, *CONSOLE_ROUTES]:
         app.router.add_route(method, path, handler)
     return app

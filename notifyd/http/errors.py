@@ -24,13 +24,22 @@ CATALOG: dict[str, ErrorSpec] = {
     "kind_not_allowed": ErrorSpec(403, "this API key may not post this kind"),
     "wrong_user": ErrorSpec(403, "this user token is for another user"),
     "scope_not_allowed": ErrorSpec(403, "this API key's scopes do not allow this call"),
+    "not_self_service": ErrorSpec(403, "a person may follow or leave only a self-service topic "
+                                       "themselves"),
     "origin_not_allowed": ErrorSpec(403, "no tenant lists this page's origin in its "
                                          "cors_origins"),
+    "csrf_failed": ErrorSpec(403, "the form's CSRF token is missing or not this session's; "
+                                  "reload the page and try again"),
     "not_found": ErrorSpec(404, "no such resource"),
     "method_not_allowed": ErrorSpec(405, "this method is not allowed on this path"),
     "dedup_conflict": ErrorSpec(
         409, "this dedup key was already used with different input"
     ),
+    "event_conflict": ErrorSpec(409, "this event id was already used with different input"),
+    "topic_not_empty": ErrorSpec(409, "a topic with members cannot be deleted; remove them "
+                                      "first"),
+    "precondition_failed": ErrorSpec(412, "the resource changed since the version this "
+                                          "request was made over; read it again"),
     "request_timeout": ErrorSpec(408, "the request body did not arrive within "
                                       "server.body_timeout_sec"),
     "body_too_large": ErrorSpec(413, "the request body is larger than server.max_body_bytes"),
@@ -41,7 +50,11 @@ CATALOG: dict[str, ErrorSpec] = {
     "unknown_field": ErrorSpec(422, "the body has a field this endpoint does not know"),
     "unknown_kind": ErrorSpec(422, "no kind of this name is configured"),
     "unknown_channel": ErrorSpec(422, "no channel of this name is configured"),
+    "unknown_event_type": ErrorSpec(422, "no event type of this name is configured"),
+    "unknown_topic": ErrorSpec(422, "the event names a topic that does not exist"),
     "override_not_allowed": ErrorSpec(422, "this kind does not allow fallback_chain overrides"),
+    "too_many_sign_ins": ErrorSpec(429, "too many failed sign-ins from this address; wait a "
+                                        "minute"),
     "shutting_down": ErrorSpec(503, "notifyd is shutting down; retry against another instance"),
     "overloaded": ErrorSpec(503, "too many requests are waiting; retry after Retry-After with "
                                  "the same dedup key (nothing was accepted)"),

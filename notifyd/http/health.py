@@ -109,6 +109,7 @@ class Health:
         m.dead_letters.set(await self.store.dead_count())
         m.orphans.set(await self.store.orphan_count())
         m.age_rows(self.clock.now_ms())
+        m.routing(await self.store.routing_backlog(), self.clock.now_ms())
         for name, sender in self.pool.channels.items():
             m.breaker_state(name, sender.breaker.state)
         return m.text()

@@ -98,6 +98,8 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
                                        f"writes now: {e}"))
     except web.HTTPRequestEntityTooLarge:
         return error_response(ApiError("body_too_large"))
+    except web.HTTPRedirection:  # a page sending the browser on (the console)
+        raise
     except web.HTTPNotFound:
         return error_response(ApiError("not_found", f"no route for {request.path}"))
     except web.HTTPMethodNotAllowed as e:

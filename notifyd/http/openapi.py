@@ -7,11 +7,12 @@ import json
 from typing import Any
 
 from notifyd import __version__
-from notifyd.config import TokensConfig
+from notifyd.config import FanoutConfig, TokensConfig
 from notifyd.core.catalog import MEDIUMS
 from notifyd.core.contacts import ADDRESSES, SUPPRESSION_TYPES
 from notifyd.core.models import StepState
 from notifyd.domain.validate import MAX_ID_LEN
+from notifyd.http import openapi_events
 from notifyd.http.errors import CATALOG
 from notifyd.receipts import PROVIDERS
 
@@ -82,6 +83,10 @@ _STATE = {"type": "string", "description": STATE_DOC, "pattern":
           r"^(resolved|delivered|sent|presumed_delivered|held|expired|undeliverable"
           r"|.+_(pending|sending|unknown))$"}
 
+_QUIET = {"type": ["object", "null"], "required": ["start", "end"],
+          "additionalProperties": False, "properties": {
+              "start": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"},
+              "end": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}}}
 SCHEMAS: dict[str, Any] = {
     "Error": {"type": "object", "required": ["error"], "properties": {"error": {
         "type": "object", "required": ["code", "message", "field"],
@@ -125,7 +130,9 @@ SCHEMAS: dict[str, Any] = {
         "total_time_ms": {"type": ["integer", "null"]},
         "pruned_at": {"type": ["string", "null"], "format": "date-time", "description":
                       "When retention pruned its history: steps is then empty and "
-                      "current_state is how it ended."}}},
+                      "current_state is how it ended."},
+        "event_id": {"type": ["string", "null"], "description": "the event it was made for "
+                     "(POST /v1/events); null for one posted on its own"}}},
     "ResolveRequest": {"type": "object", "additionalProperties": False,
                        "properties": {"resolution": _opt(_text(200))}},
     "ResolutionRequest": {"type": "object", "required": ["user_id", "dedup_key"],
@@ -143,11 +150,7 @@ SCHEMAS: dict[str, Any] = {
         **{a.field: {**_opt(_ID), "description": a.shape,
                      **({"pattern": a.pattern.pattern} if a.pattern else {})} for a in ADDRESSES},
         "timezone": {**_opt(_text(64)), "description": "an IANA zone, e.g. Europe/Paris"},
-        "locale": _opt(_text(35)), "quiet_hours": {
-            "type": ["object", "null"], "required": ["start", "end"],
-            "additionalProperties": False, "properties": {
-                "start": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"},
-                "end": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}}}}},
+        "locale": _opt(_text(35)), "quiet_hours": _QUIET}},
     "UserView": {"type": "object", "required": ["user_id", "timezone", "locale", "quiet_hours",
                                                 "disabled_contacts", "devices"],
                  "properties": {"user_id": _STR, "disabled_contacts": {"type": "object"},
@@ -193,12 +196,19 @@ SCHEMAS: dict[str, Any] = {
         "opt_out": {"type": "boolean"},
         "categories": {"type": "object", "additionalProperties": {
             "type": "object", "required": ["optional", *MEDIUMS], "properties": {
-                "optional": {"type": "boolean"}, **{m: {"type": "boolean"} for m in MEDIUMS}}}}}},
+                "optional": {"type": "boolean"}, **{m: {"type": "boolean"} for m in MEDIUMS}}}},
+        "timezone": _NSTR, "quiet_hours": _QUIET}},
     "PreferencesRequest": {"type": "object", "additionalProperties": False, "properties": {
+        "version": {"type": "integer", "minimum": 0, "description": "the version the page "
+                    "read: if another change came since, 412 precondition_failed and nothing "
+                    "is written. Left out: written over any version"},
         "opt_out": {"type": "boolean"},
         "categories": {"type": "object", "additionalProperties": {
             "type": "object", "additionalProperties": False,
-            "properties": {m: {"type": "boolean"} for m in MEDIUMS}}}}},
+            "properties": {m: {"type": "boolean"} for m in MEDIUMS}}},
+        "timezone": {**_opt(_text(64)), "description": "an IANA zone, e.g. Europe/Paris; left "
+                     "out: as it is"},
+        "quiet_hours": {**_QUIET, "description": "left out: as they are"}}},
     "InboxItem": {"type": "object", "required": ["id", "kind", "title", "created_at", "read"],
                   "properties": {"id": _STR, "kind": _STR, "title": _STR, "body": _NSTR,
                                  "created_at": _TIME, "read": {"type": "boolean"},
@@ -241,7 +251,8 @@ def _op(summary: str, ok: str, schema: str, errors: tuple[int, ...],
         op["requestBody"] = {"required": body in ("AcceptRequest", "ResolutionRequest", "User",
                                                   "DeviceRequest", "SuppressionRequest",
                                                   "PreferencesRequest", "AcceptBatch",
-                                                  "ResolutionBatch"),
+                                                  "ResolutionBatch", "EventRequest",
+                                                  "MembersRequest"),
                              "content": {"application/json": {"schema": _ref(body)}}}
     return op
 
@@ -251,12 +262,13 @@ def _public(summary: str, responses: dict[str, Any]) -> dict[str, Any]:
 
 
 def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
-         token_ttl_max: int = TOKEN_TTL_MAX) -> dict[str, Any]:
+         token_ttl_max: int = TOKEN_TTL_MAX,
+         max_inline_users: int = FanoutConfig.max_inline_users) -> dict[str, Any]:
     """The document; given the configured kinds and channels, their names are enums in it, and
     a token's longest ttl_sec is tokens.max_ttl_sec."""
-    schemas = SCHEMAS
+    schemas = {**SCHEMAS, **openapi_events.schemas(max_inline_users)}
     if kinds is not None or channels is not None or token_ttl_max != TOKEN_TTL_MAX:
-        schemas = json.loads(json.dumps(SCHEMAS))  # a copy to narrow
+        schemas = json.loads(json.dumps(schemas))  # a copy to narrow
         schemas["TokenRequest"]["properties"]["ttl_sec"]["maximum"] = token_ttl_max
         props = schemas["AcceptRequest"]["properties"]
         if kinds is not None:
@@ -342,8 +354,9 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
             "/v1/users/{user_id}/preferences": {
                 "get": {**person(_op("The person's preferences, with each category's "
                                      "defaults", "200", "Preferences", (401, 403, 422)))},
-                "put": {**person(_op("Replace the person's preferences (a new version)", "200",
-                                     "Preferences", (400, 401, 403, 408, 422),
+                "put": {**person(_op("Replace the person's preferences (a new version), over "
+                                     "the version read when given", "200",
+                                     "Preferences", (400, 401, 403, 408, 412, 422),
                                      "PreferencesRequest"))}},
             "/v1/users/{user_id}/inbox": {"get": {**person(_op(
                 "A page of the inbox, newest first, by a stable (created_at, id) cursor",
@@ -431,5 +444,6 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
                  "503": _json(_ref("Ready"), "not ready: each check says why")}),
             "/metrics": _public("Prometheus metrics (text exposition format)", {"200": {
                 "description": "ok", "content": {"text/plain": {"schema": _STR}}}}),
+            **openapi_events.paths(_op, _errors, _json, _ref),
         },
     }

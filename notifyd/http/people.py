@@ -139,8 +139,15 @@ async def put_preferences(request: web.Request) -> web.Response:
     body = await read_body(request)
     if not body:
         raise ApiError("body_not_object", "send the preferences as a JSON object")
-    prefs = preferences.parse(ctx.cfg.catalog, parse_object(body))
-    await ctx.store.put_preferences(tenant, user_id, prefs)
+    now = await ctx.store.get_recipient(tenant, user_id)
+    change = preferences.parse_change(ctx.cfg.catalog, parse_object(body), now)
+    if await ctx.store.put_preferences(tenant, user_id, change.document, change.version,
+                                       change.hours) is None:
+        held = await ctx.store.get_recipient(tenant, user_id)
+        raise ApiError("precondition_failed", f"the preferences changed since version "
+                       f"{change.version} was read (now version "
+                       f"{held.pref_version if held else 0}); read them again and save over "
+                       "that", "version")
     return json_response(preferences.view(
         ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id)))
 
@@ -403,16 +410,25 @@ async def post_unsubscribe(request: web.Request) -> web.Response:
 
 def _person_path(path: str) -> bool:
     return path.startswith("/v1/users/") and any(
-        part in path for part in ("/inbox", "/preferences"))
+        part in path for part in ("/inbox", "/preferences", "/topics"))
 
 
 def _cors_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """The answer names the origin if the token's tenant lists it; a refusal made before the
+    tenant was known (an expired token: 401) names it if any tenant does, as the preflight
+    does, so that the page can tell it must fetch a new token."""
     origin = request.headers.get("Origin")
     tenant = request.get(TENANT)
-    if origin is None or tenant is None:
+    if origin is None:
         return
-    allowed = request.app[CTX].cfg.tenants.get(tenant)
-    if allowed is not None and origin in allowed.cors_origins:
+    tenants = request.app[CTX].cfg.tenants
+    if tenant is None:
+        listed = response.status >= 400 and any(
+            origin in t.cors_origins for t in tenants.values())
+    else:
+        allowed = tenants.get(tenant)
+        listed = allowed is not None and origin in allowed.cors_origins
+    if listed:
         response.headers["Access-Control-Allow-Origin"] = origin
         response.headers["Vary"] = "Origin"
 
@@ -430,7 +446,7 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
             return error_response(ApiError("origin_not_allowed"))
         return web.Response(status=204, headers={
             "Access-Control-Allow-Origin": origin, "Vary": "Origin",
-            "Access-Control-Allow-Methods": "GET, PUT, POST",
+            "Access-Control-Allow-Methods": "GET, PUT, POST, DELETE",
             "Access-Control-Allow-Headers": CORS_HEADERS, "Access-Control-Max-Age": "600"})
     response = await handler(request)
     if not response.prepared:

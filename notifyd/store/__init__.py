@@ -18,12 +18,15 @@ from notifyd.core.records import (
     DigestDue,
     DigestMember,
     Event,
+    Hours,
     InboxChange,
     InboxItem,
     KeyRecord,
+    Listed,
     Notification,
     Proof,
     Step,
+    Stuck,
     Suppression,
 )
 from notifyd.store.base import (
@@ -111,7 +114,7 @@ def restore(url: str, backup: str) -> tuple[int, str | None]:
 
 
 __all__ = ["Attempt", "DeadLetter", "DeadMatch", "DeadStep", "DigestDue", "DigestMember",
-           "Event", "Held", "InboxChange", "InboxItem", "KeyRecord", "Notification",
-           "Overloaded", "Proof", "Step",
+           "Event", "Held", "Hours", "InboxChange", "InboxItem", "KeyRecord", "Listed",
+           "Notification", "Overloaded", "Proof", "Step",
            "StorageError", "Store", "StoreClosed", "StoreLocked", "StoreMissing",
-           "StoreUnavailable", "Suppression", "hold", "open_store", "restore", "sqlite_path"]
+           "StoreUnavailable", "Stuck", "Suppression", "hold", "open_store", "restore", "sqlite_path"]

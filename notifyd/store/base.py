@@ -20,8 +20,23 @@ Times are epoch milliseconds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
+from notifyd.core.events import (
+    Backlog,
+    Counts,
+    EventAccepted,
+    EventInput,
+    EventRecord,
+    Following,
+    KindRoute,
+    Member,
+    MembersChanged,
+    Routed,
+    Topic,
+    TopicGone,
+)
 from notifyd.core.models import (
     SCOPES,
     AcceptInput,
@@ -55,14 +70,17 @@ from notifyd.core.records import (
     DeadStep,
     DigestDue,
     DigestMember,
+    Hours,
     InboxChange,
     InboxEntry,
     InboxItem,
     KeyRecord,
+    Listed,
     Notification,
     Pruned,
     SigningKey,
     Storage,
+    Stuck,
     Suppression,
 )
 from notifyd.core.steps import StepKey
@@ -159,10 +177,14 @@ class RecipientStore(Protocol):
 
     async def delete_device(self, tenant: str, user_id: str, device_id: str) -> bool: ...
 
-    async def put_preferences(self, tenant: str, user_id: str,
-                              preferences: dict[str, Any]) -> int:
+    async def put_preferences(self, tenant: str, user_id: str, preferences: dict[str, Any],
+                              version: int | None = None, hours: Hours | None = None
+                              ) -> int | None:
         """One write, serialized with claim_due: the new preference version. A claim that
-        commits after it reads the new preferences; one before it records the old version."""
+        commits after it reads the new preferences; one before it records the old version.
+        With `version`, written only over that version (0: none chosen yet), else None and
+        nothing written: two pages saving what each showed never overwrite each other. With
+        `hours`, the time zone and quiet hours change in the same write."""
         ...
 
 
@@ -248,12 +270,14 @@ class DeliveryStore(Protocol):
         notification's steps in flight), or a lease's end: one read."""
         ...
 
-    async def replay(self, notification_id: str, step_no: int | None) -> int:
+    async def replay(self, notification_id: str, step_no: int | None,
+                     by: str | None = None) -> int:
         """One write: dead or unknown steps (`step_no` None: all of them) back to pending under
-        their original key and frozen payload; how many."""
+        their original key and frozen payload, each move recorded naming `by` (who asked);
+        how many."""
         ...
 
-    async def replay_steps(self, steps: list[StepKey]) -> int:
+    async def replay_steps(self, steps: list[StepKey], by: str | None = None) -> int:
         """One write: each of `steps` that is dead or unknown back to pending, as `replay` puts
         one; how many. A bulk replay calls it once per short batch: the write holds the
         writer (and, on SQLite, the database) while it runs."""
@@ -387,6 +411,16 @@ class OperationsStore(Protocol):
         """The earliest send_after among open steps, per route that has any."""
         ...
 
+    async def stuck_steps(self, tenant: str, state: str, limit: int) -> list[Stuck]:
+        """Up to `limit` of the tenant's steps in `state` ("dead" or "unknown"), the latest
+        to get there first: one read."""
+        ...
+
+    async def notifications_of(self, tenant: str, user_id: str, limit: int) -> list[Listed]:
+        """Up to `limit` of the person's notifications, newest first (pruned ones too): one
+        read."""
+        ...
+
 
 class RetentionStore(Protocol):
     """What ages out, and the space it leaves. Each prune is one short write of at most `limit`
@@ -424,6 +458,81 @@ class RetentionStore(Protocol):
         ...
 
 
+class TopicStore(Protocol):
+    """Named audiences per tenant, their membership versioned: each change that adds or removes
+    anyone is one write and one new version."""
+
+    async def put_topic(self, tenant: str, name: str,
+                        self_service: bool | None = None) -> tuple[Topic, bool]:
+        """One write: the topic made (True) or its settings changed; `self_service` None keeps
+        them (a new one: not self-service). A deleted topic made again keeps counting its
+        versions on."""
+        ...
+
+    async def get_topic(self, tenant: str, name: str) -> Topic | None: ...
+
+    async def delete_topic(self, tenant: str, name: str) -> TopicGone:
+        """One write: only a topic with no members goes."""
+        ...
+
+    async def change_members(self, tenant: str, name: str, add: tuple[str, ...],
+                             remove: tuple[str, ...],
+                             only_self_service: bool = False) -> MembersChanged | None:
+        """One write, serialized with accept_event: a new version if anyone was added or
+        removed (a re-add after a removal is a membership of its own); None if there is no
+        such topic; refused with `only_self_service` unless the topic is self-service, as this
+        transaction reads it."""
+        ...
+
+    async def topic_members(self, tenant: str, name: str, after: str,
+                            limit: int) -> list[Member]:
+        """Members now, by user_id, after `after` (a cursor: the last user_id of a page)."""
+        ...
+
+    async def following(self, tenant: str, user_id: str) -> list[Following]:
+        """The topics the person is a member of now, by name."""
+        ...
+
+
+class EventStore(Protocol):
+    """Events and their fan-out: an event is accepted with its routing job in one write, then
+    routed a chunk per write."""
+
+    async def accept_event(self, inp: EventInput) -> EventAccepted:
+        """One write, serialized with change_members: the event with its audience frozen (a
+        topic's version as this transaction reads it; everyone: the recipients this
+        transaction sees, by a cutoff at its own time; or the list) and its cursor, or what
+        already holds its id; nothing if its topic does not exist."""
+        ...
+
+    async def get_event(self, tenant: str, event_id: str) -> EventRecord | None: ...
+
+    async def routing_events(self, limit: int) -> list[EventRecord]:
+        """Up to `limit` events still routing, in acceptance order."""
+        ...
+
+    async def route_chunk(self, tenant: str, event_id: str, routes: Mapping[str, KindRoute],
+                          limit: int) -> Routed:
+        """One write: the next `limit` recipients after the cursor under the frozen audience,
+        for each a notification of each kind in `routes` accepted as `accept` writes one (its
+        dedup key derived from the event, its ladder planned on the recipient as this
+        transaction reads it), and the cursor moved past them; the event is routed once the
+        audience is exhausted. Run again after a crash, a chunk creates nothing twice."""
+        ...
+
+    async def event_counts(self, tenant: str, event_id: str) -> Counts:
+        """The event's notifications by how each stands (state, and for one whose every step
+        was suppressed the reason class), read in one statement."""
+        ...
+
+    async def event_notifications(self, tenant: str, event_id: str, after: tuple[str, str],
+                                  limit: int) -> list[Notification]:
+        """The event's notifications with their steps, by (user_id, id) after `after`."""
+        ...
+
+    async def routing_backlog(self) -> Backlog: ...
+
+
 class Store(KeyStore, RecipientStore, DeliveryStore, ReceiptStore, InboxStore, DigestStore,
-            RetentionStore, OperationsStore, Protocol):
+            RetentionStore, OperationsStore, TopicStore, EventStore, Protocol):
     """Everything a daemon needs of its database."""

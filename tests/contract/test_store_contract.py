@@ -48,7 +48,15 @@ from notifyd.core.models import (
     Verdict,
     Want,
 )
-from notifyd.core.records import Acceptance, Cursor, DeadMatch, DigestDue, InboxEntry, SigningKey
+from notifyd.core.records import (
+    Acceptance,
+    Cursor,
+    DeadMatch,
+    DigestDue,
+    Hours,
+    InboxEntry,
+    SigningKey,
+)
 from notifyd.core.steps import Cause, StepKey
 from notifyd.domain.policy import decide_claim
 from notifyd.store import Store, StoreMissing, base, open_store
@@ -154,6 +162,35 @@ class TestKeysAndPeople:
         assert await store.put_preferences("acme", "u1", {"opt_out": False}) == 2
         r = await store.get_recipient("acme", "u1")
         assert r is not None and (r.preferences, r.pref_version) == ({"opt_out": False}, 2)
+
+    async def test_preferences_written_over_a_version_refuse_a_stale_one(
+            self, store: Store) -> None:
+        assert await store.put_preferences("acme", "u1", {"opt_out": True}, version=3) is None
+        assert await store.get_recipient("acme", "u1") is None  # nothing written
+        assert await store.put_preferences("acme", "u1", {"opt_out": True}, version=0) == 1
+        assert await store.put_preferences("acme", "u1", {"opt_out": False}, version=0) is None
+        hours = Hours("Europe/Paris", "22:00", "07:00")
+        assert await store.put_preferences("acme", "u1", {"opt_out": False}, 1, hours) == 2
+        r = await store.get_recipient("acme", "u1")
+        assert r is not None and (r.preferences, r.pref_version, r.timezone, r.quiet_start,
+                                  r.quiet_end) == ({"opt_out": False}, 2, "Europe/Paris",
+                                                   "22:00", "07:00")
+        assert await store.put_preferences("acme", "u1", {}) == 3  # no hours: they stay
+        r = await store.get_recipient("acme", "u1")
+        assert r is not None and (r.timezone, r.quiet_start) == ("Europe/Paris", "22:00")
+        await store.put_recipient(Recipient("acme", "u2", contacts={"email": "b@x"}))
+        assert await store.put_preferences("acme", "u2", {}, version=0, hours=Hours()) == 1
+        r = await store.get_recipient("acme", "u2")
+        assert r is not None and r.contacts == {"email": "b@x"} and r.timezone is None
+
+    async def test_a_persons_notifications_are_listed_newest_first(self, store: Store) -> None:
+        for nid in ("n_1", "n_3", "n_2"):
+            await accept(store, nid, "a")
+        await accept(store, "n_4", "a", user="u2")
+        assert [n.id for n in await store.notifications_of("acme", "u1", 2)] == ["n_3", "n_2"]
+        [four] = await store.notifications_of("acme", "u2", 10)
+        assert (four.id, four.kind, four.dedup_key, four.resolution) == ("n_4", "k", "n_4", None)
+        assert await store.notifications_of("other", "u1", 10) == []
 
     async def test_devices_live_and_die_one_by_one(self, store: Store, clock: FakeClock) -> None:
         a = Device("d_a", "webpush", "https://push.example/a", "k", "s")
@@ -429,6 +466,8 @@ class TestDelivery:
         assert (s.state, s.send_after) == (StepState.UNKNOWN, NOW + LEASE)
         assert s.attempt_log[0].ended_at == NOW + LEASE
         assert not await store.complete(c, Completion(Outcome.SENT, StepState.SENT), RULES)
+        [stuck] = await store.stuck_steps("acme", "unknown", 10)
+        assert (stuck.notification_id, stuck.step_no, stuck.state) == ("n_1", 0, "unknown")
 
     async def test_dead_steps_are_listed_and_replayed_under_their_key(
             self, store: Store, clock: FakeClock) -> None:
@@ -441,9 +480,16 @@ class TestDelivery:
         [letter] = await store.dead_letters(10)
         assert (letter.notification_id, letter.step_no, letter.reason, letter.updated_at) == (
             "n_1", 0, "retry budget spent", NOW + 1)
+        [stuck] = await store.stuck_steps("acme", "dead", 10)
+        assert (stuck.notification_id, stuck.kind, stuck.user_id, stuck.state) == (
+            "n_1", "k", "u1", "dead")
+        assert await store.stuck_steps("other", "dead", 10) == []
+        assert await store.stuck_steps("acme", "unknown", 10) == []
         at(clock, NOW + 2)
-        assert await store.replay("n_1", 0) == 1
+        assert await store.replay("n_1", 0, "console:ada") == 1
         assert await store.replay("n_1", 0) == 0
+        n = await store.get_notification("n_1")
+        assert n is not None and n.events[-1].what == f"{REPLAYED} (console:ada)"
         [again] = await claim(store)
         assert (again.key, again.attempt_no, again.tries) == ("n_1:0", 2, 1)
         assert await store.dead_count() == 0
@@ -469,6 +515,8 @@ class TestDelivery:
         assert [d.notification_id for d in await store.dead_steps(between, None, 10)] == [
             "n_2", "n_3"]
         assert await store.dead_count(DeadMatch(NOW + 10, channel="c")) == 1
+        assert await store.dead_count(DeadMatch(NOW + 10, tenant="acme")) == 4
+        assert await store.dead_count(DeadMatch(NOW + 10, tenant="other")) == 0
 
         picked = DeadMatch(until=NOW + 10, channel="a", kind="k")
         assert await store.dead_count(picked) == 2
@@ -730,7 +778,8 @@ def test_the_suite_calls_every_method_of_the_store() -> None:
     methods = {name for role in roles for name, _ in inspect.getmembers(role)
                if not name.startswith("_")}
     here = "".join((Path(__file__).parent / name).read_text() for name in (
-        "test_store_contract.py", "test_store_concurrency.py", "test_store_retention.py"))
+        "test_store_contract.py", "test_store_concurrency.py", "test_store_retention.py",
+        "test_store_events.py"))
     called = set(re.findall(r"\.(\w+)\b", here)) | {"open"}  # open_store opens it
     assert methods - called == set()
 

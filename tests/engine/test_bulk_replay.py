@@ -42,7 +42,7 @@ def _config(path: Path, mail: Provider, sms: Provider) -> Path:
 async def test_replay_dead_picks_by_channel_kind_and_time_counts_and_keeps_each_key(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # five steps: three batches, three writes
-    monkeypatch.setattr("notifyd.cli.notifications.REPLAY_BATCH", 2)
+    monkeypatch.setattr("notifyd.engine.replay.BATCH", 2)
     real = SystemClock().now_ms()
     start = real - 6 * HOUR * 1000
     kinds = {name: KindConfig(ladder=(LadderStep(channel),), ttl_sec=YEAR)

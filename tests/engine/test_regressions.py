@@ -500,7 +500,7 @@ async def test_one_unreadable_quiet_hours_profile_does_not_stop_other_claims(
         await e.accept(user="bad")
         await e.store.backend.write(lambda tx: tx.run(
             "INSERT INTO recipients VALUES ('default', 'bad', 'Europe/Nowhere', NULL, '22:00', "
-            "'07:00', '{}', 0, NULL, 0)"))
+            "'07:00', '{}', 0, NULL, 0, 0)"))
         assert await e.cycle() == 2  # the zone this host no longer knows is ignored
 
 

@@ -54,7 +54,7 @@ async def test_a_pass_walks_each_class_in_batches_and_gives_the_space_back(
     young = await finished(store, clock, 1)
     removed = await retention.run_once()
     assert removed == {Aged.HISTORY: 10, Aged.IDENTITIES: 0, Aged.RECEIPTS: 0,
-                       Aged.INBOX_DONE: 0, Aged.INBOX_OLD: 10}
+                       Aged.INBOX_DONE: 0, Aged.INBOX_OLD: 10, Aged.EVENTS: 0, Aged.MEMBERS: 0}
     assert metrics.pruned.labels("history")._value.get() == 10
     assert (await store.storage()).free_bytes == 0  # given back as it went
     n = await store.get_notification(young[0])
@@ -83,4 +83,5 @@ async def test_figures_are_counted_at_most_every_few_minutes(store: Store,
 
 def test_a_class_kept_forever_is_not_walked() -> None:
     cfg = RetentionConfig(identity_sec=0, receipts_sec=0)
-    assert [what for what, _ in windows(cfg)] == [Aged.HISTORY, Aged.INBOX_DONE, Aged.INBOX_OLD]
+    assert [what for what, _ in windows(cfg)] == [Aged.HISTORY, Aged.INBOX_DONE, Aged.INBOX_OLD,
+                                                  Aged.MEMBERS]

@@ -1,9 +1,10 @@
 """The README's examples do what it says: every shell block runs as written against a running
-daemon (or says, in a comment just above it, why it cannot: it installs a system service, it
-runs until stopped); the user-token recipes make tokens notifyd accepts (Python always,
-JavaScript where node is installed); the batch and client examples, run against the daemon,
-print what their comments say; the browser snippet, in node, reads an inbox and hears a new
-item on its stream."""
+daemon (or says, in a comment just above it, why it cannot be run as it is: it installs a
+system service, it runs until stopped, it needs its section's config); the user-token recipes
+make tokens notifyd accepts (Python always, JavaScript where node is installed); the batch and
+client examples, run against the daemon, print what their comments say; the browser snippet, in
+node, reads an inbox and hears a new item on its stream; the events and topics commands run
+against a daemon with their section's config."""
 
 from __future__ import annotations
 
@@ -34,8 +35,7 @@ TOKENS = README[README.index("**User tokens.**"):]
 BATCHES = README[README.index("**Batches.**"):]
 CLIENTS = README[README.index("## Clients"):]
 # A shell block, and the comment above it that says why the tests cannot run it, if one does.
-SH = re.compile(r"(?:<!-- not run by the tests: (?P<why>[^\n]*?) -->\n)?```sh\n(?P<code>.*?)```",
-                re.S)
+SH = re.compile(r"(?:<!-- not run as is: (?P<why>[^\n]*?) -->\n)?```sh\n(?P<code>.*?)```", re.S)
 KEY = secrets.token_bytes(32)
 SECRET = base64.urlsafe_b64encode(KEY).decode().rstrip("=")
 MAX_TTL_SEC = 86400  # tokens.max_ttl_sec's default
@@ -241,3 +241,36 @@ def _call(url: str, key: str, path: str, body: dict[str, Any]) -> Any:
         "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as answer:
         return json.load(answer)
+
+
+EVENTS = README[README.index("## Events and topics"):]
+EVENTS = EVENTS[:EVENTS.index("\n## ")]
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed here")
+def test_the_events_and_topics_examples_run_against_the_daemon(tmp_path: Path) -> None:
+    """The section's config and commands, as a reader runs them beside `notifyd serve`: the
+    daemon on a free port, the README's notifyd on this checkout; every call must succeed."""
+    toml = re.search(r"```toml\n(.*?)```", EVENTS, re.S)
+    script = re.search(r"```sh\n(.*?)```", EVENTS, re.S)
+    assert toml is not None and script is not None
+    config, db = tmp_path / "notifyd.toml", tmp_path / "notifyd.db"
+    config.write_text(toml.group(1))
+    daemon = Daemon(db, config)
+    try:
+        notifyd = f"{sys.executable} -m notifyd --config {config} --db {db}"
+        commands = (script.group(1).replace("http://127.0.0.1:7726", daemon.url)
+                    .replace(".venv/bin/notifyd", notifyd)
+                    .replace("curl -s ", "curl -sS --fail-with-body "))
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", commands], capture_output=True,
+                              text=True, timeout=120, env=clean_env(), cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        out = done.stdout
+        assert '"created":true' in out and '"audience_size":3' in out
+        shown = json.loads(out[out.index("{\n"):out.index("\n}\n") + 2])
+        assert (shown["state"], shown["routed"], shown["notifications"]["pending"]
+                + shown["notifications"]["sent"]) == ("routed", 3, 3)
+        assert "event reply-9001  tenant=default type=comment subject=thread:42" in out
+        assert '"following":true' in out and '"topic":"release-notes"' in out
+    finally:
+        assert daemon.stop() == 0, daemon.stderr()

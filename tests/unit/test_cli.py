@@ -76,7 +76,7 @@ def test_keys_create_prints_the_key_once_and_stores_only_its_hash(tmp_path: Path
 
     listed = run(db, "keys", "list")
     assert listed.exit_code == 0
-    assert "billing\ttenant=acme\tkinds=demo\tscopes=post,read,resolve,users\tactive" in (
+    assert "billing\ttenant=acme\tkinds=demo\tscopes=post,read,resolve,topics,users\tactive" in (
         listed.stdout)
     assert key not in listed.output
 
@@ -118,7 +118,7 @@ def test_keys_revoke(tmp_path: Path) -> None:
     db = tmp_path / "keys.db"
     run(db, "keys", "create", "--name", "old")
     assert run(db, "keys", "revoke", "old").exit_code == 0
-    assert "old\ttenant=default\tkinds=*\tscopes=post,read,resolve,users\trevoked" in run(
+    assert "old\ttenant=default\tkinds=*\tscopes=post,read,resolve,topics,users\trevoked" in run(
         db, "keys", "list").stdout
     assert run(db, "keys", "revoke", "old").exit_code != 0
 

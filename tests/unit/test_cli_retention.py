@@ -36,7 +36,7 @@ def test_prune_counts_then_removes_and_inspect_says_what_is_left(tmp_path: Path)
     done = run(db, "prune", config=config)
     assert done.exit_code == 0, done.output
     assert "older than 1 day: 1 removed" in done.output
-    assert run(db, "prune", "--dry-run", config=config).output.count(" 0 would go") == 5
+    assert run(db, "prune", "--dry-run", config=config).output.count(" 0 would go") == 7
     shown = run(db, "inspect", "u1:inv-1")
     assert shown.exit_code == 0, shown.output
     assert "history pruned (retention)" in shown.output and "(resolved)" in shown.output

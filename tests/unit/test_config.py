@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
+import tomli_w
 from click.testing import CliRunner
 
 from notifyd import config as config_module
@@ -15,6 +17,7 @@ from notifyd.config import (
     CategoryConfig,
     ChannelConfig,
     Config,
+    EventTypeConfig,
     KindConfig,
     LadderStep,
     LimitConfig,
@@ -176,7 +179,7 @@ def test_example_shows_every_key() -> None:
         if cls in (Config, LadderStep):
             continue
         lead = "# " if cls in (ChannelConfig, KindConfig, CategoryConfig, LimitConfig,
-                               TenantConfig) else ""
+                               TenantConfig, EventTypeConfig) else ""
         for f in _keys(cls):
             assert f"\n{lead}{f.name} = " in text, f"{cls.__name__}.{f.name} missing"
 
@@ -263,3 +266,30 @@ def test_every_secret_setting_stays_out_of_reprs() -> None:
                 assert f.metadata.get("secret") and not f.repr, f"{cls.__name__}.{f.name}"
                 shown = repr(cls(**{f.name: "hunter2-s3cr3t"}))
                 assert "hunter2" not in shown, f"{cls.__name__}.{f.name}"
+
+
+@pytest.mark.parametrize(("events", "fanout", "message"), [
+    ({"news": {"kinds": []}}, {}, "events.news.kinds: needs at least one kind"),
+    ({"news": {"kinds": ["nope"]}}, {}, "events.news.kinds: unknown kind 'nope'"),
+    ({"news": {"kinds": ["a", "a"]}}, {}, "events.news.kinds: names a kind twice"),
+    ({"news": {"kinds": ["d"]}}, {}, "events.news.kinds: 'd' is a digest kind"),
+    ({"News": {"kinds": ["a"]}}, {}, "events.News: names are lower-case"),
+    ({}, {"chunk": 0}, "fanout.chunk: must be 1..10000"),
+    ({}, {"max_inline_users": 0}, "fanout.max_inline_users: must be 1..10000"),
+    ({"news": {"kind": ["a"]}}, {}, r"events.news.kind: unknown key \(known: kinds\)"),
+])
+def test_event_types_and_the_fanout_are_checked(tmp_path: Path, events: dict[str, Any],
+                                                fanout: dict[str, Any], message: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(tomli_w.dumps({
+        "kinds": {"a": {"ladder": [{"channel": "log"}]},
+                  "d": {"schedule": "hourly", "ladder": [{"channel": "log"}]}},
+        "events": events, "fanout": fanout}))
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)
+
+
+def test_an_event_type_lists_its_kinds(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[kinds.a]\nladder = [{ channel = "log" }]\n[events.news]\nkinds = ["a"]\n')
+    assert load_config(path).events["news"].kinds == ("a",)

@@ -194,16 +194,18 @@ def complete(tx: Tx, claim: Claim, done: Completion, rules: Rules) -> bool:
     return applied
 
 
-def replay(tx: Tx, nid: str, step_no: int | None) -> int:
-    """Put dead or unknown steps back to pending under their original key and payload."""
+def replay(tx: Tx, nid: str, step_no: int | None, by: str | None = None) -> int:
+    """Put dead or unknown steps back to pending under their original key and payload; the
+    timeline's event names who asked (`by`: cli, console:NAME), when known."""
     rows = tx.all(tx.q.REPLAY_STEPS, (tx.now, REPLAYED, tx.now, nid, step_no, step_no))
-    tx.many(tx.q.INSERT_EVENT, [(nid, r["step_no"], tx.now, REPLAYED) for r in rows])
+    what = REPLAYED if by is None else f"{REPLAYED} ({by})"
+    tx.many(tx.q.INSERT_EVENT, [(nid, r["step_no"], tx.now, what) for r in rows])
     return len(rows)
 
 
-def replay_steps(tx: Tx, steps: list[StepKey]) -> int:
+def replay_steps(tx: Tx, steps: list[StepKey], by: str | None = None) -> int:
     """A batch of an operator's bulk replay: each step as `replay` puts one back."""
-    return sum(replay(tx, s.notification_id, s.step_no) for s in steps)
+    return sum(replay(tx, s.notification_id, s.step_no, by) for s in steps)
 
 
 def end_unconfigured(tx: Tx, channels: list[str], decide: DecideFn) -> list[Decided]:

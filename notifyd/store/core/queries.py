@@ -24,10 +24,15 @@ class Queries(Protocol):
     #                           the previous one, verifying until previous_until
 
     # --- recipients, devices, preferences
-    UPSERT_RECIPIENT: str  # (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, at)
+    UPSERT_RECIPIENT: str  # (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, at);
+    #                        a new row is made (created_at) at `at`
     SELECT_RECIPIENT: str  # (tenant, user_id) -> the profile with preferences, pref_version
     SELECT_LOCALE: str  # (tenant, user_id) -> locale
-    PUT_PREFERENCES: str  # (tenant, user_id, at, preferences) -> pref_version, bumped by one
+    PUT_PREFERENCES: str  # {tenant, user_id, at, preferences, version, hours, timezone,
+    #                        quiet_start, quiet_end} -> pref_version, bumped by one; nothing
+    #                        unless version is NULL or the one held (0: none yet); the time
+    #                        zone and quiet hours only when hours is true; a new row is made
+    #                        (created_at) at `at`
     SELECT_SUPPRESSED: str  # (tenant, addresses as a JSON list) -> channel_type, address, reason
     SELECT_DEVICES: str  # (tenant, user_id) -> device_id, kind, endpoint, p256dh, auth, state, reason
     UPSERT_DEVICE: str  # (tenant, user_id, device_id, kind, endpoint, p256dh, auth, at, at): live
@@ -116,11 +121,18 @@ class Queries(Protocol):
     SELECT_SUPPRESSIONS: str  # {tenant, address, limit} -> the list, with dead devices as push
     SELECT_DEAD_COUNT: str
     SELECT_DEAD: str  # (limit) -> dead steps, newest first
-    SELECT_DEAD_MATCHING: str  # {since, until, channel, kind, at, nid, step, limit} ->
+    SELECT_DEAD_MATCHING: str  # {since, until, channel, kind, tenant, at, nid, step, limit} ->
     #   notification_id, step_no, updated_at, expires_at of dead steps that ended in [since,
     #   until), on the channel and of the kind (NULL: any), after (at, nid, step) in
     #   (updated_at, notification_id, step_no) order
-    COUNT_DEAD_MATCHING: str  # {since, until, channel, kind} -> how many of those
+    COUNT_DEAD_MATCHING: str  # {since, until, channel, kind, tenant} -> how many of those
+    #   (tenant NULL: any, as above)
+    SELECT_DEAD_OF: str  # {tenant, limit} -> notification_id, step_no, channel, kind, user_id,
+    #                      state, attempts, reason, updated_at of the tenant's dead steps, newest
+    #                      first
+    SELECT_UNKNOWN_OF: str  # {tenant, limit} -> the same of its unknown steps
+    SELECT_NOTIFICATIONS_OF: str  # {tenant, user_id, limit} -> id, kind, dedup_key, created_at,
+    #                               resolution, resolved_at, pruned_at, newest first
 
     # --- the inbox
     INSERT_INBOX: str  # (tenant, user_id, notification_id, kind, title, body, at) -> seq,
@@ -171,3 +183,47 @@ class Queries(Protocol):
     COUNT_AGED_DONE_INBOX: str  # (before)
     COUNT_OLD_INBOX: str  # (before created_at)
     COUNT_ROWS: str  # () -> class, rows, oldest (epoch ms, or an id to read the time from)
+
+    # --- events and their fan-out (an event's row is its routing job: audience and cursor)
+    INSERT_FANOUT_EVENT: str  # (tenant, event_id, type, subject, params, kinds, request_hash,
+    #   key_name, audience, topic, version, cutoff, users, size, accepted_at, send_at): cursor '', routed
+    #   0; nothing if (tenant, event_id) is taken
+    SELECT_FANOUT_EVENT: str  # (tenant, event_id) -> every column
+    SELECT_ROUTING: str  # (limit) -> every column but users of events still routing, in
+    #                      acceptance order
+    SELECT_BACKLOG: str  # () -> events still routing, the earliest accepted_at of them
+    ADVANCE_EVENT: str  # (cursor, recipients, routed_at or NULL, tenant, event_id); only while
+    #                     routing
+    COUNT_EVERYONE: str  # (tenant, at) -> recipients made before `at`
+    SELECT_MADE_AT: str  # (tenant, at) -> user_id of the recipients made at `at`
+    SELECT_EVERYONE: str  # (tenant, after, cutoff, cutoff, users JSON, limit) -> user_id of
+    #   recipients made before the cutoff or listed, after `after`, by user_id
+    SELECT_TOPIC_AUDIENCE: str  # (tenant, topic, after, version, version, limit) -> user_id of
+    #   the topic's members at that version after `after`, by user_id
+    MARK_EVENT: str  # (event_id, ids JSON): the notifications made for the event
+    COUNT_EVENT_STATES: str  # (tenant, event_id) -> state, reason (suppressed: the reason
+    #   class of its steps), n: the event's notifications by how they stand
+    SELECT_EVENT_PAGE: str  # (tenant, event_id, user_id, id, limit) -> every column of the
+    #   event's notifications after (user_id, id), in that order
+    SELECT_STEPS_OF_MANY: str  # (ids JSON) -> every column of their steps, by id and step
+
+    # --- topics: membership rows open from added_version until removed_version
+    SELECT_TOPIC: str  # (tenant, name) -> every column
+    INSERT_TOPIC: str  # (tenant, name, self_service, at, at): version 0, no members
+    UPDATE_TOPIC: str  # (self_service, at, at, tenant, name): a deleted one made again
+    SET_TOPIC_VERSION: str  # (version, members added, at, tenant, name)
+    DELETE_TOPIC: str  # (at, at, tenant, name); only one with no members, not yet deleted
+    ADD_MEMBER: str  # (tenant, topic, user_id, version, at); nothing if a member now
+    REMOVE_MEMBER: str  # (version, at, tenant, topic, user_id): the open row closed, if any
+    SELECT_MEMBERS: str  # (tenant, topic, after, limit) -> user_id, added_at of members now
+    SELECT_FOLLOWING: str  # (tenant, user_id) -> topic, self_service, added_at of each topic the
+    #   person is a member of now
+
+    # --- retention of events and memberships
+    SELECT_AGED_EVENTS: str  # (before, limit) -> seq of routed events accepted before
+    DELETE_FANOUT_EVENT: str  # (seq)
+    COUNT_AGED_EVENTS: str  # (before)
+    SELECT_AGED_MEMBERS: str  # (before, limit) -> tenant, topic, user_id, added_version of rows
+    #   closed before `before` that no event still routing needs, oldest first
+    DELETE_MEMBER_ROW: str  # (tenant, topic, user_id, added_version)
+    COUNT_AGED_MEMBERS: str  # (before)

@@ -73,6 +73,22 @@ def _inbox_old(tx: Tx, before: int, after: str, limit: int) -> Pruned:
     return Pruned(len(old), "more" if len(old) == limit else "")
 
 
+def _events(tx: Tx, before: int, after: str, limit: int) -> Pruned:
+    """Routed events accepted before `before`: their notifications keep their own keys."""
+    seqs = [(r["seq"],) for r in tx.all(tx.q.SELECT_AGED_EVENTS, (before, limit))]
+    tx.many(tx.q.DELETE_FANOUT_EVENT, seqs)
+    return Pruned(len(seqs), "more" if len(seqs) == limit else "")
+
+
+def _members(tx: Tx, before: int, after: str, limit: int) -> Pruned:
+    """Memberships that ended before `before`, unless an event still routing pinned a version
+    they were open at."""
+    keys = [(r["tenant"], r["topic"], r["user_id"], r["added_version"])
+            for r in tx.all(tx.q.SELECT_AGED_MEMBERS, (before, limit))]
+    tx.many(tx.q.DELETE_MEMBER_ROW, keys)
+    return Pruned(len(keys), "more" if len(keys) == limit else "")
+
+
 def prunable(tx: Tx, what: Aged, window_ms: int) -> int:
     """How many of `what` would go now (the history: notifications; the rest: rows)."""
     q, before = tx.q, tx.now - window_ms
@@ -80,10 +96,13 @@ def prunable(tx: Tx, what: Aged, window_ms: int) -> int:
                 Aged.IDENTITIES: (q.COUNT_AGED_IDS, id_floor("n_", before)),
                 Aged.RECEIPTS: (q.COUNT_AGED_RECEIPTS, before),
                 Aged.INBOX_DONE: (q.COUNT_AGED_DONE_INBOX, before),
-                Aged.INBOX_OLD: (q.COUNT_OLD_INBOX, before)}[what]
+                Aged.INBOX_OLD: (q.COUNT_OLD_INBOX, before),
+                Aged.EVENTS: (q.COUNT_AGED_EVENTS, before),
+                Aged.MEMBERS: (q.COUNT_AGED_MEMBERS, before)}[what]
     return int(tx.value(sql, (arg,)))
 
 
 _BY_CLASS: dict[Aged, Callable[[Tx, int, str, int], Pruned]] = {
     Aged.HISTORY: _history, Aged.IDENTITIES: _identities, Aged.RECEIPTS: _receipts,
-    Aged.INBOX_DONE: _inbox_done, Aged.INBOX_OLD: _inbox_old}
+    Aged.INBOX_DONE: _inbox_done, Aged.INBOX_OLD: _inbox_old, Aged.EVENTS: _events,
+    Aged.MEMBERS: _members}

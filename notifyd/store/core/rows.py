@@ -81,7 +81,7 @@ def notification(n: Row, steps: Sequence[Row], attempts: Sequence[Attempt],
         tuple(Event(e["step_no"], e["at"], e["what"]) for e in events),
         tuple(Proof(p["step_no"], p["provider"], p["event"], p["occurred_at"], p["received_at"],
                     p["detail"]) for p in proofs),
-        n["pruned_at"], n["outcome"], n["send_at"])
+        n["pruned_at"], n["outcome"], n["send_at"], n["event_id"])
 
 
 def receipt(row: Row) -> Receipt:

@@ -48,18 +48,22 @@ from notifyd.core.records import (
     DeadStep,
     DigestDue,
     DigestMember,
+    Hours,
     InboxChange,
     InboxItem,
     KeyRecord,
+    Listed,
     Notification,
     Pruned,
     SigningKey,
     Storage,
+    Stuck,
     Suppression,
 )
 from notifyd.core.steps import StepKey
 from notifyd.store.base import Inbox
 from notifyd.store.core import accept, delivery, inbox, receipts, retention, rows
+from notifyd.store.core.fanout import FanoutMethods
 from notifyd.store.core.tx import Args, Backend, Row, Tx
 
 FAR = 2**62  # a cursor past every row
@@ -72,7 +76,7 @@ def _when(oldest: object) -> int | None:
     return id_time(str(oldest))
 
 
-class CoreStore:
+class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.q = backend.q
@@ -115,6 +119,18 @@ class CoreStore:
             "limit": limit})
         return [DeadStep(r["notification_id"], r["step_no"], r["updated_at"], r["expires_at"])
                 for r in found]
+
+    async def stuck_steps(self, tenant: str, state: str, limit: int) -> list[Stuck]:
+        sql = self.q.SELECT_DEAD_OF if state == "dead" else self.q.SELECT_UNKNOWN_OF
+        return [Stuck(r["notification_id"], r["step_no"], r["channel"], r["kind"], r["user_id"],
+                      r["state"], r["attempts"], r["reason"], r["updated_at"])
+                for r in await self._all(sql, {"tenant": tenant, "limit": limit})]
+
+    async def notifications_of(self, tenant: str, user_id: str, limit: int) -> list[Listed]:
+        return [Listed(r["id"], r["kind"], r["dedup_key"], r["created_at"], r["resolution"],
+                       r["resolved_at"], r["pruned_at"])
+                for r in await self._all(self.q.SELECT_NOTIFICATIONS_OF, {
+                    "tenant": tenant, "user_id": user_id, "limit": limit})]
 
     async def oldest_due(self, routes: list[Route]) -> dict[Route, int]:
         found = {r: await self._value(self.q.SELECT_NEXT_DUE, (r.channel, r.lane))
@@ -203,11 +219,15 @@ class CoreStore:
         return await self.backend.write(lambda tx: tx.run(
             self.q.DELETE_DEVICE, (tenant, user_id, device_id)) > 0)
 
-    async def put_preferences(self, tenant: str, user_id: str,
-                              preferences: dict[str, Any]) -> int:
-        text = json.dumps(preferences, sort_keys=True)
-        return int(await self.backend.write(lambda tx: tx.value(self.q.PUT_PREFERENCES, (
-            tenant, user_id, tx.now, text))))
+    async def put_preferences(self, tenant: str, user_id: str, preferences: dict[str, Any],
+                              version: int | None = None, hours: Hours | None = None
+                              ) -> int | None:
+        args = {"tenant": tenant, "user_id": user_id, "version": version,
+                "preferences": json.dumps(preferences, sort_keys=True),
+                "hours": hours is not None, "timezone": hours and hours.timezone,
+                "quiet_start": hours and hours.quiet_start, "quiet_end": hours and hours.quiet_end}
+        return rows.as_int(await self.backend.write(
+            lambda tx: tx.value(self.q.PUT_PREFERENCES, {**args, "at": tx.now})))
 
     # --- accept, resolve, read ----------------------------------------------------------------
 
@@ -278,11 +298,13 @@ class CoreStore:
         return rows.as_int(self.backend.peek(self.q.next_due_sql(len(routes)),
                                              tuple(x for r in routes for x in (r.channel, r.lane))))
 
-    async def replay(self, notification_id: str, step_no: int | None) -> int:
-        return await self.backend.write(lambda tx: delivery.replay(tx, notification_id, step_no))
+    async def replay(self, notification_id: str, step_no: int | None,
+                     by: str | None = None) -> int:
+        return await self.backend.write(
+            lambda tx: delivery.replay(tx, notification_id, step_no, by))
 
-    async def replay_steps(self, steps: list[StepKey]) -> int:
-        return await self.backend.write(lambda tx: delivery.replay_steps(tx, steps))
+    async def replay_steps(self, steps: list[StepKey], by: str | None = None) -> int:
+        return await self.backend.write(lambda tx: delivery.replay_steps(tx, steps, by))
 
     async def end_unconfigured(self, channels: list[str], decide: DecideFn) -> list[Decided]:
         return await self.backend.write(lambda tx: delivery.end_unconfigured(
@@ -433,7 +455,7 @@ def _signing_key(r: Row) -> SigningKey:
 
 def _matching(match: DeadMatch) -> dict[str, Any]:
     return {"since": match.since, "until": match.until, "channel": match.channel,
-            "kind": match.kind}
+            "kind": match.kind, "tenant": match.tenant}
 
 
 def _item(r: Row) -> InboxItem:

@@ -13,9 +13,10 @@ FROM api_keys WHERE name = ?"""
 REVOKE_KEY = "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"
 MARK_KEY_USED = "UPDATE api_keys SET last_used_at = ? WHERE key_hash = ?"
 
+# created_at: the time of the write that made the row (?8 is `at` again; an update keeps it).
 UPSERT_RECIPIENT = """INSERT INTO recipients
-    (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, updated_at, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?8)
 ON CONFLICT (tenant, user_id) DO UPDATE SET timezone = excluded.timezone,
     locale = excluded.locale, quiet_start = excluded.quiet_start,
     quiet_end = excluded.quiet_end, contacts = excluded.contacts,
@@ -25,10 +26,19 @@ SELECT_RECIPIENT = """SELECT tenant, user_id, timezone, locale, quiet_start, qui
 FROM recipients WHERE tenant = ? AND user_id = ?"""
 SELECT_LOCALE = "SELECT locale FROM recipients WHERE tenant = ? AND user_id = ?"
 # Every change of preferences bumps the version the claim records with its decision.
+# With :version, only over that version (0: none chosen yet): a page saving what it showed never
+# overwrites a change it did not see. :hours set: the time zone and quiet hours change with them.
 PUT_PREFERENCES = """INSERT INTO recipients (tenant, user_id, contacts, updated_at, preferences,
-    pref_version) VALUES (?, ?, '{}', ?, ?, 1)
+    pref_version, timezone, quiet_start, quiet_end, created_at)
+SELECT :tenant, :user_id, '{}', :at, :preferences, 1, :timezone, :quiet_start, :quiet_end, :at
+WHERE coalesce(:version, 0) = 0 OR EXISTS (
+    SELECT 1 FROM recipients WHERE tenant = :tenant AND user_id = :user_id)
 ON CONFLICT (tenant, user_id) DO UPDATE SET preferences = excluded.preferences,
-    pref_version = pref_version + 1, updated_at = excluded.updated_at
+    pref_version = pref_version + 1, updated_at = excluded.updated_at,
+    timezone = CASE WHEN :hours THEN excluded.timezone ELSE timezone END,
+    quiet_start = CASE WHEN :hours THEN excluded.quiet_start ELSE quiet_start END,
+    quiet_end = CASE WHEN :hours THEN excluded.quiet_end ELSE quiet_end END
+WHERE :version IS NULL OR recipients.pref_version = :version
 RETURNING pref_version"""
 # The suppressions of a user's addresses (a JSON list), in their tenant or for every tenant.
 SELECT_SUPPRESSED = """SELECT channel_type, address, reason FROM suppressions
@@ -228,12 +238,26 @@ WHERE state = 'dead' ORDER BY updated_at DESC LIMIT ?"""
 # key): the moment each step died, bounded by [since, until), on a channel and of a kind.
 _DEAD_MATCHING = """FROM steps s JOIN notifications n ON n.id = s.notification_id
 WHERE s.state = 'dead' AND s.updated_at >= :since AND s.updated_at < :until
-    AND (:channel IS NULL OR s.channel = :channel) AND (:kind IS NULL OR n.kind = :kind)"""
+    AND (:channel IS NULL OR s.channel = :channel) AND (:kind IS NULL OR n.kind = :kind)
+    AND (:tenant IS NULL OR n.tenant = :tenant)"""
 SELECT_DEAD_MATCHING = f"""SELECT s.notification_id, s.step_no, s.updated_at, n.expires_at
 {_DEAD_MATCHING}
     AND (s.updated_at, s.notification_id, s.step_no) > (:at, :nid, :step)
 ORDER BY s.updated_at, s.notification_id, s.step_no LIMIT :limit"""
 COUNT_DEAD_MATCHING = f"SELECT count(*) {_DEAD_MATCHING}"
+# The console's lists: a tenant's dead steps, newest first along steps_dead; its unknown steps
+# (few: sends whose outcome a crash or a timeout left open) among the open ones of steps_due.
+_STUCK = """SELECT s.notification_id, s.step_no, s.channel, n.kind, n.user_id, s.state,
+    s.attempts, s.reason, s.updated_at
+FROM steps s INDEXED BY {index} CROSS JOIN notifications n ON n.id = s.notification_id
+WHERE {state} AND n.tenant = :tenant ORDER BY s.updated_at DESC LIMIT :limit"""
+SELECT_DEAD_OF = _STUCK.format(index="steps_dead", state="s.state = 'dead'")
+SELECT_UNKNOWN_OF = _STUCK.format(
+    index="steps_due", state="s.state = 'unknown' AND s.state IN ('pending', 'unknown')")
+# A person's notifications, newest first (ids grow with time), along notifications_dedup.
+SELECT_NOTIFICATIONS_OF = """SELECT id, kind, dedup_key, created_at, resolution, resolved_at,
+    pruned_at FROM notifications WHERE tenant = :tenant AND user_id = :user_id
+ORDER BY id DESC LIMIT :limit"""
 
 # --- the inbox --------------------------------------------------------------------------------
 
@@ -364,4 +388,113 @@ UNION ALL SELECT 'inbox_items', (SELECT count(*) FROM inbox_items),
 UNION ALL SELECT 'digest_items', (SELECT count(*) FROM digest_items),
     (SELECT min(held_at) FROM digest_items)
 UNION ALL SELECT 'suppressions', (SELECT count(*) FROM suppressions),
-    (SELECT min(created_at) FROM suppressions)"""
+    (SELECT min(created_at) FROM suppressions)
+UNION ALL SELECT 'events', (SELECT count(*) FROM fanout_events),
+    (SELECT min(accepted_at) FROM fanout_events)
+UNION ALL SELECT 'topic_members', (SELECT count(*) FROM topic_members),
+    (SELECT min(added_at) FROM topic_members)"""
+
+# --- events and their fan-out ---------------------------------------------------------------
+
+INSERT_FANOUT_EVENT = """INSERT INTO fanout_events (tenant, event_id, type, subject, params, kinds,
+    request_hash, key_name, audience, topic, version, cutoff, users, size, accepted_at, send_at,
+    cursor, routed)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0)
+ON CONFLICT (tenant, event_id) DO NOTHING"""
+SELECT_FANOUT_EVENT = "SELECT * FROM fanout_events WHERE tenant = ? AND event_id = ?"
+# Not `users`: an inline list is read by its chunks alone, not with every event still routing.
+SELECT_ROUTING = """SELECT tenant, event_id, type, subject, params, kinds, request_hash, key_name,
+    audience, topic, version, cutoff, size, cursor, routed, accepted_at, routed_at, send_at
+FROM fanout_events INDEXED BY fanout_events_routing
+WHERE routed_at IS NULL ORDER BY seq LIMIT ?"""
+SELECT_BACKLOG = """SELECT count(*), min(accepted_at) FROM fanout_events INDEXED BY
+    fanout_events_routing WHERE routed_at IS NULL"""
+ADVANCE_EVENT = """UPDATE fanout_events SET cursor = ?, routed = routed + ?, routed_at = ?
+WHERE tenant = ? AND event_id = ? AND routed_at IS NULL"""
+# The whole user base at an event's acceptance: the rows made before its time, and those made
+# in the same millisecond by a transaction that committed before it (listed on the event).
+COUNT_EVERYONE = "SELECT count(*) FROM recipients WHERE tenant = ? AND created_at < ?"
+SELECT_MADE_AT = "SELECT user_id FROM recipients WHERE tenant = ? AND created_at = ?"
+SELECT_EVERYONE = """SELECT user_id FROM recipients
+WHERE tenant = ? AND user_id > ? AND (created_at < ? OR (created_at = ?
+    AND user_id IN (SELECT value FROM json_each(?))))
+ORDER BY user_id LIMIT ?"""
+# A topic's members at a version: rows open at it (added at or before, not yet removed by it).
+SELECT_TOPIC_AUDIENCE = """SELECT user_id FROM topic_members
+WHERE tenant = ? AND topic = ? AND user_id > ? AND added_version <= ?
+    AND (removed_version IS NULL OR removed_version > ?)
+ORDER BY user_id LIMIT ?"""
+MARK_EVENT = """UPDATE notifications SET event_id = ?
+WHERE id IN (SELECT value FROM json_each(?))"""
+# How each of an event's notifications stands (as views.current_state would say, with an
+# undeliverable one whose every step was suppressed told apart), counted by state and reason.
+COUNT_EVENT_STATES = """SELECT state, CASE WHEN state = 'suppressed' THEN reason END AS reason,
+    count(*) AS n FROM (
+    SELECT CASE
+        WHEN n.outcome IS NOT NULL THEN n.outcome
+        WHEN n.resolved_at IS NOT NULL THEN
+            CASE WHEN n.resolution = 'delivered' THEN 'delivered' ELSE 'resolved' END
+        WHEN max(s.state IN ('pending', 'sending', 'unknown')) THEN 'pending'
+        WHEN max(s.state = 'delivered' OR s.evidence IN ('delivered', 'shown', 'opened'))
+            THEN 'delivered'
+        WHEN max(s.state = 'sent') THEN 'sent'
+        WHEN max(s.state = 'held') THEN 'held'
+        WHEN max(s.state = 'expired') THEN 'expired'
+        WHEN min(s.state = 'suppressed') THEN 'suppressed'
+        ELSE 'undeliverable' END AS state,
+        min(CASE WHEN s.state = 'suppressed'
+            THEN substr(s.reason, 1, instr(s.reason || ':', ':') - 1) END) AS reason
+    FROM notifications n INDEXED BY notifications_event
+    LEFT JOIN steps s ON s.notification_id = n.id
+    WHERE n.tenant = ? AND n.event_id = ? GROUP BY n.id)
+GROUP BY 1, 2 ORDER BY 1, 2"""
+SELECT_EVENT_PAGE = """SELECT * FROM notifications INDEXED BY notifications_event
+WHERE tenant = ? AND event_id = ? AND (user_id, id) > (?, ?) ORDER BY user_id, id LIMIT ?"""
+SELECT_STEPS_OF_MANY = """SELECT * FROM steps
+WHERE notification_id IN (SELECT value FROM json_each(?)) ORDER BY notification_id, step_no"""
+
+# --- topics ---------------------------------------------------------------------------------
+
+SELECT_TOPIC = "SELECT * FROM topics WHERE tenant = ? AND name = ?"
+INSERT_TOPIC = """INSERT INTO topics (tenant, name, version, members, self_service, created_at,
+    updated_at) VALUES (?, ?, 0, 0, ?, ?, ?)"""
+# A deleted topic made again starts anew, but its versions go on (closed rows may remain).
+UPDATE_TOPIC = """UPDATE topics SET self_service = ?, updated_at = ?,
+    created_at = CASE WHEN deleted_at IS NULL THEN created_at ELSE ? END, deleted_at = NULL
+WHERE tenant = ? AND name = ?"""
+SET_TOPIC_VERSION = """UPDATE topics SET version = ?, members = members + ?, updated_at = ?
+WHERE tenant = ? AND name = ?"""
+DELETE_TOPIC = """UPDATE topics SET deleted_at = ?, updated_at = ?
+WHERE tenant = ? AND name = ? AND members = 0 AND deleted_at IS NULL"""
+ADD_MEMBER = """INSERT INTO topic_members (tenant, topic, user_id, added_version, added_at)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (tenant, topic, user_id) WHERE removed_version IS NULL DO NOTHING"""
+REMOVE_MEMBER = """UPDATE topic_members SET removed_version = ?, removed_at = ?
+WHERE tenant = ? AND topic = ? AND user_id = ? AND removed_version IS NULL"""
+SELECT_MEMBERS = """SELECT user_id, added_at FROM topic_members INDEXED BY topic_members_open
+WHERE tenant = ? AND topic = ? AND user_id > ? AND removed_version IS NULL
+ORDER BY user_id LIMIT ?"""
+SELECT_FOLLOWING = """SELECT m.topic, t.self_service, m.added_at
+FROM topic_members m INDEXED BY topic_members_user
+JOIN topics t ON t.tenant = m.tenant AND t.name = m.topic
+WHERE m.tenant = ? AND m.user_id = ? AND m.removed_version IS NULL ORDER BY m.topic"""
+
+# --- events and memberships that age out ----------------------------------------------------
+
+SELECT_AGED_EVENTS = """SELECT seq FROM fanout_events
+WHERE routed_at IS NOT NULL AND accepted_at < ? ORDER BY seq LIMIT ?"""
+DELETE_FANOUT_EVENT = "DELETE FROM fanout_events WHERE seq = ?"
+COUNT_AGED_EVENTS = """SELECT count(*) FROM fanout_events
+WHERE routed_at IS NOT NULL AND accepted_at < ?"""
+# A membership open from version a until r is needed only by an event still routing that
+# pinned a version in [a, r); any event accepted from now on pins r or a later one.
+_CLOSED_UNPINNED = """FROM topic_members m INDEXED BY topic_members_closed
+WHERE m.removed_version IS NOT NULL AND m.removed_at < ?
+    AND NOT EXISTS (SELECT 1 FROM fanout_events e INDEXED BY fanout_events_pins
+                    WHERE e.tenant = m.tenant AND e.topic = m.topic AND e.routed_at IS NULL
+                    AND e.version >= m.added_version AND e.version < m.removed_version)"""
+SELECT_AGED_MEMBERS = f"""SELECT m.tenant, m.topic, m.user_id, m.added_version {_CLOSED_UNPINNED}
+ORDER BY m.removed_at LIMIT ?"""
+DELETE_MEMBER_ROW = """DELETE FROM topic_members
+WHERE tenant = ? AND topic = ? AND user_id = ? AND added_version = ?"""
+COUNT_AGED_MEMBERS = f"SELECT count(*) {_CLOSED_UNPINNED}"

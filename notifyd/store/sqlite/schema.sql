@@ -1,4 +1,4 @@
--- user_version = 14
+-- user_version = 16
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -50,6 +50,27 @@ CREATE TABLE events (
     at           INTEGER NOT NULL,
     what         TEXT NOT NULL
 );
+CREATE TABLE fanout_events (
+    seq          INTEGER PRIMARY KEY,
+    tenant       TEXT NOT NULL,
+    event_id     TEXT NOT NULL,            -- the producer's id for it
+    type         TEXT NOT NULL,
+    subject      TEXT,
+    params       TEXT NOT NULL,
+    kinds        TEXT NOT NULL,            -- comma-separated: the type's kinds at acceptance
+    request_hash TEXT NOT NULL,            -- tells a retry from other input under the same id
+    key_name     TEXT NOT NULL,
+    audience     TEXT NOT NULL,            -- user_ids | topic | everyone
+    topic        TEXT,
+    version      INTEGER,                  -- topic: the membership version it pinned
+    cutoff       INTEGER,                  -- everyone: recipients made before this time ...
+    users        TEXT,                     -- ... and these, made at it; user_ids: the list
+    size         INTEGER NOT NULL,         -- recipients, counted at acceptance
+    cursor       TEXT NOT NULL,            -- the last recipient routed ('' before the first)
+    routed       INTEGER NOT NULL,         -- recipients routed so far
+    accepted_at  INTEGER NOT NULL,
+    routed_at    INTEGER                   -- NULL while routing
+, send_at INTEGER);
 CREATE TABLE inbox_badges (
     tenant  TEXT NOT NULL,
     user_id TEXT NOT NULL,
@@ -82,7 +103,7 @@ CREATE TABLE notifications (
     resolved_at  INTEGER,
     resolution   TEXT,
     resolved_by  TEXT
-, pruned_at INTEGER, outcome TEXT, send_at INTEGER) WITHOUT ROWID;
+, pruned_at INTEGER, outcome TEXT, send_at INTEGER, event_id TEXT) WITHOUT ROWID;
 CREATE TABLE probe (id INTEGER PRIMARY KEY CHECK (id = 1), at INTEGER NOT NULL);
 CREATE TABLE receipts (
     provider     TEXT NOT NULL,
@@ -108,7 +129,7 @@ CREATE TABLE recipients (
     quiet_start TEXT,                      -- HH:MM local
     quiet_end   TEXT,
     contacts    TEXT NOT NULL,             -- JSON {email, phone, chat: {name: id}}
-    updated_at  INTEGER NOT NULL, preferences TEXT, pref_version INTEGER NOT NULL DEFAULT 0,
+    updated_at  INTEGER NOT NULL, preferences TEXT, pref_version INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, user_id)
 ) WITHOUT ROWID;
 CREATE TABLE signing_keys (
@@ -144,6 +165,27 @@ CREATE TABLE suppressions (
     created_at   INTEGER NOT NULL,
     PRIMARY KEY (tenant, channel_type, address)
 ) WITHOUT ROWID;
+CREATE TABLE topic_members (
+    tenant          TEXT NOT NULL,
+    topic           TEXT NOT NULL,
+    user_id         TEXT NOT NULL,
+    added_version   INTEGER NOT NULL,
+    added_at        INTEGER NOT NULL,
+    removed_version INTEGER,               -- NULL: a member now
+    removed_at      INTEGER,
+    PRIMARY KEY (tenant, topic, user_id, added_version)
+) WITHOUT ROWID;
+CREATE TABLE topics (
+    tenant       TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    version      INTEGER NOT NULL,         -- bumped by each change of its membership
+    members      INTEGER NOT NULL,         -- members now, kept by each change
+    self_service INTEGER NOT NULL,         -- 1: a person may follow and leave it themselves
+    created_at   INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL,
+    deleted_at   INTEGER,                  -- deleted while empty; made again, its versions go on
+    PRIMARY KEY (tenant, name)
+) WITHOUT ROWID;
 CREATE TABLE webhook_tokens (
     provider TEXT NOT NULL,
     token    TEXT NOT NULL,
@@ -153,6 +195,10 @@ CREATE TABLE webhook_tokens (
 ) WITHOUT ROWID;
 CREATE INDEX digest_items_due ON digest_items (window_end) WHERE digest_id IS NULL;
 CREATE INDEX events_notification ON events (notification_id, at);
+CREATE UNIQUE INDEX fanout_events_id ON fanout_events (tenant, event_id);
+CREATE INDEX fanout_events_pins ON fanout_events (tenant, topic, version)
+    WHERE routed_at IS NULL;
+CREATE INDEX fanout_events_routing ON fanout_events (seq) WHERE routed_at IS NULL;
 CREATE INDEX inbox_done ON inbox_items (coalesce(read_at, archived_at))
     WHERE read_at IS NOT NULL OR archived_at IS NOT NULL;
 CREATE INDEX inbox_page ON inbox_items (tenant, user_id, created_at DESC, notification_id DESC);
@@ -160,6 +206,8 @@ CREATE INDEX inbox_since ON inbox_items (tenant, user_id, seq);
 CREATE INDEX inbox_unread ON inbox_items (tenant, user_id)
     WHERE read_at IS NULL AND archived_at IS NULL;
 CREATE UNIQUE INDEX notifications_dedup ON notifications (tenant, user_id, dedup_key);
+CREATE INDEX notifications_event ON notifications (tenant, event_id, user_id)
+    WHERE event_id IS NOT NULL;
 CREATE INDEX notifications_live ON notifications (id) WHERE pruned_at IS NULL;
 CREATE INDEX receipts_orphans ON receipts (provider_ref) WHERE notification_id IS NULL;
 CREATE INDEX receipts_received ON receipts (received_at);
@@ -169,4 +217,10 @@ CREATE INDEX steps_due ON steps (channel, lane, send_after) WHERE state IN ('pen
 CREATE INDEX steps_inflight ON steps (lease_until) WHERE state = 'sending';
 CREATE INDEX steps_provider_ref ON steps (provider_ref) WHERE provider_ref IS NOT NULL;
 CREATE INDEX suppressions_address ON suppressions (address);
+CREATE INDEX topic_members_closed ON topic_members (removed_at)
+    WHERE removed_version IS NOT NULL;
+CREATE UNIQUE INDEX topic_members_open ON topic_members (tenant, topic, user_id)
+    WHERE removed_version IS NULL;
+CREATE INDEX topic_members_user ON topic_members (tenant, user_id)
+    WHERE removed_version IS NULL;
 CREATE INDEX webhook_tokens_until ON webhook_tokens (provider, until);

@@ -1,0 +1,64 @@
+"""Replays: dead or unknown steps back to pending under their key and frozen payload, one step,
+one notification's, or every dead step a filter picks, a short write at a time. The command line
+(`notifyd replay`) and the operator console both come through here; each move is recorded on
+the notification's timeline with who asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from notifyd.core.catalog import Catalog
+from notifyd.core.models import REPLAYED
+from notifyd.domain.recipients import dead_reason, has_contact
+from notifyd.store import DeadMatch, Store
+
+# Steps per write of a bulk replay: about 25 ms of the writer each (measured on 30k dead steps,
+# two shared cores), so the daemon's own writes (accepts, claims) go between the batches.
+BATCH = 200
+
+
+@dataclass(frozen=True)
+class Replayed:
+    matched: int  # dead steps the filter picked when the replay began
+    replayed: int
+    late: int  # of them, of notifications past their time to live: the claim ends them expired
+
+
+async def replay_dead(store: Store, match: DeadMatch, by: str,
+                      progress: Callable[[int], None] = lambda n: None) -> Replayed:
+    """Every dead step `match` picks, back to pending a batch at a time (each its own short
+    write, so a running daemon's accepts and claims go between), along a cursor: the batches
+    already replayed are never read again. `progress` hears the size of each batch done."""
+    total = await store.dead_count(match)
+    replayed = late = 0
+    after = None
+    while total and (page := await store.dead_steps(match, after, BATCH)):
+        replayed += await store.replay_steps([d.key for d in page], by)
+        late += sum(d.expires_at <= match.until for d in page)
+        progress(len(page))
+        after = page[-1]
+    return Replayed(total, replayed, late)
+
+
+async def blocked(store: Store, nid: str, catalog: Catalog) -> list[str]:
+    """Replayed steps that the claim will suppress as things stand, and why: replaying does not
+    bring a dead address back, and saying nothing would look like a send."""
+    n = await store.get_notification(nid)
+    if n is None:
+        return []
+    r = await store.get_recipient(n.tenant, n.user_id)
+    out = []
+    for s in n.steps:
+        contact = catalog.contact(s.channel)
+        if s.reason != REPLAYED or contact is None:
+            continue
+        dead = dead_reason(r, contact)
+        if not has_contact(r, contact):
+            out.append(f"step {s.step_no} ({s.channel}) will be suppressed: the user has no "
+                       f"{contact}")
+        elif dead is not None:
+            out.append(f"step {s.step_no} ({s.channel}) will be suppressed: its {contact} is "
+                       f"disabled ({dead}); a new address for the user makes it live")
+    return out
