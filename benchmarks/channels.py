@@ -981,7 +981,6 @@ def host_daemon(cfg_path: Path, db: Path, port: int, out: Path, gc_freeze: bool)
     """Run notifyd.daemon.Daemon as `notifyd serve` does, with the stall monitor on its loop."""
     from notifyd.core.logs import setup_logging
     from notifyd.daemon import Daemon
-    from notifyd.http.guard import loop_errors
 
     cfg = loaded_config(cfg_path, db)
     cfg = dataclasses.replace(cfg, server=dataclasses.replace(cfg.server, port=port))
@@ -997,7 +996,6 @@ def host_daemon(cfg_path: Path, db: Path, port: int, out: Path, gc_freeze: bool)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        loop.set_exception_handler(loop_errors(SystemClock()))
         daemon = Daemon(cfg, config_path=str(cfg_path))
         watch = asyncio.create_task(orphan_watch())
         watch.add_done_callback(lambda _: stop.set())

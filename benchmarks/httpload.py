@@ -11,6 +11,7 @@ from collections.abc import Callable
 class Conn:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
+        self.closing = False  # the last answer said Connection: close
 
     @classmethod
     async def open(cls, host: str, port: int) -> Conn:
@@ -24,6 +25,8 @@ class Conn:
         for line in head.split(b"\r\n"):
             if line[:15].lower() == b"content-length:":
                 length = int(line[15:])
+            elif line.lower() == b"connection: close":
+                self.closing = True
         body = await self.reader.readexactly(length) if length else b""
         return status, body
 

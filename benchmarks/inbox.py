@@ -40,8 +40,9 @@ the badge equals the item count.
    as it can (64 connections): per stream, the time from the burst's start to its `item` event,
    p50/p99/max and how many within 1 s; each stream must get exactly its own item, with the
    badge after it at 1. Then the streams close. Variant "tabs": --streams streams of ONE user,
-   a single item POSTed: the time until every stream has it. RSS before the streams, with them
-   open and after they close. Beside the figures: the resume query (Last-Event-ID on the heavy
+   a single item POSTed: the time until every stream has it (server.max_streams_per_user is
+   raised for it: its default, 8, would close all but the last 8). RSS before the streams, with
+   them open and after they close. Beside the figures: the resume query (Last-Event-ID on the heavy
    user, if part 1 ran) timed over HTTP, and a check on a second small daemon
    (server.max_streams = 20) of whether streams whose client went away still count as open.
 
@@ -101,6 +102,7 @@ NEXT = re.compile(rb'"next": (?:"([^"]+)"|null)')
 CONFIG = """
 [server]
 max_streams = {max_streams}
+max_streams_per_user = 100000
 [store]
 path = "{db}"
 synchronous = "{sync}"

@@ -12,17 +12,22 @@ Quick: /work/main/.venv/bin/python benchmarks/overload.py --quick
    Latency is counted both from when a request was due (so waiting for a free worker counts,
    without coordinated omission) and from when it was sent (the daemon's own time). A request that
    waited --client-timeout for a worker is given up unsent; one unanswered --client-timeout after
-   it was sent is given up and its connection closed; resets are counted by kind. More
-   connections than the daemon admits (--connections 3000) test its eviction instead.
-3. Memory: the daemon's VmRSS before the flood, its peak (sampled every 100 ms on a thread, and
-   the kernel's VmHWM), and --settle seconds after the flood's last request was due.
+   it was sent is given up and its connection closed; resets are counted by kind; an answer
+   with "Connection: close" makes the worker open a new connection for its next request. More
+   connections than the daemon admits (--connections 3000) test what it does with the rest.
+3. Memory and files: the daemon's VmRSS and open files (/proc/PID/fd) before the flood, their
+   peak (sampled every 100 ms on a thread; and the kernel's VmHWM), and --settle seconds after
+   the flood's last request was due.
 4. Nothing lost: after the daemon stops, every notification_id answered 202 must be a row in the
-   SQLite file, read directly.
+   SQLite file, read directly; and the other way, the share of the flood's rows (committed
+   notifications) whose 202 reached the client, beside the 202s a second as a share of the
+   measured capacity.
 
 The daemon runs the worktree's code (PYTHONPATH = this checkout, cwd = a scratch folder, checked
 before it starts), with synchronous=FULL, a three-step ladder an hour out (the accept path alone),
 and the default store.max_pending_writes and server.max_connections unless --max-pending or
---max-connections. The load generator is this process,
+--max-connections; --files N runs it under an open-files limit of N. The load generator is this
+process,
 on the same machine: it and the daemon share its cores, which the header says. The scratch folder
 is removed and the daemon stopped (SIGTERM, then SIGKILL after 30 s) at the end, even on errors.
 """
@@ -191,6 +196,9 @@ class Daemon:
 
     store_toml: str = ""
     server_toml: str = ""
+    files: int | None = None  # the daemon's open-files limit (soft and hard); None: inherited
+    config_toml: str | None = None  # the whole config instead of CONFIG
+    templates: dict[str, str] = field(default_factory=dict)  # path under templates/ -> text
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="notifyd-bench-")))
     proc: subprocess.Popen[bytes] | None = None
     port: int = 0
@@ -227,8 +235,13 @@ class Daemon:
         return self
 
     def start(self) -> None:
-        (self.scratch / "bench.toml").write_text(
-            CONFIG.format(store=self.store_toml, server=self.server_toml))
+        (self.scratch / "bench.toml").write_text(self.config_toml or
+                                                 CONFIG.format(store=self.store_toml,
+                                                               server=self.server_toml))
+        for rel, text in self.templates.items():
+            path = self.scratch / "templates" / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
         self.imported = self.cli("-c", "import notifyd; print(notifyd.__file__)")
         if not self.imported.startswith(str(ROOT) + os.sep):
             raise SystemExit(f"the daemon would import {self.imported}, not {ROOT}")
@@ -237,7 +250,8 @@ class Daemon:
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "notifyd", "serve", "--port", str(self.port)],
-                env=self.env(), cwd=self.scratch, stdout=log, stderr=subprocess.STDOUT)
+                env=self.env(), cwd=self.scratch, stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=None if self.files is None else self.limit_files)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and self.proc.poll() is None:
             with contextlib.suppress(OSError):
@@ -245,6 +259,12 @@ class Daemon:
                 return
             time.sleep(0.05)
         raise SystemExit(f"notifyd did not start on port {self.port}:\n{self.log_tail()}")
+
+    def limit_files(self) -> None:
+        import resource
+
+        assert self.files is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.files, self.files))
 
     def stop(self) -> int | None:
         """SIGTERM, then SIGKILL if it is not gone in 30 s; its exit status."""
@@ -415,6 +435,8 @@ class Worker:
                 status, answer = await self.conn.request(self.make(i))
             flood.status[i] = status
             flood.service[i] = (loop.time() - sent) * 1000
+            if self.conn.closing:  # answered, and told the connection ends: a new one next
+                self.drop()
             if status == 503 and b'"overloaded"' in answer:
                 flood.codes["overloaded"] += 1
             else:
@@ -546,6 +568,8 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--max-pending", type=int, help="store.max_pending_writes (default: notifyd's)")
     ap.add_argument("--max-connections", type=int,
                     help="server.max_connections (default: notifyd's, 1000)")
+    ap.add_argument("--files", type=int,
+                    help="the daemon's open-files limit (default: this process's, raised)")
     ap.add_argument("--quick", action="store_true", help="a smoke test: 5 s flood, 2 s capacity, "
                     "3 s settle and client timeout, unless given")
     args = ap.parse_args()
@@ -581,9 +605,11 @@ def main() -> None:
     args = arguments()
     files = raise_nofile()
     header(f"overload: {args.factor:g}x capacity for {args.seconds:g} s, open loop")
+    if args.files:
+        print(f"the daemon's open-files limit: {args.files}")
     store = f"max_pending_writes = {args.max_pending}" if args.max_pending else ""
     server = f"max_connections = {args.max_connections}" if args.max_connections else ""
-    with Daemon(store_toml=store, server_toml=server) as d:
+    with Daemon(store_toml=store, server_toml=server, files=args.files) as d:
         run(args, d, files)
 
 
@@ -607,17 +633,17 @@ def run(args: argparse.Namespace, d: Daemon, files: int) -> None:
     rate = args.rate or args.factor * rps
     flood = Flood(rate=rate, seconds=args.seconds, timeout=args.client_timeout)
     time.sleep(1.0)
-    with sampling(d.pid) as sampler:
+    with sampling(d.pid, fds=True) as sampler:
         time.sleep(0.3)
-        before = proc_status(d.pid, "VmRSS")
+        before, fds_before = proc_status(d.pid, "VmRSS"), fd_count(d.pid)
         mono_offset = asyncio.run(flood_phase(d.port, flood, args.connections, maker))
         flood_end = flood.start + flood.seconds + mono_offset  # the last request's due time
         cpu = sampler.cpu(flood.start + mono_offset, flood_end)
         at_end = proc_status(d.pid, "VmRSS")
         time.sleep(max(0.0, flood_end + args.settle - time.monotonic()))
         after, after_at = proc_status(d.pid, "VmRSS"), time.monotonic() - flood_end
-        hwm = proc_status(d.pid, "VmHWM")
-        peak, _ = sampler.peak()
+        hwm, fds_after = proc_status(d.pid, "VmHWM"), fd_count(d.pid)
+        peak, fds_peak = sampler.peak()
     status, metrics = asyncio.run(get("127.0.0.1", d.port, "/metrics"))
     load_end = load_now()
     code = d.stop()
@@ -652,6 +678,7 @@ def run(args: argparse.Namespace, d: Daemon, files: int) -> None:
           f"{counts[OUTCOME[GAVE_UP]]} sent and unanswered, {counts[OUTCOME[EXPIRED]]} never sent")
     print(f"  daemon RSS: before {mib(before)}, peak {mib(peak)} sampled / {mib(hwm)} VmHWM, "
           f"at the flood's end {mib(at_end)}, {after_at:.1f} s after {mib(after)}")
+    print(f"  daemon open files: before {fds_before}, peak {fds_peak}, after {fds_after}")
     print(f"  daemon's own count (/metrics {status}): {accept_counts(metrics)}")
     print(f"  nothing lost: {acked} notification ids answered 202, {found} of them in the "
           f"database, {acked - found} missing; {rows} flood rows in all, {unacked} of them "
@@ -659,6 +686,9 @@ def run(args: argparse.Namespace, d: Daemon, files: int) -> None:
     print(f"  notifyd exit status after SIGTERM: {code}")
     for line in d.warnings():
         print(f"  daemon log: {line}")
+    print(f"  answers delivered: {acked} of the {rows} notifications the flood committed "
+          f"({acked / max(rows, 1) * 100:.1f}%); accepted {counts['202'] / span:.0f}/s = "
+          f"{counts['202'] / span / max(rps, 1) * 100:.0f}% of capacity")
     if acked != found:
         raise SystemExit(f"LOST: {acked - found} accepted notifications are not in the database")
 

@@ -20,8 +20,10 @@ Quick: /work/main/.venv/bin/python benchmarks/slowloris.py --quick
 
 notifyd runs this checkout's code from a scratch folder (see benchmarks/overload.py), with its
 defaults (server.max_connections 1000, server.header_timeout_sec 10) unless --max-connections or
---header-timeout. notifyd raises its own open-files soft limit to the hard one at start; this
-process raises its own too (the attacker inherits it), so that the 2,000 client sockets fit.
+--header-timeout. notifyd raises its own open-files soft limit to the hard one at start (--files
+N: both are N, as under LimitNOFILE=N, and max_connections is lowered to fit); this process
+raises its own too (the attacker inherits it), so that the 2,000 client sockets fit. A client
+told "Connection: close" opens a new connection for its next request.
 Clients and daemon share the machine's cores. The scratch folder is removed and the daemon
 stopped (SIGTERM) at the end, even on errors; every wait is bounded.
 """
@@ -119,6 +121,9 @@ async def keepalive(port: int, key: str, until: float, seen: Healthy) -> None:
                 seen.latency[kind].append((loop.time() - began) * 1000)
             else:
                 seen.failures[f"{kind}: {status}"] += 1
+            if conn.closing:  # told the connection ends (a 503 at the connection limit)
+                conn.close()
+                conn = None
     finally:
         if conn is not None:
             conn.close()
@@ -309,7 +314,7 @@ async def attacking(attack: Slowloris, pipe: Connection, stop: EventType, most: 
 
 def lifetimes(closed: list[Closed], header_timeout: float) -> list[str]:
     """How long the sockets the daemon closed had lived, in bands around the header timeout."""
-    bands = [(0, 1, "under 1 s (evicted as new connections came)"),
+    bands = [(0, 1, "under 1 s (evicted for newcomers)"),
              (1, header_timeout - 0.5, f"1 s to {header_timeout - 0.5:g} s"),
              (header_timeout - 0.5, header_timeout + 1.5,
               f"{header_timeout - 0.5:g}-{header_timeout + 1.5:g} s (the header timeout)"),
@@ -362,6 +367,8 @@ def arguments() -> argparse.Namespace:
                     help="one wave: do not reopen the sockets the daemon closes")
     ap.add_argument("--max-connections", type=int, help="server.max_connections")
     ap.add_argument("--header-timeout", type=float, help="server.header_timeout_sec")
+    ap.add_argument("--files", type=int,
+                    help="the daemon's open-files limit (default: this process's, raised)")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke test: 3 s baseline, 6 s attack, 3 s settle unless given")
     args = ap.parse_args()
@@ -384,7 +391,7 @@ def main() -> None:
         server.append(f"header_timeout_sec = {args.header_timeout}")
     if files < args.sockets + 100:
         raise SystemExit(f"this process may open {files} files: too few for {args.sockets} sockets")
-    with Daemon(server_toml="\n".join(server)) as d:
+    with Daemon(server_toml="\n".join(server), files=args.files) as d:
         run(args, d, files)
 
 

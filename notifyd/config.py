@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
 import tomllib
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import tomli_w
 
 from notifyd.channels import TYPES as CHANNEL_TYPES
+from notifyd.channels.egress import Egress, parse_proxy
 from notifyd.core.catalog import (
     MEDIUMS,
     Catalog,
@@ -29,8 +31,9 @@ from notifyd.core.catalog import (
     LadderStep,
     LimitRule,
 )
+from notifyd.core.environ import LIST, Table, convert, merged, overlay, table_of
 from notifyd.core.errors import ConfigError
-from notifyd.core.fields import MAX_SEC, doc, docf
+from notifyd.core.fields import MAX_SEC, doc, docf, sensitive
 from notifyd.receipts import PROVIDERS
 from notifyd.store.sqlite.settings import SqliteSettings
 
@@ -48,6 +51,7 @@ MOVED = {("store", "path"): ("store", "url"),
             for key in ("synchronous", "busy_timeout_ms", "check_at_start")},
          ("daemon", "ready_max_due_lag_sec"): ("daemon", "ready_max_loop_lag_sec")}
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
+PROXY_VARIABLES = ("https_proxy", "http_proxy", "no_proxy")  # [egress] keys, as the variables
 ORIGIN_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
 SEND_SLACK_SEC = 5.0  # a send gets this long beyond its channel timeout before it is unknown
 
@@ -67,17 +71,25 @@ class ServerConfig:
                                 "further gets 422 invalid_field naming send_at. A scheduled "
                                 "ladder's steps and time to live count from its send_at.",
                                 31 * 86400)
-    max_connections: int = doc("Most client connections at once; past it a new one takes the "
-                               "place of the one idle longest. Each needs a file descriptor: "
-                               "keep it under the process's open-files limit.", 1000)
+    max_connections: int = doc("Most client connections at once; past it newcomers wait in the "
+                               "listen queue until a place frees, and one that has not sent a "
+                               "whole request within a quarter second gives its place to them. "
+                               "Each needs a file descriptor: lowered to fit the open-files "
+                               "limit, with a warning.", 1000)
     header_timeout_sec: float = doc("A connection must start each request this soon after "
                                     "opening or after its last request (slow headers, idle "
                                     "keep-alive), or it is closed.", 10.0)
     body_timeout_sec: float = doc("A request's body must arrive this soon once its handler "
                                   "reads it, or the answer is 408 request_timeout.", 10.0)
     max_streams: int = doc("Most inbox streams (GET .../inbox/stream) open at once; they do not "
-                           "count against max_connections, but each needs a file descriptor.",
-                           10000)
+                           "count against max_connections, but each needs a file descriptor. "
+                           "0: what the open-files limit leaves beside max_connections, the "
+                           "providers' sockets and the database (at most 10000); a value over "
+                           "that is lowered, with a warning.", 0)
+    max_streams_per_user: int = doc("Most inbox streams one person may hold open (a page each, "
+                                    "whichever token or key opened them); a new one beyond it "
+                                    "closes that person's oldest, which reconnects a minute "
+                                    "later.", 8)
     public_url: str = doc("Where providers and browsers reach this daemon (behind a proxy, its "
                           "public https URL), for status callbacks and unsubscribe links. Empty: "
                           "none are sent.", "")
@@ -125,8 +137,7 @@ class DaemonConfig:
         "/metrics. It was ready_max_due_lag_sec, the oldest due step's wait, which an outage "
         "pushed past any bound; a config with that name sets this.", 5.0)
     event_loop: str = doc('"asyncio" (the standard event loop), "uvloop" (a faster drop-in on '
-                          'libuv; out of file descriptors, it closes new connections at once '
-                          'and says nothing) or "auto" (uvloop when installed).', "asyncio")
+                          'libuv) or "auto" (uvloop when installed).', "asyncio")
 
 
 DAY_SEC = 86400
@@ -311,9 +322,9 @@ class ConsoleConfig:
     enabled: bool = doc("Serve the operator console at /console. An operator signs in with an "
                         "API key that has the admin scope (notifyd keys create --scopes "
                         "admin,...), for that key's tenant, or with the password below.", True)
-    password: str = doc("A console password: it signs in for the tenant named at sign-in. "
-                        "Empty: only admin API keys sign in. Keep this file readable by "
-                        "notifyd alone.", "")
+    password: str = sensitive("A console password: it signs in for the tenant named at "
+                              "sign-in. Empty: only admin API keys sign in. Keep this file "
+                              "readable by notifyd alone.")
     session_ttl_sec: int = doc("How long a console session lasts from sign-in; then the "
                                "operator signs in again. Revoking the key ends its sessions.",
                                8 * 3600)
@@ -331,6 +342,29 @@ class TenantConfig:
                                         "may call the inbox, preferences and topics with a user "
                                         "token.",
                                         ())
+
+
+@dataclass(frozen=True)
+class EgressConfig:
+    """How the HTTP channels (and the SNS certificate fetch) reach providers: straight out, or
+    through an HTTP proxy. SMTP never goes through it. Each key left empty is taken from the
+    environment variable of its name, upper or lower case (HTTPS_PROXY, HTTP_PROXY, NO_PROXY)."""
+
+    https_proxy: str = sensitive(
+        "The proxy for https:// providers: http://[user:password@]host[:port] (port 80 if "
+        "none). notifyd asks it for a tunnel (CONNECT) and speaks TLS with the provider through "
+        "it, checking the provider's certificate as without one; the user and password go as "
+        "Proxy-Authorization. Empty: HTTPS_PROXY; neither: straight out.")
+    http_proxy: str = sensitive(
+        "The proxy for http:// URLs (a webhook channel's plain URL, a local stand-in): the "
+        "request is handed to it whole. Empty: HTTP_PROXY.")
+    no_proxy: tuple[str, ...] = doc(
+        "Hosts reached straight out, read as curl reads NO_PROXY: a name (with every name "
+        "under it), an IP address, a CIDR block such as 10.0.0.0/8, or \"*\" for every host. "
+        "Empty: NO_PROXY.", ())
+
+    def routes(self) -> Egress:
+        return Egress.of(self.https_proxy, self.http_proxy, self.no_proxy)
 
 
 BUILTIN_LOG = ChannelConfig(type="log", timeout_sec=1.0)
@@ -361,6 +395,10 @@ class Config:
                                 FanoutConfig)
     tokens: TokensConfig = docf("User tokens for a person's own inbox and preferences.",
                                 TokensConfig)
+    egress: EgressConfig = docf(
+        "Outbound HTTP: the proxy the HTTP channels and the SNS certificate fetch go through "
+        "(SMTP never does). A key left empty is taken from the environment variable of its "
+        "name, upper or lower case (HTTPS_PROXY, HTTP_PROXY, NO_PROXY).", EgressConfig)
     console: ConsoleConfig = docf("The operator console, the inbox widget and the preference "
                                   "centre.", ConsoleConfig)
     channels: dict[str, ChannelConfig] = docf(
@@ -394,13 +432,33 @@ class Config:
 # --- loading ---------------------------------------------------------------------------------
 
 
-def load_config(path: str | Path | None) -> Config:
-    """The config at `path`, or the built-in defaults when `path` is None. A relative store path
-    in a file is relative to that file's folder, so every command finds the same database."""
-    if path is None:
-        return validate(Config())
+def load_config(path: str | Path | None, environ: Mapping[str, str] | None = None) -> Config:
+    """The config at `path` (the built-in defaults when `path` is None) with the environment laid
+    over it (`environ`, default the process's): each secret's KEY_file read, then every
+    NOTIFYD_<SECTION>_<KEY> variable (core/environ.py), then HTTPS_PROXY, HTTP_PROXY and
+    NO_PROXY for the [egress] keys still empty. A relative store path in a file is relative to
+    that file's folder, so every command finds the same database. A ConfigError about a key a
+    variable set names the variable too."""
+    environ = os.environ if environ is None else environ
+    folder = None if path is None else Path(path).resolve().parent
+    data = {} if path is None else moved(_read(Path(path)))
+    origins = overlay(data, env_table(), environ, folder)
+    origins.update(_proxies(data, environ))
     try:
-        data = tomllib.loads(Path(path).read_text())
+        cfg = validate(_build(Config, data, ""))
+    except ConfigError as e:
+        raise _naming(e, origins) from None
+    if folder is None:
+        return cfg
+    return dataclasses.replace(
+        cfg, store=dataclasses.replace(cfg.store, url=beside(cfg.store.url, folder)),
+        templates=dataclasses.replace(cfg.templates,
+                                      folder=str(folder / cfg.templates.folder)))
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except IsADirectoryError:
@@ -409,12 +467,44 @@ def load_config(path: str | Path | None) -> Config:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    cfg = validate(_build(Config, moved(data), ""))
-    folder = Path(path).resolve().parent
-    return dataclasses.replace(
-        cfg, store=dataclasses.replace(cfg.store, url=beside(cfg.store.url, folder)),
-        templates=dataclasses.replace(cfg.templates,
-                                      folder=str(folder / cfg.templates.folder)))
+
+
+@functools.cache
+def env_table() -> Table:
+    """The config's keys as the environment may set them: a channel's are its type's too."""
+    shared = table_of(ChannelConfig)
+
+    def channel(entry: Mapping[str, Any]) -> Table:
+        ctype = CHANNEL_TYPES.get(str(entry.get("type", "log")))
+        return merged(shared, table_of(ctype.settings)) if ctype else shared
+
+    webhooks = Table(tables={name: table_of(p.settings) for name, p in PROVIDERS.items()})
+    return table_of(Config, channels=channel, webhooks=webhooks)
+
+
+def _proxies(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
+    """Each [egress] key the config leaves empty, from the variable of its name (lower case
+    first, as curl reads them); the key each set, to the variable."""
+    egress = data.setdefault("egress", {})
+    origins: dict[str, str] = {}
+    if not isinstance(egress, dict):
+        return origins
+    for key in PROXY_VARIABLES:
+        var = next((v for v in (key, key.upper()) if environ.get(v, "").strip()), None)
+        if var is not None and not egress.get(key):
+            egress[key] = convert(environ[var], LIST, var) if key == "no_proxy" \
+                else environ[var].strip()
+            origins[f"egress.{key}"] = var
+    return origins
+
+
+def _naming(error: ConfigError, origins: Mapping[str, str]) -> ConfigError:
+    """`error`, saying which variable set the key it names, if one did."""
+    message = str(error)
+    for key, var in sorted(origins.items(), key=lambda item: -len(item[0])):
+        if message.startswith(key) and message[len(key):len(key) + 1] in (":", ".", "["):
+            return ConfigError(f"{message} (set by {var})")
+    return error
 
 
 def compile_catalog(cfg: Config) -> Catalog:
@@ -587,6 +677,7 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(cfg.server.max_schedule_sec >= 1, "server.max_schedule_sec", "must be >= 1")
     need(cfg.server.max_connections >= 1, "server.max_connections", "must be >= 1")
     need(cfg.server.max_streams >= 0, "server.max_streams", "must be >= 0")
+    need(cfg.server.max_streams_per_user >= 1, "server.max_streams_per_user", "must be >= 1")
     need(cfg.server.header_timeout_sec > 0, "server.header_timeout_sec", "must be > 0")
     need(cfg.server.body_timeout_sec > 0, "server.body_timeout_sec", "must be > 0")
     for key, problem in cfg.store.sqlite.problems():
@@ -614,6 +705,9 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     need(1 <= ret.batch <= 10000, "retention.batch", "must be 1..10000")
     need(MIN_TOKEN_TTL_SEC <= cfg.tokens.max_ttl_sec <= MAX_SEC, "tokens.max_ttl_sec",
          f"must be {MIN_TOKEN_TTL_SEC}..{MAX_SEC}")
+    for key in ("https_proxy", "http_proxy"):
+        bad = _proxy_problem(getattr(cfg.egress, key))
+        need(bad is None, f"egress.{key}", bad or "")
     need(60 <= cfg.console.session_ttl_sec <= 7 * DAY_SEC, "console.session_ttl_sec",
          f"must be 60..{7 * DAY_SEC} (a week)")
     need(cfg.console.max_failed_sign_ins >= 1, "console.max_failed_sign_ins", "must be >= 1")
@@ -698,6 +792,15 @@ def validate(cfg: Config) -> Config:  # noqa: C901 - a flat list of rules reads 
     return cfg
 
 
+def _proxy_problem(url: str) -> str | None:
+    try:
+        if url:
+            parse_proxy(url)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 def _validate_events(cfg: Config, need: Callable[[bool, str, str], None]) -> None:
     need(1 <= cfg.fanout.chunk <= 10000, "fanout.chunk", "must be 1..10000")
     need(1 <= cfg.fanout.max_inline_users <= 10000, "fanout.max_inline_users",
@@ -723,7 +826,15 @@ def render_example() -> str:
     cfg = Config()
     out = ["# notifyd configuration. Every key is optional; each shows its default. Durations are",
            "# in seconds; a relative store.url is relative to this file's folder.",
-           "# Start with: notifyd --config notifyd.toml serve", ""]
+           "# Start with: notifyd --config notifyd.toml serve",
+           "#",
+           "# An environment variable sets any key that is not a list of tables, and wins over",
+           "# this file: NOTIFYD_<TABLE>_<KEY> (NOTIFYD_SERVER_PORT=8080,",
+           "# NOTIFYD_STORE_SQLITE_SYNCHRONOUS=NORMAL), and for an entry of a table of named",
+           "# entries NOTIFYD_<TABLE>__<NAME>__<KEY> (NOTIFYD_CHANNELS__SMS__AUTH_TOKEN). A",
+           "# secret may be read from a file instead: KEY_file = \"path\" here (relative to this",
+           "# file's folder), NOTIFYD_..._KEY_FILE=path in the environment. A reload (SIGHUP)",
+           "# reads the files again; the environment stays what the process started with.", ""]
     for f in dataclasses.fields(Config):
         value = getattr(cfg, f.name)
         if dataclasses.is_dataclass(value):
@@ -854,7 +965,9 @@ def _render_fields(obj: Any) -> list[str]:
         else:
             body = tomli_w.dumps({f.name: list(value) if isinstance(value, tuple) else value})
             body = body.strip()
-        lines += [f"# {f.metadata['doc']}", body]
+        secret = f" Or {f.name}_file: the path of a file that holds it." \
+            if f.metadata.get("secret") else ""
+        lines += [f"# {f.metadata['doc']}{secret}", body]
     return lines
 
 

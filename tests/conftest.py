@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from engine_support import Daemon
+from engine_support import ENV_PREFIXES, Daemon
 from support import START_MS, Api, make_config
 
-from notifyd.config import Config
+from notifyd.config import PROXY_VARIABLES, Config
 from notifyd.core.clock import FakeClock
 from notifyd.engine.ingest import Ingest
 from notifyd.http.app import make_app
@@ -31,6 +32,15 @@ def no_daemon_outlives_its_test() -> Iterator[None]:
         if d.proc.poll() is None:
             d.proc.kill()
             d.proc.wait(timeout=30)
+
+
+@pytest.fixture(autouse=True)
+def no_config_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config a test loads is the one it writes: none of the shell's NOTIFYD_ variables or
+    proxies (load_config lays them over every file)."""
+    for name in os.environ:
+        if name.startswith(ENV_PREFIXES) or name.lower() in PROXY_VARIABLES:
+            monkeypatch.delenv(name)
 
 
 @pytest.fixture

@@ -48,6 +48,7 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.webhook import WebhookChannel, WebhookSettings
 from notifyd.config import (
+    PROXY_VARIABLES,
     ChannelConfig,
     Config,
     KindConfig,
@@ -540,8 +541,14 @@ def body_of(payload: dict[str, Any] | str) -> bytes:
 LISTENING = re.compile(r"listening on http://([\d.]+):(\d+)")
 
 
+ENV_PREFIXES = ("NOTIFYD_", "NOTIFY_SOCKET")
+
+
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTIFYD_", "NOTIFY_SOCKET"))}
+    """The environment for a notifyd process: the shell's, without notifyd's variables or
+    proxies (the config would take them)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(ENV_PREFIXES) and k.lower() not in PROXY_VARIABLES}
     env.update(extra)
     return env
 
@@ -581,12 +588,14 @@ class Daemon:
 
     def __init__(self, db: Path, config: Path | None = None, env: dict[str, str] | None = None,
                  start_timeout: float = 30.0, preexec: Callable[[], None] | None = None,
-                 port: int | None = 0, serve_args: tuple[str, ...] = ()) -> None:
-        """`port` None: no --port, so the config's server.port is the one served;
-        `serve_args` go after `serve` (--log-level debug, say)."""
+                 port: int | None = 0, argv: list[str] | None = None,
+                 serve_args: tuple[str, ...] = ()) -> None:
+        """`port` None: no --port, so the config's server.port is the one served; `serve_args`
+        go after `serve` (--log-level debug, say). `argv`: this command line instead (run in
+        `db`'s folder), as a container image gives it."""
         args = ("serve", *serve_args) if port is None else (
             "serve", "--port", str(port), *serve_args)
-        self.proc = subprocess.Popen(notifyd_cmd(db, *args, config=config),
+        self.proc = subprocess.Popen(argv or notifyd_cmd(db, *args, config=config),
                                      env=env or clean_env(), cwd=db.parent,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                      preexec_fn=preexec)

@@ -150,9 +150,9 @@ class _Session(SMTP):
         self.session.number = self.fake.connections  # type: ignore[attr-defined]
 
 
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, as PEM files: the server's and the client's
-    CA file at once."""
+def self_signed(folder: Path, *names: str) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (and the host `names`) and its key, as PEM files: the
+    server's and the client's CA file at once."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -166,7 +166,8 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
             .not_valid_before(now - datetime.timedelta(days=1))
             .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                 *(x509.DNSName(n) for n in names)]), critical=False)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .sign(key, hashes.SHA256()))
     cert_path, key_path = folder / "cert.pem", folder / "key.pem"

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from notifyd.channels.egress import DIRECT, Egress
 from notifyd.core.contacts import Contact
 from notifyd.core.models import Device
 from notifyd.core.text import iso
@@ -129,6 +130,7 @@ class Limits:
     timeout_sec: float
     max_connections: int  # as many as both lanes may send at once
     public_url: str = ""  # server.public_url: where providers reach notifyd (status callbacks)
+    egress: Egress = DIRECT  # the proxy an HTTP type's calls go through ([egress])
 
 
 @dataclass(frozen=True)

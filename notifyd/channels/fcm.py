@@ -296,7 +296,7 @@ class FcmChannel:
                                    or DEFAULT_TOKEN_URL, clock or SystemClock())
         self.timeout_sec = limits.timeout_sec
         self.max_connections = max(1, limits.max_connections) * CONNECTIONS_PER_SEND
-        self.http = Client(self.max_connections, self.timeout_sec)
+        self.http = Client(self.max_connections, self.timeout_sec, limits.egress)
 
     def render(self, step: RenderInput) -> Rendered:
         title, body = (_text(step, part) for part in ("title", "body"))

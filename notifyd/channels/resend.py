@@ -62,6 +62,7 @@ from notifyd.channels.base import (
     RenderInput,
     Sent,
 )
+from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.channels.wire import Client
 from notifyd.core.contacts import EMAIL
@@ -124,12 +125,12 @@ class ResendSettings:
 
 class ResendChannel:
     def __init__(self, name: str, settings: ResendSettings, timeout_sec: float,
-                 max_connections: int = 100) -> None:
+                 max_connections: int = 100, egress: Egress = DIRECT) -> None:
         self.name = name
         self.settings = settings
         self.endpoint = settings.base_url.rstrip("/") + "/emails"
         # As many connections as the lanes may send at once, so no send waits for a pooled one.
-        self.http = Client(max_connections, timeout_sec)
+        self.http = Client(max_connections, timeout_sec, egress)
 
     def render(self, step: RenderInput) -> Rendered:
         address = (step.address or "").strip()
@@ -232,7 +233,8 @@ def _names_recipient(data: object) -> bool:
 
 
 def _build(name: str, settings: ResendSettings, limits: Limits) -> ResendChannel:
-    return ResendChannel(name, settings, limits.timeout_sec, limits.max_connections)
+    return ResendChannel(name, settings, limits.timeout_sec, limits.max_connections,
+                         limits.egress)
 
 
 TYPE = ChannelType("resend", "sends email through Resend's HTTP API", ResendSettings, EMAIL,

@@ -50,6 +50,7 @@ from notifyd.channels.base import (
     Sent,
     Unknown,
 )
+from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import parse_json, parse_retry_after, post, url_problem
 from notifyd.channels.wire import Client
 from notifyd.core.contacts import SLACK
@@ -103,12 +104,12 @@ def escape(text: str) -> str:
 
 class SlackChannel:
     def __init__(self, name: str, settings: SlackSettings, timeout_sec: float,
-                 max_connections: int = 100) -> None:
+                 max_connections: int = 100, egress: Egress = DIRECT) -> None:
         self.name = name
         self.settings = settings
         self._url = f"{settings.base_url.rstrip('/')}/api/chat.postMessage"
         self._auth = f"Bearer {settings.bot_token}"
-        self.http = Client(max_connections, timeout_sec)  # a send never waits for a connection
+        self.http = Client(max_connections, timeout_sec, egress)  # a send never waits for a connection
 
     def __repr__(self) -> str:
         return f"SlackChannel({self.name!r})"
@@ -168,7 +169,8 @@ def classify(status: int, headers: Any, body: bytes) -> Outcome:
 
 
 def _build(name: str, settings: SlackSettings, limits: Limits) -> SlackChannel:
-    return SlackChannel(name, settings, limits.timeout_sec, limits.max_connections)
+    return SlackChannel(name, settings, limits.timeout_sec, limits.max_connections,
+                        limits.egress)
 
 
 TYPE = ChannelType("slack", "sends direct messages from a Slack app's bot (chat.postMessage)",

@@ -49,6 +49,7 @@ from notifyd.channels.base import (
     RenderInput,
     Sent,
 )
+from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import parse_json, parse_retry_after, post, url_problem
 from notifyd.channels.wire import Client
 from notifyd.core.contacts import TELEGRAM
@@ -100,11 +101,11 @@ class TelegramSettings:
 
 class TelegramChannel:
     def __init__(self, name: str, settings: TelegramSettings, timeout_sec: float,
-                 max_connections: int = 100) -> None:
+                 max_connections: int = 100, egress: Egress = DIRECT) -> None:
         self.name = name
         self.settings = settings
         self._url = f"{settings.base_url.rstrip('/')}/bot{settings.bot_token}/sendMessage"
-        self.http = Client(max_connections, timeout_sec)  # a send never waits for a connection
+        self.http = Client(max_connections, timeout_sec, egress)  # a send never waits for a connection
 
     def __repr__(self) -> str:  # the URL holds the token
         return f"TelegramChannel({self.name!r})"
@@ -262,7 +263,8 @@ def check_html(text: str) -> int:
 
 
 def _build(name: str, settings: TelegramSettings, limits: Limits) -> TelegramChannel:
-    return TelegramChannel(name, settings, limits.timeout_sec, limits.max_connections)
+    return TelegramChannel(name, settings, limits.timeout_sec, limits.max_connections,
+                           limits.egress)
 
 
 TYPE = ChannelType("telegram", "sends chat messages from a Telegram bot (Bot API sendMessage)",

@@ -52,6 +52,7 @@ from notifyd.channels.base import (
     RenderInput,
     Sent,
 )
+from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import parse_json, parse_retry_after, post
 from notifyd.channels.wire import Client
 from notifyd.core.contacts import PHONE
@@ -135,7 +136,8 @@ class TwilioSettings:
 
 class TwilioChannel:
     def __init__(self, name: str, settings: TwilioSettings, timeout_sec: float,
-                 max_connections: int = 100, public_url: str = "") -> None:
+                 max_connections: int = 100, public_url: str = "",
+                 egress: Egress = DIRECT) -> None:
         self.name = name
         self.settings = settings
         self.endpoint = (f"{settings.base_url.rstrip('/')}/2010-04-01/Accounts/"
@@ -146,7 +148,7 @@ class TwilioChannel:
         else:
             self.authorization = basic_auth(settings.account_sid, settings.auth_token)
         # As many connections as the lanes may send at once, so no send waits for a pooled one.
-        self.http = Client(max_connections, timeout_sec)
+        self.http = Client(max_connections, timeout_sec, egress)
 
     def render(self, step: RenderInput) -> Rendered:
         number = (step.address or "").strip()
@@ -230,7 +232,7 @@ def _sent(data: object) -> Sent:
 
 def _build(name: str, settings: TwilioSettings, limits: Limits) -> TwilioChannel:
     return TwilioChannel(name, settings, limits.timeout_sec, limits.max_connections,
-                         limits.public_url)
+                         limits.public_url, limits.egress)
 
 
 TYPE = ChannelType("twilio", "sends SMS through Twilio's Messages API", TwilioSettings, PHONE,

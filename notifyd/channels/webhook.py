@@ -31,6 +31,7 @@ from notifyd.channels.base import (
     Sent,
     standard_payload,
 )
+from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.channels.wire import Client
 from notifyd.core.fields import doc, sensitive
@@ -80,13 +81,13 @@ def sign(keys: list[bytes], msg_id: str, timestamp: int, body: bytes) -> str:
 
 class WebhookChannel:
     def __init__(self, name: str, url: str, timeout_sec: float, max_connections: int = 100,
-                 secrets: tuple[str, ...] = ()) -> None:
+                 secrets: tuple[str, ...] = (), egress: Egress = DIRECT) -> None:
         self.name = name
         self.url = url
         self.keys = [k for k in map(signing_key, secrets) if k is not None]
         # As many connections as the lanes may send at once: a send must never wait for a
         # pooled connection, or that wait would eat its timeout and end as a false unknown.
-        self.http = Client(max_connections, timeout_sec)
+        self.http = Client(max_connections, timeout_sec, egress)
 
     def render(self, step: RenderInput) -> Rendered:
         return Rendered(self.url, standard_payload(step))
@@ -124,7 +125,7 @@ def classify(status: int, headers: Any, body: bytes) -> Outcome:
 
 def _build(name: str, settings: WebhookSettings, limits: Limits) -> WebhookChannel:
     return WebhookChannel(name, settings.url, limits.timeout_sec, limits.max_connections,
-                          (settings.secret, settings.previous_secret))
+                          (settings.secret, settings.previous_secret), limits.egress)
 
 
 TYPE = ChannelType("webhook", "POSTs the notification as JSON to a producer's URL",

@@ -69,6 +69,7 @@ from notifyd.channels.base import (
     RenderInput,
     Sent,
 )
+from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.channels.wire import Client
 from notifyd.core.contacts import WEBPUSH
@@ -288,7 +289,8 @@ class Sealed:
 
 class WebPushChannel:
     def __init__(self, name: str, settings: WebPushSettings, timeout_sec: float,
-                 max_connections: int = 100, clock: Callable[[], float] = time.time) -> None:
+                 max_connections: int = 100, clock: Callable[[], float] = time.time,
+                 egress: Egress = DIRECT) -> None:
         self.name = name
         self.settings = settings
         self.timeout_sec = timeout_sec
@@ -302,7 +304,7 @@ class WebPushChannel:
         self._pool = ThreadPoolExecutor(2, thread_name_prefix=f"webpush-{name}")
         # A POST starts only with a pooled connection free for it, so its timeout is all its own.
         self._slots = asyncio.Semaphore(self.max_connections)
-        self.http = Client(self.max_connections, self.timeout_sec)
+        self.http = Client(self.max_connections, self.timeout_sec, egress)
 
 
     def endpoint_problem(self, endpoint: object) -> str | None:
@@ -463,7 +465,8 @@ def classify(status: int, headers: Any, body: bytes) -> Answer:
 
 
 def _build(name: str, settings: WebPushSettings, limits: Limits) -> WebPushChannel:
-    return WebPushChannel(name, settings, limits.timeout_sec, limits.max_connections)
+    return WebPushChannel(name, settings, limits.timeout_sec, limits.max_connections,
+                          egress=limits.egress)
 
 
 TYPE = ChannelType("webpush", "Web Push to the user's browsers (RFC 8030/8291/8292, VAPID)",

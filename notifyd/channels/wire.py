@@ -6,11 +6,13 @@ and aiohttp's client spent 170-200 us of event-loop CPU on each (cookie jar, tra
 and response objects, a task for the payload writer); this spends about 50. In the soak at
 1,157 notifications/s (benchmarks/soak.py), sending was a third of the event loop's time.
 
-What it does: http and https (the system's trust store, SNI, hostname checked), a connection
-limit per client (callers are sized so a send never waits for one), idle connections dropped
-after KEEPALIVE_SEC or when the server closes them, Content-Length, chunked and read-to-close
-answers, 1xx answers skipped. What it does not: redirects (providers' APIs do not redirect; a
-redirect is an answer the adapter classifies), proxies, compression, cookies, HTTP/2.
+What it does: POST (and GET, for the files a receipt's signature needs), http and https (the
+system's trust store, SNI, hostname checked), an egress proxy (channels/egress.py: a CONNECT
+tunnel with TLS to the origin through it, or an http:// request handed to the proxy whole), a
+connection limit per client (callers are sized so a send never waits for one), idle connections
+dropped after KEEPALIVE_SEC or when the server closes them, Content-Length, chunked and
+read-to-close answers, 1xx answers skipped. What it does not: redirects (providers' APIs do not
+redirect; a redirect is an answer the adapter classifies), compression, cookies, HTTP/2.
 
 Errors say what happened to the request: NotSent (nothing left us: a bad URL or header, the
 connection refused, DNS, TLS, a connect timeout) or Lost (the connection ended after the request
@@ -32,9 +34,11 @@ import httptools
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from notifyd import __version__
+from notifyd.channels.egress import DIRECT, Egress, Proxy
 
 KEEPALIVE_SEC = 15.0  # an idle connection older than this is closed, not reused
 MAX_HEADERS = 128
+MAX_TUNNEL_HEAD = 16 * 1024  # a proxy's answer to CONNECT is a status line and a few headers
 USER_AGENT = f"notifyd/{__version__}"
 _TLS: ssl.SSLContext | None = None
 
@@ -218,26 +222,68 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
-class Client:
-    """Keep-alive connections to the origins one channel calls, at most `max_connections`."""
+class _Tunnel(asyncio.Protocol):
+    """A proxy's answer to CONNECT: its status once the head is in; nothing may follow it
+    before the TLS handshake, which then runs on the same connection."""
 
-    def __init__(self, max_connections: int = 100, timeout_sec: float = 10.0) -> None:
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.status: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        if self.status.done():
+            return
+        self.head += data
+        end = self.head.find(b"\r\n\r\n")
+        if end < 0 and len(self.head) <= MAX_TUNNEL_HEAD:
+            return
+        line = self.head.split(b"\r\n", 1)[0].split(b" ", 2)
+        if end < 0 or end + 4 != len(self.head) or len(line) < 2 or not line[0].startswith(
+                b"HTTP/1.") or not line[1].isdigit():
+            self.status.set_exception(NotSent("not sent: the proxy's answer to CONNECT is not "
+                                              "HTTP"))
+            return
+        self.status.set_result(int(line[1]))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.status.done():
+            self.status.set_exception(NotSent("not sent: the proxy closed the connection"))
+
+
+class Client:
+    """Keep-alive connections to the origins one channel calls (through `egress`'s proxy where
+    it says so), at most `max_connections`."""
+
+    def __init__(self, max_connections: int = 100, timeout_sec: float = 10.0,
+                 egress: Egress = DIRECT) -> None:
         self.timeout_sec = timeout_sec
+        self.egress = egress  # may be replaced: connections are kept by the proxy they use
         self._slots = asyncio.Semaphore(max(1, max_connections))
-        self._idle: dict[tuple[bool, str, int], list[_Connection]] = {}
+        self._idle: dict[tuple[bool, str, int, Proxy | None], list[_Connection]] = {}
         self._busy: set[_Connection] = set()
 
     async def post(self, url: str, body: bytes, headers: dict[str, str],
                    timeout: float | None = None, limit: int = 64 * 1024) -> Answer:
         """POST `body` and read the answer (its body up to `limit` bytes). NotSent, Lost or
         TimeoutError (the whole call took longer than `timeout`, default the client's)."""
+        return await self.request("POST", url, body, headers, timeout, limit)
+
+    async def get(self, url: str, headers: dict[str, str], timeout: float | None = None,
+                  limit: int = 64 * 1024) -> Answer:
+        """GET `url`, as post does."""
+        return await self.request("GET", url, b"", headers, timeout, limit)
+
+    async def request(self, method: str, url: str, body: bytes, headers: dict[str, str],
+                      timeout: float | None, limit: int) -> Answer:
         where = target(url)
-        request = _request(where, body, headers)
+        proxy = self.egress.route(where.tls, where.host)
+        request = _request(method, where, body, headers, None if where.tls else proxy)
+        key = (where.tls, where.host, where.port, proxy)
         sent = False
         try:
             async with asyncio.timeout(self.timeout_sec if timeout is None else timeout), \
                     self._slots:
-                conn = self._reuse(where) or await self._connect(where)
+                conn = self._reuse(key) or await self._connect(where, proxy)
                 self._busy.add(conn)
                 try:
                     sent = True
@@ -248,18 +294,18 @@ class Client:
                 finally:
                     self._busy.discard(conn)
         except TimeoutError:
-            if not sent:  # waiting for a connection slot, connecting, the TLS handshake
+            if not sent:  # waiting for a connection slot, connecting, the tunnel, TLS
                 raise NotSent("connect timed out") from None
             raise
         if conn.reusable:
             conn.idle_since = time.monotonic()
-            self._idle.setdefault((where.tls, where.host, where.port), []).append(conn)
+            self._idle.setdefault(key, []).append(conn)
         else:
             conn.close()
         return answer
 
-    def _reuse(self, where: Target) -> _Connection | None:
-        idle = self._idle.get((where.tls, where.host, where.port))
+    def _reuse(self, key: tuple[bool, str, int, Proxy | None]) -> _Connection | None:
+        idle = self._idle.get(key)
         now = time.monotonic()
         while idle:
             conn = idle.pop()  # the most recently used: the least likely to be closed
@@ -268,14 +314,49 @@ class Client:
             conn.close()
         return None
 
-    async def _connect(self, where: Target) -> _Connection:
+    async def _connect(self, where: Target, proxy: Proxy | None) -> _Connection:
         loop = asyncio.get_running_loop()
+        if proxy is not None and where.tls:
+            return await self._tunnel(where, proxy)
+        host, port = (where.host, where.port) if proxy is None else (proxy.host, proxy.port)
         try:
             _, conn = await loop.create_connection(
-                _Connection, where.host, where.port, ssl=_tls() if where.tls else None,
+                _Connection, host, port, ssl=_tls() if where.tls else None,
                 server_hostname=where.host if where.tls else None)
         except OSError as e:  # refused, unreachable, DNS (gaierror), TLS (SSLError)
-            raise NotSent(f"connect failed: {type(e).__name__}") from None
+            raise NotSent(f"{'proxy ' if proxy else ''}connect failed: "
+                          f"{type(e).__name__}") from None
+        return conn
+
+    async def _tunnel(self, where: Target, proxy: Proxy) -> _Connection:
+        """A connection to an https origin through the proxy: CONNECT, then TLS with the origin
+        (its name checked, as without a proxy) over the tunnel."""
+        loop = asyncio.get_running_loop()
+        try:
+            transport, opener = await loop.create_connection(_Tunnel, proxy.host, proxy.port)
+        except OSError as e:
+            raise NotSent(f"proxy connect failed: {type(e).__name__}") from None
+        try:
+            authority = f"[{where.host}]:{where.port}" if ":" in where.host \
+                else f"{where.host}:{where.port}"
+            auth = f"Proxy-Authorization: {proxy.authorization}\r\n" if proxy.authorization \
+                else ""
+            transport.write(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{auth}"
+                            f"User-Agent: {USER_AGENT}\r\n\r\n".encode("latin-1"))
+            status = await opener.status
+            if not 200 <= status < 300:
+                raise NotSent(f"not sent: the proxy refused the tunnel (HTTP {status})")
+            conn = _Connection()
+            try:
+                tls = await loop.start_tls(transport, conn, _tls(), server_hostname=where.host)
+            except OSError as e:  # the origin's certificate, or the tunnel closed mid-handshake
+                raise NotSent(f"connect failed: {type(e).__name__}") from None
+        except BaseException:
+            transport.close()
+            raise
+        if tls is None:  # the tunnel closed during the handshake
+            raise NotSent("connect failed: the proxy closed the tunnel")
+        conn.connection_made(tls)
         return conn
 
     async def close(self) -> None:
@@ -289,9 +370,17 @@ class Client:
         await asyncio.sleep(0)  # let the transports' closes run
 
 
-def _request(where: Target, body: bytes, headers: dict[str, str]) -> bytes:
-    lines = [f"POST {where.path} HTTP/1.1\r\nHost: {where.host_header}\r\n"
-             f"User-Agent: {USER_AGENT}\r\nContent-Length: {len(body)}\r\n"]
+def _request(method: str, where: Target, body: bytes, headers: dict[str, str],
+             proxy: Proxy | None) -> bytes:
+    """The request's bytes; to an http:// origin through `proxy`, its target is the whole URL
+    (RFC 9112 section 3.2.2) and the proxy's credentials go with it."""
+    path = where.path if proxy is None else f"http://{where.host_header}{where.path}"
+    lines = [f"{method} {path} HTTP/1.1\r\nHost: {where.host_header}\r\n"
+             f"User-Agent: {USER_AGENT}\r\n"]
+    if body or method == "POST":
+        lines.append(f"Content-Length: {len(body)}\r\n")
+    if proxy is not None and proxy.authorization:
+        lines.append(f"Proxy-Authorization: {proxy.authorization}\r\n")
     for name, value in headers.items():
         if any(c in name or c in value for c in "\r\n\0") or ":" in name:
             raise NotSent(f"not sent: the header {name.split(':')[0][:40]!r} is malformed")

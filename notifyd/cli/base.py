@@ -118,7 +118,7 @@ def with_store(ctx: click.Context, fn: Callable[[Store], Awaitable[T]], mode: st
 
 @click.group(invoke_without_command=True)
 @global_options
-@click.version_option(package_name="notifyd")
+@click.version_option(package_name="notifyd-server")
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """notifyd: notifications that escalate across channels and know when to stop.

@@ -19,12 +19,10 @@ reload abandons it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import gc
 import logging
 import os
-import resource
 import signal
 import socket
 import sys
@@ -37,6 +35,7 @@ from aiohttp import web
 from notifyd import __version__
 from notifyd.config import Config, load_config
 from notifyd.core.clock import Clock, SystemClock
+from notifyd.daemon.files import Budget, budget, open_files
 from notifyd.daemon.generation import Generation, Shared, build, close_adapters
 from notifyd.daemon.reload import Refused, reread, templates_problem
 from notifyd.domain import signed
@@ -48,8 +47,9 @@ from notifyd.engine.stream import Hub
 from notifyd.engine.templates import Templates
 from notifyd.http.app import make_app
 from notifyd.http.auth import KeyCache
-from notifyd.http.guard import BACKLOG, ConnectionGuard, GuardedSite, loop_errors
+from notifyd.http.guard import ConnectionGuard
 from notifyd.http.kit import Context
+from notifyd.http.listener import BACKLOG, GuardedSite
 from notifyd.http.serverlog import AccessLog, ServerLog
 from notifyd.store import Held, Store, StoreUnavailable, hold, open_store
 
@@ -98,35 +98,6 @@ def bind(host: str, port: int, backlog: int) -> socket.socket:
     return sock
 
 
-FD_RESERVE = 256  # descriptors kept for the database, providers and the rest
-
-
-def open_files() -> int:
-    """The open-files limit, after raising the soft limit to the hard one."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or hard > soft:
-        target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-    return soft
-
-
-def backlog_for(files: int) -> int:
-    """The listen backlog: asyncio accepts up to this many at once before any is handled."""
-    return min(BACKLOG, max(16, files // 8))
-
-
-def fit_connections(wanted: int, files: int) -> int:
-    """server.max_connections, kept under the open-files limit with room for the database,
-    providers and an accept burst, saying so if it had to be lowered."""
-    room = max(16, files - FD_RESERVE - backlog_for(files))
-    if wanted > room:
-        log.warning("server.max_connections %d is over what %d open files allow; serving at "
-                    "most %d (raise LimitNOFILE)", wanted, files, room)
-    return min(wanted, room)
-
-
 class Daemon:
     def __init__(self, cfg: Config, clock: Clock | None = None, config_path: str | None = None,
                  access_log: bool = False, load: Callable[[], Config] | None = None) -> None:
@@ -160,7 +131,7 @@ class Daemon:
         sock = None
         self.files = open_files()
         try:
-            sock = bind(cfg.server.host, cfg.server.port, backlog_for(self.files))
+            sock = bind(cfg.server.host, cfg.server.port, BACKLOG)
             store = await open_store(cfg.store.url, self.clock, sqlite=cfg.store.sqlite,
                                      max_pending_writes=cfg.store.max_pending_writes,
                                      check=cfg.store.sqlite.check_at_start)
@@ -183,13 +154,14 @@ class Daemon:
         if took is not None:
             log.info("the database now gives space back to the file system as rows age out "
                      "(converted once to incremental auto-vacuum, in %.1f s)", took)
-        shared = Shared(store, self.clock, Metrics(), Wakeups(),
-                        await store.signing_key(signed.LINKS_KEY), Hub())
+        metrics = Metrics()
+        fit = self._fit(cfg)
+        shared = Shared(store, self.clock, metrics, Wakeups(),
+                        await store.signing_key(signed.LINKS_KEY),
+                        Hub(fit.streams, cfg.server.max_streams_per_user, metrics))
         self.gen = build(cfg, self.templates, shared)
-        srv = cfg.server
-        self.guard = ConnectionGuard(self.clock, fit_connections(srv.max_connections, self.files),
-                                     srv.header_timeout_sec, backlog_for(self.files),
-                                     shared.metrics)
+        self.guard = ConnectionGuard(self.clock, fit.connections, cfg.server.header_timeout_sec,
+                                     metrics)
         self.ctx = Context(cfg, self.gen.ingest, KeyCache(store, self.clock), self.clock,
                            self.gen.health, link_key=shared.link_key, guard=self.guard)
         stop_claiming = asyncio.Event()
@@ -217,6 +189,14 @@ class Daemon:
             if held is not None:
                 held.release()
         log.info("stopped cleanly")
+
+    def _fit(self, cfg: Config) -> Budget:
+        """The config's connections and streams within the open-files limit, said in the log."""
+        fit = budget(cfg, self.files)
+        for line in fit.lowered:
+            log.warning("%s", line)
+        log.info("%s", fit.describe())
+        return fit
 
     def ask_reload(self) -> None:
         """Reload the config and templates (SIGHUP). Asked while a reload runs, one more runs
@@ -275,9 +255,9 @@ class Daemon:
         for key in new.waiting:
             log.warning("%s changed; takes effect at the next restart", key)
         self.ctx.use(gen.cfg, gen.ingest, gen.health)  # requests from here on
-        srv = gen.cfg.server
-        self.guard.resize(fit_connections(srv.max_connections, self.files),
-                          srv.header_timeout_sec)
+        fit = self._fit(gen.cfg)
+        self.guard.resize(fit.connections, gen.cfg.server.header_timeout_sec)
+        self.ctx.hub.resize(fit.streams, gen.cfg.server.max_streams_per_user)
         await old.stop()  # it claims no more; its sends go on
         self.gen, self.cfg, self.templates = gen, gen.cfg, gen.templates
         gen.start(peers, reloaded=True)
@@ -312,7 +292,7 @@ class Daemon:
                                logger=ServerLog(self.clock))
         await runner.setup()
         try:
-            await GuardedSite(runner, sock, guard).start()
+            await GuardedSite(runner, sock, guard, self.clock).start()
             self.port = sock.getsockname()[1]
             self._started(ctx)
             # Start-up's objects (modules, config, templates) never become garbage: out of the
@@ -371,7 +351,6 @@ def serve(cfg: Config, config_path: str | None = None, access_log: bool = False,
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
         loop.add_signal_handler(signal.SIGHUP, on_hangup)
-        loop.set_exception_handler(loop_errors(SystemClock()))
         await daemon.run(stop)
 
     # The writer thread drops the GIL on every SQLite step and must win it back from the event

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-import aiohttp
-
+from notifyd.channels.egress import DIRECT, Egress
+from notifyd.channels.wire import Client, WireError
 from notifyd.core.models import Recorded, Rules
 from notifyd.receipts import PROVIDERS, BadReceipt, BadSignature, RawRequest, ReceiptProvider
 from notifyd.store import Store
@@ -27,33 +27,30 @@ class FetchFailed(Exception):
 
 
 class Fetcher:
-    """GETs a URL the parser has vetted (https, the provider's own host): bounded in time and
-    size, never following redirects. One session for the daemon's life."""
+    """GETs a URL the parser has vetted (https, the provider's own host) through the client the
+    HTTP channels use, so through the egress proxy too: bounded in time and size, never
+    following redirects. One for the daemon's life; a reload may change its `egress`."""
 
-    def __init__(self, timeout_sec: float = FETCH_TIMEOUT_SEC) -> None:
-        self.timeout = aiohttp.ClientTimeout(total=timeout_sec)
-        self._session: aiohttp.ClientSession | None = None
+    def __init__(self, egress: Egress = DIRECT, timeout_sec: float = FETCH_TIMEOUT_SEC) -> None:
+        self.http = Client(max_connections=4, timeout_sec=timeout_sec, egress=egress)
 
     async def __call__(self, url: str) -> bytes:
         if not url.startswith("https://"):
             raise FetchFailed("only https URLs are fetched")
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self.timeout)
         try:
-            async with self._session.get(url, allow_redirects=False) as r:
-                if r.status != 200:
-                    raise FetchFailed(f"HTTP {r.status}")
-                body = await r.content.read(FETCH_MAX_BYTES + 1)
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise FetchFailed(type(e).__name__) from None
-        if len(body) > FETCH_MAX_BYTES:
+            answer = await self.http.get(url, {}, limit=FETCH_MAX_BYTES + 1)
+        except WireError as e:
+            raise FetchFailed(e.reason) from None
+        except TimeoutError:
+            raise FetchFailed("timed out") from None
+        if answer.status != 200:
+            raise FetchFailed(f"HTTP {answer.status}")
+        if len(answer.body) > FETCH_MAX_BYTES:
             raise FetchFailed(f"larger than {FETCH_MAX_BYTES} bytes")
-        return body
+        return answer.body
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.http.close()
 
 
 async def take(store: Store, provider: ReceiptProvider, settings: object, request: RawRequest,

@@ -73,9 +73,16 @@ class Metrics:
         self.connections_open = Gauge("notifyd_connections_open", "HTTP connections open now "
                                       "(at most server.max_connections).", registry=r)
         self.connections_closed = Counter(
-            "notifyd_connections_closed", "Connections the guard closed: refused (full, every "
-            "one busy), evicted (idle longest, for a newcomer), timed_out (no request within "
-            "server.header_timeout_sec).", ["why"], registry=r)
+            "notifyd_connections_closed", "Connections the guard closed: evicted (no whole request "
+            "within a quarter second, for a newcomer waiting at server.max_connections), "
+            "timed_out (no request within server.header_timeout_sec).", ["why"], registry=r)
+        self.streams_open = Gauge("notifyd_streams_open", "Inbox streams open now (at most "
+                                  "server.max_streams).", registry=r)
+        self.streams_closed = Counter(
+            "notifyd_streams_closed", "Inbox streams notifyd ended: displaced (their person "
+            "opened more than server.max_streams_per_user), behind (events waiting past the "
+            "queue's bound), slow (unsent bytes past the write buffer's bound: the page does not "
+            "read), stopping (shutdown).", ["why"], registry=r)
         self.db_bytes = Gauge("notifyd_db_bytes", "Bytes the database takes on disk (the file "
                               "and its journal), as retention last measured.", registry=r)
         self.db_free_bytes = Gauge("notifyd_db_free_bytes", "Bytes free inside the database "

@@ -156,10 +156,11 @@ def build_adapters(cfg: Config, only: Collection[str] | None = None) -> dict[str
 def adapter_limits(cfg: Config, ch: ChannelConfig) -> Limits:
     """What an adapter is built with beside its settings. A type whose provider's webhook is
     on ([webhooks.twilio]) learns the public URL, so it asks the provider for status callbacks
-    there."""
+    there. Every HTTP type's calls go through the egress proxy ([egress])."""
     return Limits(ch.timeout_sec,
                   ch.urgent_concurrency + ch.bulk_concurrency + ch.broadcast_concurrency,
-                  cfg.server.public_url if cfg.webhook(ch.type) is not None else "")
+                  cfg.server.public_url if cfg.webhook(ch.type) is not None else "",
+                  cfg.egress.routes())
 
 
 def aggregate(fanout: Fanout) -> Answer:
@@ -274,7 +275,8 @@ class SenderPool:
 
     def unchanged(self, cfg: Config) -> dict[str, ChannelSender]:
         """The senders whose channel `cfg` has as this pool's config has it: the same
-        settings, and the same adapter limits (a changed public URL rebuilds the adapter)."""
+        settings, and the same adapter limits (a changed public URL or egress proxy rebuilds the
+        adapter)."""
         return {name: ch for name, ch in self.channels.items()
                 if cfg.channels.get(name) == ch.cfg
                 and adapter_limits(cfg, ch.cfg) == adapter_limits(self.cfg, ch.cfg)}

@@ -1,7 +1,12 @@
 """Open inbox streams (Server-Sent Events), by recipient. Writers publish after their commit: a new
 item (its seq is the event id, so a page that reconnects with Last-Event-ID resumes after it)
-and the badge after each change. A stream that falls too far behind is closed and, reconnecting,
-catches up from the rows, so a slow page never holds memory.
+and the badge after each change. Publishing never waits: a stream that falls too far behind is
+closed at once (it leaves the hub then, not when its handler next runs) and, reconnecting,
+catches up from the rows, so a slow page never holds memory or the writers.
+
+Bounds: at most `max_open` streams in all, and `per_person` for one person (tenant, user), a new
+one beyond that closing the person's oldest: one person's pages, whatever tokens opened them,
+cannot take the places (and file descriptors) of everyone else's.
 
 One process: a stream hears of what its own process wrote. Several processes on one database
 (PostgreSQL) would need the database's notifications (LISTEN) to carry these too.
@@ -10,13 +15,18 @@ One process: a stream hears of what its own process wrote. Several processes on 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from notifyd.engine.metrics import Metrics
+
 QUEUE_MAX = 256  # events a stream may lag behind before it is closed to catch up from the rows
+PER_PERSON = 8  # server.max_streams_per_user's default
+MAX_OPEN = 10_000  # server.max_streams, when nothing sized it to the open-files limit
 
 
 @dataclass(frozen=True)
@@ -25,48 +35,97 @@ class Event:
     data: Mapping[str, Any]
     id: int | None = None  # an item's seq
 
-    def encode(self) -> bytes:
+    @functools.cached_property
+    def wire(self) -> bytes:
+        """As a stream sends it: encoded once, whichever streams it goes to."""
         head = f"id: {self.id}\n" if self.id is not None else ""
         return f"{head}event: {self.name}\ndata: ".encode() + orjson.dumps(self.data) + b"\n\n"
 
 
-CLOSE = Event("close", {})  # put on a stream's queue that overflowed: it ends, the page returns
+CLOSE = Event("close", {})  # the last event of a stream the hub closed: it ends, the page returns
+
+
+@dataclass(eq=False)
+class Stream:
+    """One open page: its events, and why the hub closed it (None while it is open)."""
+
+    tenant: str
+    user_id: str
+    queue: asyncio.Queue[Event] = field(default_factory=lambda: asyncio.Queue(QUEUE_MAX))
+    closed: str | None = None  # "displaced" (the person opened one more), "behind", "stopping"
+    # Called when the hub closes it: its handler may be waiting for the page to read, and is
+    # then ended by its connection closing rather than by CLOSE.
+    end: Callable[[], None] = lambda: None
 
 
 class Hub:
-    def __init__(self) -> None:
-        self._streams: dict[tuple[str, str], set[asyncio.Queue[Event]]] = {}
+    def __init__(self, max_open: int = MAX_OPEN, per_person: int = PER_PERSON,
+                 metrics: Metrics | None = None) -> None:
+        self.max_open, self.per_person = max_open, per_person
+        self.metrics = metrics or Metrics()
+        # Each person's streams, oldest first (a dict keeps the order a set would not).
+        self._streams: dict[tuple[str, str], dict[Stream, None]] = {}
+        self._open = 0
 
-    def subscribe(self, tenant: str, user_id: str) -> asyncio.Queue[Event]:
-        queue: asyncio.Queue[Event] = asyncio.Queue(QUEUE_MAX)
-        self._streams.setdefault((tenant, user_id), set()).add(queue)
-        return queue
+    def resize(self, max_open: int, per_person: int) -> None:
+        """New bounds (a reload's): streams over them stay until they end or, for a person,
+        until that person opens another."""
+        self.max_open, self.per_person = max_open, per_person
 
-    def unsubscribe(self, tenant: str, user_id: str, queue: asyncio.Queue[Event]) -> None:
-        streams = self._streams.get((tenant, user_id))
-        if streams is not None:
-            streams.discard(queue)
-            if not streams:
-                del self._streams[(tenant, user_id)]
+    def subscribe(self, tenant: str, user_id: str) -> Stream | None:
+        """A new stream for the person, closing their oldest past per_person; None when
+        max_open are open (and none of them is this person's to give up)."""
+        mine = self._streams.get((tenant, user_id), {})
+        while mine and len(mine) >= self.per_person:
+            self.close(next(iter(mine)), "displaced")
+        if self._open >= self.max_open:
+            return None
+        stream = Stream(tenant, user_id)
+        self._streams.setdefault((tenant, user_id), {})[stream] = None
+        self._open += 1
+        self.metrics.streams_open.set(self._open)
+        return stream
+
+    def unsubscribe(self, stream: Stream) -> None:
+        """The stream's handler ended (the page left, or the hub closed it)."""
+        mine = self._streams.get((stream.tenant, stream.user_id))
+        if mine is None or stream not in mine:
+            return  # already gone: the hub closed it
+        del mine[stream]
+        if not mine:
+            del self._streams[(stream.tenant, stream.user_id)]
+        self._open -= 1
+        self.metrics.streams_open.set(self._open)
+
+    def close(self, stream: Stream, why: str | None) -> None:
+        """End the stream now: it leaves the hub, and its queue holds CLOSE alone. `why` is
+        counted; None: its page left."""
+        self.unsubscribe(stream)
+        while not stream.queue.empty():
+            stream.queue.get_nowait()
+        stream.queue.put_nowait(CLOSE)
+        if why is not None:
+            stream.closed = why
+            self.metrics.streams_closed.labels(why).inc()
+            stream.end()
 
     def publish(self, tenant: str, user_id: str, *events: Event) -> None:
-        for queue in self._streams.get((tenant, user_id), ()):
+        for stream in list(self._streams.get((tenant, user_id), ())):
+            if stream.queue.qsize() + len(events) > QUEUE_MAX - 1:
+                self.close(stream, "behind")
+                continue
             for event in events:
-                if queue.full():  # already told to close
-                    break
-                if queue.qsize() >= QUEUE_MAX - 1:
-                    queue.put_nowait(CLOSE)
-                    break
-                queue.put_nowait(event)
+                stream.queue.put_nowait(event)
 
     def close_all(self) -> None:
         """Shutting down: every stream ends now (its page reconnects, to another instance)."""
-        for streams in self._streams.values():
-            for queue in streams:
-                while queue.full():
-                    queue.get_nowait()
-                queue.put_nowait(CLOSE)
+        for mine in list(self._streams.values()):
+            for stream in list(mine):
+                self.close(stream, "stopping")
+
+    def holds(self, tenant: str, user_id: str) -> int:
+        return len(self._streams.get((tenant, user_id), ()))
 
     @property
     def open(self) -> int:
-        return sum(len(s) for s in self._streams.values())
+        return self._open

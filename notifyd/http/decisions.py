@@ -9,6 +9,8 @@ decisions.FOLLOWERS_MAX are open. A follower too slow for the entries is told ho
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
 from notifyd.domain.validate import get_str
@@ -45,7 +47,8 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     ctx = request.app[CTX]
     key = await authorise(request, "read")
     picks = _filter(request, key.tenant, key.kinds)
-    stops = [ctx.closing]
+    lost = asyncio.Event()  # the reader went away (the guard tells)
+    stops = [ctx.closing, lost]
     follower = ctx.feed.follow(picks)
     if follower is None:
         raise ApiError("overloaded", f"{FOLLOWERS_MAX} decision streams are open")
@@ -55,21 +58,20 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     response.force_close()  # a stream's connection ends with it, never back to keep-alive
     try:
         if ctx.guard is not None and request.transport is not None:
-            lost = ctx.guard.release(request.transport)
-            stops += [lost] if lost is not None else []
+            ctx.guard.release(request.transport, lost.set)
         await response.prepare(request)
         # The head goes now, with what is followed: a reader knows it sees what comes next.
         await response.write(Event("open", {"kind": picks.kind, "channel": picks.channel,
-                                            "user_id": picks.user_id}).encode())
+                                            "user_id": picks.user_id}).wire)
         while True:
             entry = await follower.next(KEEPALIVE_SEC, *stops)
             if entry is None and any(s.is_set() for s in stops):
                 break
             dropped = follower.take_lost()
             if dropped:
-                await response.write(Event("lost", {"count": dropped}).encode())
+                await response.write(Event("lost", {"count": dropped}).wire)
             if entry is not None:
-                await response.write(Event("decision", entry.view()).encode())
+                await response.write(Event("decision", entry.view()).wire)
             elif not dropped:
                 await response.write(b": keepalive\n\n")
     except ConnectionResetError:  # the reader went away: nothing to answer

@@ -1,21 +1,26 @@
-"""The listening socket's guard: a bounded number of connections, none of them held idle.
+"""The connections' guard: a bounded number of them, none held idle, none closed with a request on
+it.
 
 Every connection must start a request within server.header_timeout_sec of opening, and of its
 previous request ending (that is also the keep-alive idle timeout): a connection that dribbles its
-headers (slowloris) or sits idle is closed. At server.max_connections, a new connection takes the
-place of the one idle longest whose socket holds no unread bytes, so a flood of half-open sockets
-cannot keep a healthy client out; if every connection is busy with a request, or has its next one
-waiting to be read, the new one is closed at once.
+headers (slowloris) or sits idle is closed. At server.max_connections nothing more is accepted
+(http/listener.py): newcomers wait in the kernel's backlog, at no cost, until a place frees; while
+one waits, a connection that has been open a quarter of a second without sending a whole request
+head (a slowloris socket, a client that connected and said nothing) gives up its place. A connection that
+has sent a request is never closed for a newcomer: its request may be running, its answer on its
+way, its next request in flight (closing those lost answers whose requests were committed). A
+request whose client has already gone is not run: its answer could not arrive.
+A connection that became an inbox stream leaves the count; the bytes it may hold unsent are
+bounded: a stream that stays past the bound (its page reads nothing) for header_timeout_sec is
+closed, and resumes from the rows when its page comes back.
 Bodies have their own timeout (web.read_body). A malformed request is answered in the API's
-error shape, and accept() running out of file descriptors is one rate-limited line, not a
-traceback a second.
+error shape.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import itertools
 import logging
 import socket
@@ -28,107 +33,174 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from notifyd.core.clock import Clock
-from notifyd.core.logs import RateLimit
 from notifyd.engine.metrics import Metrics
 from notifyd.http.errors import CATALOG
 
 log = logging.getLogger("notifyd.http")
 SWEEP_SEC = 1.0
-# Idle connections looked at for one that may give its place to a newcomer. A keep-alive client
-# in a flood idles between requests with its next one often already in the socket: evicting it
-# threw that request away (measured: 38 accepts/s with 3x more clients than places).
-EVICT_CANDIDATES = 16
-BACKLOG = 1024  # connections the kernel may queue while accept() waits
+# A connection may give its place to a waiting newcomer once it has been open this long without
+# sending a whole request head (or having one unread in its socket): a client sends its request
+# as its connect completes, a slowloris never finishes one. The shorter, the sooner newcomers
+# get in under a slowloris (each place turns over this often).
+EVICT_AFTER_MS = 250
+EVICT_CANDIDATES = 16  # the oldest such connections looked at for one with nothing unread
+HEAD_GRACE_MS = 1000  # a request head this recent keeps its connection from the idle sweep
+HEAD_END = b"\r\n\r\n"
+# An inbox stream's unsent bytes: the kernel's share (SO_SNDBUF; Linux doubles it), then the
+# transport's, past which its handler waits for the page to read (and the hub, not waiting,
+# closes the stream once its queue is full).
+STREAM_SNDBUF = 64 * 1024
+STREAM_BUFFER_MAX = 256 * 1024
+CLIENT_GONE = 499  # the access log's status for a request not run: its client had left
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class Guarded(asyncio.Protocol):
-    """One connection: aiohttp's handler inside, with the time it last started idling."""
+    """One connection: aiohttp's handler inside (made once the guard admits it), with when it
+    last started idling and when a request head last arrived on it."""
 
-    def __init__(self, guard: ConnectionGuard, inner: RequestHandler) -> None:
-        self.guard, self.inner = guard, inner
+    def __init__(self, guard: ConnectionGuard, make: Callable[[], RequestHandler]) -> None:
+        self.guard, self.make = guard, make
+        self.inner: RequestHandler | None = None
         self.transport: asyncio.Transport | None = None
-        self.admitted = False
+        self.opened = 0  # when admitted (ms)
         self.idle_since: int | None = None  # None while a request is being handled
-        self.lost = asyncio.Event()  # set when the peer is gone (a stream's handler waits on it)
-        inner.__class__ = JsonErrors  # the same object, answering parse errors in our shape
+        self.head_at: int | None = None  # the last request head's arrival; None: none yet
+        self.stream = False  # an inbox stream now: out of the count, its unsent bytes bounded
+        self.on_lost: Callable[[], None] | None = None  # a stream's: its page is gone
+        self.behind_since = 0  # a stream's: when its unsent bytes passed the bound (ms)
+        self._tail = b""  # the last bytes received, for a head's end split across reads
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses; they have its methods.
         self.transport = typing.cast(asyncio.Transport, transport)
-        if not self.guard.admit(self):
-            self.transport.abort()
-            return
-        self.admitted = True
+        self.guard.admit(self)
+        self.inner = self.make()
+        self.inner.__class__ = JsonErrors  # the same object, answering parse errors in our shape
         self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
+        if self.inner is None:
+            return
+        if HEAD_END in data or HEAD_END in self._tail + data[:3]:
+            self.guard.heard(self)
+        self._tail = data[-3:]
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
-        self.inner.eof_received()
-        return None
+        if self.inner is not None:
+            self.inner.eof_received()
+        return None  # the transport closes
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.lost.set()
+        if self.on_lost is not None:
+            self.on_lost()
         self.guard.forget(self)
-        if self.admitted:
+        if self.inner is not None:
             self.inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
-        self.inner.pause_writing()
+        if self.stream:
+            self.guard.behind(self, True)
+        if self.inner is not None:
+            self.inner.pause_writing()
 
     def resume_writing(self) -> None:
-        self.inner.resume_writing()
+        if self.stream:
+            self.guard.behind(self, False)
+        if self.inner is not None:
+            self.inner.resume_writing()
 
 
 class ConnectionGuard:
     def __init__(self, clock: Clock, max_connections: int, header_timeout_sec: float,
-                 backlog: int = BACKLOG, metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None) -> None:
         self.clock = clock
         self.metrics = metrics or Metrics()
-        self.backlog = backlog
-        self.max_connections = max_connections
-        self.timeout_ms = int(header_timeout_sec * 1000)
-        self.open: dict[asyncio.BaseTransport, Guarded] = {}  # in the order they went idle
-        self.refused = self.evicted = self.timed_out = 0
+        self.open: dict[asyncio.BaseTransport, Guarded] = {}
+        # Admitted and no request head yet, oldest first: the only ones a newcomer may replace.
+        self.fresh: dict[asyncio.BaseTransport, Guarded] = {}
+        self.arriving = 0  # accepted, not yet admitted
+        self.slow: dict[asyncio.BaseTransport, Guarded] = {}  # streams past their bound
+        self.freed = asyncio.Event()  # set when a place frees (the listener waits on it)
+        self.evicted = self.timed_out = 0
+        self.resize(max_connections, header_timeout_sec)
 
     def resize(self, max_connections: int, header_timeout_sec: float) -> None:
-        """New bounds (a reload's): connections over a lower ceiling stay until they go idle
-        and a newcomer takes the place of one; the next sweep times out by the new timeout."""
+        """New bounds (a reload's): connections over a lower ceiling stay until they end; the
+        next sweep times out by the new timeout."""
         self.max_connections = max_connections
         self.timeout_ms = int(header_timeout_sec * 1000)
+        self.freed.set()
 
-    def protocol(self, inner: RequestHandler) -> Guarded:
-        return Guarded(self, inner)
+    def protocol(self, make: Callable[[], RequestHandler]) -> Guarded:
+        return Guarded(self, make)
 
-    def admit(self, conn: Guarded) -> bool:
-        if len(self.open) >= self.max_connections:
-            oldest = itertools.islice((c for c in self.open.values() if c.idle_since is not None),
-                                      EVICT_CANDIDATES)
-            idle = next((c for c in oldest if not _unread(c)), None)
-            if idle is None:  # every connection busy, or about to be: the newcomer waits its turn
-                self.refused += 1
-                self.metrics.connections_closed.labels("refused").inc()
-                return False
-            self.evicted += 1
-            self.metrics.connections_closed.labels("evicted").inc()
-            self._close(idle)
+    def full(self) -> bool:
+        return len(self.open) + self.arriving >= self.max_connections
+
+    def admit(self, conn: Guarded) -> None:
         assert conn.transport is not None
-        conn.idle_since = self.clock.now_ms()
+        self.arriving = max(0, self.arriving - 1)
+        conn.opened = conn.idle_since = self.clock.now_ms()
         self.open[conn.transport] = conn
-        return True
+        self.fresh[conn.transport] = conn
 
-    def release(self, transport: asyncio.BaseTransport) -> asyncio.Event | None:
+    def make_room(self) -> bool:
+        """For a newcomer waiting while full: close the oldest connection that has sent no
+        request head for EVICT_AFTER_MS and has nothing unread; whether there was one."""
+        now = self.clock.now_ms()
+        for conn in itertools.islice(self.fresh.values(), EVICT_CANDIDATES):
+            if conn.opened > now - EVICT_AFTER_MS:
+                return False  # the rest are younger still
+            if not _unread(conn):
+                self.evicted += 1
+                self.metrics.connections_closed.labels("evicted").inc()
+                self._close(conn)
+                return True
+        return False
+
+    def heard(self, conn: Guarded) -> None:
+        """A request head arrived: the connection holds a request from now on."""
+        conn.head_at = self.clock.now_ms()
+        if conn.transport is not None:
+            self.fresh.pop(conn.transport, None)
+
+    def release(self, transport: asyncio.BaseTransport, on_lost: Callable[[], None]) -> None:
         """A connection that became a long-lived stream leaves the count and the guard: it is
-        neither evicted nor timed out (server.max_streams bounds those). What is returned is
-        set when the peer goes, so the stream ends then, not at its next write."""
+        neither evicted nor timed out (server.max_streams bounds those), but its unsent bytes
+        are: past STREAM_BUFFER_MAX for the header timeout, it is closed. `on_lost` is called
+        when the peer goes (or is closed), so the stream ends then, not at its next write."""
         conn = self.open.pop(transport, None)
-        return conn.lost if conn is not None else None
+        if conn is None:
+            return
+        self.fresh.pop(transport, None)
+        self.freed.set()
+        conn.stream = True
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, STREAM_SNDBUF)
+        conn.on_lost = on_lost
+        typing.cast(asyncio.WriteTransport, transport).set_write_buffer_limits(
+            high=STREAM_BUFFER_MAX)
+
+    def behind(self, conn: Guarded, past: bool) -> None:
+        """A stream's unsent bytes passed the bound (`past`), or fell back under it."""
+        assert conn.transport is not None
+        if past:
+            conn.behind_since = self.clock.now_ms()
+            self.slow[conn.transport] = conn
+        else:
+            self.slow.pop(conn.transport, None)
 
     def forget(self, conn: Guarded) -> None:
-        if conn.transport is not None:
-            self.open.pop(conn.transport, None)
+        if conn.transport is None:
+            return
+        self.slow.pop(conn.transport, None)
+        if self.open.pop(conn.transport, None) is not None:
+            self.fresh.pop(conn.transport, None)
+            self.freed.set()
 
     def _close(self, conn: Guarded) -> None:
         self.forget(conn)
@@ -137,10 +209,13 @@ class ConnectionGuard:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Marks the connection busy while its request runs and its answer goes out, idle (and
-        last in line) after: a connection is never evicted with an answer still unsent."""
-        conn = self.open.get(request.transport) if request.transport else None
+        """Marks the connection busy while its request runs and its answer goes out, idle
+        after: the idle sweep never closes a connection with an answer still unsent."""
+        if request.transport is None or request.transport.is_closing():
+            return web.Response(status=CLIENT_GONE)  # not run: its answer could not arrive
+        conn = self.open.get(request.transport)
         if conn is not None:
+            self.heard(conn)  # a head this guard did not see end (bare LF line ends)
             conn.idle_since = None
         try:
             response = await handler(request)
@@ -149,18 +224,24 @@ class ConnectionGuard:
                 await response.write_eof()  # no-ops
             return response
         finally:
-            if conn is not None and request.transport in self.open:
-                del self.open[request.transport]  # re-inserted: idle the shortest now
-                self.open[request.transport] = conn
+            if conn is not None:
                 conn.idle_since = self.clock.now_ms()
 
     def sweep(self) -> int:
-        """Close connections idle past the timeout (no request started in time)."""
-        cutoff = self.clock.now_ms() - self.timeout_ms
+        """Close connections idle past the timeout (no request started in time; one whose
+        request head just arrived is about to start it, and is left alone), and streams past
+        their bound for as long."""
+        now = self.clock.now_ms()
+        cutoff = now - self.timeout_ms
         stale = [c for c in self.open.values()
-                 if c.idle_since is not None and c.idle_since <= cutoff]
+                 if c.idle_since is not None and c.idle_since <= cutoff
+                 and (c.head_at is None or c.head_at <= now - HEAD_GRACE_MS)]
         for conn in stale:
             self._close(conn)
+        slow = [c for c in self.slow.values() if c.behind_since <= cutoff]
+        for conn in slow:  # its page has read nothing for the timeout: it resumes from the rows
+            self._close(conn)
+        self.metrics.streams_closed.labels("slow").inc(len(slow))
         self.timed_out += len(stale)
         self.metrics.connections_closed.labels("timed_out").inc(len(stale))
         self.metrics.connections_open.set(len(self.open))
@@ -174,8 +255,8 @@ class ConnectionGuard:
 
 
 def _unread(conn: Guarded) -> bool:
-    """Whether the connection still has bytes in flight: its next request unread in the socket,
-    or an answer not yet written out."""
+    """Whether the connection still has bytes in flight: a request unread in the socket, or an
+    answer not yet written out."""
     transport = conn.transport
     fd = transport.get_extra_info("socket").fileno() if transport is not None else -1
     if fd < 0 or transport is None:
@@ -189,23 +270,6 @@ def _unread(conn: Guarded) -> bool:
         return False
     finally:
         peek.detach()
-
-
-class GuardedSite(web.SockSite):
-    """A SockSite whose connections go through the guard."""
-
-    def __init__(self, runner: web.BaseRunner, sock: socket.socket,
-                 guard: ConnectionGuard) -> None:
-        super().__init__(runner, sock, backlog=guard.backlog)
-        self.guard = guard
-
-    async def start(self) -> None:
-        await web.BaseSite.start(self)  # registers the site with its runner
-        server = self._runner.server
-        assert server is not None
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: self.guard.protocol(server()), sock=self._sock, backlog=self._backlog)
 
 
 class JsonErrors(RequestHandler):
@@ -224,26 +288,3 @@ class JsonErrors(RequestHandler):
         resp = web.Response(status=status, body=body, content_type="application/json")
         resp.force_close()
         return resp
-
-
-def loop_errors(clock: Clock) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
-    """The loop's exception handler: out of file descriptors in accept() is one line per 10 s
-    (asyncio pauses accepting for a second each time); anything else as asyncio reports it."""
-    limit = RateLimit(clock, 10_000)
-
-    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        exc = context.get("exception")
-        if isinstance(exc, ValueError) and "_start_serving" in repr(context.get("handle")):
-            # asyncio resumes accepting a second after EMFILE; if the server closed in the
-            # meantime its socket is gone: nothing to resume, nothing to report.
-            return
-        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
-            held = limit.allow()
-            if held is not None:
-                log.warning("out of file descriptors: new connections wait (%d more times "
-                            "since the last line); raise LimitNOFILE or lower "
-                            "server.max_connections", held)
-            return
-        loop.default_exception_handler(context)
-
-    return handler

@@ -49,7 +49,7 @@ class Context:
         self.metrics = health.metrics if health else metrics or Metrics()
         self.draining = False  # set at shutdown: answer 503 instead of accepting
         self.rules = policy.rules(cfg.catalog)  # what receipts are judged by
-        self.fetch = evidence.Fetcher()  # the SNS certificate, for the ses webhook
+        self.fetch = evidence.Fetcher(cfg.egress.routes())  # the SNS certificate (ses)
         self.hub: Hub = ingest.hub  # open inbox streams, told of changes after they commit
         self.feed: Feed = ingest.feed  # who follows the engine's decisions (notifyd tail)
         self.link_key = link_key  # signs unsubscribe links (the daemon's, from the store)
@@ -63,6 +63,7 @@ class Context:
         request already running goes on with what it read."""
         self.cfg, self.ingest, self.health = cfg, ingest, health
         self.rules = policy.rules(cfg.catalog)
+        self.fetch.http.egress = cfg.egress.routes()
 
 
 def json_response(data: Any, status: int = 200) -> web.Response:

@@ -20,7 +20,7 @@ from notifyd.core.records import Cursor, InboxItem
 from notifyd.core.text import iso, whole_number
 from notifyd.domain import preferences, signed
 from notifyd.domain.validate import check_fields, parse_object
-from notifyd.engine.stream import CLOSE, Event
+from notifyd.engine.stream import CLOSE, Event, Stream
 from notifyd.http.errors import ApiError
 from notifyd.http.kit import (
     CTX,
@@ -40,6 +40,9 @@ TOKEN_TTL_DEFAULT = 3600
 TOKEN_TTL_MIN = 60
 KEEPALIVE_SEC = 25.0  # a comment on an idle stream, so proxies keep it open
 BACKLOG_PAGE = 500  # items read at a time for a stream that resumes with Last-Event-ID
+KEEPALIVE = b": keepalive\n\n"
+RETRY_SOON = b"retry: 3000\n\n"  # a page that lost its stream reconnects after 3 s
+RETRY_LATER = b"retry: 60000\n\n"  # one displaced by the person's newer page, after a minute
 CORS_HEADERS = "Authorization, Content-Type, Last-Event-ID"
 TENANT: web.RequestKey[str] = web.RequestKey("tenant", str)  # whose person the request is for
 # The kinds of inbox item the request may see and change: a key's kinds (none: every kind).
@@ -271,7 +274,8 @@ async def post_archive(request: web.Request) -> web.Response:
 async def get_stream(request: web.Request) -> web.StreamResponse:
     """Server-Sent Events: `item` for each new item (its id resumes the stream: Last-Event-ID),
     `badge` after each change, `read` and `archived`. An idle stream costs a task and a queue;
-    it does not count against server.max_connections, but against server.max_streams."""
+    it does not count against server.max_connections, but against server.max_streams, and the
+    person's against server.max_streams_per_user (a new one closes their oldest)."""
     ctx = request.app[CTX]
     tenant, user_id = await person(request, every_kind=True)
     _query(request, frozenset({"last_event_id"}))
@@ -279,12 +283,24 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     if last_text is not None and whole_number(last_text) is None:
         raise ApiError("invalid_field", "Last-Event-ID must be an event id from this stream",
                        "Last-Event-ID")
-    if ctx.hub.open >= ctx.cfg.server.max_streams:
+    stream = ctx.hub.subscribe(tenant, user_id)
+    if stream is None:
         raise ApiError("overloaded", f"{ctx.hub.open} inbox streams are open "
                        "(server.max_streams)")
-    lost = ctx.guard.release(request.transport) if ctx.guard is not None and \
-        request.transport is not None else None
-    queue = ctx.hub.subscribe(tenant, user_id)
+    try:
+        return await _serve_stream(request, stream, last_text)
+    finally:
+        ctx.hub.unsubscribe(stream)
+
+
+async def _serve_stream(request: web.Request, stream: Stream,
+                        last_text: str | None) -> web.StreamResponse:
+    ctx = request.app[CTX]
+    tenant, user_id = stream.tenant, stream.user_id
+    transport = request.transport
+    if ctx.guard is not None and transport is not None:  # the page's leaving ends it
+        ctx.guard.release(transport, lambda: ctx.hub.close(stream, None))
+    stream.end = lambda: _abort_unread(transport)
     response = web.StreamResponse(headers={
         "Content-Type": "text/event-stream", "Cache-Control": "no-cache",
         "X-Accel-Buffering": "no"})
@@ -292,56 +308,73 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     _cors_headers(request, response)
     try:
         await response.prepare(request)
-        await response.write(b"retry: 3000\n\n")
-        sent = int(last_text) if last_text is not None else 0
-        while last_text is not None:  # what the page missed, page by page, then live
-            missed = await ctx.store.inbox_since(tenant, user_id, sent, BACKLOG_PAGE)
-            for item in missed:
-                await response.write(Event("item", item_view(item), item.seq).encode())
-                sent = item.seq
-            if len(missed) < BACKLOG_PAGE:
-                break
+        await response.write(RETRY_SOON)
+        sent = await _resume(request, response, stream, last_text)
         await response.write(Event("badge", {"unread": await ctx.store.badge(
-            tenant, user_id)}).encode())
-        while not ctx.closing.is_set():
-            event = await _next_event(queue, lost)
-            if event is CLOSE:
-                break
-            if event is None:
-                await response.write(b": keepalive\n\n")
-                continue
-            if event.id is not None and event.id <= sent:
-                continue  # already sent from the rows while resuming
-            await response.write(event.encode())
-            sent = event.id or sent
-    except ConnectionResetError:  # the page went away: nothing to answer
+            tenant, user_id)}).wire)
+        await _live(request, response, stream, sent)
+        _abort_unread(transport)
+    except ConnectionResetError:  # the page went away, or stopped reading: nothing to answer
         pass
     except Exception as e:  # noqa: BLE001 - the head is sent: an error page would corrupt it
         log.warning("inbox stream of %s/%s ended: %s", tenant, user_id, type(e).__name__)
-    finally:
-        ctx.hub.unsubscribe(tenant, user_id, queue)
     return response
 
 
-async def _next_event(queue: asyncio.Queue[Event], lost: asyncio.Event | None) -> Event | None:
-    """The next event; None after KEEPALIVE_SEC of quiet; CLOSE once the page is gone."""
-    if lost is None:  # no guard (an app under test): a write finds a gone page
-        try:
-            async with asyncio.timeout(KEEPALIVE_SEC):
-                return await queue.get()
-        except TimeoutError:
-            return None
-    get, gone = asyncio.ensure_future(queue.get()), asyncio.ensure_future(lost.wait())
+def _abort_unread(transport: asyncio.Transport | None) -> None:
+    """A stream ended with bytes its page has not read: closed now, not waited for."""
+    if transport is not None and transport.get_write_buffer_size():
+        transport.abort()
+
+
+async def _resume(request: web.Request, response: web.StreamResponse, stream: Stream,
+                  last_text: str | None) -> int:
+    """What the page missed after Last-Event-ID, page by page; the last seq sent."""
+    store = request.app[CTX].store
+    sent = int(last_text) if last_text is not None else 0
+    while last_text is not None:
+        missed = await store.inbox_since(stream.tenant, stream.user_id, sent, BACKLOG_PAGE)
+        if missed:
+            await response.write(b"".join(
+                Event("item", item_view(item), item.seq).wire for item in missed))
+            sent = missed[-1].seq
+        if len(missed) < BACKLOG_PAGE:
+            break
+    return sent
+
+
+async def _live(request: web.Request, response: web.StreamResponse, stream: Stream,
+                sent: int) -> None:
+    """Events as the hub has them, what is waiting written at once, until the hub closes the
+    stream or the daemon stops."""
+    closing = request.app[CTX].closing
+    while not closing.is_set():
+        events = await _next_events(stream.queue)
+        if not events:
+            await response.write(KEEPALIVE)
+            continue
+        chunk = b"".join(e.wire for e in events  # not what resuming sent from the rows
+                         if e is not CLOSE and (e.id is None or e.id > sent))
+        sent = max([sent, *(e.id for e in events if e.id is not None)])
+        if events[-1] is CLOSE and stream.closed == "displaced":
+            chunk += RETRY_LATER  # the person's newer page has its place
+        if chunk:
+            await response.write(chunk)
+        if events[-1] is CLOSE:
+            return
+
+
+async def _next_events(queue: asyncio.Queue[Event]) -> list[Event]:
+    """What the queue holds, at least one event (CLOSE last, if there), written together; none
+    after KEEPALIVE_SEC of quiet."""
     try:
-        await asyncio.wait({get, gone}, timeout=KEEPALIVE_SEC,
-                           return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        if not get.done():
-            get.cancel()
-    if get.done() and not get.cancelled():
-        return get.result()
-    return CLOSE if lost.is_set() else None
+        async with asyncio.timeout(KEEPALIVE_SEC):
+            events = [await queue.get()]
+    except TimeoutError:
+        return []
+    while events[-1] is not CLOSE and not queue.empty():
+        events.append(queue.get_nowait())
+    return events
 
 
 # --- one-click unsubscribe (RFC 8058) ---------------------------------------------------------

@@ -27,6 +27,7 @@ import base64
 import json
 import os
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -39,7 +40,8 @@ from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from fake_fcm import FakeGoogle
-from fake_smtp import FakeSmtp
+from fake_proxy import FakeProxy
+from fake_smtp import FakeSmtp, self_signed, server_context
 
 from notifyd.channels import TYPES, build_channel
 from notifyd.channels.base import (
@@ -55,12 +57,16 @@ from notifyd.channels.base import (
     Sent,
     Unknown,
 )
+from notifyd.channels.egress import Egress
 from notifyd.channels.webpush import generate_vapid_keys
 from notifyd.core.contacts import Devices
 from notifyd.core.models import Device
 from notifyd.engine.templates import MEDIA
 
 ALL_TYPES = sorted(TYPES)
+NOT_HTTP = {"log", "smtp"}  # every other type posts through channels/wire.py
+HTTP_TYPES = [t for t in ALL_TYPES if t not in NOT_HTTP]
+PROVIDER = "provider.test"  # a name only the egress proxy resolves
 TIMEOUT = 0.5  # Limits.timeout_sec for every adapter here
 LATE = 1.0  # how much later than the timeout an answer may come on a loaded 2-core machine
 LIMITS = Limits(timeout_sec=TIMEOUT, max_connections=4)
@@ -104,6 +110,8 @@ class HttpPeer:
     ("hang") or answers 500 with a JSON body echoing the request ("500")."""
 
     mode: str
+    tls: ssl.SSLContext | None = None  # https, as `host`
+    host: str = "127.0.0.1"
     seen: list[tuple[str, bytes]] = field(default_factory=list)  # (path, body) as read
     port: int = 0
     _release: asyncio.Event = field(default_factory=asyncio.Event)
@@ -111,7 +119,7 @@ class HttpPeer:
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -131,7 +139,7 @@ class HttpPeer:
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5,
                                      handle_signals=False)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        await web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.tls).start()
         self.port = self._runner.addresses[0][1]
         return self
 
@@ -142,8 +150,9 @@ class HttpPeer:
 
 
 @asynccontextmanager
-async def http_peer(mode: str) -> AsyncIterator[HttpPeer]:
-    peer = await HttpPeer(mode).start()
+async def http_peer(mode: str, tls: ssl.SSLContext | None = None,
+                    host: str = "127.0.0.1") -> AsyncIterator[HttpPeer]:
+    peer = await HttpPeer(mode, tls, host).start()
     try:
         yield peer
     finally:
@@ -239,7 +248,7 @@ def _twilio(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
 
 def _webpush(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
     return {"vapid_private_key": VAPID_PRIVATE, "vapid_subject": "mailto:ops@acme.example",
-            "allowed_hosts": ["127.0.0.1"], "http_hosts": ["127.0.0.1"]}, [VAPID_PRIVATE]
+            "allowed_hosts": ["127.0.0.1", PROVIDER], "http_hosts": ["127.0.0.1"]}, [VAPID_PRIVATE]
 
 
 def _fcm(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
@@ -339,8 +348,8 @@ class Built:
 
 
 @asynccontextmanager
-async def built(type_name: str, w: Where, tmp_path: Path,
-                rsa_key: rsa.RSAPrivateKey) -> AsyncIterator[Built]:
+async def built(type_name: str, w: Where, tmp_path: Path, rsa_key: rsa.RSAPrivateKey,
+                limits: Limits = LIMITS) -> AsyncIterator[Built]:
     """The type's channel, pointed at `w`, with a step rendered and frozen as the sender
     freezes it; closed twice at the end (close must be safe to repeat)."""
     env = Env(tmp_path, rsa_key)
@@ -348,7 +357,7 @@ async def built(type_name: str, w: Where, tmp_path: Path,
         env.google = await FakeGoogle(rsa_key.public_key(), FCM_EMAIL).start()
     try:
         settings, secrets = settings_for(type_name, w, env)
-        channel = build_channel("contract-channel", type_name, settings, LIMITS)
+        channel = build_channel("contract-channel", type_name, settings, limits)
         try:
             step = step_for(type_name, w)
             rendered = channel.render(step)
@@ -523,7 +532,43 @@ async def test_an_smtp_server_error_is_never_the_addresss_fault(
     only(answers, Failed)
 
 
-# --- (f) close -----------------------------------------------------------------------------------
+# --- (f) the egress proxy ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bypass", [False, True], ids=["proxied", "no_proxy"])
+@pytest.mark.parametrize("type_name", HTTP_TYPES)
+async def test_every_http_type_goes_through_the_egress_proxy_unless_no_proxy_says(
+        type_name: str, bypass: bool, tmp_path: Path, rsa_key: rsa.RSAPrivateKey,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The provider (the 500 peer, over TLS) is PROVIDER to the channel, a name only the proxy
+    resolves, as behind a mandatory egress proxy; with NO_PROXY naming it, 127.0.0.1 is reached
+    straight out."""
+    cert, key = self_signed(tmp_path, PROVIDER)
+    monkeypatch.setattr("notifyd.channels.wire._TLS", ssl.create_default_context(cafile=str(cert)))
+    async with http_peer("500", server_context(cert, key),
+                         "127.0.0.1" if bypass else PROVIDER) as peer, \
+            FakeProxy({PROVIDER: "127.0.0.1"}, ("egress", "s3cret-pw")) as proxy:
+        egress = Egress.of(proxy.url, proxy.url, ["127.0.0.1"] if bypass else [])
+        limits = Limits(timeout_sec=5.0, max_connections=4, egress=egress)
+        async with built(type_name, Where(peer.base, peer.port), tmp_path, rsa_key, limits) as b:
+            b.forbidden.append("s3cret-pw")
+            answers, _ = await send(b)
+    only(answers, Failed)  # the peer's 500: the message reached it
+    assert peer.seen, f"{type_name}: nothing reached the provider"
+    if bypass:
+        assert proxy.tunnels == [] and proxy.forwarded == []
+    else:  # fcm's token endpoint is plain http: its request was handed to the proxy whole
+        assert set(proxy.tunnels) == {f"{PROVIDER}:{peer.port}"}
+        assert len(proxy.tunnels) <= len(peer.seen)
+        assert set(proxy.authorizations) == {
+            "Basic " + base64.b64encode(b"egress:s3cret-pw").decode()}
+
+
+def test_the_types_the_egress_proxy_is_not_for_are_the_ones_that_do_not_speak_http() -> None:
+    assert sorted(NOT_HTTP) == ["log", "smtp"]  # SMTP connects to its server itself
+
+
+# --- (g) close -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("type_name", ALL_TYPES)

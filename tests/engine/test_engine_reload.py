@@ -29,7 +29,9 @@ from engine_support import (
     webhook,
 )
 
-from notifyd.config import Config, KindConfig, LadderStep
+from notifyd.channels.egress import Proxy
+from notifyd.channels.webhook import WebhookChannel
+from notifyd.config import Config, EgressConfig, KindConfig, LadderStep
 from notifyd.core.clock import FakeClock
 from notifyd.core.models import Lane, StepState
 from notifyd.daemon import Daemon
@@ -172,6 +174,27 @@ async def test_a_reload_keeps_an_unchanged_channels_bucket_and_breaker(tmp_path:
     assert {(w.channel, w.lane) for w in second.pool.wants(now) if w.channel != "log"} == {
         ("fresh", Lane.URGENT), ("fresh", Lane.BULK), ("fresh", Lane.BROADCAST)}
     await close_adapters([first, second])
+    await store.close()
+
+
+async def test_a_reload_that_changes_the_egress_proxy_rebuilds_the_http_adapters(
+        tmp_path: Path) -> None:
+    clock = FakeClock()
+    cfg = engine_config(tmp_path / "n.db", {"hook": webhook("http://hooks.example.com/h")},
+                        {"k": KindConfig(ladder=(LadderStep("hook"),))})
+    store = await open_store(cfg.store.url, clock, sqlite=cfg.store.sqlite)
+    shared = Shared(store, clock, Metrics(), Wakeups(),
+                    await store.signing_key(signed.LINKS_KEY), Hub())
+    first = build(cfg, None, shared)
+    proxied = dataclasses.replace(cfg, egress=EgressConfig(http_proxy="http://proxy.internal:3128"))
+    second = build(proxied, None, shared, before=first)
+    third = build(proxied, None, shared, before=second)
+    adapters = [g.pool.channels["hook"].adapter for g in (first, second, third)]
+    assert isinstance(adapters[1], WebhookChannel)
+    assert adapters[1] is not adapters[0] and adapters[2] is adapters[1]
+    assert adapters[1].http.egress.route(False, "hooks.example.com") == Proxy("proxy.internal",
+                                                                              3128)
+    await close_adapters([first, second, third])
     await store.close()
 
 

@@ -6,13 +6,17 @@ malformed answers and headers, TLS verification."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from fake_proxy import FakeProxy
 from fake_smtp import self_signed
 
+from notifyd.channels import wire
+from notifyd.channels.egress import Egress
 from notifyd.channels.wire import Client, Lost, NotSent, target
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -277,3 +281,148 @@ async def test_close_ends_idle_connections_and_the_client_works_after(client: Cl
     finally:
         await server.__aexit__()
     assert server.connections == 2
+
+
+# --- through an egress proxy (channels/egress.py) ---------------------------------------------
+
+PROVIDER = "provider.test"  # resolved by the proxy alone, as behind a mandatory egress proxy
+
+
+@pytest.fixture
+def provider_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ssl.SSLContext:
+    """The provider's TLS, with a certificate for PROVIDER that the client's trust store holds."""
+    cert, key = self_signed(tmp_path, PROVIDER)
+    monkeypatch.setattr(wire, "_TLS", ssl.create_default_context(cafile=str(cert)))
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    return tls
+
+
+def via(proxy: FakeProxy, no_proxy: tuple[str, ...] = ()) -> Client:
+    return Client(4, 5, Egress.of(proxy.url, proxy.url, no_proxy))
+
+
+def at(server: Server, scheme: str = "https") -> str:
+    assert server.server is not None
+    return f"{scheme}://{PROVIDER}:{server.server.sockets[0].getsockname()[1]}/hook?x=1"
+
+
+async def test_https_goes_through_a_connect_tunnel_with_tls_to_the_provider(
+        provider_tls: ssl.SSLContext) -> None:
+    server = await serve(answering(OK, OK), tls=provider_tls)
+    proxy = await FakeProxy({PROVIDER: "127.0.0.1"}, ("egress", "p@ss:word")).start()
+    client, url = via(proxy), at(server)
+    try:
+        first = await client.post(url, b'{"a":1}', {"Idempotency-Key": "n_1:0"})
+        second = await client.post(url, b'{"a":2}', {})
+    finally:
+        await client.close()
+        await proxy.stop()
+        await server.__aexit__()
+    assert (first.status, first.body, second.status) == (200, b'{"id":"p1"}', 200)
+    assert proxy.tunnels == [url.split("/")[2]]  # one tunnel, kept alive for the second call
+    assert proxy.authorizations == ["Basic " + base64.b64encode(b"egress:p@ss:word").decode()]
+    assert server.requests[0].startswith(b"POST /hook?x=1 HTTP/1.1\r\nHost: provider.test:")
+    assert b"Proxy-Authorization" not in server.requests[0]  # inside the tunnel: ours alone
+
+
+async def test_http_is_handed_to_the_proxy_whole() -> None:
+    server = await serve(answering(OK, close=True))
+    proxy = await FakeProxy({PROVIDER: "127.0.0.1"}, ("egress", "pw")).start()
+    client, url = via(proxy), at(server, "http")
+    try:
+        answer = await client.post(url, b"x", {})
+    finally:
+        await client.close()
+        await proxy.stop()
+        await server.__aexit__()
+    assert answer.status == 200
+    assert proxy.forwarded == [f"POST {url}"]
+    assert proxy.authorizations == ["Basic " + base64.b64encode(b"egress:pw").decode()]
+    assert server.requests[0].startswith(b"POST /hook?x=1 HTTP/1.1\r\n")
+
+
+async def test_no_proxy_hosts_go_straight_out(provider_tls: ssl.SSLContext) -> None:
+    server = await serve(answering(OK, OK), tls=provider_tls)
+    proxy = await FakeProxy().start()
+    proxied = via(proxy, no_proxy=("10.0.0.0/8", ".0.1", "127.0.0.2"))  # none is 127.0.0.1
+    direct = via(proxy, no_proxy=("example.com", "127.0.0.0/8"))
+    url = at(server).replace(PROVIDER, "127.0.0.1")
+    try:
+        assert (await direct.post(url, b"", {})).status == 200
+        assert proxy.tunnels == []
+        assert (await proxied.post(url, b"", {})).status == 200
+    finally:
+        await proxied.close()
+        await direct.close()
+        await proxy.stop()
+        await server.__aexit__()
+    assert len(server.requests) == 2 and proxy.tunnels == [url.split("/")[2]]
+
+
+async def test_a_proxy_that_refuses_or_is_down_means_not_sent_and_names_no_secret(
+        provider_tls: ssl.SSLContext) -> None:
+    server = await serve(answering(OK), tls=provider_tls)
+    proxy = await FakeProxy({PROVIDER: "127.0.0.1"}, ("egress", "right")).start()
+    wrong = Client(4, 5, Egress.of(proxy.url.replace("right", "wrong-s3cret"), "", ()))
+    url = at(server)
+    try:
+        refused = await not_sent(wrong, url)
+    finally:
+        await proxy.stop()
+    try:  # nothing listens at the proxy's address now
+        unreachable = await not_sent(Client(4, 5, Egress.of(proxy.url, "", ())), url)
+    finally:
+        await server.__aexit__()
+    assert refused == "not sent: the proxy refused the tunnel (HTTP 407)"
+    assert unreachable == "proxy connect failed: ConnectionRefusedError"
+    assert proxy.refused == 1 and server.requests == []
+
+
+async def not_sent(client: Client, url: str) -> str:
+    """Why `client` sent nothing to `url` (it must not); the client closed afterwards."""
+    try:
+        with pytest.raises(NotSent) as e:
+            await client.post(url, b"", {})
+    finally:
+        await client.close()
+    return e.value.reason
+
+
+async def test_through_the_tunnel_the_providers_certificate_is_still_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cert, key = self_signed(tmp_path, "someone-else.test")  # not PROVIDER's
+    monkeypatch.setattr(wire, "_TLS", ssl.create_default_context(cafile=str(cert)))
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    server = await serve(answering(OK), tls=tls)
+    proxy = await FakeProxy({PROVIDER: "127.0.0.1"}).start()
+    try:
+        reason = await not_sent(via(proxy), at(server))
+    finally:
+        await proxy.stop()
+        await server.__aexit__()
+    assert reason == "connect failed: SSLCertVerificationError"
+    assert server.requests == []
+
+
+async def test_a_get_carries_no_body() -> None:
+    server = await serve(get_answering)
+    client = Client(4, 5)
+    try:
+        answer = await client.get(server.url, {})
+    finally:
+        await client.close()
+        await server.__aexit__()
+    assert answer.status == 200
+    assert server.requests[0].startswith(b"GET /hook?x=1 HTTP/1.1\r\n")
+    assert b"Content-Length" not in server.requests[0]
+
+
+def get_answering(server: Server) -> Handler:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        server.requests.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(OK)
+        await writer.drain()
+        await reader.read()
+    return handler
