@@ -1,6 +1,6 @@
 """An open-loop soak of the whole daemon: accepts at --rate per second for --seconds, half of them
 resolved a second later, each ladder three webhook steps two seconds apart; what it costs and
-whether every promise held (issue 14).
+whether every promise held.
 
 Run:   /work/main/.venv/bin/python benchmarks/soak.py                 (1,157/s for 600 s, ~11 min)
 Quick: /work/main/.venv/bin/python benchmarks/soak.py --quick         (100/s for 10 s)
@@ -52,7 +52,7 @@ exits 1 otherwise):
 Beside them: sent steps that never reached the receiver, calls that match no step, and the
 steps' final states (resolved: step 0 sent, 1 and 2 cancelled; others: all three sent).
 
-The last line weighs the run against the issue's target (1,157/s for 10 min, due lag p99 <= 100
+The last line weighs the run against the target (1,157/s for 10 min, due lag p99 <= 100
 ms, accept p99 <= 50 ms, correctness counts zero, RSS flat): achieved within 1% of the offered
 rate, every step's p99 under 100 ms, and the last RSS sample within 10% (+5 MiB) of the first one
 after the first fifth of the run.
@@ -480,7 +480,7 @@ def start_profile(args: argparse.Namespace, work: Path, pid: int) -> tuple[Any, 
 
 
 # Where a sample's stack says the GIL holder is: the first pattern found in its frames, leaf
-# first, names the part of the daemon (a rough map from code to the issue's costs).
+# first, names the part of the daemon (a rough map from code to where the time goes).
 PARTS = (("writer (SQLite work)", ("notifyd/store/",)),
          ("sending (adapter, aiohttp client)", ("channels/", "aiohttp/client", "aiohttp/connector")),
          ("HTTP API (aiohttp server, handlers)", ("aiohttp/web", "aiohttp/http_", "notifyd/http/",
@@ -820,7 +820,7 @@ def summary(args: argparse.Namespace, figures: dict[str, Any], counts: dict[str,
           f"{figures['accept']['p99']:.1f} ms, counts "
           + "/".join(str(v) for v in counts.values())
           + f", RSS {rss0:.0f} -> {rss1:.0f} MiB: {verdict}"
-          + ("" if load_ok else " (not the issue's load: a shorter or lighter run)"))
+          + ("" if load_ok else " (not the target's load: a shorter or lighter run)"))
 
 
 def report(args: argparse.Namespace, ph: Phase, db: Path, work: Path, calls: Path) -> bool:

@@ -4,6 +4,7 @@ family (base.py holds what they share and the group they join)."""
 from notifyd.cli import (
     events,
     keys,
+    live,
     notifications,
     serve,
     storage,
@@ -14,5 +15,5 @@ from notifyd.cli import (
 )
 from notifyd.cli.base import main
 
-__all__ = ["events", "keys", "main", "notifications", "serve", "storage", "suppressions",
+__all__ = ["events", "keys", "live", "main", "notifications", "serve", "storage", "suppressions",
            "templates", "tenants", "users"]
