@@ -49,7 +49,7 @@ out of the way (rate_per_sec 1e6, burst 1e6) and each lane gets --concurrency se
    split into the POST's answer at this client and the start of the scan that claimed the step
    (its attempt's started_at). --sms-monitored runs this part in the stall-monitored host.
 
-A summary against the issue's targets ends the output. Loopback only; every process is stopped
+A summary against the targets ends the output. Loopback only; every process is stopped
 and the temporary folder removed at the end (--keep keeps it), also on errors; every wait is
 bounded. The machine is small and shared: the header and the summary print the load average.
 """
@@ -1046,7 +1046,7 @@ def summary(figures: dict[str, dict[str, float]]) -> None:
         return ("meets" if good else "MISSES") + ("" if checked else " (a check FAILED above)")
 
     load = os.getloadavg()
-    print(f"summary against the issue's targets (load average now {load[0]:.2f} {load[1]:.2f} "
+    print(f"summary against the targets (load average now {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f}):")
     if "email" in figures:
         f = figures["email"]

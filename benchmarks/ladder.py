@@ -30,7 +30,7 @@ what limits a figure. The kind has a one-step ladder due at accept.
    CoreStore.claim_due path (the claim alone: rendering and freezing follow it in the sender) are
    timed on both, with EXPLAIN QUERY PLAN on the big one.
 
-A summary against the issue's targets ends the output. Loopback only; temporary files (about
+A summary against the targets ends the output. Loopback only; temporary files (about
 2 GiB for the 5M-step database) are removed at the end unless --keep. Another busy process on
 the machine moves the figures: the header prints the load average.
 """
@@ -680,7 +680,7 @@ def summary(figures: dict[str, dict[str, float]], args: argparse.Namespace) -> N
     def mark(good: bool, checked: float) -> str:
         return ("meets" if good else "MISSES") + ("" if checked else " (a check FAILED above)")
 
-    print("summary against issue 3's targets:")
+    print("summary against the targets:")
     if "throughput" in figures:
         f = figures["throughput"]
         print(f"  steps/s end to end     {f['steps/s']:7.0f}            target >= 2,000   "

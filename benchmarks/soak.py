@@ -1,10 +1,13 @@
 """An open-loop soak of the whole daemon: accepts at --rate per second for --seconds, half of them
 resolved a second later, each ladder three webhook steps two seconds apart; what it costs and
-whether every promise held (issue 14).
+whether every promise held.
 
 Run:   /work/main/.venv/bin/python benchmarks/soak.py                 (1,157/s for 600 s, ~11 min)
 Quick: /work/main/.venv/bin/python benchmarks/soak.py --quick         (100/s for 10 s)
 Also:  --rate R --seconds S, --event-loop uvloop, --profile (py-spy over the timed phase), --keep.
+PostgreSQL: --postgres N runs N daemons on one fresh database (on NOTIFYD_TEST_PG's server, the
+local one by default; dropped at the end), the generators' requests split evenly between them;
+the CPU is shown per daemon (the database server's is not counted), RSS for the first.
 
 Processes, so that no client's CPU is counted as the daemon's:
 - the daemon, `python -m notifyd --config CFG serve --port 0` (cwd and PYTHONPATH this tree: the
@@ -52,7 +55,7 @@ exits 1 otherwise):
 Beside them: sent steps that never reached the receiver, calls that match no step, and the
 steps' final states (resolved: step 0 sent, 1 and 2 cancelled; others: all three sent).
 
-The last line weighs the run against the issue's target (1,157/s for 10 min, due lag p99 <= 100
+The last line weighs the run against the target (1,157/s for 10 min, due lag p99 <= 100
 ms, accept p99 <= 50 ms, correctness counts zero, RSS flat): achieved within 1% of the offered
 rate, every step's p99 under 100 ms, and the last RSS sample within 10% (+5 MiB) of the first one
 after the first fifth of the run.
@@ -115,7 +118,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 CONFIG = """
 [store]
-path = "{db}"
+url = "{db}"
 synchronous = "FULL"
 [daemon]
 event_loop = "{event_loop}"
@@ -186,9 +189,9 @@ async def accept_loop(spec: dict[str, Any]) -> dict[str, Any]:
     pipe to the resolver as "id answered_ns"."""
     loop = asyncio.get_running_loop()
     pipe, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(spec["pipe_fd"], "wb", 0))
-    port, rate, n = spec["port"], spec["rate"], spec["count"]
+    ports, rate, n = spec["ports"], spec["rate"], spec["count"]
     headers = {"Authorization": f"Bearer {spec['api_key']}"}
-    free = await open_pool(port, ACCEPT_POOL)
+    pools = [await open_pool(p, ACCEPT_POOL // len(ports)) for p in ports]
     began, answered = array("d", [math.nan]) * n, array("d", [math.nan]) * n
     status = array("i", [-1]) * n
     tasks: set[asyncio.Task[None]] = set()
@@ -199,7 +202,9 @@ async def accept_loop(spec: dict[str, Any]) -> dict[str, Any]:
 
     async def one(i: int) -> None:
         began[i] = (time.perf_counter() - t0) * 1000
-        st, body = await exchange(free, port, post("/v1/notifications", accept_body(i), headers))
+        k = i % len(ports)  # the producers' posts split between the daemons
+        st, body = await exchange(pools[k], ports[k],
+                                  post("/v1/notifications", accept_body(i), headers))
         answered[i], status[i] = (time.perf_counter() - t0) * 1000, st
         if st == 202 and i % 2 == 0:
             nid = json.loads(body)["notification_id"]
@@ -218,8 +223,9 @@ async def accept_loop(spec: dict[str, Any]) -> dict[str, Any]:
             break
         await asyncio.sleep(0.05)
     pipe.close()
-    while not free.empty():
-        free.get_nowait().close()
+    for free in pools:
+        while not free.empty():
+            free.get_nowait().close()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"began": list(began), "answered": list(answered), "status": list(status),
             "rate": rate, "epoch0": epoch0, "sent_by_ms": sent_by, "cancelled": cancelled,
@@ -236,9 +242,9 @@ async def resolve_loop(spec: dict[str, Any]) -> dict[str, Any]:
     reader = asyncio.StreamReader(limit=1 << 20)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
                                  os.fdopen(spec["pipe_fd"], "rb", 0))
-    port = spec["port"]
+    ports = spec["ports"]
     headers = {"Authorization": f"Bearer {spec['api_key']}"}
-    free = await open_pool(port, RESOLVE_POOL)
+    pools = [await open_pool(p, RESOLVE_POOL // len(ports)) for p in ports]
     out: dict[str, list[Any]] = {k: [] for k in ("id", "due", "began", "answered", "status")}
     tasks: set[asyncio.Task[None]] = set()
     body = b'{"resolution": "soak"}'
@@ -247,7 +253,9 @@ async def resolve_loop(spec: dict[str, Any]) -> dict[str, Any]:
     async def one(nid: str, due: int) -> None:
         await asyncio.sleep(max(due - time.time_ns(), 0) / 1e9)
         began = time.time_ns()
-        st, _ = await exchange(free, port, post(f"/v1/notifications/{nid}/resolve", body, headers))
+        k = hash(nid) % len(ports)
+        st, _ = await exchange(pools[k], ports[k],
+                               post(f"/v1/notifications/{nid}/resolve", body, headers))
         for k, v in (("id", nid), ("due", due), ("began", began), ("answered", time.time_ns()),
                      ("status", st)):
             out[k].append(v)
@@ -258,8 +266,9 @@ async def resolve_loop(spec: dict[str, Any]) -> dict[str, Any]:
         tasks.add(task)
         task.add_done_callback(tasks.discard)
     out["cancelled"] = [await finish(tasks, spec["answer_limit"] + RESOLVE_AFTER_S)]
-    while not free.empty():
-        free.get_nowait().close()
+    for free in pools:
+        while not free.empty():
+            free.get_nowait().close()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     out["cpu_s"] = [usage.ru_utime + usage.ru_stime]
     return out
@@ -396,8 +405,16 @@ DUE_UNSENT = """SELECT
   (SELECT count(*) FROM steps WHERE state IN ('pending', 'unknown'))"""
 
 
-def due_unsent(db: Path) -> tuple[int, int, int]:
+def due_unsent(db: Path | str) -> tuple[int, int, int]:
     """(due and not claimed, in flight, open in all) now, read-only."""
+    if isinstance(db, str):  # a PostgreSQL URL
+        import psycopg
+
+        with psycopg.connect(db) as pg:
+            got = pg.execute(DUE_UNSENT.replace("?", "%s"), (time.time_ns() // 1_000_000,))
+            one = got.fetchone()
+        assert one is not None
+        return int(one[0]), int(one[1]), int(one[2])
     conn = ro(db)
     try:
         row = conn.execute(DUE_UNSENT, (time.time_ns() // 1_000_000,)).fetchone()
@@ -423,7 +440,7 @@ class Sampler(threading.Thread):
                 due, sending, _ = due_unsent(self.db)
                 self.samples.append((time.monotonic() - self.t0, status_kb(self.pid, "VmRSS"),
                                      due + sending))
-            except (OSError, sqlite3.Error):
+            except (OSError, sqlite3.Error, ImportError):
                 return  # the daemon is gone
             k += 1
 
@@ -443,13 +460,14 @@ class Phase:
     samples: list[tuple[float, int, int]]
     hwm_kb: int
     load_end: str
+    others: list[dict[str, Any]]  # the CPU of the daemons after the first (--postgres N)
     profile: Path | None = None
 
 
-def start_clients(args: argparse.Namespace, work: Path, port: int,
+def start_clients(args: argparse.Namespace, work: Path, ports: list[int],
                   api_key: str) -> tuple[Child, Child]:
     read_fd, write_fd = os.pipe()
-    common = {"port": port, "api_key": api_key, "answer_limit": 60.0}
+    common = {"ports": ports, "api_key": api_key, "answer_limit": 60.0}
     try:
         resolver = Child("resolver", common, work, read_fd)
         accepts = Child("accepts", {**common, "rate": args.rate,
@@ -480,7 +498,7 @@ def start_profile(args: argparse.Namespace, work: Path, pid: int) -> tuple[Any, 
 
 
 # Where a sample's stack says the GIL holder is: the first pattern found in its frames, leaf
-# first, names the part of the daemon (a rough map from code to the issue's costs).
+# first, names the part of the daemon (a rough map from code to where the time goes).
 PARTS = (("writer (SQLite work)", ("notifyd/store/",)),
          ("sending (adapter, aiohttp client)", ("channels/", "aiohttp/client", "aiohttp/connector")),
          ("HTTP API (aiohttp server, handlers)", ("aiohttp/web", "aiohttp/http_", "notifyd/http/",
@@ -539,12 +557,14 @@ def cpu_snapshot(pid: int) -> dict[str, Any]:
     return {"threads": threads(pid), "total": process_cpu(pid), "at": time.monotonic()}
 
 
-def timed_phase(args: argparse.Namespace, work: Path, daemon: Daemon, db: Path,
+def timed_phase(args: argparse.Namespace, work: Path, daemons: list[Daemon], db: Path | str,
                 api_key: str) -> Phase:
     ph = Phase()
-    accepts, resolver = start_clients(args, work, daemon.port, api_key)
+    daemon = daemons[0]
+    accepts, resolver = start_clients(args, work, [d.port for d in daemons], api_key)
     names = thread_names(daemon.pid, blocking=True)
     profile = start_profile(args, work, daemon.pid)
+    others0 = [cpu_snapshot(d.pid) for d in daemons[1:]]
     cpu0 = cpu_snapshot(daemon.pid)
     t0 = time.monotonic()
     sampler = Sampler(daemon.pid, db, t0)
@@ -553,6 +573,7 @@ def timed_phase(args: argparse.Namespace, work: Path, daemon: Daemon, db: Path,
     end = t0 + args.seconds
     sleep_through(end, daemon)
     cpu1 = cpu_snapshot(daemon.pid)
+    others1 = [cpu_snapshot(d.pid) for d in daemons[1:]]
     ph.backlog, ph.load_end = due_unsent(db), loadavg()
     names.update({t: n for t, n in thread_names(daemon.pid, blocking=False).items()
                   if t not in names})
@@ -565,10 +586,13 @@ def timed_phase(args: argparse.Namespace, work: Path, daemon: Daemon, db: Path,
     done = wait_until(30 + ph.backlog[2] / 100, lambda: sum(due_unsent(db)[1:]) == 0)
     ph.finished_s = None if done is None else done - end
     cpu2 = cpu_snapshot(daemon.pid)
+    others2 = [cpu_snapshot(d.pid) for d in daemons[1:]]
     sampler.done.set()
     sampler.join(10)
     ph.samples, ph.hwm_kb = sampler.samples, status_kb(daemon.pid, "VmHWM")
     ph.cpu = {"before": cpu0, "phase_end": cpu1, "finished": cpu2, "names": names}
+    ph.others = [{"before": a, "phase_end": b, "finished": c, "names": {}}
+                 for a, b, c in zip(others0, others1, others2, strict=True)]
     if profile is not None:
         try:
             profile[0].wait(60)
@@ -686,11 +710,14 @@ def backlog_figures(ph: Phase) -> None:
 # --- the database and the receiver's records -----------------------------------------------------
 
 
-def analysis_db(db: Path, calls: Path) -> sqlite3.Connection:
-    """An in-memory database with the daemon's attached read-only and the receiver's calls as
-    arrivals(nid, step_no, first_ns, calls)."""
+def analysis_db(db: Path | str, calls: Path) -> sqlite3.Connection:
+    """An in-memory database with the daemon's attached read-only (PostgreSQL's: the columns
+    read here, copied) and the receiver's calls as arrivals(nid, step_no, first_ns, calls)."""
     conn = sqlite3.connect(":memory:", uri=True)
-    conn.execute("ATTACH ? AS d", (f"file:{db}?mode=ro",))
+    if isinstance(db, str):
+        copy_postgres(db, conn)
+    else:
+        conn.execute("ATTACH ? AS d", (f"file:{db}?mode=ro",))
     conn.execute("CREATE TABLE arrivals (nid TEXT, step_no INTEGER, first_ns INTEGER, "
                  "calls INTEGER, PRIMARY KEY (nid, step_no))")
 
@@ -705,6 +732,23 @@ def analysis_db(db: Path, calls: Path) -> sqlite3.Connection:
                      "UPDATE SET first_ns = min(first_ns, excluded.first_ns), calls = calls + 1",
                      rows())
     return conn
+
+
+COPIED = {"notifications": "id, kind, resolved_at",
+          "steps": "notification_id, step_no, state, send_after",
+          "attempts": "notification_id, step_no, started_at"}
+
+
+def copy_postgres(url: str, conn: sqlite3.Connection) -> None:
+    import psycopg
+
+    conn.execute("ATTACH ':memory:' AS d")
+    with psycopg.connect(url) as pg:
+        for table, cols in COPIED.items():
+            conn.execute(f"CREATE TABLE d.{table} ({cols})")
+            rows = pg.execute(f"SELECT {cols} FROM {table}").fetchall()
+            marks = ", ".join("?" * len(cols.split(",")))
+            conn.executemany(f"INSERT INTO d.{table} VALUES ({marks})", rows)
 
 
 JOINED = """FROM arrivals a JOIN d.steps s ON s.notification_id = a.nid AND s.step_no = a.step_no
@@ -820,17 +864,22 @@ def summary(args: argparse.Namespace, figures: dict[str, Any], counts: dict[str,
           f"{figures['accept']['p99']:.1f} ms, counts "
           + "/".join(str(v) for v in counts.values())
           + f", RSS {rss0:.0f} -> {rss1:.0f} MiB: {verdict}"
-          + ("" if load_ok else " (not the issue's load: a shorter or lighter run)"))
+          + ("" if load_ok else " (not the target's load: a shorter or lighter run)"))
 
 
-def report(args: argparse.Namespace, ph: Phase, db: Path, work: Path, calls: Path) -> bool:
+def report(args: argparse.Namespace, ph: Phase, db: Path | str, work: Path, calls: Path) -> bool:
     a = accept_figures(args, ph.accepts)
     resolver_figures(ph.resolves)
     conn = analysis_db(db, calls)
     try:
         lag = lag_figures(conn, ph.accepts["epoch0"], args.seconds)
         backlog_figures(ph)
-        cpu_figures(ph, args.seconds, sum(1 for s in ph.accepts["status"] if 200 <= s < 300))
+        accepted = sum(1 for s in ph.accepts["status"] if 200 <= s < 300)
+        share = accepted // (1 + len(ph.others))  # the posts were split evenly
+        cpu_figures(ph, args.seconds, share if ph.others else accepted)
+        for i, other in enumerate(ph.others, 2):
+            print(f"daemon {i}:")
+            cpu_figures(_with_cpu(other), args.seconds, share)
         rss = memory_figures(ph)
         counts = correctness(conn)
         complete = completeness(conn, int(a["ok"]), sum(1 for s in ph.resolves["status"]
@@ -846,19 +895,52 @@ def report(args: argparse.Namespace, ph: Phase, db: Path, work: Path, calls: Pat
     return complete and not any(counts.values())
 
 
+def _with_cpu(cpu: dict[str, Any]) -> Phase:
+    other = Phase()
+    other.cpu = cpu
+    return other
+
+
 def run(args: argparse.Namespace, work: Path) -> bool:
-    db, cfg = work / "notifyd.db", work / "notifyd.toml"
+    if args.postgres:
+        return with_database(args, work)
+    return run_on(args, work, work / "notifyd.db")
+
+
+def with_database(args: argparse.Namespace, work: Path) -> bool:
+    """A fresh PostgreSQL database for the run, dropped after it."""
+    import secrets
+
+    import psycopg
+
+    server = os.environ.get("NOTIFYD_TEST_PG", "postgresql://root@127.0.0.1:5432/postgres")
+    name = f"notifyd_soak_{secrets.token_hex(4)}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        return run_on(args, work, server.rsplit("/", 1)[0] + "/" + name)
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def run_on(args: argparse.Namespace, work: Path, db: Path | str) -> bool:
+    cfg = work / "notifyd.toml"
     receiver = Receiver()
     cfg.write_text(CONFIG.format(db=db, event_loop=args.event_loop, receiver=receiver.port,
                                  kind=KIND, w=WINDOW_SEC, concurrency=args.concurrency))
     api_key = notifyd_cli(cfg, "keys", "create", "--name", "soak").split()[0]
-    daemon = Daemon(cfg, work)
-    m = re.search(r"event loop (\w+)", daemon.log.read_text(errors="replace"))
-    print(f"daemon pid {daemon.pid} on port {daemon.port}, event loop {m.group(1) if m else '?'}")
+    daemons = []
+    for i in range(max(1, args.postgres)):
+        (work / f"d{i}").mkdir(exist_ok=True)
+        daemons.append(Daemon(cfg, work / f"d{i}" if args.postgres else work))
+    for d in daemons:
+        m = re.search(r"event loop (\w+)", d.log.read_text(errors="replace"))
+        print(f"daemon pid {d.pid} on port {d.port}, event loop {m.group(1) if m else '?'}")
     try:
-        ph = timed_phase(args, work, daemon, db, api_key)
+        ph = timed_phase(args, work, daemons, db, api_key)
     finally:
-        warnings = daemon.stop()
+        warnings = [w for d in daemons for w in d.stop()]
     calls = work / "calls.txt"
     print(f"receiver: {receiver.dump(calls)} calls recorded")
     if warnings:
@@ -879,6 +961,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--profile", action="store_true",
                     help="py-spy record the daemon over the timed phase (GIL holder, folded); keeps the "
                          "scratch folder")
+    ap.add_argument("--postgres", type=int, default=0, metavar="N",
+                    help="N daemons on one fresh PostgreSQL database instead of one on SQLite")
     ap.add_argument("--gen", nargs=2, metavar=("WHAT", "SPEC"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rate is None:

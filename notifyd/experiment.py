@@ -1,4 +1,4 @@
-"""Seed 002's recovery experiment, played through notifyd's own parts: its store, ingest, claim
+"""The recovery experiment, played through notifyd's own parts: its store, ingest, claim
 policy, preferences, resend adapter, webhook path and inbox, over private SQLite files.
 
 A report finishes. Ada gets an email and an inbox item; Bo starts with email disabled; Cy opts

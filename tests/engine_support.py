@@ -560,6 +560,18 @@ def notifyd_cmd(db: Path, *args: str, config: Path | None = None) -> list[str]:
     return [*head, "--db", str(db), *args]
 
 
+def inbox_config(folder: Path, title: str, extra: str = "") -> Path:
+    """`folder`/n.toml with a kind `note` whose inbox item's title is `title` (a template) and
+    which sends once on the log channel, plus `extra`; the templates folder beside it."""
+    path = folder / "templates" / "note" / "en" / "inbox.title.j2"
+    path.parent.mkdir(parents=True)
+    path.write_text(title)
+    config = folder / "n.toml"
+    config.write_text('[templates]\nfolder = "templates"\n\n[kinds.note]\ninbox = true\n'
+                      'ladder = [{ channel = "log" }]\n' + extra)
+    return config
+
+
 def create_key(db: Path, config: Path | None = None) -> str:
     done = subprocess.run(notifyd_cmd(db, "keys", "create", "--name", "t", config=config),
                           capture_output=True, text=True, env=clean_env(), cwd=db.parent,
@@ -576,10 +588,13 @@ class Daemon:
 
     def __init__(self, db: Path, config: Path | None = None, env: dict[str, str] | None = None,
                  start_timeout: float = 30.0, preexec: Callable[[], None] | None = None,
-                 port: int | None = 0, argv: list[str] | None = None) -> None:
-        """`port` None: no --port, so the config's server.port is the one served. `argv`: this
-        command line instead (run in `db`'s folder), as a container image gives it."""
-        args = ("serve",) if port is None else ("serve", "--port", str(port))
+                 port: int | None = 0, argv: list[str] | None = None,
+                 serve_args: tuple[str, ...] = ()) -> None:
+        """`port` None: no --port, so the config's server.port is the one served; `serve_args`
+        go after `serve` (--log-level debug, say). `argv`: this command line instead (run in
+        `db`'s folder), as a container image gives it."""
+        args = ("serve", *serve_args) if port is None else (
+            "serve", "--port", str(port), *serve_args)
         self.proc = subprocess.Popen(argv or notifyd_cmd(db, *args, config=config),
                                      env=env or clean_env(), cwd=db.parent,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

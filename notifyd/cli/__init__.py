@@ -4,6 +4,7 @@ family (base.py holds what they share and the group they join)."""
 from notifyd.cli import (
     events,
     keys,
+    live,
     migrate,
     notifications,
     serve,
@@ -15,5 +16,5 @@ from notifyd.cli import (
 )
 from notifyd.cli.base import main
 
-__all__ = ["events", "keys", "main", "migrate", "notifications", "serve", "storage", "suppressions",
-           "templates", "tenants", "users"]
+__all__ = ["events", "keys", "live", "main", "migrate", "notifications", "serve", "storage",
+           "suppressions", "templates", "tenants", "users"]

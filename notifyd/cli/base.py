@@ -70,6 +70,33 @@ def database(cfg: Config) -> str:
     return str(Path(path).resolve()) if path is not None else cfg.store.url
 
 
+def daemon_url(ctx: click.Context, url: str | None) -> str:
+    """Where the running daemon answers: --url, else the config's server.host and port (a
+    wildcard host is reached on loopback)."""
+    if url:
+        return url.rstrip("/")
+    srv = config_of(ctx).server
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(srv.host, srv.host)
+    return f"http://{f'[{host}]' if ':' in host else host}:{srv.port}"
+
+
+def url_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--url", help="The daemon's address (default: "
+                        "http://server.host:server.port from the config).")(f)
+
+
+def key_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--key", envvar="NOTIFYD_KEY", help="The API key to call with (or "
+                        "NOTIFYD_KEY); notifyd keys create makes one.")(f)
+
+
+def need_key(key: str | None) -> str:
+    if not key:
+        raise click.ClickException("an API key is needed: --key KEY or NOTIFYD_KEY (notifyd "
+                                   "keys create --name NAME makes one)")
+    return key
+
+
 def with_store(ctx: click.Context, fn: Callable[[Store], Awaitable[T]], mode: str = READ) -> T:
     cfg = config_of(ctx)
 

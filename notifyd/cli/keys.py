@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import click
 
@@ -10,6 +11,7 @@ from notifyd.cli.base import (
     CREATE,
     WRITE,
     config_of,
+    database,
     global_options,
     known_tenant,
     main,
@@ -23,7 +25,7 @@ from notifyd.core.records import SigningKey
 from notifyd.core.text import iso
 from notifyd.domain import signed
 from notifyd.http.auth import hash_key, new_key
-from notifyd.store import Store
+from notifyd.store import Store, sqlite_path
 
 
 @main.group()
@@ -65,6 +67,8 @@ def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: 
     if not may or not may <= ALL_SCOPES:
         raise click.ClickException(f"--scopes: choose from {', '.join(sorted(ALL_SCOPES))}")
     key = new_key()
+    path = sqlite_path(cfg.store.url)
+    new_database = path is not None and not Path(path).exists()
 
     async def create(s: Store) -> bool:
         await known_tenant(s, tenant)
@@ -77,20 +81,28 @@ def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: 
         raise click.ClickException(f"a key named {name!r} exists")
     click.echo(key)
     click.echo(f"key {name!r} for tenant {tenant!r}: shown once, store it now", err=True)
+    if new_database and ctx.find_root().obj.get("config_path") is None:
+        click.echo(f"warning: no config file was given (--config or NOTIFYD_CONFIG) and there "
+                   f"was no database at {database(cfg)}, so this made a new one: a daemon "
+                   "started with a config or from another folder uses another database, and "
+                   "will not know this key", err=True)
 
 
 @keys.command("list")
 @global_options
 @click.pass_context
 def keys_list(ctx: click.Context) -> None:
-    """List keys by name (never the keys themselves).
+    """List keys by name (never the keys themselves), with when each was made and last
+    used (to the minute, as a running daemon writes it).
 
     Example: notifyd keys list
     """
     for k in with_store(ctx, lambda s: s.list_keys()):
         state = "revoked" if k.revoked_at else "active"
+        used = iso(k.last_used_at) if k.last_used_at is not None else "never"
         click.echo(f"{k.name}\ttenant={k.tenant}\tkinds={','.join(k.kinds) or '*'}\t"
-                   f"scopes={','.join(k.scopes)}\t{state}")
+                   f"scopes={','.join(k.scopes)}\t{state}\tcreated={iso(k.created_at)}\t"
+                   f"last_used={used}")
 
 
 @keys.command("revoke")

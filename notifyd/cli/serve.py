@@ -22,10 +22,13 @@ from notifyd.engine.templates import write_starter
               show_default=True, help="Least severe log lines written.")
 @click.option("--log-format", type=click.Choice(LOG_FORMATS), default="text", show_default=True,
               help="text lines, or one JSON object per line for a log shipper.")
+@click.option("--library-log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False),
+              help="Least severe lines of the libraries notifyd runs on (aiosqlite, aiohttp) "
+                   "[default: --log-level, but not below info].")
 @click.option("--access-log", is_flag=True, help="Also log one line per HTTP request.")
 @click.pass_context
 def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str,
-          log_format: str, access_log: bool) -> None:
+          log_format: str, library_log_level: str | None, access_log: bool) -> None:
     """Run the daemon: HTTP API, scanner and senders, until SIGTERM; SIGHUP reloads the config.
 
     Example: notifyd --config /etc/notifyd/notifyd.toml serve --port 7726
@@ -41,7 +44,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str
 
     cfg = overridden(config_of(ctx))
     obj = ctx.find_root().obj
-    setup_logging(log_level, log_format)
+    setup_logging(log_level, log_format, library_log_level)
     try:  # a reload (SIGHUP) reads the file again, under the same command line
         run_serve(cfg, config_path=obj.get("config_path"), access_log=access_log,
                   load=lambda: overridden(load_obj(obj)))

@@ -6,7 +6,17 @@ from pathlib import Path
 
 import click
 
-from notifyd.cli.base import READ, WRITE, config_of, database, global_options, main, with_store
+from notifyd.cli.base import (
+    READ,
+    WRITE,
+    config_of,
+    daemon_url,
+    database,
+    global_options,
+    main,
+    url_option,
+    with_store,
+)
 from notifyd.core.clock import SystemClock
 from notifyd.core.records import Aged, Storage
 from notifyd.core.text import plural
@@ -22,7 +32,7 @@ from notifyd.store import restore as restore_store
 
 @main.command()
 @global_options
-@click.option("--url", help="The daemon's address (default: http://server.host:server.port).")
+@url_option
 @click.pass_context
 def stats(ctx: click.Context, url: str | None) -> None:
     """Print the running daemon's figures (its GET /metrics) for a terminal.
@@ -34,8 +44,7 @@ def stats(ctx: click.Context, url: str | None) -> None:
 
     from notifyd.engine.metrics import summary
 
-    cfg = config_of(ctx)
-    base = url or f"http://{cfg.server.host}:{cfg.server.port}"
+    base = daemon_url(ctx, url)
     try:
         with urllib.request.urlopen(f"{base}/metrics", timeout=10) as resp:
             text = resp.read().decode()

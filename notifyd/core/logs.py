@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import traceback
+from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
@@ -120,12 +121,13 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, and the ids a line carries
-    (`extra={"ids": {...}}`), for journald or a log shipper."""
+    """One JSON object per line: time (ISO 8601 in UTC, with its zone), level, logger, message,
+    and the ids a line carries (`extra={"ids": {...}}`) as fields, for journald or a log
+    shipper."""
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "time": self.formatTime(record), "level": record.levelname, "logger": record.name,
+            "time": iso_time(record.created), "level": record.levelname, "logger": record.name,
             "message": record.getMessage()}
         ids = getattr(record, "ids", None)
         if isinstance(ids, dict):
@@ -145,9 +147,20 @@ def step_line(logger: logging.Logger, level: int, what: str, notification_id: st
                    "decision": what}})
 
 
-def setup_logging(level: str = "info", fmt: str = "text") -> None:
+def iso_time(epoch_sec: float) -> str:
+    """2026-09-21T14:13:20.123+00:00: what a log shipper parses without being told the zone."""
+    return datetime.fromtimestamp(epoch_sec, UTC).isoformat(timespec="milliseconds")
+
+
+def setup_logging(level: str = "info", fmt: str = "text", libraries: str | None = None) -> None:
+    """notifyd's own lines from `level` on; the libraries' (aiosqlite, aiohttp, ...) from
+    `libraries`, by default `level` but never below info: their debug lines (a line per SQL
+    statement) would bury notifyd's own, so they come only when asked for."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    ours = logging.getLevelName(level.upper())
+    root.setLevel(logging.getLevelName(libraries.upper()) if libraries
+                  else max(ours, logging.INFO))
+    logging.getLogger("notifyd").setLevel(ours)

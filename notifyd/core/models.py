@@ -397,6 +397,10 @@ class Claim:
     destination: str | None
     payload: dict[str, Any] | None
     notice: Notice | None = None  # set when nothing is frozen yet
+    # Whose it is, for the decisions feed (notifyd tail) and the metrics by kind.
+    tenant: str = ""
+    user_id: str = ""
+    kind: str = ""
 
     @property
     def key(self) -> str:
@@ -511,6 +515,9 @@ class Decided:
     step_no: int
     channel: str
     decision: Decision
+    tenant: str = ""
+    user_id: str = ""
+    kind: str = ""
 
 
 @dataclass(frozen=True, slots=True)

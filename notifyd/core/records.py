@@ -154,6 +154,7 @@ class KeyRecord:
     created_at: int
     revoked_at: int | None
     scopes: tuple[str, ...] = ()
+    last_used_at: int | None = None  # to the minute: a daemon records a use once a minute
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from notifyd.daemon.files import Budget, budget, open_files
 from notifyd.daemon.generation import Generation, Shared, build, close_adapters
 from notifyd.daemon.reload import Refused, reread, templates_problem
 from notifyd.domain import signed
+from notifyd.engine import evidence
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.render import load_templates
 from notifyd.engine.scanner import Wakeups
@@ -49,7 +50,7 @@ from notifyd.http.auth import KeyCache
 from notifyd.http.guard import ConnectionGuard
 from notifyd.http.kit import Context
 from notifyd.http.listener import BACKLOG, GuardedSite
-from notifyd.http.serverlog import ServerLog
+from notifyd.http.serverlog import AccessLog, ServerLog
 from notifyd.store import Held, Store, StoreUnavailable, hold, open_store
 
 log = logging.getLogger("notifyd")
@@ -186,6 +187,7 @@ class Daemon:
             await asyncio.gather(*(g.pool.drain(max(0.0, left)) for g in gens))
             await close_adapters(gens)
             await self.ctx.fetch.close()
+            await self.ctx.keys.settle()
             await store.close()
             if held is not None:
                 held.release()
@@ -288,7 +290,8 @@ class Daemon:
         cfg = self.cfg
         access = logging.getLogger("notifyd.access") if self.access_log else None
         runner = web.AppRunner(make_app(ctx, [guard.middleware]), access_log=access,
-                               handle_signals=False, shutdown_timeout=cfg.daemon.grace_sec,
+                               access_log_class=AccessLog, handle_signals=False,
+                               shutdown_timeout=cfg.daemon.grace_sec,
                                logger=ServerLog(self.clock))
         await runner.setup()
         try:
@@ -316,11 +319,12 @@ class Daemon:
         cfg = self.cfg
         config = str(Path(self.config_path).resolve()) if self.config_path else "built-in"
         loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
+        hooks = [name for name in evidence.PROVIDERS if cfg.webhook(name) is not None]
         log.info("notifyd %s listening on http://%s:%s; database %s; config %s; channels %s; "
-                 "kinds %s; event loop %s", __version__, cfg.server.host, self.port,
-                 ctx.store.url, config,
+                 "kinds %s; receipt webhooks %s; event loop %s", __version__, cfg.server.host,
+                 self.port, ctx.store.url, config,
                  ", ".join(f"{n} ({c.type})" for n, c in sorted(cfg.channels.items())),
-                 ", ".join(sorted(cfg.kinds)), loop)
+                 ", ".join(sorted(cfg.kinds)), ", ".join(hooks) or "none", loop)
 
 
 def serve(cfg: Config, config_path: str | None = None, access_log: bool = False,

@@ -1,7 +1,7 @@
 """The peers one config makes, as a generation a reload replaces: the sender pool, the scanner,
 ingest, the digester, retention, the events' fan-out and health. What outlives every generation
-(the store, the clock, the metrics, the scanner's wake-ups, the link key, the inbox streams) is
-`Shared`, handed to each.
+(the store, the clock, the metrics, the scanner's wake-ups, the link key, the inbox streams, the
+decisions feed) is `Shared`, handed to each.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from notifyd.channels.base import Channel
 from notifyd.config import Config
 from notifyd.core.clock import Clock, MonotonicClock
+from notifyd.engine.decisions import Feed
 from notifyd.engine.digests import Digester
 from notifyd.engine.fanout import Fanout
 from notifyd.engine.ingest import Ingest
@@ -34,6 +35,7 @@ class Shared:
     wakeups: Wakeups
     link_key: bytes  # signs unsubscribe links
     hub: Hub  # open inbox streams, told of new items by every generation's ingest
+    feed: Feed = field(default_factory=Feed)  # who follows the decisions (notifyd tail)
     loop: LoopLag = field(default_factory=lambda: LoopLag(MonotonicClock()))  # for /readyz
 
 
@@ -75,10 +77,10 @@ def build(cfg: Config, templates: Templates | None, shared: Shared,
     adapters = build_adapters(cfg, [name for name in cfg.channels if name not in carry])
     pool = SenderPool(cfg, shared.store, shared.clock, adapters, metrics=shared.metrics,
                       templates=templates, link_key=shared.link_key,
-                      on_free=shared.wakeups.freed, carry=carry)
+                      on_free=shared.wakeups.freed, carry=carry, feed=shared.feed)
     scanner = Scanner(cfg, shared.store, pool, shared.clock, shared.wakeups)
     ingest = Ingest(cfg, shared.store, shared.clock, wake=shared.wakeups.due,
-                    templates=templates, hub=shared.hub)
+                    templates=templates, hub=shared.hub, feed=shared.feed)
     digester = Digester(cfg, shared.store, ingest, shared.clock)
     health = Health(cfg, shared.store, pool, scanner, shared.clock, shared.loop)
     retention = Retention(cfg.retention, shared.store, shared.clock, shared.metrics)

@@ -28,8 +28,8 @@ def sent_via(n: Notification) -> list[str]:
 
 
 def timed_out(n: Notification, s: Step) -> bool:
-    """A step that went out but proved nothing before the ladder moved past it (seed 001's
-    push_timeout): a later step was tried. The last step sent is not timed out: it is sent,
+    """A step that went out but proved nothing before the ladder moved past it (its window,
+    timeout_sec, ended): a later step was tried. The last step sent is not timed out: it is sent,
     and presumed delivered at the time to live unless a receipt says otherwise."""
     if s.state is not StepState.SENT or s.evidence in PROVEN:
         return False
@@ -58,7 +58,7 @@ def resolved_view(r: ResolveResult) -> dict[str, Any]:
 
 
 def status_view(n: Notification, now: int = 0) -> dict[str, Any]:
-    """The API's status shape (seed 001), with every step, its attempts and its evidence."""
+    """The API's status shape (GET /v1/notifications/{id}), with every step, its attempts and its evidence."""
     resolution = None
     if n.resolved_at is not None:
         resolution = {"resolution": n.resolution, "resolved_at": iso(n.resolved_at),

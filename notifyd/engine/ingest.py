@@ -41,6 +41,7 @@ from notifyd.domain.validate import (
     header_value,
     parse_object,
 )
+from notifyd.engine.decisions import Entry, Feed
 from notifyd.engine.paramcheck import ParamCheck
 from notifyd.engine.stream import Event, Hub
 from notifyd.engine.templates import TemplateError, Templates, why
@@ -60,13 +61,14 @@ class Ingest:
 
     def __init__(self, cfg: Config, store: Store, clock: Clock,
                  wake: Callable[[int], None] | None = None, templates: Templates | None = None,
-                 hub: Hub | None = None) -> None:
+                 hub: Hub | None = None, feed: Feed | None = None) -> None:
         self.cfg = cfg
         self.store = store
         self.clock = clock
         self.wake = wake
         self.templates = templates  # renders inbox items at accept
         self.hub = hub or Hub()  # open inbox streams hear of each new item after its commit
+        self.feed = feed or Feed()  # so do those who follow the decisions, of each accept
         self.routing = asyncio.Event()  # set once an event is accepted: its fan-out starts
         self.params = ParamCheck(cfg, templates, store)  # the ladder's templates, at accept
 
@@ -215,7 +217,11 @@ class Ingest:
 
     def announce(self, inp: AcceptInput, result: AcceptResult,
                  inbox: InboxEntry | None) -> None:
-        """Tell open inbox streams of a new item, once it is committed."""
+        """Tell those who follow the decisions of a new notification, and open inbox streams
+        of its item, once it is committed (an accept, or an event's fan-out)."""
+        at = self.clock.now_ms() if result.created_at is None else result.created_at
+        self.feed.publish(Entry(at, "accepted", result.notification_id, None, None, inp.tenant,
+                                inp.user_id, inp.kind))
         if inbox is None or result.inbox_seq is None:
             return
         item = {"id": result.notification_id, "kind": inp.kind, "title": inbox.title,

@@ -1,23 +1,35 @@
 """What the daemon counts, for GET /metrics (Prometheus text) and `notifyd stats`.
 
-Counters move where things happen (accepts in web, claim decisions in the scanner, outcomes in the
-sender, resolutions in web); gauges that the rows answer better (due lag, dead letters) are read
-from the store at scrape time. One registry per daemon, so tests can run several.
+Counters move where things happen (accepts in web, claim decisions in the scanner, outcomes and
+provider-call times in the sender, resolutions in web); gauges that the rows answer better (due
+lag, dead letters) are read from the store at scrape time. Everything that counts since start is
+a counter Prometheus can rate, never a ratio of its own. One registry per daemon, so tests can
+run several; README's list of metrics is `table()`, and a test holds them together.
 """
 
 from __future__ import annotations
 
-from collections import Counter as Tally
+import platform
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
+from notifyd import __version__
 from notifyd.core.events import Backlog
 from notifyd.core.models import OPEN_STEP_STATES, StepState, Why
 from notifyd.core.records import Storage
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-BREAKER_STATE = {"closed": 0, "open": 1, "half-open": 2}
+BREAKER_STATES = ("closed", "open", "half-open")
+PROVIDER_BUCKETS = (.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30)
 
 
 class Metrics:
@@ -39,8 +51,17 @@ class Metrics:
             buckets=(0, 1, 2, 3, 4, 5, 6, 8, 10), registry=r)
         self.due_lag = Gauge("notifyd_due_lag_seconds", "Age of the oldest due open step, by "
                              "channel and lane (0: none due).", ["channel", "lane"], registry=r)
-        self.breaker = Gauge("notifyd_breaker_state", "Circuit breaker per channel: 0 closed, "
-                             "1 open, 2 half-open.", ["channel"], registry=r)
+        self.breaker = Gauge("notifyd_breaker_state", "Circuit breaker per channel: 1 for the "
+                             "state it is in (closed, open, half-open), 0 for the others.",
+                             ["channel", "state"], registry=r)
+        self.provider_seconds = Histogram(
+            "notifyd_provider_call_seconds", "Time a provider call took, by channel (a call "
+            "that timed out counts its timeout).", ["channel"], buckets=PROVIDER_BUCKETS,
+            registry=r)
+        self.escalations = Counter(
+            "notifyd_escalations", "Steps after a ladder's first that went to a provider, by "
+            "kind: rate() over the rate of accepts is how often the ladder escalates.",
+            ["kind"], registry=r)
         self.dead_letters = Gauge("notifyd_dead_letters", "Steps that are dead now (notifyd "
                                   "dead-letters lists them).", registry=r)
         self.receipts = Counter("notifyd_receipts", "Provider webhook receipts by provider and "
@@ -61,10 +82,7 @@ class Metrics:
             "notifyd_streams_closed", "Inbox streams notifyd ended: displaced (their person "
             "opened more than server.max_streams_per_user), behind (events waiting past the "
             "queue's bound), slow (unsent bytes past the write buffer's bound: the page does not "
-            "read), stopping (shutdown).", ["why"], registry=r)
-        self.cancellation_ratio = Gauge(
-            "notifyd_cancellation_ratio", "Share of ended steps that were cancelled by a "
-            "resolution, since start: it should be substantial.", registry=r)
+            "read), stopping (shutdown), erased (their person was).", ["why"], registry=r)
         self.db_bytes = Gauge("notifyd_db_bytes", "Bytes the database takes on disk (the file "
                               "and its journal), as retention last measured.", registry=r)
         self.db_free_bytes = Gauge("notifyd_db_free_bytes", "Bytes free inside the database "
@@ -84,7 +102,10 @@ class Metrics:
         self.routing_lag = Gauge(
             "notifyd_event_routing_lag_seconds", "How long the oldest event still routing has "
             "waited since it was accepted: the age of its next chunk (0: none).", registry=r)
-        self._ended: Tally[str] = Tally()
+        self.build = Gauge("notifyd_build_info", "Always 1: the version running and the Python "
+                           "it runs on.", ["version", "python"], registry=r)
+        self.build.labels(__version__, platform.python_version()).set(1)
+        ProcessCollector(registry=r)  # process_*: CPU, memory, open files, start time
         self._oldest: dict[str, int | None] = {}
 
     def storage(self, s: Storage) -> None:
@@ -110,9 +131,10 @@ class Metrics:
         if state in OPEN_STEP_STATES or n <= 0:
             return
         self.steps_ended.labels(state, why).inc(n)
-        self._ended[state] += n
-        total = sum(self._ended.values())
-        self.cancellation_ratio.set(self._ended[StepState.CANCELLED] / total)
+
+    def breaker_state(self, channel: str, state: str) -> None:
+        for each in BREAKER_STATES:
+            self.breaker.labels(channel, each).set(1 if each == state else 0)
 
     def resolved(self, kind: str, depth: int, cancelled: int) -> None:
         self.escalation_depth.labels(kind).observe(depth)
@@ -122,48 +144,71 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+PROCESS_ROW = ("| `process_*` | | | The standard process metrics: CPU seconds, resident and "
+               "virtual memory, open and most file descriptors, start time (Linux). |")
+
+
+def table() -> str:
+    """README's list of metrics, from what a Metrics registers: name as scraped, type, labels,
+    help. (prometheus_client keeps a metric's label names only in `_labelnames`.)"""
+    rows = ["| metric | type | labels | what it is |", "| --- | --- | --- | --- |"]
+    for metric in vars(Metrics()).values():
+        if not isinstance(metric, MetricWrapperBase):
+            continue
+        [family] = metric.describe()
+        name = family.name + ("_total" if family.type == "counter" else "")
+        labels = ", ".join(f"`{label}`" for label in metric._labelnames)
+        rows.append(f"| `{name}` | {family.type} | {labels} | {family.documentation} |")
+    return "\n".join([*rows, PROCESS_ROW]) + "\n"
+
+
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
 def summary(text: str) -> list[str]:
-    """The exposition text as lines for a terminal (notifyd stats)."""
-    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    """The exposition text as lines for a terminal (notifyd stats): a heading per figure, then
+    its rows with their labels in aligned columns."""
+    samples: Samples = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             samples.setdefault(s.name, []).append((s.labels, s.value))
 
-    def rows(name: str, *keys: str) -> list[str]:
-        return [f"    {' '.join(labels[k] for k in keys):<32} {value:g}"
-                for labels, value in samples.get(name, []) if value]
+    def rows(name: str, *keys: str, every: bool = False) -> list[str]:
+        return columns([([labels[k] for k in keys], f"{value:g}")
+                        for labels, value in samples.get(name, []) if value or every])
 
     count = sum(v for _, v in samples.get("notifyd_accept_seconds_count", []))
     total = sum(v for _, v in samples.get("notifyd_accept_seconds_sum", []))
     mean = f"{total / count * 1000:.2f} ms" if count else "-"
-    ratio = samples.get("notifyd_cancellation_ratio", [({}, 0.0)])[0][1]
-    dead = samples.get("notifyd_dead_letters", [({}, 0.0)])[0][1]
-    orphans = samples.get("notifyd_orphan_receipts", [({}, 0.0)])[0][1]
+    ended = samples.get("notifyd_steps_ended_total", [])
+    cancelled = sum(v for labels, v in ended if labels["state"] == StepState.CANCELLED)
+    finished = sum(v for _, v in ended)
+    share = f" ({cancelled / finished:.0%})" if finished else ""
     ages = {labels["class"]: v for labels, v in
             samples.get("notifyd_db_oldest_row_age_seconds", [])}
-    depth = [f"    {labels['kind']:<32} {v:g} resolved, mean depth "
-             f"{_sum(samples, 'notifyd_escalation_depth_sum', labels) / v:.2f}"
-             for labels, v in samples.get("notifyd_escalation_depth_count", []) if v]
+    depth = columns([([labels["kind"]], f"{v:g} resolved, mean depth "
+                      f"{_sum(samples, 'notifyd_escalation_depth_sum', labels) / v:.2f}")
+                     for labels, v in samples.get("notifyd_escalation_depth_count", []) if v])
     return [
         f"accepts ({count:g}, mean {mean}):", *rows("notifyd_accepts_total", "result"),
         "sends by channel and outcome:", *rows("notifyd_sends_total", "channel", "outcome"),
         "steps ended by state and reason:", *rows("notifyd_steps_ended_total", "state", "why"),
-        f"cancellation ratio: {ratio:.2f}",
+        f"cancelled by a resolution: {cancelled:g} of {finished:g} ended steps{share}",
+        "escalations (a later step sent) by kind:", *rows("notifyd_escalations_total", "kind"),
         "due lag (s) by channel and lane:",
-        *[f"    {labels['channel']} {labels['lane']:<24} {value:g}"
-          for labels, value in samples.get("notifyd_due_lag_seconds", [])],
-        "breakers (0 closed, 1 open, 2 half-open):",
-        *[f"    {labels['channel']:<32} {value:g}"
-          for labels, value in samples.get("notifyd_breaker_state", [])],
-        f"dead letters: {dead:g}",
+        *rows("notifyd_due_lag_seconds", "channel", "lane", every=True),
+        "breaker state by channel:",
+        *columns([([labels["channel"]], labels["state"])
+                  for labels, v in samples.get("notifyd_breaker_state", []) if v]),
+        f"dead letters: {_one(samples, 'notifyd_dead_letters'):g}",
         "receipts by provider and result:", *rows("notifyd_receipts_total", "provider", "result"),
-        f"orphan receipts: {orphans:g}",
+        f"orphan receipts: {_one(samples, 'notifyd_orphan_receipts'):g}",
         "escalation depth by kind:", *depth,
         f"database: {_mb(_one(samples, 'notifyd_db_bytes'))} on disk, "
         f"{_mb(_one(samples, 'notifyd_db_free_bytes'))} free inside",
         "rows by class (oldest):",
-        *[f"    {labels['class']:<32} {value:g} ({_age(ages.get(labels['class'], 0.0))})"
-          for labels, value in samples.get("notifyd_db_rows", [])],
+        *columns([([labels["class"]], f"{value:g} ({_age(ages.get(labels['class'], 0.0))})")
+                  for labels, value in samples.get("notifyd_db_rows", [])]),
         "pruned by class:", *rows("notifyd_pruned_total", "class"),
         f"events routing: {_one(samples, 'notifyd_events_routing'):g} (the oldest waiting "
         f"{_age(_one(samples, 'notifyd_event_routing_lag_seconds'))}); recipients routed: "
@@ -171,12 +216,20 @@ def summary(text: str) -> list[str]:
     ]
 
 
-def _sum(samples: dict[str, list[tuple[dict[str, str], float]]], name: str,
-         labels: dict[str, str]) -> float:
+def columns(rows: list[tuple[list[str], str]]) -> list[str]:
+    """Rows of labels and a figure, indented, each label column as wide as its widest."""
+    if not rows:
+        return []
+    widths = [max(len(labels[i]) for labels, _ in rows) for i in range(len(rows[0][0]))]
+    return ["    " + "  ".join(f"{label:<{w}}" for label, w in zip(labels, widths, strict=True))
+            + f"  {figure}" for labels, figure in rows]
+
+
+def _sum(samples: Samples, name: str, labels: dict[str, str]) -> float:
     return sum(v for lab, v in samples.get(name, []) if lab == labels)
 
 
-def _one(samples: dict[str, list[tuple[dict[str, str], float]]], name: str) -> float:
+def _one(samples: Samples, name: str) -> float:
     return samples.get(name, [({}, 0.0)])[0][1]
 
 

@@ -4,7 +4,7 @@ It wakes when an accept writes a step that is already due, when a sender frees a
 that was full, when the next send_after arrives, and at least every poll interval so a lost
 wake-up costs one interval. Any other finished send only makes it look again at when the next step
 is due (one read): the send may have pulled a step forward, and otherwise nothing changed, so an
-empty claim transaction per send (issue 14's idle cost) is not paid.
+empty claim transaction per send (an idle daemon's cost) is not paid.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from notifyd.core.clock import Clock
 from notifyd.core.logs import step_line
 from notifyd.core.models import ENDED, Decided, Route, Verdict, Want
 from notifyd.core.text import iso
+from notifyd.engine.decisions import Entry
 from notifyd.engine.sender import SenderPool
 from notifyd.store import StorageError, Store
 
@@ -85,11 +86,15 @@ class Scanner:
         return len(claimed.claims)
 
     def _log_decided(self, decided: list[Decided]) -> None:
-        """What the claim decided other than send, once it has committed."""
+        """What the claim decided other than send, once it has committed: to the log, the
+        metrics and whoever follows the decisions."""
+        now = self.clock.now_ms()
         for d in decided:
             level, what = VERDICT_LOG[d.decision.verdict]
             step_line(log, level, what, d.notification_id, d.step_no, d.channel,
                       d.decision.reason)
+            self.pool.feed.publish(Entry(now, what, d.notification_id, d.step_no, d.channel,
+                                         d.tenant, d.user_id, d.kind, d.decision.reason))
             if d.decision.verdict in ENDED:
                 self.pool.metrics.step_ended(ENDED[d.decision.verdict], d.decision.why)
 

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import logging
 import random
+import time
 from collections import deque
 from collections.abc import Callable, Collection, Mapping
 
@@ -51,6 +52,7 @@ from notifyd.core.models import (
 )
 from notifyd.core.text import iso, plural
 from notifyd.domain import policy
+from notifyd.engine.decisions import Entry, Feed
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.render import Renderer
 from notifyd.engine.templates import Templates, why
@@ -115,22 +117,28 @@ class Breaker:
             return True
         return False
 
-    def record(self, ok: bool, now_ms: int, probe: bool) -> None:
+    def record(self, ok: bool, now_ms: int, probe: bool) -> str | None:
+        """Count a call's answer; what it changed: "opened", "closed", "reopened" or None."""
         if self.opened_at is not None:
-            if probe:  # only the probe's answer closes or reopens; stragglers are ignored
-                self.probing = False
-                self.opened_at = None if ok else now_ms
-                self.calls.clear()
-                self.errors = 0
-            return
+            if not probe:  # only the probe's answer closes or reopens; stragglers are ignored
+                return None
+            self.probing = False
+            self.opened_at = None if ok else now_ms
+            self.calls.clear()
+            self.errors = 0
+            return "closed" if ok else "reopened"
         self.calls.append((now_ms, ok))
         self.errors += not ok
         while self.calls and self.calls[0][0] < now_ms - self.window_ms:
             self.errors -= not self.calls.popleft()[1]
         if len(self.calls) >= self.min_calls and self.errors / len(self.calls) >= self.rate:
             self.opened_at = now_ms
-            log.warning("breaker opened: %d of %d recent calls failed", self.errors,
-                        len(self.calls))
+            return "opened"
+        return None
+
+    def why_open(self) -> str:
+        return (f"{self.errors} of {len(self.calls)} recent calls failed; one probe in "
+                f"{self.cooldown_ms / 1000:g} s")
 
 
 def backoff_ms(cfg: ChannelConfig, tries: int, rng: random.Random) -> int:
@@ -240,8 +248,10 @@ class SenderPool:
                  templates: Templates | None = None, rules: Rules | None = None,
                  link_key: bytes | None = None,
                  on_free: Callable[[bool], None] | None = None,
-                 carry: Mapping[str, ChannelSender] | None = None) -> None:
+                 carry: Mapping[str, ChannelSender] | None = None,
+                 feed: Feed | None = None) -> None:
         self.cfg, self.store, self.clock = cfg, store, clock
+        self.feed = feed or Feed()  # who follows the decisions (notifyd tail)
         # What the store applies beside the rows: a sent step's windows, receipts that arrived
         # before a send's answer named its message (the scanner claims under the same rules).
         self.rules = rules or policy.rules(cfg.catalog)
@@ -342,8 +352,9 @@ class SenderPool:
         # Queued together, so the writer commits the freezes and the failures as one batch.
         ended = [asyncio.ensure_future(self.store.complete(c, done, self.rules))
                  for c, done in failed]
-        for _, done in failed:
+        for claim, done in failed:
             self.metrics.step_ended(done.state, done.why)
+            self.feed.publish(_entry(claim, now, "dead", done.reason))
         frozen = await self.store.freeze([f for _, _, f in todo]) if todo else []
         await asyncio.gather(*ended)
         for (i, claim, _), ok in zip(todo, frozen, strict=True):
@@ -371,7 +382,13 @@ class SenderPool:
             if claim.lane is Lane.BROADCAST:
                 ch.broadcast.take(1)
             probe = ch.breaker.started(now)
+            if probe:
+                log.info("breaker of %s half-open: one probe call goes (%s)",
+                         self._sharing(ch.breaker), claim.key)
             ch.in_flight[claim.lane] += 1
+            if claim.attempt_no == 1 and claim.step_no > 0:
+                self.metrics.escalations.labels(claim.kind).inc()
+            self.feed.publish(_entry(claim, now, "sending", f"attempt {claim.attempt_no}"))
             task = asyncio.create_task(self._send(ch, claim, probe), name=f"send {claim.key}")
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
@@ -380,9 +397,10 @@ class SenderPool:
         try:
             assert claim.destination is not None and claim.payload is not None  # prepare()d
             message = Message(claim.key, claim.destination, claim.payload)
+            started = time.perf_counter()
             try:
                 # asyncio.timeout, not wait_for: on 3.11 wait_for wraps the send in one more
-                # task, a cost on every send (issue 14's soak).
+                # task, a cost on every send (measured in benchmarks/soak.py).
                 async with asyncio.timeout(ch.cfg.timeout_sec + SEND_SLACK_SEC):
                     outcome = await ch.adapter.send(message)
             except TimeoutError:
@@ -398,10 +416,10 @@ class SenderPool:
             if isinstance(outcome, Fanout):  # devices that refused for good die one by one
                 dead = tuple((d, a.reason) for d, a in outcome.results if isinstance(a, Rejected))
                 outcome = aggregate(outcome)
+            self.metrics.provider_seconds.labels(ch.name).observe(time.perf_counter() - started)
             now = self.clock.now_ms()
-            ch.breaker.record(isinstance(outcome, Sent | Rejected), now, probe)
-            if probe and ch.breaker.state == "closed":
-                self._release(ch.breaker, now)
+            self._breaker(ch.breaker, ch.breaker.record(isinstance(outcome, Sent | Rejected),
+                                                        now, probe), now)
             done = decide(ch.cfg, claim, outcome, now, self.rng)
             if isinstance(claim.contact, Devices):  # devices are disabled one by one, never all at once
                 done = dataclasses.replace(done, disable_contact=False, dead_devices=dead)
@@ -414,23 +432,38 @@ class SenderPool:
                 log.warning("%s: lease was taken over; attempt %d recorded, step left alone",
                             claim.key, claim.attempt_no)
             else:
-                _log_completion(claim, done)
+                level, what = _said_of(done)
+                step_line(log, level, what, claim.notification_id, claim.step_no,
+                          claim.channel, done.reason)
+                self.feed.publish(_entry(claim, now, what, done.reason))
                 self.metrics.step_ended(done.state, done.why)
         finally:
             was_full = ch.in_flight[claim.lane] >= ch.ceiling[claim.lane]
             ch.in_flight[claim.lane] -= 1
             self.on_free(was_full)
 
-    def _release(self, breaker: Breaker, now: int) -> None:
-        """A good probe closed the breaker. Its steps have waited, pending and due, and their
-        channels' buckets filled while it was open: they start empty instead, so the held steps
-        go in due order at each channel's rate, not as one burst at a provider just back."""
-        names = [name for name, ch in self.channels.items() if ch.breaker is breaker]
-        for name in names:
-            self.channels[name].bucket.empty(now)
-            self.channels[name].broadcast.empty(now)
-        log.info("breaker closed: a probe went through; held steps of %s go at the "
-                 "channel's rate", ", ".join(names))
+    def _sharing(self, breaker: Breaker) -> str:
+        """The channels a (vendor's) breaker holds, as a log line names them."""
+        return ", ".join(name for name, ch in self.channels.items() if ch.breaker is breaker)
+
+    def _breaker(self, breaker: Breaker, change: str | None, now: int) -> None:
+        """Say what a call's answer did to its breaker. A good probe closed it: its steps have
+        waited, pending and due, and their channels' buckets filled while it was open; they
+        start empty instead, so the held steps go in due order at each channel's rate, not as
+        one burst at a provider just back."""
+        if change == "opened":
+            log.warning("breaker of %s opened: %s; its steps wait, pending",
+                        self._sharing(breaker), breaker.why_open())
+        elif change == "reopened":
+            log.warning("breaker of %s reopened: the probe failed; the next in %g s",
+                        self._sharing(breaker), breaker.cooldown_ms / 1000)
+        elif change == "closed":
+            for ch in self.channels.values():
+                if ch.breaker is breaker:
+                    ch.bucket.empty(now)
+                    ch.broadcast.empty(now)
+            log.info("breaker of %s closed: a probe went through; held steps go at the "
+                     "channel's rate", self._sharing(breaker))
 
     async def _give_back(self, claim: Claim) -> None:
         """This process stops mid-send: the step becomes unknown now, under its claim token,
@@ -461,18 +494,20 @@ class SenderPool:
             await ch.adapter.close()
 
 
-def _log_completion(claim: Claim, done: Completion) -> None:
-    """One line per step outcome a person would want to know of: failures at WARNING, a retry
-    at INFO, a send at DEBUG (the status API and inspect have every one)."""
+def _said_of(done: Completion) -> tuple[int, str]:
+    """How loud a step's outcome is, and its words: failures at WARNING, a retry at INFO, a
+    send at DEBUG (the status API and inspect have every one)."""
     if done.state is StepState.SENT:
-        level, what = logging.DEBUG, "sent"
-    elif done.state in (StepState.PENDING, StepState.UNKNOWN):
+        return logging.DEBUG, "sent"
+    if done.state in (StepState.PENDING, StepState.UNKNOWN):
         level = logging.INFO if done.state is StepState.PENDING else logging.WARNING
-        what = f"{done.outcome}, retry at {iso(done.retry_at)}"
-    else:
-        level, what = logging.WARNING, str(done.state)
-    step_line(log, level, what, claim.notification_id, claim.step_no, claim.channel,
-              done.reason)
+        return level, f"{done.outcome}, retry at {iso(done.retry_at)}"
+    return logging.WARNING, str(done.state)
+
+
+def _entry(claim: Claim, now: int, what: str, reason: str | None) -> Entry:
+    return Entry(now, what, claim.notification_id, claim.step_no, claim.channel, claim.tenant,
+                 claim.user_id, claim.kind, reason)
 
 
 def _render_failed(claim: Claim, e: Exception) -> Completion:

@@ -57,7 +57,8 @@ class Stream:
     tenant: str
     user_id: str
     queue: asyncio.Queue[Event] = field(default_factory=lambda: asyncio.Queue(QUEUE_MAX))
-    closed: str | None = None  # "displaced" (the person opened one more), "behind", "stopping"
+    closed: str | None = None  # "displaced" (the person opened one more), "behind", "stopping",
+    #                            "erased"
     # Called when the hub closes it: its handler may be waiting for the page to read, and is
     # then ended by its connection closing rather than by CLOSE.
     end: Callable[[], None] = lambda: None
@@ -128,6 +129,11 @@ class Hub:
                 continue
             for event in events:
                 stream.queue.put_nowait(event)
+
+    def close_person(self, tenant: str, user_id: str, why: str) -> None:
+        """Every stream of the person ends now (they were erased)."""
+        for stream in list(self._streams.get((tenant, user_id), ())):
+            self.close(stream, why)
 
     def close_all(self) -> None:
         """Shutting down: every stream ends now (its page reconnects, to another instance)."""

@@ -372,6 +372,9 @@ def write_starter(folder: Path) -> list[Path]:
     return list(files)
 
 
+STARTER_PARAMS = '{"amount": "9.90 EUR", "invoice": "1009", "url": "https://example.com/i/1009"}'
+
+
 def _starter_readme() -> str:
     media = "\n".join(f"  {m:<6} {', '.join(p.required)}"
                       + (f" (optional: {', '.join(p.optional)})" if p.optional else "")
@@ -393,8 +396,11 @@ win over a param of the same name. An undefined variable is an error, not an emp
 
 Only .html.j2 files are HTML-escaped. One trailing newline is dropped from each part, and a line
 holding only a {{% %}} tag leaves no blank line. Each file stands alone (no include, extends or
-import). An email subject must render to one line. Files are read once, at start: restart
-notifyd after an edit. Try one: notifyd templates render payment_failed --channel email --locale de
+import). An email subject must render to one line. Files are read at start and at a reload
+(SIGHUP): reload or restart notifyd after an edit. Try one, from the folder that holds this
+one, with the params it needs:
+
+  notifyd templates render payment_failed --channel email --locale de --params '{STARTER_PARAMS}'
 """
 
 

@@ -27,8 +27,7 @@ from notifyd.domain.views import accepted_view, resolved_view, status_view
 from notifyd.engine import evidence, resolution
 from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
-from notifyd.engine.stream import CLOSE
-from notifyd.http import batch, events, people, topics, widget
+from notifyd.http import batch, decisions, events, people, topics, widget
 from notifyd.http.console.routes import ROUTES as CONSOLE_ROUTES
 from notifyd.http.console.session import SIGN_INS, SignIns
 from notifyd.http.errors import ApiError, status_of
@@ -157,7 +156,7 @@ async def delete_user(request: web.Request) -> web.Response:
                        "for every kind)")
     user_id = user_id_of(request)
     erased = await ctx.store.erase_user(key.tenant, user_id, f"key:{key.name}")
-    ctx.hub.publish(key.tenant, user_id, CLOSE)
+    ctx.hub.close_person(key.tenant, user_id, "erased")
     return web.json_response(erased_view(user_id, erased))
 
 
@@ -362,6 +361,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/suppressions", post_suppression),
     ("DELETE", "/v1/suppressions/{channel_type}/{address}", delete_suppression),
     ("POST", "/v1/webhooks/{provider}", post_webhook),
+    ("GET", "/v1/decisions/stream", decisions.get_stream),
     ("GET", "/v1/openapi.json", get_openapi),
     ("GET", "/healthz", get_health),
     ("GET", "/readyz", get_ready),

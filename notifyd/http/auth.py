@@ -1,9 +1,11 @@
 """API keys: made once, shown once, stored as a hash; looked up per request through a small cache,
 as are the tenants' user-token keys and the keys user tokens name, so that a revocation or a
-rotation reaches a running daemon within CACHE_MS."""
+rotation reaches a running daemon within CACHE_MS. A key's use is written at most once per
+USE_EVERY_MS, off the request's path, for `notifyd keys list`."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 from collections.abc import Awaitable, Callable
@@ -17,6 +19,7 @@ from notifyd.store import Store
 
 KEY_PREFIX = "nfy_"
 CACHE_MS = 5000  # a revoked key (or a rotated one) stops working within this long in a daemon
+USE_EVERY_MS = 60_000  # a key's last use is written at most this often: to the minute
 T = TypeVar("T")
 
 
@@ -38,12 +41,40 @@ class KeyCache:
         self._hits: dict[str, tuple[int, ApiKey]] = {}
         self._named: dict[str, tuple[int, KeyRecord]] = {}
         self._signing: dict[str, tuple[int, SigningKey]] = {}
+        self._used: dict[str, int] = {}  # a key's hash -> when its last use was written
+        self._writes: set[asyncio.Task[None]] = set()
 
     async def find(self, authorization: str | None) -> ApiKey | None:
         if not authorization or authorization[:7].lower() != "bearer ":  # scheme: any case
             return None
         digest = hash_key(authorization[7:].strip())
-        return await self._recall(self._hits, digest, lambda: self.store.find_key(digest))
+        key = await self._recall(self._hits, digest, lambda: self.store.find_key(digest))
+        if key is not None:
+            self._note_use(digest)
+        return key
+
+    def _note_use(self, digest: str) -> None:
+        """Write that the key was used, unless that was written within USE_EVERY_MS; the
+        request does not wait for it."""
+        now = self.clock.now_ms()
+        last = self._used.get(digest)
+        if last is not None and last <= now < last + USE_EVERY_MS:
+            return
+        self._used[digest] = now
+        task = asyncio.create_task(self._mark_used(digest))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _mark_used(self, digest: str) -> None:
+        try:
+            await self.store.mark_key_used(digest)
+        except Exception:  # noqa: BLE001 - a use not written is no reason to refuse anything
+            self._used.pop(digest, None)  # the next request tries again
+
+    async def settle(self) -> None:
+        """Wait for the uses being written (before the store closes)."""
+        if self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
 
     async def live(self, name: str, tenant: str) -> bool:
         """Whether the API key called `name` is the tenant's and not revoked."""

@@ -17,7 +17,7 @@ from collections import deque
 
 from notifyd.config import Config
 from notifyd.core.clock import Clock, MonotonicClock
-from notifyd.engine.metrics import BREAKER_STATE, Metrics
+from notifyd.engine.metrics import Metrics
 from notifyd.engine.scanner import Scanner
 from notifyd.engine.sender import SenderPool
 from notifyd.store import StorageError, Store
@@ -111,5 +111,5 @@ class Health:
         m.age_rows(self.clock.now_ms())
         m.routing(await self.store.routing_backlog(), self.clock.now_ms())
         for name, sender in self.pool.channels.items():
-            m.breaker.labels(name).set(BREAKER_STATE[sender.breaker.state])
+            m.breaker_state(name, sender.breaker.state)
         return m.text()

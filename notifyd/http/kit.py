@@ -20,6 +20,7 @@ from notifyd.core.models import ApiKey, ResolveResult
 from notifyd.domain import policy
 from notifyd.domain.validate import get_str, parse_object
 from notifyd.engine import evidence
+from notifyd.engine.decisions import Feed
 from notifyd.engine.ingest import Ingest
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.resolution import Ref
@@ -50,6 +51,7 @@ class Context:
         self.rules = policy.rules(cfg.catalog)  # what receipts are judged by
         self.fetch = evidence.Fetcher(cfg.egress.routes())  # the SNS certificate (ses)
         self.hub: Hub = ingest.hub  # open inbox streams, told of changes after they commit
+        self.feed: Feed = ingest.feed  # who follows the engine's decisions (notifyd tail)
         self.link_key = link_key  # signs unsubscribe links (the daemon's, from the store)
         self.guard = guard  # the connection guard, when serving: streams leave its count
         self.closing = asyncio.Event()  # set at shutdown: open inbox streams end

@@ -270,6 +270,14 @@ SCHEMAS: dict[str, Any] = {
         "token": _STR, "user_id": _STR, "expires_at": _TIME}},
     "Devices": {"type": "object", "required": ["devices"],
                 "properties": {"devices": {"type": "array", "items": _ref("Device")}}},
+    "Decision": {"type": "object", "description": "the data of a decision event on "
+                 "GET /v1/decisions/stream", "required": [
+        "at", "decision", "notification_id", "step_no", "channel", "kind", "user_id", "reason"],
+        "properties": {"at": _TIME, "decision": {"type": "string", "description": (
+            "accepted, sending, sent, failed/unknown with its retry time, rejected, dead, "
+            "cancelled, postponed, expired, suppressed, held for a digest")},
+            "notification_id": _STR, "step_no": {"type": ["integer", "null"]},
+            "channel": _NSTR, "kind": _STR, "user_id": _STR, "reason": _NSTR}},
     "Ready": {"type": "object", "required": ["status", "checks"], "properties": {
         "status": {"type": "string", "enum": ["ready", "not_ready"]},
         "checks": {"type": "object", "additionalProperties": _STR}}},
@@ -487,6 +495,17 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
                 "responses": {"200": {"description": "stored and applied (a provider's own "
                                                      "reply body, e.g. TwiML for Twilio)"},
                               **_errors(400, 401, 403, 404, 406, 408, 413, 503)}}},
+            "/v1/decisions/stream": {"get": {
+                "summary": "The engine's decisions as they happen (notifyd tail), as "
+                           "Server-Sent Events: open ({kind, channel, user_id}: the filter; "
+                           "what follows it is seen), decision (data: a Decision), lost "
+                           "({count}: entries dropped for a slow reader); a key with the read "
+                           "scope sees its tenant's, of its kinds", "parameters": [
+                    {"name": "kind", "in": "query", "required": False, "schema": _ID},
+                    {"name": "channel", "in": "query", "required": False, "schema": _ID},
+                    {"name": "user_id", "in": "query", "required": False, "schema": _ID}],
+                "responses": {"200": {"description": "the stream", "content": {
+                    "text/event-stream": {"schema": _STR}}}, **_errors(401, 403, 422, 503)}}},
             "/v1/openapi.json": _public("This document", {"200": {"description": "ok"}}),
             "/healthz": _public("Liveness: the process answers; nothing is touched",
                                 {"200": {"description": "ok"}}),

@@ -1,7 +1,9 @@
 """aiohttp's server logger, standing in: a malformed request from a client (a header over the
 limit, Content-Length with Transfer-Encoding, garbage on the port) is one WARNING line without a
 traceback, and any other error that escapes the app's middlewares one ERROR line naming where it
-was raised (core/logs.Throttled); both rate-limited, since a client can repeat them at will."""
+was raised (core/logs.Throttled); both rate-limited, since a client can repeat them at will.
+
+The access log (`serve --access-log`): one line per request, its parts as fields in JSON."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import logging
 import sys
 from typing import Any
 
+from aiohttp.abc import AbstractAccessLogger
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web import BaseRequest, StreamResponse
 
 from notifyd.core.clock import Clock
 from notifyd.core.logs import Throttled, printable
@@ -36,3 +40,16 @@ class ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
         remote = printable(args[0]) if args else "?"
         self.lines.log("malformed", logging.WARNING, "malformed HTTP request from %s answered %s: %s",
                        remote, exc.code, printable(exc.message or type(exc).__name__))
+
+
+class AccessLog(AbstractAccessLogger):
+    """One INFO line per request: who, what, the answer, how long. The path goes without its
+    query, which may hold a user token (?token= on an inbox stream); the fields are the same in
+    text and, as fields of their own, in JSON."""
+
+    def log(self, request: BaseRequest, response: StreamResponse, time: float) -> None:
+        fields = {"remote": request.remote or "-", "method": request.method,
+                  "path": printable(request.path, 200), "status": response.status,
+                  "bytes": response.body_length, "duration_ms": round(time * 1000, 1)}
+        self.logger.info("%(remote)s %(method)s %(path)s %(status)d %(bytes)d %(duration_ms)gms",
+                         fields, extra={"ids": fields})

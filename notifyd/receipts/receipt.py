@@ -19,7 +19,7 @@ The body, one receipt per request:
    "status": "delivered" | "shown" | "opened", "timestamp": "<ISO 8601 with offset>" (optional)}
 or the key form the push payloads carry (webpush `key` in the encrypted data, fcm
 `data.notifyd_key`): {"key": "n_...:STEP[:d_...]", "status": ..., "timestamp": ...}.
-An optional "provider" (a short word, e.g. "apns", as seed 001's example shows) is accepted and
+An optional "provider" (a short word, e.g. "apns", naming what delivered it) is accepted and
 ignored. Anything else is refused with BadReceipt naming the field, so a client's typo shows at
 once. key = "n_...:STEP"; the device goes to detail ("device d_...").
 

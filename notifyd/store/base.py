@@ -151,6 +151,11 @@ class KeyStore(Protocol):
         """One write; False if there was no such key, or it was revoked already."""
         ...
 
+    async def mark_key_used(self, key_hash: str) -> None:
+        """One write: the key was used now (the transaction's time); a daemon calls it at
+        most once a minute per key."""
+        ...
+
     async def signing_key(self, name: str) -> bytes:
         """One write: the named key (the one that signs now), made (32 random bytes) the first
         time; two processes asking at once get the same key."""

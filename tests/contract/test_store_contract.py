@@ -98,6 +98,18 @@ class TestKeysAndPeople:
         assert await store.find_key("h1") is None
         assert (await store.list_keys())[0].revoked_at == NOW + 1
 
+    async def test_a_keys_last_use_is_kept_for_keys_list(
+            self, store: Store, clock: FakeClock) -> None:
+        await store.create_key("h1", "billing", "acme", ())
+        await store.create_key("h2", "ops", "acme", ())
+        at(clock, NOW + 5_000)
+        await store.mark_key_used("h2")
+        await store.mark_key_used("h-none")  # no such key: nothing
+        assert [(k.name, k.last_used_at) for k in await store.list_keys()] == [
+            ("billing", None), ("ops", NOW + 5_000)]
+        found = await store.find_key_named("ops")
+        assert found is not None and found.last_used_at == NOW + 5_000
+
     async def test_a_signing_key_is_made_once_and_only_found_once_made(
             self, store: Store) -> None:
         assert await store.find_signing_key("links") is None

@@ -162,6 +162,30 @@ async def test_the_key_cache_runs_on_the_injected_clock(tmp_path: Path) -> None:
         await store.close()
 
 
+async def test_a_keys_use_is_written_once_a_minute_for_keys_list(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = await open_store(str(tmp_path / "k.db"), clock)
+    try:
+        key = new_key()
+        await store.create_key(hash_key(key), "k", "acme", ())
+        assert [k.last_used_at for k in await store.list_keys()] == [None]
+        cache = KeyCache(store, clock)
+        first = clock.now_ms()
+        for _ in range(3):  # three requests in a minute: one write
+            assert await cache.find(f"Bearer {key}") is not None
+            await cache.settle()
+            clock.advance(10)
+        assert [k.last_used_at for k in await store.list_keys()] == [first]
+        clock.advance(30)
+        assert await cache.find(f"Bearer {key}") is not None
+        await cache.settle()
+        assert [k.last_used_at for k in await store.list_keys()] == [first + 60_000]
+        assert await cache.find("Bearer nfy_made-up") is None  # no key: nothing written
+        assert len(await store.list_keys()) == 1
+    finally:
+        await store.close()
+
+
 async def test_a_webhook_answer_is_read_up_to_a_bound_never_whole(tmp_path: Path) -> None:
     """A provider that answers 200 and then streams without end: the send is Sent at once."""
     from aiohttp import web

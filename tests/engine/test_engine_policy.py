@@ -371,7 +371,8 @@ ONE_STEP_URGENT = KindConfig(ladder=(LadderStep("hook"),), urgency="urgent")
 
 
 async def test_breaker_opens_holds_work_pending_and_a_good_probe_closes_it(
-        tmp_path: Path, prov: Provider) -> None:
+        tmp_path: Path, prov: Provider, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "notifyd.sender")
     prov.reply = answer(500, "down")
     async with engine(tmp_path, {"hook": webhook(prov.url, **BREAKER)}, {"k": ONE_STEP}) as e:
         breaker = e.pool.channels["hook"].breaker
@@ -410,6 +411,12 @@ async def test_breaker_opens_holds_work_pending_and_a_good_probe_closes_it(
         e.clock.advance(0.001)
         await e.run_dry()
         assert (await e.state_counts()) == {"sent": 7}
+    said = [r.getMessage() for r in caplog.records if "breaker" in r.getMessage()]
+    assert [line.split(":")[0] for line in said] == [  # each names its channel
+        "breaker of hook opened", "breaker of hook half-open", "breaker of hook reopened",
+        "breaker of hook half-open", "breaker of hook closed"]
+    assert said[0].startswith("breaker of hook opened: 4 of 4 recent calls failed; one probe "
+                              "in 30 s")
 
 
 async def test_a_half_open_breaker_lets_exactly_one_probe_out(tmp_path: Path, prov: Provider) -> None:

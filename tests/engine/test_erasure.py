@@ -89,7 +89,8 @@ async def test_erasing_a_person_reports_what_went_and_nothing_more_reaches_them(
             "cancelled": {"notifications": 2, "steps": 3},
             "scrubbed": {"params": 2, "payloads": 1, "receipts": 0},
             "suppressions": {"hashed": 1, "kept": 0}}
-        assert queue.get_nowait() is CLOSE  # an open inbox stream of theirs ends
+        assert queue is not None and queue.queue.get_nowait() is CLOSE  # their stream ends
+        assert queue.closed == "erased"
 
         s.e.clock.advance(3600)
         await s.e.run_dry()

@@ -106,7 +106,9 @@ async def test_resolving_a_read_on_resolve_kind_marks_its_inbox_item_read(
         ticket = (await post(s, "ticket"))["notification_id"]
         plain = (await post(s, "plain", "d2"))["notification_id"]
         assert await badge(s) == 2
-        queue = s.ctx.hub.subscribe("default", "ada")
+        stream = s.ctx.hub.subscribe("default", "ada")
+        assert stream is not None
+        queue = stream.queue
         r = await s.client.post(f"/v1/notifications/{ticket}/resolve", headers=auth(s))
         assert r.status == 200
         r = await s.client.post(f"/v1/notifications/{plain}/resolve", headers=auth(s))

@@ -81,3 +81,12 @@ def test_the_store_loads_no_aiohttp_channel_or_parser_nor_a_dialect_until_asked(
                                                "notifyd.engine", "notifyd.config"))] == []
     assert [m for m in loaded if m.startswith(("notifyd.store.sqlite", "sqlite3",
                                                "aiosqlite"))] == []
+
+
+def test_the_client_loads_nothing_of_the_daemon_nor_aiohttp_until_its_async_half() -> None:
+    """A producer's script imports the sync client without the server's parts or aiohttp."""
+    loaded = _loaded_by(("notifyd.client",), children=False)
+    assert "notifyd.client.sync" in loaded
+    server = ("notifyd.store", "notifyd.engine", "notifyd.http", "notifyd.daemon",
+              "notifyd.config", "notifyd.channels", "notifyd.receipts", "aiohttp", "sqlite3")
+    assert [m for m in loaded if m.startswith(server)] == []

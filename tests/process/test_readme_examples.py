@@ -1,28 +1,41 @@
-"""The README's examples do what it says: the user-token recipes make tokens notifyd accepts
-(Python always, JavaScript where node is installed); the batch example, run against the daemon,
-prints what its comments say; the events and topics commands run against the daemon."""
+"""The README's examples do what it says: every shell block runs as written against a running
+daemon (or says, in a comment just above it, why it cannot be run as it is: it installs a
+system service, it runs until stopped, it needs its section's config); the user-token recipes
+make tokens notifyd accepts (Python always, JavaScript where node is installed); the batch and
+client examples, run against the daemon, print what their comments say; the browser snippet, in
+node, reads an inbox and hears a new item on its stream; the events and topics commands run
+against a daemon with their section's config."""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Daemon, clean_env, create_key
+from engine_support import Daemon, clean_env, create_key, inbox_config
 
 from notifyd.domain import signed
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
 TOKENS = README[README.index("**User tokens.**"):]
 BATCHES = README[README.index("**Batches.**"):]
+CLIENTS = README[README.index("## Clients"):]
+# A shell block, and the comment above it that says why the tests cannot run it, if one does.
+SH = re.compile(r"(?:<!-- not run as is: (?P<why>[^\n]*?) -->\n)?```sh\n(?P<code>.*?)```", re.S)
 KEY = secrets.token_bytes(32)
 SECRET = base64.urlsafe_b64encode(KEY).decode().rstrip("=")
 MAX_TTL_SEC = 86400  # tokens.max_ttl_sec's default
@@ -59,16 +72,175 @@ def test_the_batch_example_prints_what_its_comments_say(tmp_path: Path,
     assert code is not None
     said = re.findall(r"^print\(.*?\)  # (\[[^]]*\])", code.group(1), re.M)
     assert len(said) == 2
-    db = tmp_path / "n.db"
-    key = create_key(db)
-    daemon = Daemon(db)
-    try:
-        names: dict[str, Any] = {"KEY": key}
-        exec(code.group(1).replace("http://127.0.0.1:7726", daemon.url), names)  # noqa: S102
-    finally:
-        assert daemon.stop() == 0, daemon.stderr()
+    names = _run_against_a_daemon(code.group(1), tmp_path)
     assert capsys.readouterr().out.splitlines() == said
     assert names["results"][0]["state"] == "log_pending"
+
+
+# --- the shell blocks --------------------------------------------------------------------------
+
+
+def sh_blocks() -> list[tuple[int, str | None, str]]:
+    """(line, why it is not run or None, the code) of every ```sh block."""
+    return [(README.count("\n", 0, m.start("code")), m.group("why"), m.group("code"))
+            for m in SH.finditer(README)]
+
+
+RUN = [(line, code) for line, why, code in sh_blocks() if why is None]
+
+
+def test_every_shell_block_runs_or_says_why_it_cannot() -> None:
+    blocks = sh_blocks()
+    assert len(blocks) == README.count("```sh")
+    assert all(why is None or len(why) > 10 for _, why, _ in blocks)
+    assert len(RUN) >= 5  # the ones that stopped being runnable say so, with a reason
+
+
+@dataclass
+class Playground:
+    """A folder as README's reader has it: a config, `.venv/bin/notifyd`, `examples/`, and a
+    daemon running on the config's port; `notifyd`, `python` and `curl` (which fails on an
+    error status, as the examples' reader would notice one) on the PATH."""
+
+    folder: Path
+    port: int
+    env: dict[str, str]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _shim(path: Path, command: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\nexec {command} \"$@\"\n")
+    path.chmod(0o755)
+
+
+@pytest.fixture(scope="module")
+def playground(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Playground]:
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("curl is not installed here")
+    folder = tmp_path_factory.mktemp("readme")
+    port = _free_port()
+    config = folder / "notifyd.toml"
+    config.write_text(f'[server]\nport = {port}\n\n[store]\nurl = "notifyd.db"\n')
+    notifyd = f"{sys.executable} -m notifyd"
+    _shim(folder / ".venv" / "bin" / "notifyd", notifyd)
+    _shim(folder / "bin" / "notifyd", notifyd)
+    _shim(folder / "bin" / "python", sys.executable)
+    _shim(folder / "bin" / "curl", f"{curl} --fail-with-body --silent --show-error")
+    (folder / "examples").symlink_to(ROOT / "examples")
+    key = create_key(folder / "notifyd.db", config)
+    env = clean_env(NOTIFYD_CONFIG=str(config), KEY=key,
+                    PATH=f"{folder / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    daemon = Daemon(folder / "notifyd.db", config, port=None)
+    try:
+        yield Playground(folder, port, env)
+    finally:
+        assert daemon.stop() == 0, daemon.stderr()
+
+
+@pytest.mark.parametrize(("line", "code"), RUN, ids=[f"line {line}" for line, _ in RUN])
+def test_a_shell_block_runs_as_written(playground: Playground, line: int, code: str) -> None:
+    script = code.replace(":7726", f":{playground.port}")
+    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], capture_output=True,
+                          text=True, env=playground.env, cwd=playground.folder, timeout=300,
+                          check=False)
+    assert done.returncode == 0, f"README.md line {line}:\n{code}\n{done.stdout}\n{done.stderr}"
+
+
+# --- the clients -------------------------------------------------------------------------------
+
+
+def test_the_python_client_example_prints_what_its_comments_say(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = re.search(r"```python\n(.*?)```", CLIENTS, re.S)
+    assert code is not None
+    said = re.findall(r"^\s*print\(.*\)  # (.*)$", code.group(1), re.M)
+    assert len(said) == 3
+    _run_against_a_daemon(code.group(1), tmp_path)
+    assert capsys.readouterr().out.splitlines() == said
+
+
+def _run_against_a_daemon(code: str, tmp_path: Path) -> dict[str, Any]:
+    """An example run with KEY set, against a daemon of the built-in config; its names."""
+    db = tmp_path / "n.db"
+    names: dict[str, Any] = {"KEY": create_key(db)}
+    daemon = Daemon(db)
+    try:
+        exec(code.replace("http://127.0.0.1:7726", daemon.url), names)  # noqa: S102
+    finally:
+        assert daemon.stop() == 0, daemon.stderr()
+    return names
+
+
+# What the page would do with what openInbox hands it; the token comes from "the backend".
+HARNESS = """
+const realFetch = globalThis.fetch;
+globalThis.fetch = (url, init) => url === "/api/notifyd-token"
+  ? Promise.resolve(new Response(JSON.stringify({ token: TOKEN })))
+  : realFetch(url, init);
+const show = {
+  items: (items) => console.log(`items ${items.length}`),
+  badge: (unread) => console.log(`badge ${unread}`),
+  item: (item) => { console.log(`item ${item.title}`); process.exit(0); },
+};
+openInbox("ada", show).then((s) => s.addEventListener("open", () => console.log("open")));
+setTimeout(() => process.exit(3), 30000);
+"""
+
+
+def _node_has_event_source() -> bool:
+    node = shutil.which("node")
+    if node is None:
+        return False
+    done = subprocess.run([node, "--experimental-eventsource", "-e",
+                           "process.exit(typeof EventSource === 'function' ? 0 : 1)"],
+                          capture_output=True, timeout=60, check=False)
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(not _node_has_event_source(), reason="no node with EventSource here")
+def test_the_browser_snippet_reads_the_inbox_and_hears_a_new_item(tmp_path: Path) -> None:
+    blocks = re.findall(r"```js\n(.*?)```", CLIENTS, re.S)
+    assert len(blocks) == 1
+    config = inbox_config(tmp_path, "Note {{ n }}")
+    db = tmp_path / "n.db"
+    key = create_key(db, config)
+    daemon = Daemon(db, config)
+    node = None
+    try:
+        token = _call(daemon.url, key, "/v1/users/ada/tokens", {})["token"]
+        _call(daemon.url, key, "/v1/notifications", {"user_id": "ada", "kind": "note",
+                                                     "params": {"n": 1}})
+        program = (blocks[0].replace("https://notifyd.example.com", daemon.url)
+                   + f"const TOKEN = {json.dumps(token)};\n" + HARNESS)
+        node = subprocess.Popen(["node", "--experimental-eventsource", "--no-warnings", "-e",
+                                 program], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        assert node.stdout is not None
+        heard = [node.stdout.readline().strip() for _ in range(3)]
+        assert sorted(heard) == ["badge 1", "items 1", "open"]
+        _call(daemon.url, key, "/v1/notifications", {"user_id": "ada", "kind": "note",
+                                                     "params": {"n": 2}})
+        out, err = node.communicate(timeout=60)
+        assert node.returncode == 0, err
+        assert out.strip() == "item Note 2"
+    finally:
+        if node is not None and node.poll() is None:
+            node.kill()
+        assert daemon.stop() == 0, daemon.stderr()
+
+
+def _call(url: str, key: str, path: str, body: dict[str, Any]) -> Any:
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={
+        "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.load(answer)
 
 
 EVENTS = README[README.index("## Events and topics"):]

@@ -18,6 +18,7 @@ from notifyd.http.openapi import spec
 schema = schemathesis.openapi.from_dict(spec(["demo"], ["log"]))  # the built-in config
 # A stream never ends: tests/engine/test_people.py reads it.
 schema = schema.exclude(path="/v1/users/{user_id}/inbox/stream")
+schema = schema.exclude(path="/v1/decisions/stream")  # tests/process/test_client.py reads it
 # Not checked: that every schema-valid request is accepted. Some rules are not a schema's to
 # say (fallback_chain needs timeout_sec on every step but the last; a kind may refuse overrides;
 # a timezone must exist); the server refuses those with a documented 422, which is checked.

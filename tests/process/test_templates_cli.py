@@ -4,7 +4,9 @@ template naming the file, and vapid generate prints a key pair webpush accepts."
 
 from __future__ import annotations
 
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -49,6 +51,18 @@ def test_init_writes_templates_that_check_and_render(tmp_path: Path) -> None:
     assert "Rechnung 1009" in shown.output
     again = CliRunner().invoke(main, ["init", "--force", str(config)], env=ENV)
     assert "has templates already; left as it is" in again.output
+
+
+def test_the_starter_readmes_try_one_runs_as_written(tmp_path: Path) -> None:
+    _init(tmp_path)
+    text = (tmp_path / "templates" / "README.txt").read_text()
+    [command] = [line.strip() for line in text.splitlines()
+                 if line.strip().startswith("notifyd templates render")]
+    args = shlex.split(command)[1:]
+    done = subprocess.run([sys.executable, "-m", "notifyd", *args], capture_output=True,
+                          text=True, env=clean_env(), cwd=tmp_path, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "Zahlung fehlgeschlagen: Rechnung 1009" in done.stdout
 
 
 def test_a_broken_or_missing_template_is_named_and_stops_the_start(tmp_path: Path) -> None:

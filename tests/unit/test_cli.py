@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import click
@@ -79,6 +80,30 @@ def test_keys_create_prints_the_key_once_and_stores_only_its_hash(tmp_path: Path
     assert "billing\ttenant=acme\tkinds=demo\tscopes=post,read,resolve,topics,users\tactive" in (
         listed.stdout)
     assert key not in listed.output
+
+
+def test_keys_list_says_when_each_key_was_made_and_last_used(tmp_path: Path) -> None:
+    db = tmp_path / "keys.db"
+    run(db, "keys", "create", "--name", "fresh")
+    [line] = run(db, "keys", "list").stdout.splitlines()
+    made = line.split("\t")[5]
+    assert datetime.fromisoformat(made.removeprefix("created=")).tzinfo is not None, line
+    assert line.endswith("\tlast_used=never")
+
+
+def test_keys_create_warns_when_it_made_a_database_no_config_names(tmp_path: Path) -> None:
+    """The daemon, started with its config or elsewhere, would use another database and
+    refuse the key; once the database exists, or a config names it, nothing to say."""
+    db = tmp_path / "keys.db"
+    made = run(db, "keys", "create", "--name", "first")
+    assert made.exit_code == 0
+    assert f"no database at {db}, so this made a new one" in made.stderr
+    assert "warning" not in run(db, "keys", "create", "--name", "second").stderr
+    config = tmp_path / "n.toml"
+    config.write_text(f'[store]\nurl = "{tmp_path / "other.db"}"\n')
+    named = CliRunner().invoke(main, ["keys", "create", "--name", "x"],
+                               env={"NOTIFYD_CONFIG": str(config), "NOTIFYD_DB": None})
+    assert named.exit_code == 0 and "warning" not in named.stderr
 
 
 def test_keys_create_refuses_unknown_kinds_and_duplicate_names(tmp_path: Path) -> None:

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
+from datetime import datetime
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 
 from notifyd.core.clock import FakeClock
-from notifyd.core.logs import JsonFormatter, RateLimit, TextFormatter, step_line
-from notifyd.http.serverlog import ServerLog
+from notifyd.core.logs import JsonFormatter, RateLimit, TextFormatter, setup_logging, step_line
+from notifyd.http.serverlog import AccessLog, ServerLog
 
 
 def _record(msg: str, *args: object, **extra: object) -> logging.LogRecord:
@@ -83,3 +87,56 @@ def test_an_error_escaping_the_app_is_one_line_a_while_naming_where_it_was_raise
     escape()
     [record] = caplog.records
     assert record.exc_info is not None
+
+
+def test_json_time_is_iso_8601_with_its_zone() -> None:
+    record = _record("x")
+    record.created = 1_790_000_000.25
+    out = json.loads(JsonFormatter().format(record))
+    assert out["time"] == "2026-09-21T14:13:20.250+00:00"
+    assert datetime.fromisoformat(out["time"]).tzinfo is not None
+
+
+@pytest.fixture
+def root_logging() -> Iterator[None]:
+    """setup_logging changes the process's loggers: put them back after."""
+    root, ours = logging.getLogger(), logging.getLogger("notifyd")
+    handlers, levels = root.handlers[:], (root.level, ours.level)
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(levels[0])
+    ours.setLevel(levels[1])
+
+
+@pytest.mark.usefixtures("root_logging")
+def test_debug_is_notifyds_own_unless_the_libraries_are_asked_for() -> None:
+    """aiosqlite logs every statement at DEBUG: --log-level debug would be a flood of them."""
+    setup_logging("debug")
+    assert logging.getLogger("notifyd.scanner").isEnabledFor(logging.DEBUG)
+    assert not logging.getLogger("aiosqlite").isEnabledFor(logging.DEBUG)
+    assert logging.getLogger("aiosqlite").isEnabledFor(logging.INFO)
+    setup_logging("debug", libraries="debug")
+    assert logging.getLogger("aiosqlite").isEnabledFor(logging.DEBUG)
+    setup_logging("warning")
+    assert not logging.getLogger("notifyd.scanner").isEnabledFor(logging.INFO)
+    assert not logging.getLogger("aiohttp.web").isEnabledFor(logging.INFO)
+
+
+async def test_the_access_log_has_fields_and_never_the_query() -> None:
+    records: list[logging.LogRecord] = []
+    logger = logging.getLogger("notifyd.test-access")
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    request = make_mocked_request("GET", "/v1/users/ada/inbox/stream?token=nut1.secret")
+    try:
+        AccessLog(logger, "").log(request, web.Response(status=200, body=b"hello"), 0.0123)
+    finally:
+        logger.removeHandler(handler)
+    out = json.loads(JsonFormatter().format(records[0]))
+    assert "secret" not in json.dumps(out)
+    assert {k: out[k] for k in ("method", "path", "status", "bytes", "duration_ms")} == {
+        "method": "GET", "path": "/v1/users/ada/inbox/stream", "status": 200,
+        "bytes": 0, "duration_ms": 12.3}  # bytes: as written to the wire (none here)
+    assert out["message"].endswith("GET /v1/users/ada/inbox/stream 200 0 12.3ms")

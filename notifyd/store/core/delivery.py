@@ -115,7 +115,7 @@ def _judge(tx: Tx, row: Row, rules: Rules, sending: dict[str, int], lease_ms: in
     version = who.pref_version if who is not None else None
     if decision.verdict is not Verdict.SEND:
         apply(tx, row, decision, version)
-        decided.append(Decided(nid, no, channel, decision))
+        decided.append(Decided(nid, no, channel, decision, row["tenant"], row["user_id"], kind))
         return None
     attempt = row["attempts"] + 1
     token = secrets.token_hex(8)
@@ -126,7 +126,8 @@ def _judge(tx: Tx, row: Row, rules: Rules, sending: dict[str, int], lease_ms: in
         kind, row["tenant"], row["user_id"], orjson.loads(row["params"]), row["created_at"], who)
     return Claim(nid, no, channel, ctx.lane, attempt, attempt - row["retry_base"], token,
                  row["expires_at"], ctx.contact, row["destination"],
-                 None if frozen is None else json.loads(frozen), notice)
+                 None if frozen is None else json.loads(frozen), notice, row["tenant"],
+                 row["user_id"], kind)
 
 
 def _recipient(tx: Tx, row: Row) -> Recipient | None:
@@ -233,7 +234,8 @@ def end_unconfigured(tx: Tx, channels: list[str], decide: DecideFn) -> list[Deci
                            row["expires_at"], None, None, None, configured=False)
         decision = decide(ctx, tx.now)
         apply(tx, row, decision, None)
-        out.append(Decided(row["notification_id"], row["step_no"], row["channel"], decision))
+        out.append(Decided(row["notification_id"], row["step_no"], row["channel"], decision,
+                           row["tenant"], row["user_id"], row["kind"]))
     return out
 
 

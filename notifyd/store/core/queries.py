@@ -15,9 +15,12 @@ class Queries(Protocol):
     SELECT_TENANT: str  # (name) -> name, created_at
     INSERT_KEY: str  # (key_hash, name, tenant, kinds, created_at, scopes)
     SELECT_KEY: str  # (key_hash) -> name, tenant, kinds, key_hash, scopes; not revoked
-    SELECT_KEYS: str  # () -> name, tenant, kinds, created_at, revoked_at, scopes, by name
-    SELECT_KEY_NAMED: str  # (name) -> name, tenant, kinds, created_at, revoked_at, scopes
+    SELECT_KEYS: str  # () -> name, tenant, kinds, created_at, revoked_at, scopes, last_used_at,
+    #                  by name
+    SELECT_KEY_NAMED: str  # (name) -> name, tenant, kinds, created_at, revoked_at, scopes,
+    #                        last_used_at
     REVOKE_KEY: str  # (revoked_at, name); only one not yet revoked
+    MARK_KEY_USED: str  # (last_used_at, key_hash)
     INSERT_SIGNING_KEY: str  # (name, secret, created_at); nothing if it exists
     SELECT_SIGNING_KEY: str  # (name) -> secret, previous, previous_until
     ROTATE_SIGNING_KEY: str  # (secret, previous_until, created_at, name): the key it had becomes

@@ -200,6 +200,9 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
         return await self.backend.write(
             lambda tx: tx.run(self.q.REVOKE_KEY, (tx.now, name)) > 0)
 
+    async def mark_key_used(self, key_hash: str) -> None:
+        await self.backend.write(lambda tx: tx.run(self.q.MARK_KEY_USED, (tx.now, key_hash)))
+
     async def signing_key(self, name: str) -> bytes:
         """The named signing key, made (32 random bytes) the first time it is asked for."""
 
@@ -499,7 +502,7 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
 
 def _key_record(r: Row) -> KeyRecord:
     return KeyRecord(r["name"], r["tenant"], rows.split(r["kinds"]), r["created_at"],
-                     r["revoked_at"], rows.split(r["scopes"]))
+                     r["revoked_at"], rows.split(r["scopes"]), r["last_used_at"])
 
 
 def _signing_key(r: Row) -> SigningKey:

@@ -17,11 +17,12 @@ INSERT_KEY = """INSERT INTO api_keys (key_hash, name, tenant, kinds, created_at,
 VALUES (?, ?, ?, ?, ?, ?)"""
 SELECT_KEY = "SELECT name, tenant, kinds, key_hash, scopes FROM api_keys WHERE key_hash = ? " \
              "AND revoked_at IS NULL"
-SELECT_KEYS = """SELECT name, tenant, kinds, created_at, revoked_at, scopes FROM api_keys
-ORDER BY name"""
-SELECT_KEY_NAMED = """SELECT name, tenant, kinds, created_at, revoked_at, scopes FROM api_keys
-WHERE name = ?"""
+SELECT_KEYS = """SELECT name, tenant, kinds, created_at, revoked_at, scopes, last_used_at
+FROM api_keys ORDER BY name"""
+SELECT_KEY_NAMED = """SELECT name, tenant, kinds, created_at, revoked_at, scopes, last_used_at
+FROM api_keys WHERE name = ?"""
 REVOKE_KEY = "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"
+MARK_KEY_USED = "UPDATE api_keys SET last_used_at = ? WHERE key_hash = ?"
 
 # created_at: the time of the write that made the row (?8 is `at` again; an update keeps it).
 UPSERT_RECIPIENT = """INSERT INTO recipients
@@ -262,7 +263,7 @@ WHERE notification_id = (SELECT id FROM n) AND ($5::integer IS NULL OR step_no =
     AND state IN ('dead', 'unknown')
 RETURNING step_no"""
 SELECT_UNCONFIGURED = """SELECT s.notification_id, s.step_no, s.channel, s.lane, s.send_after,
-    n.resolution, n.expires_at
+    n.resolution, n.expires_at, n.tenant, n.user_id, n.kind
 FROM steps s JOIN notifications n ON n.id = s.notification_id
 WHERE s.state IN ('pending', 'unknown') AND s.channel NOT IN (SELECT jsonb_array_elements_text(?::jsonb))
 ORDER BY s.notification_id, s.step_no"""

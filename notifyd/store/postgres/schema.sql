@@ -1,4 +1,4 @@
--- version = 2
+-- version = 3
 TABLE api_keys (
     key_hash text NOT NULL
     name text NOT NULL
@@ -7,6 +7,7 @@ TABLE api_keys (
     created_at bigint NOT NULL
     revoked_at bigint
     scopes text NOT NULL DEFAULT 'post,read,resolve,users'::text
+    last_used_at bigint
 )
 TABLE attempts (
     notification_id text NOT NULL

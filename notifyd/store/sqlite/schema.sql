@@ -1,4 +1,4 @@
--- user_version = 16
+-- user_version = 17
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -6,7 +6,7 @@ CREATE TABLE api_keys (
     kinds       TEXT NOT NULL,             -- comma-separated allowed kinds; empty = all
     created_at  INTEGER NOT NULL,
     revoked_at  INTEGER
-, scopes TEXT NOT NULL DEFAULT 'post,read,resolve,users');
+, scopes TEXT NOT NULL DEFAULT 'post,read,resolve,users', last_used_at INTEGER);
 CREATE TABLE attempts (
     notification_id TEXT NOT NULL,
     step_no      INTEGER NOT NULL,
