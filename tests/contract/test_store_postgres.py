@@ -7,7 +7,11 @@ import threading
 from pathlib import Path
 
 import pg_support
+import pytest
+from store_support import NOW, accept, opened
 
+from notifyd.core.clock import FakeClock
+from notifyd.store import StorageError
 from notifyd.store.postgres.backend import connect
 from notifyd.store.postgres.migrate import migrate, migrations, schema_sql
 
@@ -38,3 +42,21 @@ def test_two_processes_migrating_a_new_database_at_once_both_succeed() -> None:
     for t in both:
         t.join(30)
     assert outcome == [migrations()[-1][0]] * 2
+
+
+async def test_a_lost_connection_fails_that_write_alone_and_the_next_connects_again() -> None:
+    """The server ends the writer's session (a restart, a failover, an idle timeout): the batch
+    in flight fails as StorageError naming the database, /readyz's fault says so, and the next
+    write connects again and commits."""
+    url = pg_support.fresh_url()
+    async with opened(url, FakeClock(NOW)) as s:
+        await s.ping()
+        backend = s.backend  # type: ignore[attr-defined]
+        with connect(url) as admin:
+            admin.execute("SELECT pg_terminate_backend($1)", (backend.writer_pid,))
+        with pytest.raises(StorageError, match="unreachable"):
+            await s.ping()
+        assert s.fault is not None and "unreachable" in s.fault
+        await s.ping()
+        await accept(s, "n_1", "a")
+        assert s.fault is None and await s.get_notification("n_1") is not None

@@ -5,10 +5,8 @@ connection is made again for the next batch."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +15,6 @@ import psycopg
 from psycopg import errors
 
 from notifyd.core.clock import Clock
-from notifyd.store.base import StorageError
 from notifyd.store.core.queries import Queries
 from notifyd.store.postgres.tx import PgTx
 from notifyd.store.sqlite.writer import Op, Writer
@@ -43,13 +40,8 @@ class PgWriter(Writer):
         self.q = q
         self.retried = 0  # batches run again after a deadlock, for tests and benchmarks
 
-    async def open(self) -> None:
-        loop = self._loop = asyncio.get_running_loop()
-        ready: asyncio.Future[None] = loop.create_future()
-        self._thread = threading.Thread(target=self._serve, args=(ready,),
-                                        name="notifyd-pg-writer", daemon=True)
-        self._thread.start()
-        await ready
+    def _remember_file(self) -> None:
+        """No file: a database server."""
 
     def _run(self, ops: list[Op], sheds: bool = False) -> list[tuple[bool, Any]]:
         for attempt in range(RETRIES):
@@ -106,15 +98,8 @@ class PgWriter(Writer):
         self._last_now = now if now > self._last_now else self._last_now
         return PgTx(conn, self.q, self._last_now)
 
-    def _storage(self, e: BaseException) -> BaseException:
+    def _fault_of(self, e: BaseException) -> str | None:
         if not lost(e):
-            return e
+            return None
         why = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        self._fault, self._fault_at = f"the database is unreachable ({self.path}): {why}", \
-            time.monotonic()
-        held = self._warn.allow()
-        if held is not None:
-            more = f"; {held} more failed writes since the last line" if held else ""
-            log.error("storage unavailable: %s; answering 503 until it recovers%s",
-                      self._fault, more)
-        return StorageError(self._fault)
+        return f"the database is unreachable ({self.path}): {why}"

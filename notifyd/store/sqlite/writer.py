@@ -89,6 +89,10 @@ class Writer:
                                         daemon=True)
         self._thread.start()
         await ready
+        self._remember_file()
+
+    def _remember_file(self) -> None:
+        """The file this writer opened, to tell it from one put in its place (`_replaced`)."""
         st = os.stat(self.path)
         self._identity = (st.st_dev, st.st_ino)
 
@@ -224,12 +228,18 @@ class Writer:
         tx.now = self._last_now = now if now > self._last_now else self._last_now
         return tx
 
+    def _fault_of(self, e: BaseException) -> str | None:
+        """What `e` says is wrong with the storage (for /readyz and the log); None: `e` is the
+        statement's own error."""
+        fault = storage_fault(e)
+        return None if fault is None else f"{fault} ({self.path})"
+
     def _storage(self, e: BaseException) -> BaseException:
         """A storage fault as StorageError (logged, rate-limited); any other error as it is."""
-        fault = storage_fault(e)
+        fault = self._fault_of(e)
         if fault is None:
             return e
-        self._fault, self._fault_at = f"{fault} ({self.path})", time.monotonic()
+        self._fault, self._fault_at = fault, time.monotonic()
         held = self._warn.allow()
         if held is not None:
             more = f"; {held} more failed writes since the last line" if held else ""
