@@ -240,11 +240,13 @@ WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown')"""
 # The earliest moment the scanner has work: a due step that may go (none of its notification's
 # steps in flight) on one of the given (channel, lane) pairs, or a lease's end. One statement
 # for all pairs, so a scanner about to sleep makes one read, not one per pair.
-_NEXT_DUE_PAIR = """SELECT min(s.send_after) AS at FROM steps s
-    WHERE s.channel = ? AND s.lane = ? AND s.state IN ('pending', 'unknown')
-    AND NOT EXISTS (SELECT 1 FROM steps f
-                    WHERE f.notification_id = s.notification_id AND f.state = 'sending')"""
-_NEXT_LAPSE = "SELECT min(lease_until) AS at FROM steps WHERE state = 'sending'"
+# Along steps_due in send_after order, the first whose notification has none in flight: the
+# planner turns SQLite's min() over NOT EXISTS into a scan of every open step.
+_NEXT_DUE_PAIR = """(SELECT s.send_after AS at FROM steps s
+    JOIN notifications n ON n.id = s.notification_id
+    WHERE s.channel = ? AND s.lane = ? AND s.state IN ('pending', 'unknown') AND n.sending = 0
+    ORDER BY s.send_after LIMIT 1)"""
+_NEXT_LAPSE = "(SELECT min(lease_until) AS at FROM steps WHERE state = 'sending')"
 
 
 @functools.lru_cache(maxsize=64)
