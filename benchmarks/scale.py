@@ -14,7 +14,8 @@ between the processes by 32 closed-loop clients (this process, on the same two c
    the time it was due (the claim's lag), p50 and p99, read from the rows.
 
 CPU per notification is each daemon's user + system CPU over phases 1-3 divided by the
-notifications it accepted. This machine has two cores: two processes do not double anything
+notifications it accepted, and the PostgreSQL server's (all its processes on this machine) over
+all of them. This machine has two cores: two processes do not double anything
 here; the CPU per notification says what more cores or hosts would carry.
 """
 
@@ -101,6 +102,20 @@ async def open_loop(urls: list[str], key: str, rate: float, seconds: float) -> i
     return sent
 
 
+def server_cpu() -> float:
+    """CPU seconds of every PostgreSQL server process on this machine (0 without one)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        if "(postgres)" in text:
+            fields = text.rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def rows(url: str, sql: str) -> list[tuple[int, ...]]:
     if url.startswith("sqlite:///"):
         import sqlite3
@@ -128,7 +143,7 @@ def run(label: str, url: str, processes: int, args: argparse.Namespace, folder: 
     daemons = [Daemon(config, url, f"{label}-{i}") for i in range(processes)]
     try:
         urls = [d.url for d in daemons]
-        cpu0 = [d.cpu() for d in daemons]
+        cpu0, server0 = [d.cpu() for d in daemons], server_cpu()
         t = time.monotonic()
         accepted = asyncio.run(closed(urls, key, "later", "a", None, args.seconds))
         accepts = accepted / (time.monotonic() - t)
@@ -142,6 +157,7 @@ def run(label: str, url: str, processes: int, args: argparse.Namespace, folder: 
         while len(prov.seen) < args.n + lagged and time.monotonic() < deadline:
             time.sleep(0.05)
         cpu = [d.cpu() - c for d, c in zip(daemons, cpu0, strict=True)]
+        server = server_cpu() - server0 if url.startswith("postgresql") else 0.0
         lags = [r[0] for r in rows(url, "SELECT a.started_at - s.send_after FROM attempts a "
                                         "JOIN steps s USING (notification_id, step_no) "
                                         "JOIN notifications n ON n.id = s.notification_id "
@@ -150,7 +166,8 @@ def run(label: str, url: str, processes: int, args: argparse.Namespace, folder: 
         per = " + ".join(f"{1000 * c / (total / processes):.2f}" for c in cpu)
         print(f"{label:<14} {accepts:7.0f} accepts/s  {steps:7.0f} steps/s  due lag at "
               f"{args.rate:.0f}/s: p50 {pct(lags, 0.5):4d} ms p99 {pct(lags, 0.99):5d} ms "
-              f"({len(lags)} of {lagged})  CPU ms/notification per process: {per}")
+              f"({len(lags)} of {lagged})  CPU ms/notification per process: {per}"
+              + (f", the database server's {1000 * server / total:.2f}" if server else ""))
     finally:
         for d in daemons:
             d.stop()
