@@ -280,7 +280,7 @@ def main() -> int:
         daemons += [Daemon(config, url, "a"), Daemon(config, url, "b")]
         urls = [d.url for d in daemons]
         cpu0 = [d.cpu() for d in daemons]
-        began = time.monotonic()
+        began, start_wall = time.monotonic(), time.time()
         at_kill: list[float] = []
 
         def kill() -> None:
@@ -319,6 +319,12 @@ def main() -> int:
         print(f"CPU: b {cpu[0]:.1f} s, a (restarted) {cpu[1]:.1f} s, a before the kill "
               f"{killed_cpu:.1f} s; {1000 * (cpu[0] + cpu[1]) / max(1, len(ids)):.2f} ms per "
               "notification for the two that lived")
+        arrivals = sorted(at for _, _, at in prov.seen)
+        if arrivals:
+            span = (arrivals[-1] - arrivals[0]) / 1000
+            print(f"provider: requests from {(arrivals[0] / 1000 - start_wall):.1f} s to "
+                  f"{(arrivals[-1] / 1000 - start_wall):.1f} s after the first post "
+                  f"({len(arrivals) / max(span, 0.001):.0f}/s on average)")
         for b in bad:
             print("VIOLATION:", b)
         print("ok" if not bad else "FAILED")

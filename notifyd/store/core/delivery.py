@@ -71,7 +71,10 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
         n = budget.allow(route, want.n)
         shared = tx.q.TAKE_TOKENS and budget.rates.get(want.channel)
         if shared and n > 0:  # the deployment's bucket, locked until this claim commits
-            left = float(tx.value(tx.q.TAKE_TOKENS, (want.channel, *shared, tx.now)))
+            left = tx.value(tx.q.TAKE_TOKENS, (want.channel, *shared, tx.now))
+            if left is None:  # another process's claim holds it: nothing now
+                claimed.tokens[want.channel] = 0.0
+                continue
             n = min(n, int(left))
         taken = 0
         while taken < n:

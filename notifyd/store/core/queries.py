@@ -267,7 +267,8 @@ class Queries(Protocol):
 
     # --- a channel's bucket for the whole deployment ('' where one process sends)
     TAKE_TOKENS: str  # (channel, rate_per_sec, burst, now) -> tokens now, refilled since last
-    #   (a new channel starts full); the bucket locked until the commit
+    #   (a new channel starts full); the bucket locked until the commit; no row while another
+    #   transaction holds it
     SPEND_TOKENS: str  # (n, channel) -> tokens left after n were taken
 
     # --- signals to the other processes on the database, sent at commit ('': one process)
