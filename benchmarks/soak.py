@@ -735,7 +735,7 @@ def analysis_db(db: Path | str, calls: Path) -> sqlite3.Connection:
 
 
 COPIED = {"notifications": "id, kind, resolved_at",
-          "steps": "notification_id, step_no, state, send_after",
+          "steps": "notification_id, step_no, state, send_after, attempts",
           "attempts": "notification_id, step_no, started_at"}
 
 

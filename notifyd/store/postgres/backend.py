@@ -27,7 +27,7 @@ from notifyd.store.core.tx import Args, Script
 from notifyd.store.postgres import queries
 from notifyd.store.postgres.migrate import migrate
 from notifyd.store.postgres.tx import PgTx, row_factory, run
-from notifyd.store.postgres.writer import PgWriter
+from notifyd.store.postgres.writer import BATCH_LOCK_WAIT, PgWriter
 
 T = TypeVar("T")
 log = logging.getLogger("notifyd.store")
@@ -116,6 +116,7 @@ class PostgresBackend:
                     raise StoreMissing(f"no notifyd tables in {self.url}; check --config / "
                                        "--db (notifyd serve or notifyd keys create makes them)")
             migrate(conn)
+            conn.execute(f"SET lock_timeout = '{BATCH_LOCK_WAIT}'")  # a script alone: none
             self.writer_pid = conn.info.backend_pid  # its signals are this process's own
         except BaseException:
             conn.close()

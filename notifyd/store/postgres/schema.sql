@@ -259,7 +259,7 @@ CREATE INDEX receipts_step ON receipts USING btree (notification_id, step_no);
 CREATE UNIQUE INDEX recipients_pkey ON recipients USING btree (tenant, user_id);
 CREATE UNIQUE INDEX signing_keys_pkey ON signing_keys USING btree (name);
 CREATE INDEX steps_dead ON steps USING btree (updated_at) WHERE (state = 'dead'::text);
-CREATE INDEX steps_due ON steps USING btree (channel, lane, send_after) WHERE (state = ANY (ARRAY['pending'::text, 'unknown'::text]));
+CREATE INDEX steps_due ON steps USING btree (channel, lane, send_after, notification_id, step_no) WHERE (state = ANY (ARRAY['pending'::text, 'unknown'::text]));
 CREATE INDEX steps_inflight ON steps USING btree (lease_until) WHERE (state = 'sending'::text);
 CREATE UNIQUE INDEX steps_pkey ON steps USING btree (notification_id, step_no);
 CREATE INDEX steps_provider_ref ON steps USING btree (provider_ref) WHERE (provider_ref IS NOT NULL);

@@ -1,7 +1,15 @@
 """The PostgreSQL write path: SQLite's writer (one thread, group commit, a failing script
-replayed alone in a savepoint) on a psycopg connection, with two things SQLite never needs:
-a batch PostgreSQL ended to break a deadlock with another process runs again, and a lost
-connection is made again for the next batch."""
+replayed alone in a savepoint) on a psycopg connection, with what SQLite never needs, since
+other processes lock rows too:
+
+- a batch waits for a lock at most BATCH_LOCK_WAIT: a batch holds the locks of all its scripts,
+  so two processes' batches can wait for each other (PostgreSQL finds that deadlock only after
+  deadlock_timeout, a second by default). A batch that waited too long, or was ended to break a
+  deadlock, is rolled back and its scripts run again one transaction each, waiting as long as
+  they must (a script alone takes its locks in one order: notification, then step);
+- a script alone that PostgreSQL ends to break a deadlock runs again (RETRIES);
+- a lost connection fails the batch with StorageError and is made again for the next one.
+"""
 
 from __future__ import annotations
 
@@ -20,12 +28,15 @@ from notifyd.store.postgres.tx import PgTx
 from notifyd.store.sqlite.writer import Op, Writer
 
 log = logging.getLogger("notifyd.store")
-RETRIES = 8  # a batch ended by a deadlock or a serialization failure runs again this often
+RETRIES = 8  # a script alone ended by a deadlock or a serialization failure runs again this often
+BATCH_LOCK_WAIT = "50ms"  # lock_timeout for a batch of several scripts (see above)
 
 
 def retryable(e: BaseException) -> bool:
-    """A transaction PostgreSQL ended to let another go on: running it again succeeds."""
-    return isinstance(e, errors.DeadlockDetected | errors.SerializationFailure)
+    """A transaction PostgreSQL ended to let another go on (or, for a batch, that waited too
+    long for a lock): running it again succeeds."""
+    return isinstance(e, errors.DeadlockDetected | errors.SerializationFailure
+                      | errors.LockNotAvailable)
 
 
 def lost(e: BaseException) -> bool:
@@ -44,25 +55,46 @@ class PgWriter(Writer):
         """No file: a database server."""
 
     def _run(self, ops: list[Op], sheds: bool = False) -> list[tuple[bool, Any]]:
+        try:
+            if len(ops) == 1:
+                outcomes = [self._single(ops[0])]
+            else:
+                try:
+                    outcomes = self._batch(ops)
+                except Exception as e:
+                    if not retryable(e):
+                        raise
+                    self.retried += 1  # waited on another process: each script alone
+                    outcomes = [self._single(op) for op in ops]
+        except Exception as e:  # noqa: BLE001 - the connection is lost: each op is told
+            if lost(e):
+                self._drop()
+            return [(False, self._storage(e))] * len(ops)
+        if sheds and all(ok for ok, _ in outcomes):
+            self._fault = None
+        return outcomes
+
+    def _single(self, op: Op) -> tuple[bool, Any]:
+        """One script in a transaction of its own, waiting for its locks as long as it must;
+        run again if PostgreSQL ends it to break a deadlock."""
+        conn = self._connection()
         for attempt in range(RETRIES):
             try:
-                outcomes = self._batch(ops)
-            except Exception as e:  # noqa: BLE001 - each op is answered with it
-                if retryable(e) and attempt < RETRIES - 1:  # a deadlock: the batch runs again
-                    self.retried += 1
-                    time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
-                    continue
+                with conn.transaction():
+                    conn.execute("SET LOCAL lock_timeout = 0")
+                    return True, op(self._tx(conn))
+            except Exception as e:  # noqa: BLE001 - the op's own error is its answer
                 if lost(e):
-                    self._drop()
-                return [(False, self._storage(e))] * len(ops)
-            if sheds and all(ok for ok, _ in outcomes):
-                self._fault = None
-            return outcomes
+                    raise
+                if not retryable(e) or attempt == RETRIES - 1:
+                    return False, e
+                self.retried += 1
+                time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
         raise AssertionError("unreachable")
 
     def _batch(self, ops: list[Op]) -> list[tuple[bool, Any]]:
         """Every op in one transaction; if one raises, all again, each in a savepoint of its
-        own, so that only that one fails."""
+        own, so that only that one fails. A lock waited for too long ends the batch."""
         conn = self._connection()
         try:
             with conn.transaction():

@@ -255,7 +255,10 @@ CREATE INDEX receipts_orphans ON receipts (provider_ref) WHERE notification_id I
 CREATE INDEX receipts_received ON receipts (received_at);
 CREATE INDEX receipts_step ON receipts (notification_id, step_no);
 CREATE INDEX steps_dead ON steps (updated_at) WHERE state = 'dead';
-CREATE INDEX steps_due ON steps (channel, lane, send_after) WHERE state IN ('pending', 'unknown');
+-- The claim's order (send_after, then the key, as SQLite's rows tie) read off the index: the
+-- claim stops after the steps it wants however many are due.
+CREATE INDEX steps_due ON steps (channel, lane, send_after, notification_id, step_no)
+    WHERE state IN ('pending', 'unknown');
 CREATE INDEX steps_inflight ON steps (lease_until) WHERE state = 'sending';
 CREATE INDEX steps_provider_ref ON steps (provider_ref) WHERE provider_ref IS NOT NULL;
 CREATE INDEX suppressions_address ON suppressions (address);
