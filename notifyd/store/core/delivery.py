@@ -71,7 +71,7 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
         n = budget.allow(route, want.n)
         shared = tx.q.TAKE_TOKENS and budget.rates.get(want.channel)
         if shared and n > 0:  # the deployment's bucket, locked until this claim commits
-            left = tx.value(tx.q.TAKE_TOKENS, (want.channel, *shared, tx.now))
+            left = _take_tokens(tx, want.channel, shared)
             if left is None:  # another process's claim holds it: nothing now
                 claimed.tokens[want.channel] = 0.0
                 continue
@@ -95,6 +95,17 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
             claimed.tokens[want.channel] = float(tx.value(tx.q.SPEND_TOKENS,
                                                           (taken, want.channel)))
     return claimed
+
+
+def _take_tokens(tx: Tx, channel: str, rate: tuple[float, int]) -> float | None:
+    """The tokens in the deployment's bucket of `channel` now, locked for this transaction;
+    None while another holds it. Its first claim makes it, full."""
+    row = tx.one(tx.q.TAKE_TOKENS, (channel, *rate, tx.now))
+    assert row is not None
+    if row["tokens"] is not None or row["kept"]:
+        return None if row["tokens"] is None else float(row["tokens"])
+    made = tx.value(tx.q.MAKE_BUCKET, (channel, rate[1], tx.now))
+    return None if made is None else float(made)
 
 
 def _judge(tx: Tx, row: Row, rules: Rules, sending: dict[str, int], lease_ms: int,

@@ -266,9 +266,11 @@ class Queries(Protocol):
     #   seq, so a person's seqs grow in commit order (a stream resuming after one skips none)
 
     # --- a channel's bucket for the whole deployment ('' where one process sends)
-    TAKE_TOKENS: str  # (channel, rate_per_sec, burst, now) -> tokens now, refilled since last
-    #   (a new channel starts full); the bucket locked until the commit; no row while another
-    #   transaction holds it
+    TAKE_TOKENS: str  # (channel, rate_per_sec, burst, now) -> tokens (refilled since last, the
+    #   bucket locked until the commit; NULL while another transaction holds it), kept (there
+    #   is a bucket)
+    MAKE_BUCKET: str  # (channel, burst, now) -> tokens of the new, full bucket; NULL: made
+    #   by another meanwhile
     SPEND_TOKENS: str  # (n, channel) -> tokens left after n were taken
 
     # --- signals to the other processes on the database, sent at commit ('': one process)

@@ -597,16 +597,18 @@ LOCK_INBOX = "SELECT pg_advisory_xact_lock(2, hashtext(? || '/' || ?))"
 
 # Refilled to now at the rate and capped at the burst given (the config's: a reload changes
 # them for what comes next), and locked until the claim commits; a bucket another process's
-# claim holds is skipped (no row: nothing to take now), so a claim never waits on another, nor
-# do the accepts committed with it. A channel's first claim makes its bucket, full.
-TAKE_TOKENS = """WITH made AS (
-    INSERT INTO rate_budgets (channel, tokens, at) VALUES (?1, ?3::float8, ?4)
-    ON CONFLICT (channel) DO NOTHING RETURNING tokens),
-free AS (SELECT channel FROM rate_budgets WHERE channel = ?1 FOR UPDATE SKIP LOCKED),
+# claim holds is skipped (tokens NULL, kept true: nothing to take now), so a claim never waits
+# on another's, nor do the accepts committed with it. No bucket yet (kept false): MAKE_BUCKET.
+TAKE_TOKENS = """WITH free AS (
+    SELECT channel FROM rate_budgets WHERE channel = ? FOR UPDATE SKIP LOCKED),
 refilled AS (UPDATE rate_budgets b SET tokens = least(?3::float8, b.tokens
         + greatest(0, ?4 - b.at) / 1000.0 * ?2::float8), at = greatest(b.at, ?4)
     FROM free WHERE b.channel = free.channel RETURNING b.tokens)
-SELECT tokens FROM made UNION ALL SELECT tokens FROM refilled"""
+SELECT (SELECT tokens FROM refilled) AS tokens,
+    EXISTS (SELECT 1 FROM rate_budgets WHERE channel = ?1) AS kept"""
+# A channel's first claim makes its bucket, full; NULL if another made it meanwhile.
+MAKE_BUCKET = """INSERT INTO rate_budgets (channel, tokens, at) VALUES (?, ?, ?)
+ON CONFLICT (channel) DO NOTHING RETURNING tokens"""
 SPEND_TOKENS = """UPDATE rate_budgets SET tokens = tokens - ? WHERE channel = ?
 RETURNING tokens"""
 
