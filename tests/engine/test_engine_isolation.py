@@ -30,7 +30,10 @@ KINDS = {"digest": KindConfig(ladder=(LadderStep("hook"),)),
 
 async def test_an_urgent_step_is_sent_in_the_next_scan_despite_a_bulk_backlog(
         tmp_path: Path, prov: Provider) -> None:
-    channel = webhook(prov.url, bulk_concurrency=BULK_CONCURRENCY, urgent_concurrency=4)
+    # The held bulk calls must outlast the reads of 10,000 notifications below (about 10 s on
+    # PostgreSQL, where each is a snapshot over the network): they time out past timeout_sec.
+    channel = webhook(prov.url, bulk_concurrency=BULK_CONCURRENCY, urgent_concurrency=4,
+                      timeout_sec=40.0)
     async with engine(tmp_path, {"hook": channel}, KINDS,
                       scanner=ScannerConfig(claim_batch=256)) as e:
         await e.accept_many(BULK, kind="digest")

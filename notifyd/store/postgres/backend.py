@@ -140,8 +140,11 @@ class PostgresBackend:
         return await self.writer.write(script, shed)
 
     def _read(self) -> psycopg.Connection[Any]:
+        """The reader's connection: a statement alone is its own transaction; a snapshot's
+        BEGIN starts a REPEATABLE READ one (the session's default, a round trip saved)."""
         if self._reader is None or self._reader.closed:
             self._reader = connect(self.dsn)
+            self._reader.execute("SET default_transaction_isolation = 'repeatable read'")
         return self._reader
 
     async def fetch(self, sql: str, values: Args = ()) -> list[Any]:
@@ -166,11 +169,11 @@ class PostgresBackend:
         return None if row is None else row[0]
 
     async def snapshot(self, script: Script[T]) -> T:
-        """`script`'s reads in one REPEATABLE READ transaction: one snapshot for them all."""
+        """`script`'s reads in one REPEATABLE READ transaction: one snapshot for them all (a
+        script here only reads)."""
         def in_snapshot() -> T:
             conn = self._read()
             with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 return script(PgTx(conn, self.q, self.clock.now_ms()))
 
         result: T = await self._on_reader(in_snapshot)
