@@ -2,11 +2,12 @@
 replayed alone in a savepoint) on a psycopg connection, with what SQLite never needs, since
 other processes lock rows too:
 
-- a batch waits for a lock at most BATCH_LOCK_WAIT: a batch holds the locks of all its scripts,
-  so two processes' batches can wait for each other (PostgreSQL finds that deadlock only after
-  deadlock_timeout, a second by default). A batch that waited too long, or was ended to break a
-  deadlock, is rolled back and its scripts run again one transaction each, waiting as long as
-  they must (a script alone takes its locks in one order: notification, then step);
+- a batch (one script or more) waits for a lock at most BATCH_LOCK_WAIT: a batch holds the
+  locks of all its scripts, so two processes' batches can wait for each other (PostgreSQL finds
+  that deadlock only after deadlock_timeout, a second by default). A batch that waited too
+  long, or was ended to break a deadlock, is rolled back and its scripts run again one
+  transaction each, waiting as long as they must (a script alone takes its locks in one order:
+  notification, then step);
 - a script alone that PostgreSQL ends to break a deadlock runs again (RETRIES);
 - a lost connection fails the batch with StorageError and is made again for the next one.
 """
@@ -56,16 +57,13 @@ class PgWriter(Writer):
 
     def _run(self, ops: list[Op], sheds: bool = False) -> list[tuple[bool, Any]]:
         try:
-            if len(ops) == 1:
-                outcomes = [self._single(ops[0])]
-            else:
-                try:
-                    outcomes = self._batch(ops)
-                except Exception as e:
-                    if not retryable(e):
-                        raise
-                    self.retried += 1  # waited on another process: each script alone
-                    outcomes = [self._single(op) for op in ops]
+            try:
+                outcomes = self._batch(ops)
+            except Exception as e:
+                if not retryable(e):
+                    raise
+                self.retried += 1  # waited on another process: each script alone
+                outcomes = [self._single(op) for op in ops]
         except Exception as e:  # noqa: BLE001 - the connection is lost: each op is told
             if lost(e):
                 self._drop()
