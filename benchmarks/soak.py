@@ -4,6 +4,8 @@ whether every promise held (issue 14).
 
 Run:   /work/main/.venv/bin/python benchmarks/soak.py                 (1,157/s for 600 s, ~11 min)
 Quick: /work/main/.venv/bin/python benchmarks/soak.py --quick         (100/s for 10 s)
+Batch: /work/main/.venv/bin/python benchmarks/soak.py --batch 100    (producers that post and
+       resolve in batches; the same load, figures and checks)
 Also:  --rate R --seconds S, --event-loop uvloop, --profile (py-spy over the timed phase), --keep.
 
 Processes, so that no client's CPU is counted as the daemon's:
@@ -23,6 +25,18 @@ Processes, so that no client's CPU is counted as the daemon's:
   a pipe to
 - the resolver (`--gen resolver`): POST /v1/notifications/{id}/resolve 1 s after that 202, open
   loop too (a timer per notification), over 16 keep-alive connections, latency from its due time.
+
+--batch N (default 0: the single calls above) makes both producers post in batches instead:
+- the accept generator posts N items at a time to POST /v1/notifications/batch, open loop, batch j
+  (items jN to jN + N - 1) due at start + j * N / rate; latency counts per batch from its due
+  time; each item's status and id come from its place in the answer's results;
+- the resolver collects, every RESOLVE_EVERY_S (0.1 s), the even-numbered notifications whose
+  resolve time (1 s after the 202) has come and posts them as one POST /v1/resolutions/batch (by
+  user_id + dedup_key, the only way that call names a notification; at most 1,000 a request),
+  open loop too: a batch's latency counts from the earliest due item in it, so the wait for the
+  tick is in it. An item answered for another notification id than the accept's is counted apart.
+Accept latency, the resolver's and the target's accept p99 are then per batch; every other figure
+and check is per notification as in single mode.
 
 Figures: offered and achieved accept rate, accept latency p50/p99/max and non-2xx by status (the
 resolver's beside it); due lag per step (A, B, C = steps 0, 1, 2: the receiver's first arrival -
@@ -53,9 +67,9 @@ Beside them: sent steps that never reached the receiver, calls that match no ste
 steps' final states (resolved: step 0 sent, 1 and 2 cancelled; others: all three sent).
 
 The last line weighs the run against the issue's target (1,157/s for 10 min, due lag p99 <= 100
-ms, accept p99 <= 50 ms, correctness counts zero, RSS flat): achieved within 1% of the offered
-rate, every step's p99 under 100 ms, and the last RSS sample within 10% (+5 MiB) of the first one
-after the first fifth of the run.
+ms, accept p99 <= 50 ms (per batch with --batch), correctness counts zero, RSS flat): achieved
+within 1% of the offered rate, every step's p99 under 100 ms, and the last RSS sample within 10%
+(+5 MiB) of the first one after the first fifth of the run.
 
 Every child is stopped and the scratch folder removed at the end (--keep, or --profile, keeps
 it), also on errors; every wait is bounded. The machine is small and shared: the load average is
@@ -68,6 +82,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import heapq
 import http.client
 import json
 import math
@@ -108,6 +123,8 @@ HOST = "127.0.0.1"
 KIND = "soak"
 WINDOW_SEC = 2
 RESOLVE_AFTER_S = 1.0
+RESOLVE_EVERY_S = 0.1  # --batch: how often the resolver posts what has come due
+MAX_BATCH = 1000  # items a batch call takes
 SAMPLE_EVERY_S = 5.0
 ACCEPT_POOL, RESOLVE_POOL = 64, 16
 TARGET = {"rate": 1157.0, "seconds": 600.0, "lag_p99": 100.0, "accept_p99": 50.0}
@@ -137,9 +154,27 @@ ladder = [ {{ channel = "hook", timeout_sec = {w} }}, {{ channel = "hook", timeo
 # --- the accept generator (--gen accepts SPEC) -------------------------------------------------
 
 
+def ref(i: int) -> dict[str, str]:
+    """Notification i's user_id and dedup_key: what a resolution by key names it by."""
+    return {"user_id": f"u{i % 5000}", "dedup_key": f"soak-{i}"}
+
+
+def accept_item(i: int) -> dict[str, Any]:
+    return {**ref(i), "kind": KIND, "params": {"amount": "12.00", "invoice": i}}
+
+
 def accept_body(i: int) -> bytes:
-    return json.dumps({"user_id": f"u{i % 5000}", "kind": KIND, "dedup_key": f"soak-{i}",
-                       "params": {"amount": "12.00", "invoice": i}}).encode()
+    return json.dumps(accept_item(i)).encode()
+
+
+def batch_results(status: int, body: bytes, size: int) -> list[dict[str, Any]]:
+    """A batch answer's results, one per item; the batch's own status for each when it was not
+    200 or its results do not line up with the items."""
+    if status == 200:
+        results = json.loads(body).get("results")
+        if isinstance(results, list) and len(results) == size:
+            return results
+    return [{"status": status if status != 200 else -2}] * size
 
 
 async def wait_go() -> None:
@@ -181,16 +216,21 @@ async def finish(tasks: set[asyncio.Task[None]], limit: float) -> int:
 
 
 async def accept_loop(spec: dict[str, Any]) -> dict[str, Any]:
-    """POST request i when due (t0 + i / rate); per request (ms after t0): task began, answered,
-    status (0: connection failed, -1: no answer in time). Even ones answered 202 go down the
-    pipe to the resolver as "id answered_ns"."""
+    """POST request i when due (t0 + i / rate), or with --batch N batch j of items jN.. when due
+    (t0 + j * N / rate); per item (ms after t0): its request began, answered, status (0:
+    connection failed, -1: no answer in time, -2: a batch answer without its results), and with
+    batches the same per batch. Even ones answered 202 go down the pipe to the resolver as
+    "id answered_ns i"."""
     loop = asyncio.get_running_loop()
     pipe, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(spec["pipe_fd"], "wb", 0))
-    port, rate, n = spec["port"], spec["rate"], spec["count"]
+    port, rate, n, size = spec["port"], spec["rate"], spec["count"], spec["batch"]
     headers = {"Authorization": f"Bearer {spec['api_key']}"}
     free = await open_pool(port, ACCEPT_POOL)
     began, answered = array("d", [math.nan]) * n, array("d", [math.nan]) * n
     status = array("i", [-1]) * n
+    batches = math.ceil(n / size) if size else 0
+    b_began, b_answered = array("d", [math.nan]) * batches, array("d", [math.nan]) * batches
+    b_status = array("i", [-1]) * batches
     tasks: set[asyncio.Task[None]] = set()
     gc.collect()
     gc.freeze()
@@ -203,11 +243,25 @@ async def accept_loop(spec: dict[str, Any]) -> dict[str, Any]:
         answered[i], status[i] = (time.perf_counter() - t0) * 1000, st
         if st == 202 and i % 2 == 0:
             nid = json.loads(body)["notification_id"]
-            pipe.write(f"{nid} {time.time_ns()}\n".encode())
+            pipe.write(f"{nid} {time.time_ns()} {i}\n".encode())
 
-    for i in range(n):
-        await asyncio.sleep(max(t0 + i / rate - time.perf_counter(), 0.0))  # a yield when late
-        task = asyncio.create_task(one(i))
+    async def batch(j: int) -> None:
+        items = range(j * size, min(n, (j + 1) * size))
+        b_began[j] = (time.perf_counter() - t0) * 1000
+        raw = json.dumps({"items": [accept_item(i) for i in items]}).encode()
+        st, body = await exchange(free, port, post("/v1/notifications/batch", raw, headers))
+        b_answered[j], b_status[j] = (time.perf_counter() - t0) * 1000, st
+        now_ns, lines = time.time_ns(), []
+        for i, r in zip(items, batch_results(st, body, len(items)), strict=True):
+            began[i], answered[i], status[i] = b_began[j], b_answered[j], r["status"]
+            if r["status"] == 202 and i % 2 == 0:
+                lines.append(f"{r['notification_id']} {now_ns} {i}\n")
+        pipe.write("".join(lines).encode())
+
+    per = size or 1  # items per request
+    for k in range(batches if size else n):
+        await asyncio.sleep(max(t0 + k * per / rate - time.perf_counter(), 0.0))  # a yield when late
+        task = asyncio.create_task(batch(k) if size else one(k))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
     sent_by = (time.perf_counter() - t0) * 1000
@@ -222,16 +276,18 @@ async def accept_loop(spec: dict[str, Any]) -> dict[str, Any]:
         free.get_nowait().close()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"began": list(began), "answered": list(answered), "status": list(status),
-            "rate": rate, "epoch0": epoch0, "sent_by_ms": sent_by, "cancelled": cancelled,
-            "cpu_s": usage.ru_utime + usage.ru_stime}
+            "batch": size, "b_began": list(b_began), "b_answered": list(b_answered),
+            "b_status": list(b_status), "rate": rate, "epoch0": epoch0, "sent_by_ms": sent_by,
+            "cancelled": cancelled, "cpu_s": usage.ru_utime + usage.ru_stime}
 
 
 # --- the resolver (--gen resolver SPEC) ----------------------------------------------------------
 
 
 async def resolve_loop(spec: dict[str, Any]) -> dict[str, Any]:
-    """Read "id answered_ns" lines from the pipe; resolve each 1 s after its answer, open loop.
-    Per resolve: id, due, began, answered (epoch ns), status."""
+    """Read "id answered_ns i" lines from the pipe; resolve each 1 s after its answer, open loop
+    (with --batch, in batches: resolve_batches). Per resolve: id, due, began, answered (epoch
+    ns), status."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 20)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
@@ -252,17 +308,67 @@ async def resolve_loop(spec: dict[str, Any]) -> dict[str, Any]:
                      ("status", st)):
             out[k].append(v)
 
-    while line := await reader.readline():  # EOF: the accept generator is done
-        nid, answered_ns = line.split()
-        task = asyncio.create_task(one(nid.decode(), int(answered_ns) + int(RESOLVE_AFTER_S * 1e9)))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+    if spec["batch"]:
+        await resolve_batches(reader, lambda raw: exchange(free, port, raw), headers, out, tasks)
+    else:
+        while line := await reader.readline():  # EOF: the accept generator is done
+            nid, answered_ns, _ = line.split()
+            due = int(answered_ns) + int(RESOLVE_AFTER_S * 1e9)
+            task = asyncio.create_task(one(nid.decode(), due))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
     out["cancelled"] = [await finish(tasks, spec["answer_limit"] + RESOLVE_AFTER_S)]
     while not free.empty():
         free.get_nowait().close()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     out["cpu_s"] = [usage.ru_utime + usage.ru_stime]
     return out
+
+
+async def resolve_batches(reader: asyncio.StreamReader, send: Any, headers: dict[str, str],
+                          out: dict[str, list[Any]], tasks: set[asyncio.Task[None]]) -> None:
+    """Every RESOLVE_EVERY_S, the notifications whose resolve time has come as one POST
+    /v1/resolutions/batch (at most MAX_BATCH items a request), sent without waiting for the
+    ones before; until EOF on the pipe and nothing left to resolve. Per item as resolve_loop, its
+    status from its result (-2: answered for another notification); per batch: its earliest
+    due, began, answered (epoch ns), status and size."""
+    for k in ("b_due", "b_began", "b_answered", "b_status", "b_size"):
+        out[k] = []
+    due: list[tuple[int, int, str]] = []  # (resolve at ns, i, id), a heap: answers come unordered
+
+    async def read() -> None:
+        while line := await reader.readline():
+            nid, answered_ns, i = line.split()
+            heapq.heappush(due, (int(answered_ns) + int(RESOLVE_AFTER_S * 1e9), int(i),
+                                 nid.decode()))
+
+    async def batch(items: list[tuple[int, int, str]]) -> None:
+        began = time.time_ns()
+        raw = json.dumps({"items": [{**ref(i), "resolution": "soak"} for _, i, _ in items]})
+        st, body = await send(post("/v1/resolutions/batch", raw.encode(), headers))
+        answered = time.time_ns()
+        for (at, _, nid), r in zip(items, batch_results(st, body, len(items)), strict=True):
+            item = r["status"] if r.get("notification_id", nid) == nid else -2
+            for k, v in (("id", nid), ("due", at), ("began", began), ("answered", answered),
+                         ("status", item)):
+                out[k].append(v)
+        for k, v in (("b_due", items[0][0]), ("b_began", began), ("b_answered", answered),
+                     ("b_status", st), ("b_size", len(items))):
+            out[k].append(v)
+
+    reading = asyncio.create_task(read())
+    t0, k = time.monotonic(), 0
+    while not reading.done() or due:
+        k += 1
+        await asyncio.sleep(max(t0 + k * RESOLVE_EVERY_S - time.monotonic(), 0.0))
+        now, ready = time.time_ns(), []
+        while due and due[0][0] <= now:
+            ready.append(heapq.heappop(due))
+        for first in range(0, len(ready), MAX_BATCH):  # popped in due order: [0] is the earliest
+            task = asyncio.create_task(batch(ready[first:first + MAX_BATCH]))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+    await reading
 
 
 def run_generator(what: str, spec_path: Path) -> None:
@@ -449,7 +555,7 @@ class Phase:
 def start_clients(args: argparse.Namespace, work: Path, port: int,
                   api_key: str) -> tuple[Child, Child]:
     read_fd, write_fd = os.pipe()
-    common = {"port": port, "api_key": api_key, "answer_limit": 60.0}
+    common = {"port": port, "api_key": api_key, "answer_limit": 60.0, "batch": args.batch}
     try:
         resolver = Child("resolver", common, work, read_fd)
         accepts = Child("accepts", {**common, "rate": args.rate,
@@ -589,20 +695,32 @@ def p50_99_max(values: list[float]) -> str:
 
 
 def accept_figures(args: argparse.Namespace, r: dict[str, Any]) -> dict[str, float]:
-    n, rate, secs = len(r["status"]), r["rate"], args.seconds
+    """Items answered 2xx and the rate within the phase; latency per request: each single POST,
+    or each batch (from its due time) with --batch."""
+    n, rate, secs, size = len(r["status"]), r["rate"], args.seconds, r["batch"]
     ok = [i for i, s in enumerate(r["status"]) if 200 <= s < 300]
     bad = Counter(s for s in r["status"] if not 200 <= s < 300)
-    lat = [r["answered"][i] - i / rate * 1000 for i in ok]
-    late = [r["began"][i] - i / rate * 1000 for i in range(n) if r["began"][i] == r["began"][i]]
     in_phase = sum(1 for i in ok if r["answered"][i] <= secs * 1000)
-    print(f"accepts: offered {rate:.0f}/s for {secs:.0f} s ({n} requests, the last sent by "
-          f"{r['sent_by_ms'] / 1000:.2f} s); achieved {in_phase / secs:.0f} 2xx/s within the phase, "
-          f"{len(ok)} 2xx in all; non-2xx by status {dict(bad) or 'none'}"
-          f" (0: connection failed, -1: no answer within 60 s)")
-    print(f"  latency, due to answer:      {p50_99_max(lat)}")
+    per, pre = (size, "b_") if size else (1, "")
+    began, answered, status = r[pre + "began"], r[pre + "answered"], r[pre + "status"]
+    due = [k * per / rate * 1000 for k in range(len(status))]
+    answers = [k for k, s in enumerate(status) if 200 <= s < 300]
+    lat = [answered[k] - due[k] for k in answers]
+    late = [began[k] - due[k] for k in range(len(status)) if began[k] == began[k]]
+    requests = f"{len(status)} batches of {size}" if size else f"{n} requests"
+    print(f"accepts: offered {rate:.0f}/s for {secs:.0f} s ({n} notifications, {requests}, the "
+          f"last sent by {r['sent_by_ms'] / 1000:.2f} s); achieved {in_phase / secs:.0f} 2xx/s "
+          f"within the phase, {len(ok)} 2xx in all; non-2xx by status {dict(bad) or 'none'}"
+          f" (0: connection failed, -1: no answer within 60 s"
+          + ("; -2: the batch answered without a result per item)" if size else ")"))
+    if size:
+        print(f"  batches answered other than 200, by status: "
+              f"{dict(Counter(s for s in status if s != 200)) or 'none'}")
+    unit = f"per batch of {size}, from its due time" if size else "per request"
+    print(f"  latency, due to answer ({unit}): {p50_99_max(lat)}")
     print(f"  of which the client was late {p50_99_max(late)}   (the generator's own lag)")
     print("  p99 by fifth of the phase (ms): " + " / ".join(fifths(
-        [(i / rate * 1000, r["answered"][i] - i / rate * 1000) for i in ok], secs * 1000)))
+        [(due[k], answered[k] - due[k]) for k in answers], secs * 1000)))
     print(f"  accept generator CPU {r['cpu_s']:.1f} s")
     return {"rate": in_phase / secs, "p99": percentile(lat, 99) if lat else math.nan,
             "ok": float(len(ok))}
@@ -620,6 +738,21 @@ def fifths(points: list[tuple[float, float]], span: float) -> list[str]:
 def resolver_figures(r: dict[str, Any]) -> None:
     ok = [i for i, s in enumerate(r["status"]) if 200 <= s < 300]
     bad = Counter(s for s in r["status"] if not 200 <= s < 300)
+    if "b_due" in r:  # --batch: latency per batch, from the earliest due item in it
+        n = len(r["b_due"])
+        lat = [(r["b_answered"][k] - r["b_due"][k]) / 1e6 for k in range(n)
+               if r["b_status"][k] == 200]
+        late = [(r["b_began"][k] - r["b_due"][k]) / 1e6 for k in range(n)]
+        sizes = r["b_size"]
+        print(f"resolves (1 s after each even 202, collected every {RESOLVE_EVERY_S:.2f} s): "
+              f"{len(r['status'])} sent in {n} batches (mean {sum(sizes) / max(n, 1):.0f} items, "
+              f"max {max(sizes, default=0)}), {len(ok)} 2xx, non-2xx {dict(bad) or 'none'} (-2: "
+              f"answered for another notification, or no result per item), batches answered "
+              f"other than 200 {dict(Counter(s for s in r['b_status'] if s != 200)) or 'none'}, "
+              f"{r['cancelled'][0]} unanswered")
+        print(f"  per batch, its earliest due item to the answer {p50_99_max(lat)}; the resolver "
+              f"late to send {p50_99_max(late)}; its CPU {r['cpu_s'][0]:.1f} s")
+        return
     lat = [(r["answered"][i] - r["due"][i]) / 1e6 for i in ok]
     late = [(r["began"][i] - r["due"][i]) / 1e6 for i in range(len(r["status"]))]
     print(f"resolves (1 s after each even 202): {len(r['status'])} sent, {len(ok)} 2xx, non-2xx "
@@ -794,10 +927,15 @@ def header(args: argparse.Namespace) -> None:
           f"{tempfile.gettempdir()}")
     print(f"notifyd {notifyd.__version__} at {commit or '?'}: this script imports {notifyd.__file__}, "
           f"the daemon {daemon_imports}")
-    print(f"run: accepts at {args.rate:.0f}/s for {args.seconds:.0f} s open loop ({ACCEPT_POOL} "
-          f"keep-alive connections), every even one resolved {RESOLVE_AFTER_S:.0f} s after its 202 "
-          f"({RESOLVE_POOL} connections); ladder of 3 webhook steps, {WINDOW_SEC} s windows; "
-          f"{args.concurrency} sends per lane; synchronous FULL; event loop {args.event_loop}")
+    how = (f"in batches of {args.batch} (POST /v1/notifications/batch), " if args.batch
+           else "")
+    resolved = (f"resolved in batches every {RESOLVE_EVERY_S:.2f} s (POST /v1/resolutions/batch) "
+                if args.batch else "resolved ")
+    print(f"run: accepts at {args.rate:.0f}/s for {args.seconds:.0f} s {how}open loop "
+          f"({ACCEPT_POOL} keep-alive connections), every even one {resolved}"
+          f"{RESOLVE_AFTER_S:.0f} s after its 202 ({RESOLVE_POOL} connections); ladder of 3 webhook "
+          f"steps, {WINDOW_SEC} s windows; {args.concurrency} sends per lane; synchronous FULL; "
+          f"event loop {args.event_loop}")
 
 
 def summary(args: argparse.Namespace, figures: dict[str, Any], counts: dict[str, int]) -> None:
@@ -817,7 +955,8 @@ def summary(args: argparse.Namespace, figures: dict[str, Any], counts: dict[str,
           "10 min, due lag p99 <= 100 ms, accept p99 <= 50 ms, correctness counts zero, RSS flat: "
           f"{figures['accept']['rate']:.0f}/s of {args.rate:.0f} for {args.seconds:.0f} s, due lag "
           f"p99 A/B/C {lag[0]:.0f}/{lag[1]:.0f}/{lag[2]:.0f} ms, accept p99 "
-          f"{figures['accept']['p99']:.1f} ms, counts "
+          f"{figures['accept']['p99']:.1f} ms"
+          + (f" per batch of {args.batch}" if args.batch else "") + ", counts "
           + "/".join(str(v) for v in counts.values())
           + f", RSS {rss0:.0f} -> {rss1:.0f} MiB: {verdict}"
           + ("" if load_ok else " (not the issue's load: a shorter or lighter run)"))
@@ -875,6 +1014,8 @@ def parse_args() -> argparse.Namespace:
                     help="the daemon's [daemon] event_loop")
     ap.add_argument("--concurrency", type=int, default=64,
                     help="the channel's sends in flight per lane (64)")
+    ap.add_argument("--batch", type=int, default=0, metavar="N",
+                    help="post accepts in batches of N and resolve in batches (0: single calls)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--profile", action="store_true",
                     help="py-spy record the daemon over the timed phase (GIL holder, folded); keeps the "
@@ -885,6 +1026,8 @@ def parse_args() -> argparse.Namespace:
         args.rate = 100.0 if args.quick else TARGET["rate"]
     if args.seconds is None:
         args.seconds = 10.0 if args.quick else TARGET["seconds"]
+    if not 0 <= args.batch <= MAX_BATCH:
+        ap.error(f"--batch takes 0 (single calls) to {MAX_BATCH} items")
     return args
 
 
