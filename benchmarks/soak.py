@@ -919,6 +919,37 @@ def lag_figures(conn: sqlite3.Connection, epoch0: float, seconds: float) -> dict
     return out
 
 
+# Each sent step's due lag in parts, from its first attempt's times (each the time its write
+# transaction ran on the writer) and the receiver's first arrival.
+SEND_PARTS = (
+    ("send_after to the claim (a slot, the scanner, the claim's turn on the writer)",
+     "t.started_at - s.send_after"),
+    ("the claim to the receiver (its commit, render, the HTTP call)",
+     "a.first_ns / 1e6 - t.started_at"),
+    ("the receiver to the completion (its answer read, the completion's turn on the writer)",
+     "t.ended_at - a.first_ns / 1e6"),
+    ("a slot held, claim to completion (the completion's commit not included)",
+     "t.ended_at - t.started_at"))
+
+
+def send_parts(conn: sqlite3.Connection, epoch0: float, seconds: float) -> None:
+    """Where each send's due lag went: the parts of SEND_PARTS, p50/p99/max and p99 by fifth."""
+    sql = (f"SELECT s.send_after, {', '.join(e for _, e in SEND_PARTS)} {JOINED} AND "
+           "s.state = 'sent'").replace(
+        "JOIN d.notifications n", "JOIN d.attempts t ON t.notification_id = a.nid AND "
+        "t.step_no = a.step_no AND t.attempt_no = 1 JOIN d.notifications n")
+    cols: list[array[float]] = [array("d") for _ in range(len(SEND_PARTS) + 1)]
+    for row in conn.execute(sql):
+        for col, v in zip(cols, row, strict=True):
+            col.append(v)
+    print("each sent step's due lag in parts (ms; times of the write transactions, one ms clock):")
+    at = [t - epoch0 * 1000 for t in cols[0]]
+    for (name, _), col in zip(SEND_PARTS, cols[1:], strict=True):
+        values = list(col)
+        print(f"  {name}: {p50_99_max(values)};  p99 by fifth: "
+              + " / ".join(fifths(list(zip(at, values, strict=True)), seconds * 1000)))
+
+
 def correctness(conn: sqlite3.Connection) -> dict[str, int]:
     after = conn.execute(CLAIMED_AFTER.format(op=">")).fetchone()
     tied = conn.execute(CLAIMED_AFTER.format(op="=")).fetchone()
@@ -1031,6 +1062,7 @@ def report(args: argparse.Namespace, ph: Phase, db: Path, work: Path, calls: Pat
     conn = analysis_db(db, calls)
     try:
         lag = lag_figures(conn, ph.accepts["epoch0"], args.seconds)
+        send_parts(conn, ph.accepts["epoch0"], args.seconds)
         backlog_figures(ph)
         cpu_figures(ph, args.seconds, sum(1 for s in ph.accepts["status"] if 200 <= s < 300))
         rss = memory_figures(ph)
