@@ -106,6 +106,7 @@ import threading
 import time
 from array import array
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -331,8 +332,10 @@ async def resolve_loop(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def resolve_batches(reader: asyncio.StreamReader, send: Any, headers: dict[str, str],
-                          out: dict[str, list[Any]], tasks: set[asyncio.Task[None]]) -> None:
+async def resolve_batches(reader: asyncio.StreamReader,
+                          send: Callable[[bytes], Awaitable[tuple[int, bytes]]],
+                          headers: dict[str, str], out: dict[str, list[Any]],
+                          tasks: set[asyncio.Task[None]]) -> None:
     """Every RESOLVE_EVERY_S, the notifications whose resolve time has come as one POST
     /v1/resolutions/batch (at most MAX_BATCH items a request), sent without waiting for the
     ones before; until EOF on the pipe and nothing left to resolve. Per item as resolve_loop, its
