@@ -951,6 +951,21 @@ def send_parts(conn: sqlite3.Connection, epoch0: float, seconds: float) -> None:
         values = list(col)
         print(f"  {name}: {p50_99_max(values)};  p99 by fifth: "
               + " / ".join(fifths(list(zip(at, values, strict=True)), seconds * 1000)))
+    # The scanner claims, freezes, dispatches, then claims again: its pace is claims per
+    # transaction times transactions per second. A claim transaction is one ms of started_at
+    # (two in the same ms count as one).
+    claims = conn.execute("SELECT t.started_at, count(*) FROM d.attempts t JOIN d.notifications n "
+                          "ON n.id = t.notification_id WHERE n.kind = 'soak' AND "
+                          "t.attempt_no = 1 GROUP BY t.started_at").fetchall()
+    sizes = [float(c) for _, c in claims]
+    per_fifth = []
+    for k in range(5):
+        lo, hi = epoch0 * 1000 + seconds * 1000 * k / 5, epoch0 * 1000 + seconds * 1000 * (k + 1) / 5
+        part = [c for t, c in claims if lo <= t < hi]
+        per_fifth.append(f"{len(part) / (seconds / 5):.0f}/s of {sum(part) / max(len(part), 1):.0f}")
+    print(f"  claim transactions (one ms of started_at each): {len(claims)}, steps in each "
+          f"{p50_99_max(sizes).replace(' ms', '')}; by fifth, transactions/s of mean steps: "
+          + " / ".join(per_fifth))
 
 
 def correctness(conn: sqlite3.Connection) -> dict[str, int]:
