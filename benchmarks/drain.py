@@ -1,4 +1,4 @@
-"""An announcement drains while one-time codes keep flowing: seed 002's measure on one channel.
+"""An announcement drains while one-time codes keep flowing, on one channel.
 
 Full:  .venv/bin/python benchmarks/drain.py                  (120,000 members; ~12 minutes)
 Smoke: .venv/bin/python benchmarks/drain.py --members 2000 --idle-sec 10
@@ -16,7 +16,7 @@ stays for the other kinds. Two kinds on it: `announce` (broadcast = true), the e
 
 Due lag of a code = its arrival at the relay - its step's send_after (when it was due). Printed:
 fan-out time, drain time and rate of the announcement, the codes' due lag p50/p99/max idle and
-during it, and the ratio of the p99s (seed 002's goal: 1.5 or less). The generator is this
+during it, and the ratio of the p99s (the goal: 1.5 or less). The generator is this
 process; the daemon and the relay run in their own.
 """
 
