@@ -68,8 +68,11 @@ class Scanner:
         self.alive_at = clock.now_ms()  # when the loop last made progress, for /readyz
         self._full = False  # the last claim filled some lane's request: more may be due
 
-    async def run_once(self, now: int) -> int:
-        """Claim what the senders can take right now and dispatch it; returns the count."""
+    async def run_once(self, now: int, wait: bool = True) -> int:
+        """Claim what the senders can take right now and hand it to them; returns the count.
+        With `wait`, return once the claimed steps are frozen and their sends started; the
+        scan loop does not wait (the senders hold the claims' slots from the start), so the
+        next claim goes to the writer while this one's freeze is written."""
         self.alive_at = now  # a scan, whatever it finds: the loop is turning (for /readyz)
         wants = self.pool.wants(now)
         if not wants:
@@ -82,7 +85,9 @@ class Scanner:
         self._full = any(taken[(w.channel, w.lane)] >= w.n for w in wants)
         self._log_decided(claimed.decided)
         self.pool.share(claimed)
-        self.pool.dispatch(await self.pool.prepare(claimed.claims, now), now)
+        started = self.pool.launch(claimed.claims, now)
+        if wait and started is not None:
+            await started
         return len(claimed.claims)
 
     def _log_decided(self, decided: list[Decided]) -> None:
@@ -117,7 +122,7 @@ class Scanner:
             self.wakeups.wake.clear()
             now = self.clock.now_ms()
             try:
-                await self.run_once(now)
+                await self.run_once(now, wait=False)
                 if self._full and self.pool.wants(self.clock.now_ms()):
                     continue  # a lane took all it asked for, and has room: scan again at once
                 await self._sleep(now, stop)

@@ -1,11 +1,12 @@
 """Per-channel senders: lanes, token buckets and breakers; the only place that decides retry vs give up.
 
 The scanner asks `wants()` how much each (channel, lane) can take right now, claims at most that,
-and hands the claims to `dispatch()`. Tokens are taken at claim time, so claimed work never waits
-in memory behind a closed bucket. The urgent lane is asked first and has its own ceiling, so a bulk
-backlog cannot delay it. A breaker per vendor, while open, makes the channel want nothing: work
-stays pending in the store rather than failing, its attempts unspent; when a probe closes it, the
-channels behind it start with empty buckets, so what it held goes out at their rate.
+and hands the claims to `launch()`. Slots and tokens are taken as the claim commits, so claimed
+work never waits in memory behind a closed bucket. The urgent lane is asked first and has its own
+ceiling, so a bulk backlog cannot delay it. A breaker per vendor, while open, makes the channel
+want nothing: work stays pending in the store rather than failing, its attempts unspent; when a
+probe closes it, the channels behind it start with empty buckets, so what it held goes out at
+their rate.
 """
 
 from __future__ import annotations
@@ -367,7 +368,7 @@ class SenderPool:
 
     def share(self, claimed: Claimed) -> None:
         """Where the deployment's bucket of a channel held fewer tokens than this process's,
-        this one's is lowered to it (before dispatch takes this claim's): the scanner then
+        this one's is lowered to it (before launch takes this claim's): the scanner then
         waits for a token as it does for its own."""
         for name, left in claimed.tokens.items():
             ch = self.channels.get(name)
@@ -375,23 +376,69 @@ class SenderPool:
                 taken = sum(c.channel == name for c in claimed.claims)
                 ch.bucket.tokens = min(ch.bucket.tokens, left + taken)
 
-    def dispatch(self, claims: list[Claim], now: int) -> None:
+    def launch(self, claims: list[Claim], now: int) -> asyncio.Task[None] | None:
+        """Hand a committed claim to the senders: its slots, tokens and breaker probe are
+        taken now, before the scanner claims again, so the next claim sees them spent; the
+        render, the freeze and the sends go on in a task while the scanner scans on (the
+        freeze's commit then shares the writer's batch with the next claim). Returns that task
+        (None for an empty claim); drain() waits for it as for a send."""
+        if not claims:
+            return None
+        probes = self._hold(claims, now)
+        task = asyncio.create_task(self._start(claims, probes, now), name="prepare claims")
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    def _hold(self, claims: list[Claim], now: int) -> set[str]:
+        """Take each claim's lane slot and tokens; the keys of the breakers' probe calls."""
+        probes: set[str] = set()
         for claim in claims:
             ch = self.channels[claim.channel]
             ch.bucket.take(1)
             if claim.lane is Lane.BROADCAST:
                 ch.broadcast.take(1)
-            probe = ch.breaker.started(now)
-            if probe:
+            if ch.breaker.started(now):
+                probes.add(claim.key)
                 log.info("breaker of %s half-open: one probe call goes (%s)",
                          self._sharing(ch.breaker), claim.key)
             ch.in_flight[claim.lane] += 1
+        return probes
+
+    async def _start(self, claims: list[Claim], probes: set[str], now: int) -> None:
+        """Prepare the held claims, start a send for each one frozen, and give back the slot
+        of each one that will not be sent (a render that failed, a lease taken over, a freeze
+        that could not be written: that lease lapses and the step is retried)."""
+        ready: list[Claim] = []
+        try:
+            ready = await self.prepare(claims, now)
+        except StorageError:  # logged by the store
+            pass
+        except Exception as e:  # noqa: BLE001 - the leases lapse; the steps are retried
+            log.error("preparing %d claimed steps failed (%s); they are retried when their "
+                      "leases end", len(claims), type(e).__name__, exc_info=e)
+        finally:
+            sent = {c.key for c in ready}
+            for claim in claims:
+                if claim.key not in sent:
+                    self._free(self.channels[claim.channel], claim, claim.key in probes)
+        for claim in ready:
+            ch = self.channels[claim.channel]
             if claim.attempt_no == 1 and claim.step_no > 0:
                 self.metrics.escalations.labels(claim.kind).inc()
             self.feed.publish(_entry(claim, now, "sending", f"attempt {claim.attempt_no}"))
-            task = asyncio.create_task(self._send(ch, claim, probe), name=f"send {claim.key}")
+            task = asyncio.create_task(self._send(ch, claim, claim.key in probes),
+                                       name=f"send {claim.key}")
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
+
+    def _free(self, ch: ChannelSender, claim: Claim, probe: bool) -> None:
+        """A held slot comes back; a probe that was never sent lets the next one go."""
+        if probe:
+            ch.breaker.probing = False
+        was_full = ch.in_flight[claim.lane] >= ch.ceiling[claim.lane]
+        ch.in_flight[claim.lane] -= 1
+        self.on_free(was_full)
 
     async def _send(self, ch: ChannelSender, claim: Claim, probe: bool) -> None:
         try:
@@ -438,9 +485,7 @@ class SenderPool:
                 self.feed.publish(_entry(claim, now, what, done.reason))
                 self.metrics.step_ended(done.state, done.why)
         finally:
-            was_full = ch.in_flight[claim.lane] >= ch.ceiling[claim.lane]
-            ch.in_flight[claim.lane] -= 1
-            self.on_free(was_full)
+            self._free(ch, claim, False)
 
     def _sharing(self, breaker: Breaker) -> str:
         """The channels a (vendor's) breaker holds, as a log line names them."""
@@ -479,15 +524,19 @@ class SenderPool:
                         claim.key, type(e).__name__)
 
     async def drain(self, grace_sec: float) -> None:
-        """Let in-flight sends finish within the grace period; the rest become unknown."""
-        if self.tasks:
-            _, pending = await asyncio.wait(set(self.tasks), timeout=grace_sec)
+        """Let in-flight sends finish within the grace period; the rest become unknown. Claims
+        still being prepared start their sends meanwhile: those are waited for too."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_sec
+        while self.tasks and loop.time() < deadline:
+            await asyncio.wait(set(self.tasks), timeout=deadline - loop.time())
+        pending = set(self.tasks)
+        if pending:
             for task in pending:
                 task.cancel()
-            if pending:
-                log.warning("%d sends still in flight after the grace period; they become "
-                            "unknown and are retried on the next start", len(pending))
-                await asyncio.gather(*pending, return_exceptions=True)
+            log.warning("%d sends still in flight after the grace period; they become "
+                        "unknown and are retried on the next start", len(pending))
+            await asyncio.gather(*pending, return_exceptions=True)
 
     async def close(self) -> None:
         for ch in self.channels.values():

@@ -31,7 +31,7 @@ from notifyd.channels.base import (
 from notifyd.config import ChannelConfig, KindConfig, LadderStep
 from notifyd.core.clock import FakeClock
 from notifyd.core.contacts import EMAIL
-from notifyd.core.models import ClaimContext, Lane, Recipient, Verdict
+from notifyd.core.models import ClaimContext, Lane, Recipient, Verdict, Want
 from notifyd.domain.policy import decide_claim
 from notifyd.http.auth import KeyCache, hash_key, new_key
 from notifyd.store import open_store
@@ -215,3 +215,48 @@ async def test_a_webhook_answer_is_read_up_to_a_bound_never_whole(tmp_path: Path
             assert (s["state"], s["provider_ref"]) == ("sent", "r-1")
     finally:
         await runner.cleanup()
+
+
+async def test_a_claims_slots_and_tokens_are_held_from_its_commit_not_from_its_freeze(
+        tmp_path: Path, mail: None) -> None:
+    """The scan loop claims again while the last claim's freeze is written: what that claim
+    took is spent the moment it is handed over, so the next claim cannot take it twice."""
+    channel = mail_channel("rec", bulk_concurrency=3, rate_per_sec=1.0, burst=5)
+    async with engine(tmp_path, {"mail": channel}, {"k": KindConfig(
+            ladder=(LadderStep("mail"),))}) as e:
+        await e.accept_many(10)
+        claimed = await e.store.claim_due([Want("mail", Lane.BULK, 3)], e.scanner.lease_ms,
+                                          e.scanner.rules)
+        assert len(claimed.claims) == 3
+        started = e.pool.launch(claimed.claims, e.now)
+        assert started is not None and not started.done()  # nothing frozen yet
+        sender = e.pool.channels["mail"]
+        assert sender.in_flight[Lane.BULK] == 3
+        assert sender.bucket.available(e.now) == 2
+        wants = {w.lane: w.n for w in e.pool.wants(e.now) if w.channel == "mail"}
+        assert Lane.BULK not in wants  # its three slots are taken
+        assert max(wants.values()) == 2  # the other lanes: the two tokens left
+        await e.settle()
+        assert sender.in_flight[Lane.BULK] == 0
+        assert len(Recorder.sent) == 3
+
+
+async def test_a_probe_whose_render_fails_is_given_back_and_the_next_step_probes(
+        tmp_path: Path, mail: None) -> None:
+    async with engine(tmp_path, {"mail": mail_channel("rec")}, {"k": KindConfig(
+            ladder=(LadderStep("mail"),))}) as e:
+        breaker = e.pool.channels["mail"].breaker
+        breaker.opened_at = e.now - breaker.cooldown_ms  # cooled down: half-open, one probe
+        bad = await e.accept(user="poisoned", params={"poison": True})
+        assert await e.cycle() == 1  # the probe: its render fails, nothing is sent
+        assert (await e.step(bad, 0))["state"] == "dead"
+        assert breaker.state == "open" and breaker.allowance(e.now) == 1
+        assert sender_idle(e)
+        good = await e.accept(user="fine")
+        assert await e.cycle() == 1  # the next step is the probe; it closes the breaker
+        assert breaker.state == "closed"
+        assert Recorder.sent == [(f"{good}:0", "")]
+
+
+def sender_idle(e: Any) -> bool:
+    return all(n == 0 for ch in e.pool.channels.values() for n in ch.in_flight.values())
