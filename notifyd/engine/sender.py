@@ -441,6 +441,10 @@ class SenderPool:
         self.on_free(was_full)
 
     async def _send(self, ch: ChannelSender, claim: Claim, probe: bool) -> None:
+        """One provider call and its completion. The lane's slot is the provider call's: it
+        comes back when the answer does, so the next send starts while this one's outcome is
+        written (the step stays leased, `sending`, until that commit)."""
+        held = True
         try:
             assert claim.destination is not None and claim.payload is not None  # prepare()d
             message = Message(claim.key, claim.destination, claim.payload)
@@ -464,6 +468,11 @@ class SenderPool:
                 dead = tuple((d, a.reason) for d, a in outcome.results if isinstance(a, Rejected))
                 outcome = aggregate(outcome)
             self.metrics.provider_seconds.labels(ch.name).observe(time.perf_counter() - started)
+            held = False  # the slot is free; the scanner looks again once the outcome commits
+            was_full = ch.in_flight[claim.lane] >= ch.ceiling[claim.lane]
+            ch.in_flight[claim.lane] -= 1
+            if was_full:  # due work may wait for this slot: claim now
+                self.on_free(True)
             now = self.clock.now_ms()
             self._breaker(ch.breaker, ch.breaker.record(isinstance(outcome, Sent | Rejected),
                                                         now, probe), now)
@@ -485,7 +494,10 @@ class SenderPool:
                 self.feed.publish(_entry(claim, now, what, done.reason))
                 self.metrics.step_ended(done.state, done.why)
         finally:
-            self._free(ch, claim, False)
+            if held:
+                self._free(ch, claim, False)
+            else:  # the outcome may have pulled a step forward: look at the next due time
+                self.on_free(False)
 
     def _sharing(self, breaker: Breaker) -> str:
         """The channels a (vendor's) breaker holds, as a log line names them."""
