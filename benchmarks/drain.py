@@ -146,6 +146,26 @@ def kinds_of(db: Path) -> dict[str, str]:
         return dict(conn.execute("SELECT id, kind FROM notifications").fetchall())
 
 
+def claimed_at(db: Path) -> dict[str, int]:
+    """nid -> when its step 0 was first claimed (the attempt's started_at, ms since the epoch)."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as conn:
+        return dict(conn.execute("SELECT notification_id, started_at FROM attempts WHERE "
+                                 "step_no = 0 AND attempt_no = 1").fetchall())
+
+
+def parts_line(ids: list[str], seen: dict[str, tuple[float, int]],
+               claims: dict[str, int]) -> str:
+    """Where the codes' due lag went: due -> claimed (the scanner and the writer), claimed ->
+    at the relay (freeze, the SMTP conversation, the relay's own queue)."""
+    both = [n for n in ids if n in seen and n in claims]
+    waited = [float(claims[n] - seen[n][1]) for n in both]
+    sent = [seen[n][0] - claims[n] for n in both]
+
+    def fig(v: list[float]) -> str:
+        return f"p50 {percentile(v, 50):.1f}, p99 {percentile(v, 99):.1f} ms" if v else "-"
+    return f"    due -> claimed {fig(waited)}; claimed -> at the relay {fig(sent)}"
+
+
 def run(args: argparse.Namespace, work: Path) -> bool:
     db, cfg = work / "notifyd.db", work / "notifyd.toml"
     write_templates(work / "templates")
@@ -206,8 +226,11 @@ def run(args: argparse.Namespace, work: Path) -> bool:
               f"{steady:,.0f} emails/s after its first 10 s (ceiling {args.ceiling}/s)")
         idle_lags, idle_missing = lags([n for _, n in idle.ids], seen)
         during_lags, during_missing = lags([n for _, n in during.ids], seen)
+        claims = claimed_at(db)
         print(lag_line("codes while idle", idle_lags, idle_missing))
+        print(parts_line([n for _, n in idle.ids], seen, claims))
         print(lag_line("codes during the announcement", during_lags, during_missing))
+        print(parts_line([n for _, n in during.ids], seen, claims))
         ratio = (percentile(during_lags, 99) / percentile(idle_lags, 99)
                  if idle_lags and during_lags else float("nan"))
         print(f"  p99 during / idle: {ratio:.2f} (goal: 1.5 or less)")

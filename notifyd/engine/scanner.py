@@ -86,8 +86,8 @@ class Scanner:
         self._log_decided(claimed.decided)
         self.pool.share(claimed)
         started = self.pool.launch(claimed.claims, now)
-        if wait and started is not None:
-            await started
+        if wait and started:
+            await asyncio.gather(*started)
         return len(claimed.claims)
 
     def _log_decided(self, decided: list[Decided]) -> None:

@@ -61,6 +61,7 @@ from notifyd.store import StorageError, Store
 
 log = logging.getLogger("notifyd.sender")
 LANES = (Lane.URGENT, Lane.BULK, Lane.BROADCAST)  # asked in this order
+RENDER_SLICE_SEC = 0.002  # renders in one turn of the event loop, at most about this long
 
 
 class TokenBucket:
@@ -335,9 +336,13 @@ class SenderPool:
         ready: list[Claim | None] = list(claims)
         todo: list[tuple[int, Claim, Freeze]] = []
         failed: list[tuple[Claim, Completion]] = []
+        turn = time.perf_counter()
         for i, claim in enumerate(claims):
             if claim.payload is not None:
                 continue
+            if time.perf_counter() - turn > RENDER_SLICE_SEC:  # let an accept or a code in
+                await asyncio.sleep(0)
+                turn = time.perf_counter()
             ready[i] = None
             try:
                 f = self.renderer.freeze(claim, self.channels[claim.channel].adapter, now)
@@ -376,19 +381,24 @@ class SenderPool:
                 taken = sum(c.channel == name for c in claimed.claims)
                 ch.bucket.tokens = min(ch.bucket.tokens, left + taken)
 
-    def launch(self, claims: list[Claim], now: int) -> asyncio.Task[None] | None:
+    def launch(self, claims: list[Claim], now: int) -> list[asyncio.Task[None]]:
         """Hand a committed claim to the senders: its slots, tokens and breaker probe are
         taken now, before the scanner claims again, so the next claim sees them spent; the
-        render, the freeze and the sends go on in a task while the scanner scans on (the
-        freeze's commit then shares the writer's batch with the next claim). Returns that task
-        (None for an empty claim); drain() waits for it as for a send."""
-        if not claims:
-            return None
+        render, the freeze and the sends go on in a task per lane while the scanner scans on
+        (the freezes' commit then shares the writer's batch with the next claim), so an
+        urgent step's freeze never waits for a broadcast's renders. Returns those tasks;
+        drain() waits for them as for sends."""
         probes = self._hold(claims, now)
-        task = asyncio.create_task(self._start(claims, probes, now), name="prepare claims")
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return task
+        tasks = []
+        for lane in LANES:
+            mine = [c for c in claims if c.lane is lane]
+            if mine:
+                task = asyncio.create_task(self._start(mine, probes, now),
+                                           name=f"prepare {lane} claims")
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+                tasks.append(task)
+        return tasks
 
     def _hold(self, claims: list[Claim], now: int) -> set[str]:
         """Take each claim's lane slot and tokens; the keys of the breakers' probe calls."""

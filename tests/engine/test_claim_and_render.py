@@ -7,7 +7,9 @@ recorder adapter that keeps what it was asked to send.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -229,7 +231,7 @@ async def test_a_claims_slots_and_tokens_are_held_from_its_commit_not_from_its_f
                                           e.scanner.rules)
         assert len(claimed.claims) == 3
         started = e.pool.launch(claimed.claims, e.now)
-        assert started is not None and not started.done()  # nothing frozen yet
+        assert len(started) == 1 and not started[0].done()  # nothing frozen yet
         sender = e.pool.channels["mail"]
         assert sender.in_flight[Lane.BULK] == 3
         assert sender.bucket.available(e.now) == 2
@@ -260,3 +262,36 @@ async def test_a_probe_whose_render_fails_is_given_back_and_the_next_step_probes
 
 def sender_idle(e: Any) -> bool:
     return all(n == 0 for ch in e.pool.channels.values() for n in ch.in_flight.values())
+
+
+async def test_a_long_batch_of_renders_lets_the_event_loop_turn(
+        tmp_path: Path, mail: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broadcast claims hundreds of steps at a time; rendering them all in one turn of the
+    event loop would hold up every accept and every code meanwhile."""
+    slow = Recorder.render
+    rendered: list[str] = []
+
+    def render(self: Recorder, step: RenderInput) -> Rendered:
+        time.sleep(0.003)  # longer than a slice: the loop turns after each
+        rendered.append(step.notification_id)
+        return slow(self, step)
+
+    monkeypatch.setattr(Recorder, "render", render)
+    async with engine(tmp_path, {"mail": mail_channel("rec")}, {"k": KindConfig(
+            ladder=(LadderStep("mail"),))}) as e:
+        await e.accept_many(20)
+        claimed = await e.store.claim_due([Want("mail", Lane.BULK, 20)], e.scanner.lease_ms,
+                                          e.scanner.rules)
+        renders_seen: list[int] = []
+
+        async def meanwhile() -> None:
+            renders_seen.append(len(rendered))
+
+        prepared = asyncio.ensure_future(e.pool.prepare(claimed.claims, e.now))
+        await asyncio.sleep(0)  # prepare starts its first render
+        other = asyncio.ensure_future(meanwhile())
+        ready = await prepared
+        await other
+        assert len(ready) == 20
+        assert len(rendered) == 20
+        assert 0 < renders_seen[0] < 20  # it ran between two renders, not after all twenty

@@ -17,9 +17,12 @@ import urllib.request
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 from engine_support import Daemon, create_key
 
 CONFIG = """
+[daemon]
+event_loop = "{loop}"
 [server]
 max_connections = {max_connections}
 header_timeout_sec = {header}
@@ -28,9 +31,10 @@ body_timeout_sec = {body}
 
 
 def _config(tmp_path: Path, max_connections: int = 50, header: float = 30.0,
-            body: float = 30.0) -> Path:
+            body: float = 30.0, loop: str = "auto") -> Path:
     path = tmp_path / "n.toml"
-    path.write_text(CONFIG.format(max_connections=max_connections, header=header, body=body))
+    path.write_text(CONFIG.format(max_connections=max_connections, header=header, body=body,
+                                  loop=loop))
     return path
 
 
@@ -171,13 +175,14 @@ def test_a_malformed_request_gets_the_documented_error_shape(tmp_path: Path) -> 
     assert "Traceback" not in d.stderr()
 
 
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_out_of_file_descriptors_is_one_line_a_while_and_the_daemon_recovers(
-        tmp_path: Path) -> None:
+        tmp_path: Path, loop: str) -> None:
     def few_files() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (26, 26))
 
     d = Daemon(tmp_path / "n.db", preexec=few_files,
-               config=_config(tmp_path, max_connections=1000))
+               config=_config(tmp_path, max_connections=1000, loop=loop))
     sockets: list[socket.socket] = []
     try:
         for _ in range(60):  # until the kernel stops queueing what accept() cannot take
