@@ -185,9 +185,10 @@ class ChannelConfig:
     timeout_sec: float = doc("Provider call timeout; a timeout is an unknown outcome.", 10.0)
     rate_per_sec: float = doc("Token bucket refill rate for this channel.", 100.0)
     burst: int = doc("Token bucket size.", 100)
-    urgent_concurrency: int = doc("Concurrent sends in the urgent lane.", 16)
-    bulk_concurrency: int = doc("Concurrent sends in the bulk lane.", 8)
-    broadcast_concurrency: int = doc("Concurrent sends in the broadcast lane (kinds with "
+    urgent_concurrency: int = doc("Calls to the provider in flight at once in the urgent lane "
+                                  "(a call's place comes back with its answer).", 16)
+    bulk_concurrency: int = doc("Calls to the provider in flight at once in the bulk lane.", 8)
+    broadcast_concurrency: int = doc("Calls in flight at once in the broadcast lane (kinds with "
                                      "broadcast = true: announcements to many).", 8)
     broadcast_share: float = doc("The most of rate_per_sec and burst the broadcast lane may "
                                  "use; the rest stays for the channel's other kinds, so "
