@@ -1200,8 +1200,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--rate", type=float, help="accepts per second (1157; quick 100)")
     ap.add_argument("--seconds", type=float, help="seconds of the timed phase (600; quick 10)")
     ap.add_argument("--quick", action="store_true", help="100/s for 10 s")
-    ap.add_argument("--event-loop", default="asyncio", choices=("asyncio", "uvloop", "auto"),
-                    help="the daemon's [daemon] event_loop")
+    ap.add_argument("--event-loop", default="auto", choices=("asyncio", "uvloop", "auto"),
+                    help="the daemon's [daemon] event_loop (auto: its default)")
     ap.add_argument("--concurrency", type=int, default=64,
                     help="the channel's sends in flight per lane (64)")
     ap.add_argument("--batch", type=int, default=0, metavar="N",

@@ -138,8 +138,9 @@ class DaemonConfig:
         "fails it; that shows as notifyd_due_lag_seconds and notifyd_breaker_state on "
         "/metrics. It was ready_max_due_lag_sec, the oldest due step's wait, which an outage "
         "pushed past any bound; a config with that name sets this.", 5.0)
-    event_loop: str = doc('"asyncio" (the standard event loop), "uvloop" (a faster drop-in on '
-                          'libuv) or "auto" (uvloop when installed).', "asyncio")
+    event_loop: str = doc('"auto" (uvloop when installed, as it is with notifyd on Linux and '
+                          'macOS; else the standard loop), "uvloop" (a faster drop-in on libuv) '
+                          'or "asyncio" (the standard event loop).', "auto")
 
 
 DAY_SEC = 86400

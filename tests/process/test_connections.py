@@ -283,16 +283,17 @@ def test_a_stream_whose_page_left_frees_its_place_at_once(tmp_path: Path) -> Non
     assert "Traceback" not in d.stderr()
 
 
-def test_the_daemon_runs_on_uvloop_too(tmp_path: Path) -> None:
-    """daemon.event_loop = "uvloop": the same API, the same guard (a slowloris beside a healthy
-    client), on libuv's transports."""
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_the_daemon_runs_on_either_event_loop(tmp_path: Path, loop: str) -> None:
+    """daemon.event_loop = "uvloop" (the default where installed) or "asyncio": the same API, the
+    same guard (a slowloris beside a healthy client), on either loop's transports."""
     config = tmp_path / "n.toml"
-    config.write_text("[server]\nmax_connections = 20\n[daemon]\nevent_loop = \"uvloop\"\n")
+    config.write_text(f"[server]\nmax_connections = 20\n[daemon]\nevent_loop = \"{loop}\"\n")
     key = create_key(tmp_path / "n.db", config)
     d = Daemon(tmp_path / "n.db", config=config)
     sockets: list[socket.socket] = []
     try:
-        assert "event loop uvloop" in d.stderr()
+        assert f"event loop {loop}" in d.stderr()
         request = urllib.request.Request(
             f"{d.url}/v1/notifications", method="POST",
             data=json.dumps({"user_id": "u1", "kind": "demo", "params": {}}).encode(),

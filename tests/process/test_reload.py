@@ -175,7 +175,7 @@ def test_a_changed_port_is_named_and_waits_for_a_restart(tmp_path: Path) -> None
         daemons.append(d := Daemon(db, config, port=None))  # the file's port (0: any free)
 
         write(config, prov.url, port=1, poll=0.5,
-              extra='\n[store]\nmax_pending_writes = 7\n[daemon]\nevent_loop = "auto"\n')
+              extra='\n[store]\nmax_pending_writes = 7\n[daemon]\nevent_loop = "asyncio"\n')
         d.signal(signal.SIGHUP)
         line = _ends(d, 1)[0]
         assert "reloaded: 1 change (scanner.poll_interval_sec)" in line, d.stderr()
