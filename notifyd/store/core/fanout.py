@@ -62,7 +62,7 @@ class FanoutMethods:
         return await self.backend.write(lambda tx: events.accept_event(tx, inp), shed=True)
 
     async def get_event(self, tenant: str, event_id: str) -> EventRecord | None:
-        found = await self.backend.fetch(self.backend.q.SELECT_FANOUT_EVENT, (tenant, event_id))
+        found = await self.backend.fetch(self.backend.q.GET_FANOUT_EVENT, (tenant, event_id))
         return events.record(found[0]) if found else None
 
     async def routing_events(self, limit: int) -> list[EventRecord]:

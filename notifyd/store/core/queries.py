@@ -216,7 +216,8 @@ class Queries(Protocol):
     INSERT_FANOUT_EVENT: str  # (tenant, event_id, type, subject, params, kinds, request_hash,
     #   key_name, audience, topic, version, cutoff, users, size, accepted_at, send_at): cursor '', routed
     #   0; nothing if (tenant, event_id) is taken
-    SELECT_FANOUT_EVENT: str  # (tenant, event_id) -> every column
+    SELECT_FANOUT_EVENT: str  # (tenant, event_id) -> every column; locks it (in a script)
+    GET_FANOUT_EVENT: str  # the same read without the lock, for a status read
     SELECT_ROUTING: str  # (limit) -> every column but users of events still routing, in
     #                      acceptance order
     SELECT_BACKLOG: str  # () -> events still routing, the earliest accepted_at of them

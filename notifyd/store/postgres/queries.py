@@ -486,7 +486,11 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0)
 ON CONFLICT (tenant, event_id) DO NOTHING"""
 # Locked: one process routes an event's next chunk at a time; another waits, then reads the
 # cursor it moved.
+# In a script: the event row locked, so a concurrent accept or chunk waits for this one.
 SELECT_FANOUT_EVENT = "SELECT * FROM fanout_events WHERE tenant = ? AND event_id = ? FOR UPDATE"
+# A status read: no lock (on the reader's REPEATABLE READ connection a locking read that
+# meets a chunk's update fails to serialize).
+GET_FANOUT_EVENT = "SELECT * FROM fanout_events WHERE tenant = ? AND event_id = ?"
 # Not `users`: an inline list is read by its chunks alone, not with every event still routing.
 SELECT_ROUTING = """SELECT tenant, event_id, type, subject, params, kinds, request_hash, key_name,
     audience, topic, version, cutoff, size, cursor, routed, accepted_at, routed_at, send_at

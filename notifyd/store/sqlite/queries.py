@@ -455,6 +455,7 @@ INSERT_FANOUT_EVENT = """INSERT INTO fanout_events (tenant, event_id, type, subj
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0)
 ON CONFLICT (tenant, event_id) DO NOTHING"""
 SELECT_FANOUT_EVENT = "SELECT * FROM fanout_events WHERE tenant = ? AND event_id = ?"
+GET_FANOUT_EVENT = SELECT_FANOUT_EVENT
 # Not `users`: an inline list is read by its chunks alone, not with every event still routing.
 SELECT_ROUTING = """SELECT tenant, event_id, type, subject, params, kinds, request_hash, key_name,
     audience, topic, version, cutoff, size, cursor, routed, accepted_at, routed_at, send_at
