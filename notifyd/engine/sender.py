@@ -442,13 +442,17 @@ class SenderPool:
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
 
-    def _free(self, ch: ChannelSender, claim: Claim, probe: bool) -> None:
-        """A held slot comes back; a probe that was never sent lets the next one go."""
+    def _free(self, ch: ChannelSender, claim: Claim, probe: bool = False,
+              look: bool = True) -> None:
+        """A held slot comes back, and the scanner hears of it: to claim if the lane was full
+        (due work may wait for this slot), else, with `look`, to read the next due time again.
+        A probe that was never sent lets the next one go."""
         if probe:
             ch.breaker.probing = False
         was_full = ch.in_flight[claim.lane] >= ch.ceiling[claim.lane]
         ch.in_flight[claim.lane] -= 1
-        self.on_free(was_full)
+        if was_full or look:
+            self.on_free(was_full)
 
     async def _send(self, ch: ChannelSender, claim: Claim, probe: bool) -> None:
         """One provider call and its completion. The lane's slot is the provider call's: it
@@ -479,10 +483,7 @@ class SenderPool:
                 outcome = aggregate(outcome)
             self.metrics.provider_seconds.labels(ch.name).observe(time.perf_counter() - started)
             held = False  # the slot is free; the scanner looks again once the outcome commits
-            was_full = ch.in_flight[claim.lane] >= ch.ceiling[claim.lane]
-            ch.in_flight[claim.lane] -= 1
-            if was_full:  # due work may wait for this slot: claim now
-                self.on_free(True)
+            self._free(ch, claim, look=False)
             now = self.clock.now_ms()
             self._breaker(ch.breaker, ch.breaker.record(isinstance(outcome, Sent | Rejected),
                                                         now, probe), now)
@@ -505,7 +506,7 @@ class SenderPool:
                 self.metrics.step_ended(done.state, done.why)
         finally:
             if held:
-                self._free(ch, claim, False)
+                self._free(ch, claim)
             else:  # the outcome may have pulled a step forward: look at the next due time
                 self.on_free(False)
 

@@ -295,3 +295,37 @@ async def test_a_long_batch_of_renders_lets_the_event_loop_turn(
         assert len(ready) == 20
         assert len(rendered) == 20
         assert 0 < renders_seen[0] < 20  # it ran between two renders, not after all twenty
+
+
+async def test_an_urgent_step_claimed_beside_a_long_bulk_batch_goes_before_their_renders_end(
+        tmp_path: Path, mail: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One claim holds a code and twenty slow-to-render bulk steps: each lane is prepared apart,
+    so the code is frozen and sent while the bulk renders are still going."""
+    slow = Recorder.render
+    rendered: list[str] = []
+    at_urgent_send: list[int] = []
+
+    def render(self: Recorder, step: RenderInput) -> Rendered:
+        if step.kind == "news":
+            time.sleep(0.003)
+            rendered.append(step.notification_id)
+        return slow(self, step)
+
+    sent = Recorder.send
+
+    async def send(self: Recorder, message: Message) -> Outcome:
+        if message.idempotency_key.startswith(code):
+            at_urgent_send.append(len(rendered))
+        return await sent(self, message)
+
+    monkeypatch.setattr(Recorder, "render", render)
+    monkeypatch.setattr(Recorder, "send", send)
+    one = (LadderStep("mail"),)
+    async with engine(tmp_path, {"mail": mail_channel("rec")}, {
+            "news": KindConfig(ladder=one),
+            "code": KindConfig(ladder=one, urgency="urgent")}) as e:
+        await e.accept_many(20, kind="news")
+        code = await e.accept(kind="code")
+        assert await e.cycle() == 21
+        assert len(rendered) == 20 and len(at_urgent_send) == 1
+        assert at_urgent_send[0] < 20  # sent before the last bulk render, not after them all
