@@ -897,7 +897,7 @@ def render_example() -> str:
         "# type = \"webhook\"",
         "# url = \"https://hooks.example.com/notify\"",
         "#",
-        "# [kinds.payment_failed]",
+        "# [kinds.server_down]",
         "# urgency = \"urgent\"",
         "# ttl_sec = 7200",
         "# ladder = [",
