@@ -83,9 +83,9 @@ def render_starter() -> str:
 
 
 def write_starter(folder: Path) -> list[Path]:
-    """The templates of the sample kind, payment_failed (params amount, invoice, url), in en and
-    de for every medium, and a README.txt; returns the paths written. Overwrites nothing: when one file is
-    there already it raises FileExistsError naming it and writes none."""
+    """The templates of the sample kind, payment_failed (params amount, invoice, url), in en
+    and de for every medium, and a README.txt; returns the paths written. Overwrites nothing:
+    when one file is there already it raises FileExistsError naming it and writes none."""
     files = {folder / "README.txt": _starter_readme()}
     for locale, texts in _STARTER.items():
         for name, text in texts.items():

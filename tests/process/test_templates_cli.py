@@ -7,7 +7,9 @@ accepts."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 import urllib.error
@@ -15,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from engine_support import Daemon, clean_env, create_key, notifyd_cmd
 
@@ -102,6 +105,36 @@ def test_the_daemon_on_the_init_config_sends_the_starter_kind_in_its_words(
         assert answer["error"]["message"] == (
             "params: the template payment_failed/en/email.subject.j2 cannot render them "
             "(UndefinedError: 'invoice' is undefined)")
+    finally:
+        assert daemon.stop() == 0, daemon.stderr()
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed here")
+def test_the_configs_own_example_posts_and_resolves_as_it_says(tmp_path: Path) -> None:
+    """The curl call in the comment above the starter's kind, and the resolve it names."""
+    config, db = _init(tmp_path), tmp_path / "notifyd.db"
+    text = config.read_text()
+    start = text.index("#   curl -X POST")
+    call = "\n".join(line.removeprefix("#   ") for line in text[start:].split("\n#\n")[0]
+                     .splitlines())
+    [resolve] = re.findall(r"notifyd resolve [^ .]+", text)
+    key = create_key(db, config)
+    daemon = Daemon(db, config)
+    try:
+        call = call.replace("curl ", "curl -sS --fail-with-body ", 1).replace(
+            "http://127.0.0.1:7726", daemon.url)
+        done = subprocess.run(["bash", "-c", call], capture_output=True, text=True, timeout=60,
+                              env=clean_env(KEY=key), check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout)["created"] is True
+        daemon.wait_for_line('subject="Payment failed: invoice 1009"')
+        done = subprocess.run(notifyd_cmd(db, *shlex.split(resolve)[1:], config=config),
+                              capture_output=True, text=True, env=clean_env(), timeout=60,
+                              check=False)
+        assert done.returncode == 0, done.stderr
+        assert "step 1 log: cancelled" in subprocess.run(
+            notifyd_cmd(db, "inspect", "u_42:invoice-1009", config=config), capture_output=True,
+            text=True, env=clean_env(), timeout=60, check=True).stdout
     finally:
         assert daemon.stop() == 0, daemon.stderr()
 
