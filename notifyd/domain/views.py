@@ -10,7 +10,7 @@ from typing import Any
 
 from notifyd.core.models import OPEN_STEP_STATES, AcceptResult, ResolveResult, StepState
 from notifyd.core.records import Event, Notification, Step
-from notifyd.core.steps import Cause
+from notifyd.core.steps import Cause, is_window_move
 from notifyd.core.text import iso, plural
 
 PROVEN = ("delivered", "shown", "opened")
@@ -173,7 +173,8 @@ def _step_events(n: Notification, s: Step, moves: list[Event]) -> list[tuple[int
         started = f"{tag}: attempt {a.attempt_no} started"
         if a.attempt_no == 1 and s.step_no > 0:  # an escalation: say what brought it on
             before = [e.what for e in moves if e.at <= a.started_at]
-            started += f" ({before[-1] if before else due_because(s.cause, True, start)})"
+            moved = before[-1] if before and not is_window_move(before[-1]) else None
+            started += f" ({moved or due_because(s.cause, True, start)})"
         if a.attempt_no == 1 and s.template:
             started += f"; message from template {s.template}"
         if a.attempt_no == 1 and s.pref_version is not None:

@@ -107,7 +107,7 @@ class Queries(Protocol):
     PULL_NEXT: str  # (at, note, updated_at, notification_id, at, notification_id, step_no) ->
     #                  step_no of the next pending step after step_no, moved to `at` if later
     SELECT_LATER_PENDING: str  # (notification_id, step_no) -> step_no, send_after, cause
-    DELAY_STEP: str  # (send_after, at, notification_id, step_no)
+    DELAY_STEP: str  # (send_after, note, at, notification_id, step_no)
     SELECT_NEXT_DUE: str  # (channel, lane) -> the earliest send_after of its open steps
     SELECT_LEASED: str  # () -> how many steps are sending, and the last lease end
     REPLAY_STEPS: str  # (at, reason, at, notification_id, step_no, step_no) -> step_no of each

@@ -234,7 +234,8 @@ RETURNING step_no"""
 # The pending steps after a step just sent, in order, to start their windows from the send.
 SELECT_LATER_PENDING = """SELECT step_no, send_after, cause FROM steps
 WHERE notification_id = ? AND step_no > ? AND state = 'pending' ORDER BY step_no"""
-DELAY_STEP = "UPDATE steps SET send_after = ?, updated_at = ? WHERE notification_id = ? AND step_no = ?"
+DELAY_STEP = """UPDATE steps SET send_after = ?, note = ?, updated_at = ?
+WHERE notification_id = ? AND step_no = ?"""
 SELECT_NEXT_DUE = """SELECT min(send_after) FROM steps
 WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown')"""
 # The earliest moment the scanner has work: a due step that may go (none of its notification's
