@@ -21,9 +21,10 @@ from notifyd.cli.base import (
 from notifyd.cli.events import inspect_event
 from notifyd.core.clock import SystemClock
 from notifyd.core.text import iso, plural
-from notifyd.domain.views import status_view, timeline
+from notifyd.domain.views import Digests, status_view, timeline
 from notifyd.engine import replay as replays
 from notifyd.engine import resolution
+from notifyd.engine.digests import carriers
 from notifyd.store import (
     DeadMatch,
     Notification,
@@ -84,11 +85,17 @@ def inspect(ctx: click.Context, ref: str | None, tenant: str, as_json: bool,
         inspect_event(ctx, tenant, event_id)
         return
     assert ref is not None
-    n = with_store(ctx, lambda s: _find(s, ref, tenant))
+
+    async def run(store: Store) -> tuple[Notification, Digests]:
+        n = await _find(store, ref, tenant)
+        return n, await carriers(store, n)
+
+    n, digests = with_store(ctx, run)
+    now = SystemClock().now_ms()
     if as_json:
-        click.echo(json.dumps(status_view(n, SystemClock().now_ms()), indent=2))
+        click.echo(json.dumps(status_view(n, now, digests), indent=2))
     else:
-        click.echo("\n".join(timeline(n, SystemClock().now_ms())))
+        click.echo("\n".join(timeline(n, now, digests)))
 
 
 @main.command()

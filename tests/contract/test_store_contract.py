@@ -737,6 +737,14 @@ class TestInboxAndDigests:
                                        [StepKey(m.notification_id, m.step_no) for m in members],
                                        window + 86_400_000)
         assert made.created and made.created_at == window
+        # Each carried item says so in its own rows: its step digested, by which digest, when,
+        # and still why it was held.
+        for nid in ("n_0", "n_1"):
+            n = await store.get_notification(nid)
+            assert n is not None and n.state == "digested"
+            [s] = n.steps
+            assert (s.state, s.reason, s.digest_id, s.held_at, s.updated_at) == (
+                StepState.DIGESTED, "held", "n_d", NOW, window)
         assert await store.due_digests(window, 10) == []
         assert await store.next_digest_at() is None
         again = DigestDue("acme", "u1", "daily", window, 2)

@@ -22,6 +22,7 @@ from notifyd.domain import events, preferences, signed, suppressions
 from notifyd.domain.recipients import recipient_view
 from notifyd.domain.views import status_view, timeline
 from notifyd.engine import replay, resolution
+from notifyd.engine.digests import carriers
 from notifyd.http.console import session
 from notifyd.http.console.axis import axis
 from notifyd.http.console.overview import find_event
@@ -152,8 +153,10 @@ async def get_notification(request: web.Request) -> web.StreamResponse:
     ctx = request.app[CTX]
     n = await _notification(request, op)
     now = ctx.clock.now_ms()
-    return render("notification.html.j2", operator=op, n=n, status=status_view(n, now),
-                  axis=axis(n, now), lines=timeline(n, now)[1:], said=request.query.get("said"),
+    digests = await carriers(ctx.store, n)
+    return render("notification.html.j2", operator=op, n=n,
+                  status=status_view(n, now, digests), axis=axis(n, now, digests),
+                  lines=timeline(n, now, digests)[1:], said=request.query.get("said"),
                   replayable=[s.step_no for s in n.steps if s.state in REPLAYABLE],
                   open=any(s.state in OPEN_STEP_STATES for s in n.steps),
                   warnings=await replay.blocked(ctx.store, n.id, ctx.cfg.catalog))
