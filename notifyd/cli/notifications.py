@@ -18,10 +18,12 @@ from notifyd.cli.base import (
     main,
     with_store,
 )
-from notifyd.cli.events import inspect_event
+from notifyd.cli.events import inspect_event, show_event
 from notifyd.core.clock import SystemClock
+from notifyd.core.events import EventRecord
 from notifyd.core.text import iso, plural
-from notifyd.domain.views import Digests, status_view, timeline
+from notifyd.domain import events
+from notifyd.domain.views import status_view, timeline
 from notifyd.engine import replay as replays
 from notifyd.engine import resolution
 from notifyd.engine.digests import carriers
@@ -57,6 +59,36 @@ async def _find(store: Store, ref: str, tenant: str) -> Notification:
     return n
 
 
+INSPECTED = ("a notification id (n_ and 18 letters or digits), user_id:dedup_key, or an "
+             "event's id")
+EVENT_JSON = "--json with an event: notifyd events show ID prints the event's document"
+
+
+async def _inspected(store: Store, ref: str, tenant: str) -> Notification | EventRecord:
+    """What REF names: a notification (its id in any tenant, user_id:dedup_key in `tenant`),
+    else the event of that id in `tenant`; nothing, an error that says what was looked for."""
+    try:
+        parsed: resolution.Ref | None = resolution.parse_ref(ref)
+    except resolution.BadRef:
+        parsed = None
+    if parsed is not None:
+        n = await resolution.find(store, parsed, None if parsed.notification_id else tenant)
+        if n is not None:
+            return n
+    event_id = events.EVENT_ID_RE.match(ref) is not None
+    e = await store.get_event(tenant, ref) if event_id else None
+    if e is not None:
+        return e
+    await known_tenant(store, tenant)  # a mistyped --tenant is the likelier fault
+    if parsed is None and not event_id:
+        raise click.ClickException(f"{ref!r} is not {INSPECTED}")
+    where = f"in tenant {tenant!r} (--tenant)"
+    nothing = (f"no notification {ref!r}, and no event of that id {where}"
+               if parsed is not None and parsed.notification_id
+               else f"no notification or event {ref!r} {where}")
+    raise click.ClickException(f"{nothing}; REF is {INSPECTED}")
+
+
 @main.command()
 @global_options
 @click.argument("ref", required=False)
@@ -70,32 +102,34 @@ def inspect(ctx: click.Context, ref: str | None, tenant: str, as_json: bool,
             event_id: str | None) -> None:
     """Print a notification's whole ladder as a timeline: what was decided, when and why.
 
-    REF is a notification id (n_...) or user_id:dedup_key (split on the last colon). With
-    --event ID, the event and a line per notification it made: the recipient, the kind, its
-    state and each step (notifyd inspect n_... then shows one whole).
+    REF is a notification id (n_...) or user_id:dedup_key (split on the last colon); when it
+    names no notification, an event's id in --tenant: the event and a line per notification it
+    made, with the recipient, the kind, its state and each step (notifyd inspect n_... then
+    shows one whole). --event ID asks for the event only.
 
     Example: notifyd inspect u_42:invoice-1009
     """
     if (ref is None) == (event_id is None):
-        raise click.UsageError("give REF (a notification) or --event ID, one of them")
+        raise click.UsageError("give REF (a notification or an event) or --event ID, one of them")
     if event_id is not None:
         if as_json:
-            raise click.UsageError("--json with --event: notifyd events show ID prints the "
-                                   "event's document")
+            raise click.UsageError(EVENT_JSON)
         inspect_event(ctx, tenant, event_id)
         return
     assert ref is not None
 
-    async def run(store: Store) -> tuple[Notification, Digests]:
-        n = await _find(store, ref, tenant)
-        return n, await carriers(store, n)
+    async def run(store: Store) -> None:
+        found = await _inspected(store, ref, tenant)
+        if isinstance(found, EventRecord):
+            if as_json:
+                raise click.UsageError(EVENT_JSON)
+            await show_event(store, found)
+            return
+        digests, now = await carriers(store, found), SystemClock().now_ms()
+        click.echo(json.dumps(status_view(found, now, digests), indent=2) if as_json
+                   else "\n".join(timeline(found, now, digests)))
 
-    n, digests = with_store(ctx, run)
-    now = SystemClock().now_ms()
-    if as_json:
-        click.echo(json.dumps(status_view(n, now, digests), indent=2))
-    else:
-        click.echo("\n".join(timeline(n, now, digests)))
+    with_store(ctx, run)
 
 
 @main.command()
