@@ -21,7 +21,7 @@ from notifyd.cli.base import (
 from notifyd.cli.events import inspect_event, show_event
 from notifyd.core.clock import SystemClock
 from notifyd.core.events import EventRecord
-from notifyd.core.text import iso, plural
+from notifyd.core.text import iso, plural, them
 from notifyd.domain import events
 from notifyd.domain.views import status_view, timeline
 from notifyd.engine import replay as replays
@@ -239,8 +239,7 @@ def replay(ctx: click.Context, ref: str | None, tenant: str, every_dead: bool,
     nid, count, blocked = with_store(ctx, run, WRITE)
     if not count:
         raise click.ClickException(f"no dead or unknown step at {ref!r}")
-    click.echo(f"replayed {plural(count, 'step')} of {nid}; a running daemon sends them within "
-               "its poll interval (notifyd inspect shows what happens)")
+    click.echo(replay_said(count, nid))
     for line in blocked:
         click.echo(f"warning: {line}", err=True)
 
@@ -251,25 +250,34 @@ def _replay_dead(ctx: click.Context, match: DeadMatch, dry_run: bool) -> None:
         click.echo(f"warning: channel {match.channel!r} is not in this config; its replayed "
                    "steps end dead again when the daemon next starts", err=True)
 
-    async def run(store: Store) -> tuple[int, int, int]:
+    async def run(store: Store) -> replays.Replayed:
         if dry_run:
-            return await store.dead_count(match), 0, 0
+            return replays.Replayed(await store.dead_count(match), 0, 0)
         with click.progressbar(length=await store.dead_count(match), label="replaying",
                                file=sys.stderr) as bar:
-            done = await replays.replay_dead(store, match, "cli", bar.update)
-        return done.matched, done.replayed, done.late
+            return await replays.replay_dead(store, match, "cli", bar.update)
 
-    total, replayed, late = with_store(ctx, run, READ if dry_run else WRITE)
-    if dry_run or not total:
-        said = "no dead step matches" if not total else \
-            f"{plural(total, 'dead step')} match{'es' if total == 1 else ''}"
-        click.echo(f"{said}; nothing replayed{' (--dry-run)' if dry_run else ''}")
-        return
-    click.echo(f"replayed {plural(replayed, 'dead step')}; a running daemon sends them at each "
-               "channel's rate (notifyd inspect shows what happens)")
-    if late:
-        click.echo(f"warning: {late} of them belong to notifications past their time to live; "
-                   "the claim ends those expired, unsent", err=True)
+    said, warning = dead_replay_said(with_store(ctx, run, READ if dry_run else WRITE), dry_run)
+    click.echo(said)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
+
+
+def replay_said(count: int, nid: str) -> str:
+    """What `notifyd replay REF` did."""
+    return (f"replayed {plural(count, 'step')} of {nid}; a running daemon sends {them(count)} "
+            "within its poll interval (notifyd inspect shows what happens)")
+
+
+def dead_replay_said(done: replays.Replayed, dry_run: bool) -> tuple[str, str]:
+    """What `notifyd replay --dead` did (or, dry, would do), and a warning ('': none)."""
+    if dry_run or not done.matched:
+        said = "no dead step matches" if not done.matched else \
+            f"{plural(done.matched, 'dead step')} match{'es' if done.matched == 1 else ''}"
+        return f"{said}; nothing replayed{' (--dry-run)' if dry_run else ''}", ""
+    return (f"replayed {plural(done.replayed, 'dead step')}; a running daemon sends "
+            f"{them(done.replayed)} at each channel's rate (notifyd inspect shows what "
+            "happens)", replays.late_said(done))
 
 
 @main.command("dead-letters")

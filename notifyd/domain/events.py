@@ -18,7 +18,7 @@ from notifyd.core.errors import DomainError
 from notifyd.core.events import EVENT_KEY_PREFIX, Audience, Counts, EventInput, EventRecord
 from notifyd.core.models import ApiKey
 from notifyd.core.records import Notification
-from notifyd.core.text import iso
+from notifyd.core.text import iso, plural
 from notifyd.domain.validate import check_depth, check_fields, get_str
 from notifyd.domain.views import unsaid
 
@@ -180,7 +180,7 @@ def summary(e: EventRecord, counts: Counts, now: int) -> list[str]:
     states += [f"{n} suppressed ({reason})" for reason, n in view["suppressed"].items()]
     routed = f"routed {iso(e.routed_at)}" if e.routed_at is not None else "routing"
     return [f"event {e.event_id}  tenant={e.tenant} type={e.type} subject={e.subject}",
-            f"  audience: {whom}: {e.size} recipients, {e.routed} routed "
+            f"  audience: {whom}: {plural(e.size, 'recipient')}, {e.routed} routed "
             f"(cursor {e.cursor or '-'})",
             f"  accepted {iso(e.accepted_at)} from key {e.key_name!r}; {routed}; fan-out "
             f"{e.lag_ms(now) / 1000:.1f} s",

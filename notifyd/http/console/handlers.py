@@ -221,8 +221,7 @@ async def post_dead_replay(request: web.Request) -> web.StreamResponse:
     log.info("console: %s replayed %d dead steps (channel=%s kind=%s since=%s)", op.by,
              done.replayed, printable(channel or "any"), printable(kind or "any"),
              since or "any")
-    raise _back("/console/dead", f"replayed {plural(done.replayed, 'dead step')}" + (
-        f"; {done.late} of them past their time to live end expired" if done.late else ""))
+    raise _back("/console/dead", replay.replayed_said(done))
 
 
 # --- the suppression list ---------------------------------------------------------------------
@@ -248,7 +247,8 @@ async def post_suppression(request: web.Request) -> web.StreamResponse:
     created = await ctx.store.suppress(op.tenant, channel_type, address, reason, op.by)
     log.info("console: %s suppressed %s %s for tenant %s", op.by, channel_type,
              printable(address), op.tenant)
-    raise _back("/console/suppressions", f"{address} {'added' if created else 'was listed'}")
+    raise _back("/console/suppressions", f"added {address}" if created
+                else f"{address} was on the list already")
 
 
 @page
@@ -261,7 +261,8 @@ async def post_unsuppress(request: web.Request) -> web.StreamResponse:
     if removed:
         log.info("console: %s removed %s %s from tenant %s's suppression list", op.by,
                  channel_type, printable(address), op.tenant)
-    raise _back("/console/suppressions", f"{address} {'removed' if removed else 'not listed'}")
+    raise _back("/console/suppressions", f"removed {address}" if removed
+                else f"{address} was not on the list")
 
 
 # --- a person ---------------------------------------------------------------------------------
