@@ -79,12 +79,13 @@ async def _inspected(store: Store, ref: str, tenant: str) -> Notification | Even
     e = await store.get_event(tenant, ref) if event_id else None
     if e is not None:
         return e
-    await known_tenant(store, tenant)  # a mistyped --tenant is the likelier fault
     if parsed is None and not event_id:
         raise click.ClickException(f"{ref!r} is not {INSPECTED}")
+    by_id = parsed is not None and parsed.notification_id is not None
+    if not by_id:  # an id is looked for in every tenant; else a mistyped --tenant is likelier
+        await known_tenant(store, tenant)
     where = f"in tenant {tenant!r} (--tenant)"
-    nothing = (f"no notification {ref!r}, and no event of that id {where}"
-               if parsed is not None and parsed.notification_id
+    nothing = (f"no notification {ref!r}, and no event of that id {where}" if by_id
                else f"no notification or event {ref!r} {where}")
     raise click.ClickException(f"{nothing}; REF is {INSPECTED}")
 
