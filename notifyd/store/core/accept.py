@@ -60,10 +60,13 @@ def make_digest(tx: Tx, due: DigestDue, inp: AcceptInput, notification_id: str, 
                 plan: PlanFn, ttl_sec: int, inbox: Inbox, members: list[StepKey],
                 rollover: int) -> AcceptResult:
     """The digest accepted as any notification, and the held items it carries marked so in the
-    same transaction; items held for the window after `members` were read roll to the next."""
+    same transaction (the item, and its step `digested`); items held for the window after
+    `members` were read roll to the next."""
     result = accept(tx, inp, notification_id, params, plan, ttl_sec, inbox)
     if result.created:
         tx.many(tx.q.MARK_DIGESTED_ITEM, [(notification_id, m.notification_id, m.step_no)
+                                          for m in members])
+        tx.many(tx.q.MARK_DIGESTED_STEP, [(tx.now, m.notification_id, m.step_no)
                                           for m in members])
     tx.run(tx.q.ROLL_DIGEST, (rollover, due.tenant, due.user_id, due.digest_kind,
                               due.window_end))

@@ -73,7 +73,8 @@ class Queries(Protocol):
     #                     note, updated_at, planned_at, cause, plan_note)
     SELECT_NOTIFICATION: str  # (id) -> every column
     SELECT_STEP_STATES: str  # (notification_id) -> channel, state, reason, by step
-    SELECT_STEPS: str  # (notification_id) -> every column, by step
+    SELECT_STEPS: str  # (notification_id) -> every column, and digest_id and held_at of its
+    #                   digest item, by step
     SELECT_ATTEMPTS: str  # (notification_id) -> every column, by step and attempt
     SELECT_EVENTS: str  # (notification_id) -> step_no, at, what, in the order written
     INSERT_EVENT: str  # (notification_id, step_no, at, what)
@@ -107,7 +108,7 @@ class Queries(Protocol):
     PULL_NEXT: str  # (at, note, updated_at, notification_id, at, notification_id, step_no) ->
     #                  step_no of the next pending step after step_no, moved to `at` if later
     SELECT_LATER_PENDING: str  # (notification_id, step_no) -> step_no, send_after, cause
-    DELAY_STEP: str  # (send_after, at, notification_id, step_no)
+    DELAY_STEP: str  # (send_after, note, at, notification_id, step_no)
     SELECT_NEXT_DUE: str  # (channel, lane) -> the earliest send_after of its open steps
     SELECT_LEASED: str  # () -> how many steps are sending, and the last lease end
     REPLAY_STEPS: str  # (at, reason, at, notification_id, step_no, step_no) -> step_no of each
@@ -183,6 +184,7 @@ class Queries(Protocol):
     SELECT_DUE_DIGESTS: str  # (now, limit) -> tenant, user_id, digest_kind, window_end, count
     SELECT_DIGEST_MEMBERS: str  # (tenant, user_id, digest_kind, window_end) -> the held items
     MARK_DIGESTED_ITEM: str  # (digest_id, notification_id, step_no)
+    MARK_DIGESTED_STEP: str  # (at, notification_id, step_no): a held step carried
     ROLL_DIGEST: str  # (new window_end, tenant, user_id, digest_kind, window_end)
     NEXT_DIGEST: str  # () -> the earliest window_end of items still held
 
@@ -234,7 +236,8 @@ class Queries(Protocol):
     #   class of its steps), n: the event's notifications by how they stand
     SELECT_EVENT_PAGE: str  # (tenant, event_id, user_id, id, limit) -> every column of the
     #   event's notifications after (user_id, id), in that order
-    SELECT_STEPS_OF_MANY: str  # (ids JSON) -> every column of their steps, by id and step
+    SELECT_STEPS_OF_MANY: str  # (ids JSON) -> what SELECT_STEPS reads, of their steps, by id
+    #                           and step
 
     # --- topics: membership rows open from added_version until removed_version
     SELECT_TOPIC: str  # (tenant, name) -> every column

@@ -114,7 +114,10 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 SELECT_NOTIFICATION = "SELECT * FROM notifications WHERE id = ?"
 SELECT_STEP_STATES = """SELECT channel, state, reason FROM steps WHERE notification_id = ?
 ORDER BY step_no"""
-SELECT_STEPS = "SELECT * FROM steps WHERE notification_id = ? ORDER BY step_no"
+# Each step with the digest that carried it and when it was held, where it was.
+SELECT_STEPS = """SELECT s.*, d.digest_id, d.held_at FROM steps s
+LEFT JOIN digest_items d ON d.notification_id = s.notification_id AND d.step_no = s.step_no
+WHERE s.notification_id = ? ORDER BY s.step_no"""
 SELECT_ATTEMPTS = """SELECT * FROM attempts WHERE notification_id = ?
 ORDER BY step_no, attempt_no"""
 SELECT_EVENTS = """SELECT step_no, at, what FROM events WHERE notification_id = ?
@@ -219,7 +222,8 @@ RETURNING step_no"""
 # The pending steps after a step just sent, in order, to start their windows from the send.
 SELECT_LATER_PENDING = """SELECT step_no, send_after, cause FROM steps
 WHERE notification_id = ? AND step_no > ? AND state = 'pending' ORDER BY step_no"""
-DELAY_STEP = "UPDATE steps SET send_after = ?, updated_at = ? WHERE notification_id = ? AND step_no = ?"
+DELAY_STEP = """UPDATE steps SET send_after = ?, note = ?, updated_at = ?
+WHERE notification_id = ? AND step_no = ?"""
 SELECT_NEXT_DUE = """SELECT min(send_after) FROM steps
 WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown')"""
 # The earliest moment the scanner has work: a due step that may go (none of its notification's
@@ -371,6 +375,9 @@ WHERE d.tenant = ? AND d.user_id = ? AND d.digest_kind = ? AND d.window_end = ?
     AND d.digest_id IS NULL ORDER BY n.created_at, d.notification_id"""
 MARK_DIGESTED_ITEM = """UPDATE digest_items SET digest_id = ?
 WHERE notification_id = ? AND step_no = ? AND digest_id IS NULL"""
+# A held step its digest carried says so: its reason (why it was held) stays.
+MARK_DIGESTED_STEP = """UPDATE steps SET state = 'digested', updated_at = ?
+WHERE notification_id = ? AND step_no = ? AND state = 'held'"""
 # Items held for a window after its digest was read move to the next window: never dropped.
 ROLL_DIGEST = """UPDATE digest_items SET window_end = ?
 WHERE tenant = ? AND user_id = ? AND digest_kind = ? AND window_end = ? AND digest_id IS NULL"""
@@ -493,6 +500,7 @@ COUNT_EVENT_STATES = """SELECT state, CASE WHEN state = 'suppressed' THEN reason
             THEN 'delivered'
         WHEN max(s.state = 'sent') THEN 'sent'
         WHEN max(s.state = 'held') THEN 'held'
+        WHEN max(s.state = 'digested') THEN 'digested'
         WHEN max(s.state = 'expired') THEN 'expired'
         WHEN min(s.state = 'suppressed') THEN 'suppressed'
         ELSE 'undeliverable' END AS state,
@@ -504,8 +512,10 @@ COUNT_EVENT_STATES = """SELECT state, CASE WHEN state = 'suppressed' THEN reason
 GROUP BY 1, 2 ORDER BY 1, 2"""
 SELECT_EVENT_PAGE = """SELECT * FROM notifications INDEXED BY notifications_event
 WHERE tenant = ? AND event_id = ? AND (user_id, id) > (?, ?) ORDER BY user_id, id LIMIT ?"""
-SELECT_STEPS_OF_MANY = """SELECT * FROM steps
-WHERE notification_id IN (SELECT value FROM json_each(?)) ORDER BY notification_id, step_no"""
+SELECT_STEPS_OF_MANY = """SELECT s.*, d.digest_id, d.held_at FROM steps s
+LEFT JOIN digest_items d ON d.notification_id = s.notification_id AND d.step_no = s.step_no
+WHERE s.notification_id IN (SELECT value FROM json_each(?))
+ORDER BY s.notification_id, s.step_no"""
 
 # --- topics ---------------------------------------------------------------------------------
 
