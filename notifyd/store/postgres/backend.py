@@ -1,6 +1,6 @@
 """PostgreSQL's lifecycle under the store core: one database that several notifyd processes share.
 
-Writes go through one writer thread per process (store/sqlite/writer's group commit: every
+Writes go through one writer thread per process (store/core/writer's group commit: every
 script queued while the last commit ran, in one transaction), on a connection of its own at READ
 COMMITTED; what a script decides on is locked by the statement that reads it (postgres/
 queries.py), so scripts of several processes interleave safely. A batch that deadlocks with
