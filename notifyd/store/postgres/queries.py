@@ -1,6 +1,7 @@
-"""PostgreSQL's statements for the store core (store/core/queries.py says what each must do).
-Where SQLite's order follows its index and then the key, these name the key: rows that tie come
-back in the same order on both.
+"""PostgreSQL's statements for the store core (store/core/queries.py says what each must do),
+with those of the features (FEATURES, store/postgres/backend.py) SQLite has not got. Where
+SQLite's order follows its index and then the key, these name the key: rows that tie come back
+in the same order on both.
 
 Written with SQLite's `?` placeholders and numbered into `$n` once, at import (tx.number);
 the named ones (`:name`) are numbered too, and the Tx passes a dict in their order."""

@@ -24,7 +24,7 @@ import psycopg
 from psycopg import errors
 
 from notifyd.core.clock import Clock
-from notifyd.store.core.queries import Queries
+from notifyd.store.core.queries import Features, Queries
 from notifyd.store.core.writer import Op, Outcome, Writer
 from notifyd.store.postgres.tx import PgTx
 
@@ -47,9 +47,9 @@ def lost(e: BaseException) -> bool:
 
 class PgWriter(Writer[psycopg.Connection[Any]]):
     def __init__(self, url: str, connect: Callable[[], psycopg.Connection[Any]], clock: Clock,
-                 q: Queries, max_queue: int = 0) -> None:
+                 q: Queries, features: Features, max_queue: int = 0) -> None:
         super().__init__(url, connect, clock, max_queue)
-        self.q = q
+        self.q, self.features = q, features
         self.retried = 0  # batches run again after a deadlock, for tests and benchmarks
 
     def _run(self, ops: list[Op]) -> list[Outcome]:
@@ -119,7 +119,7 @@ class PgWriter(Writer[psycopg.Connection[Any]]):
             self._conn.close()
 
     def _tx(self, conn: psycopg.Connection[Any]) -> PgTx:
-        return PgTx(conn, self.q, self._now())
+        return PgTx(conn, self.q, self.features, self._now())
 
     def _fault_of(self, e: BaseException) -> str | None:
         if not lost(e):

@@ -1,4 +1,6 @@
-"""SQLite's statements for the store core (store/core/queries.py says what each must do)."""
+"""SQLite's statements for the store core (store/core/queries.py says what each must do). One
+writer is alone, so nothing here locks, and SQLite has none of the features (FEATURES,
+store/sqlite/tx.py) that need statements of their own."""
 
 # --- tenants, keys, recipients, accept and resolution --------------------------------------
 
@@ -552,14 +554,3 @@ ORDER BY m.removed_at LIMIT ?"""
 DELETE_MEMBER_ROW = """DELETE FROM topic_members
 WHERE tenant = ? AND topic = ? AND user_id = ? AND added_version = ?"""
 COUNT_AGED_MEMBERS = f"SELECT count(*) {_CLOSED_UNPINNED}"
-
-# --- locks: none; the one writer is alone ---------------------------------------------------
-
-LOCK_PERSON = ""
-LOCK_PROFILE = ""
-LOCK_INBOX = ""
-NOTIFY_DUE = ""
-NOTIFY_INBOX = ""
-TAKE_TOKENS = ""
-MAKE_BUCKET = ""
-SPEND_TOKENS = ""
