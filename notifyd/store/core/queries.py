@@ -1,6 +1,8 @@
 """The statements every dialect names, and what each must do. A dialect is a module of constants
-with these names (store/sqlite/queries.py); the core's scripts use them through `tx.q` and never
-write SQL. Times are epoch milliseconds; arguments are positional, in the order each line gives.
+with these names: the shared ones written once (store/core/sql.py), and its own where it says
+them its own way (store/sqlite/queries.py, store/postgres/queries.py); the core's scripts use
+them through `tx.q` and never write SQL. Times are epoch milliseconds; arguments are
+positional, in the order each line gives.
 
 What only some dialects can do is a feature, named in `Features` with the statements it needs:
 a dialect without it writes none of them, and a script reaches them only through the flag.
