@@ -1,10 +1,16 @@
 """The statements every dialect names, and what each must do. A dialect is a module of constants
-with these names (store/sqlite/queries.py); the core's scripts use them through `tx.q` and never
-write SQL. Times are epoch milliseconds; arguments are positional, in the order each line gives.
+with these names: the shared ones written once (store/core/sql.py), and its own where it says
+them its own way (store/sqlite/queries.py, store/postgres/queries.py); the core's scripts use
+them through `tx.q` and never write SQL. Times are epoch milliseconds; arguments are
+positional, in the order each line gives.
+
+What only some dialects can do is a feature, named in `Features` with the statements it needs:
+a dialect without it writes none of them, and a script reaches them only through the flag.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 
@@ -260,8 +266,11 @@ class Queries(Protocol):
     DELETE_MEMBER_ROW: str  # (tenant, topic, user_id, added_version)
     COUNT_AGED_MEMBERS: str  # (before)
 
-    # --- locks, for a backend whose writers run at once ('' where one writer is alone): each
-    #     is held until the commit of the transaction that took it
+
+class RowLocks(Protocol):
+    """Writers of several processes run at once: each lock is held until the commit of the
+    transaction that took it."""
+
     LOCK_PERSON: str  # (tenant, user_id) -> false if another transaction holds the person:
     #   a send limit's count is read after it, so two claims never both take the last send
     LOCK_PROFILE: str  # (tenant, user_id): the person's profile, taken before a change reads
@@ -269,7 +278,10 @@ class Queries(Protocol):
     LOCK_INBOX: str  # (tenant, user_id): the person's inbox sequence, taken before an item's
     #   seq, so a person's seqs grow in commit order (a stream resuming after one skips none)
 
-    # --- a channel's bucket for the whole deployment ('' where one process sends)
+
+class SharedBuckets(Protocol):
+    """A channel's rate is the deployment's: one bucket row, shared by every process."""
+
     TAKE_TOKENS: str  # (channel, rate_per_sec, burst, now) -> tokens (refilled since last, the
     #   bucket locked until the commit; NULL while another transaction holds it), kept (there
     #   is a bucket)
@@ -277,6 +289,21 @@ class Queries(Protocol):
     #   by another meanwhile
     SPEND_TOKENS: str  # (n, channel) -> tokens left after n were taken
 
-    # --- signals to the other processes on the database, sent at commit ('': one process)
+
+class Notifies(Protocol):
+    """Signals to the other processes on the database, sent at commit."""
+
     NOTIFY_DUE: str  # (at): a step is due at `at` (an accept): another process's scanner wakes
     NOTIFY_INBOX: str  # (tenant, user_id, seq): an inbox item was committed: streams read it
+
+
+@dataclass(frozen=True)
+class Features:
+    """What a dialect can do beyond what every dialect does, as Django's backends declare it:
+    each flag is the feature's statements where the dialect has it, None where it has not, so a
+    script tests the flag before it reaches them (mypy sees to it), and a dialect without the
+    feature writes none of them."""
+
+    row_locks: RowLocks | None = None  # writers of several processes run at once
+    shared_buckets: SharedBuckets | None = None  # one rate bucket per channel for them all
+    notifies: Notifies | None = None  # other processes hear an accept when it commits
