@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import tomli_w
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -52,7 +53,7 @@ class Stack:
     key: str = ""
 
     async def status(self, nid: str) -> dict[str, Any]:
-        return status_view(await self.e.record(nid), self.e.now)
+        return msgspec.to_builtins(status_view(await self.e.record(nid), self.e.now))
 
 
 

@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime
 
 import click
+import msgspec
 
 from notifyd.cli.base import (
     READ,
@@ -86,7 +87,7 @@ def inspect(ctx: click.Context, ref: str | None, tenant: str, as_json: bool,
     assert ref is not None
     n = with_store(ctx, lambda s: _find(s, ref, tenant))
     if as_json:
-        click.echo(json.dumps(status_view(n, SystemClock().now_ms()), indent=2))
+        click.echo(json.dumps(msgspec.to_builtins(status_view(n, SystemClock().now_ms())), indent=2))
     else:
         click.echo("\n".join(timeline(n, SystemClock().now_ms())))
 

@@ -1,5 +1,5 @@
-"""The API's shape in one place: one msgspec Struct per request and answer body, each field
-with its constraints beside it. decode.py decodes a body straight into its Struct (in C) and
-tells a refusal in the API's error codes, naming the field, in words made from what the field
-declares. Pure: it loads nothing of the daemon's.
+"""The API's shape in one place: one msgspec Struct per request and answer body. The handlers
+decode and check each request with its Struct (decode.py: in C, refusals told in the API's error
+codes), the views answer with theirs, and the OpenAPI document is built from their JSON Schema
+(http/openapi.py). Pure: it loads nothing of the daemon's.
 """

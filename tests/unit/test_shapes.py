@@ -3,13 +3,16 @@ from each field's declared constraints."""
 
 from __future__ import annotations
 
+import hashlib
 import typing
 from typing import Any
 
 import msgspec
+import orjson
 import pytest
 
 from notifyd.core.errors import DomainError
+from notifyd.domain.validate import request_hash
 from notifyd.shapes import common, events, notifications, people
 from notifyd.shapes.common import Id
 from notifyd.shapes.decode import convert, decode
@@ -114,6 +117,18 @@ def test_a_batch_nested_deep_is_read_item_by_item() -> None:
     body = f'{{"items": [{{"params": {deep}}}, 7]}}'.encode()
     items = decode(body, AcceptBatch, deep=common.AnyItems).items
     assert len(items) == 2 and items[1] == 7
+
+
+def test_params_with_an_integer_past_64_bits_hash_as_orjson_read_them() -> None:
+    """msgspec keeps 10**30 whole; orjson, which read every body before, made it a float: the
+    params kept and the request's hash stay what they were."""
+    req = decode(b'{"user_id": "u", "kind": "k", "params": {"n": 1000000000000000000000000000000}}',
+                 AcceptRequest)
+    params, digest = request_hash(["u", "k", req.params, None, None], 2)
+    before = orjson.loads(b'{"n": 1000000000000000000000000000000}')
+    assert params == before and isinstance(params["n"], float)
+    assert digest == hashlib.sha256(orjson.dumps(["u", "k", before, None, None],
+                                                 option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def requests() -> list[type[msgspec.Struct]]:
