@@ -1,10 +1,11 @@
 """The API's shapes (notifyd/shapes): msgspec's refusals told in the API's codes and words, made
-from each field's declared constraints."""
+from each field's declared constraints; the client's types made from the same Structs."""
 
 from __future__ import annotations
 
 import hashlib
 import typing
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,7 +20,9 @@ from notifyd.shapes.decode import convert, decode
 from notifyd.shapes.events import EventId, EventRequest, MembersRequest
 from notifyd.shapes.notifications import AcceptBatch, AcceptRequest
 from notifyd.shapes.people import PreferencesPatch, PreferencesRequest, User, WebPushDevice
+from notifyd.shapes.typed import REGENERATE, render
 
+ROOT = Path(__file__).resolve().parents[2]
 KNOWN = "dedup_key, fallback_chain, kind, max_ttl_sec, params, send_at, user_id"
 QUIET = "quiet_hours must be {start: 'HH:MM', end: 'HH:MM'} or null"
 MEDIA = "a map of mediums (email, sms, push, chat) to true"
@@ -171,3 +174,8 @@ def _inside_whole(struct: type[msgspec.Struct]) -> bool:
                if struct.__name__ in repr(f.type)]
     return bool(holders) and all(
         any(m.extra and m.extra.get("whole") for m in _metas(f.type)) for _, f in holders)
+
+
+def test_the_client_types_are_made_from_the_shapes() -> None:
+    assert (ROOT / "notifyd/client/types.py").read_text() == render(), (
+        f"notifyd/client/types.py is stale; regenerate it: {REGENERATE}")
