@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import Any, cast
 
 import click
+import msgspec
 
 from notifyd.cli.base import global_options, main, with_store
 from notifyd.core.clock import SystemClock
@@ -82,7 +83,7 @@ def events_show(ctx: click.Context, event_id: str, tenant: str, follow: bool) ->
                     bar.update(e.size - shown)
             if e is None:
                 raise click.ClickException(f"event {event_id!r} is gone (pruned)")
-        return events.event_view(e, await store.event_counts(tenant, event_id),
-                                 SystemClock().now_ms())
+        return cast(dict[str, Any], msgspec.to_builtins(events.event_view(
+            e, await store.event_counts(tenant, event_id), SystemClock().now_ms())))
 
     click.echo(json.dumps(with_store(ctx, run), indent=2))

@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime
 
 import click
+import msgspec
 
 from notifyd.cli.base import (
     READ,
@@ -22,11 +23,11 @@ from notifyd.cli.events import inspect_event, show_event
 from notifyd.core.clock import SystemClock
 from notifyd.core.events import EventRecord
 from notifyd.core.text import iso, plural, them
-from notifyd.domain import events
 from notifyd.domain.views import status_view, timeline
 from notifyd.engine import replay as replays
 from notifyd.engine import resolution
 from notifyd.engine.digests import carriers
+from notifyd.shapes.events import EVENT_ID_PATTERN
 from notifyd.store import (
     DeadMatch,
     Notification,
@@ -75,7 +76,7 @@ async def _inspected(store: Store, ref: str, tenant: str) -> Notification | Even
         n = await resolution.find(store, parsed, None if parsed.notification_id else tenant)
         if n is not None:
             return n
-    event_id = events.EVENT_ID_RE.match(ref) is not None
+    event_id = re.match(EVENT_ID_PATTERN, ref) is not None
     e = await store.get_event(tenant, ref) if event_id else None
     if e is not None:
         return e
@@ -127,7 +128,8 @@ def inspect(ctx: click.Context, ref: str | None, tenant: str, as_json: bool,
             await show_event(store, found)
             return
         digests, now = await carriers(store, found), SystemClock().now_ms()
-        click.echo(json.dumps(status_view(found, now, digests), indent=2) if as_json
+        click.echo(json.dumps(msgspec.to_builtins(status_view(found, now, digests)),
+                              indent=2) if as_json
                    else "\n".join(timeline(found, now, digests)))
 
     with_store(ctx, run)

@@ -10,8 +10,9 @@ from notifyd.core.errors import DomainError
 from notifyd.core.events import EventAccepted, EventInput, EventRecord
 from notifyd.core.models import AcceptInput, ApiKey
 from notifyd.domain.events import parse_event
-from notifyd.domain.validate import parse_object
 from notifyd.engine.ingest import Ingest
+from notifyd.shapes.decode import decode
+from notifyd.shapes.events import EventRequest
 
 
 def types(cfg: Config) -> dict[str, tuple[str, ...]]:
@@ -21,12 +22,10 @@ def types(cfg: Config) -> dict[str, tuple[str, ...]]:
 
 def parse(ingest: Ingest, body: bytes, key: ApiKey) -> EventInput:
     cfg = ingest.cfg
-    data = parse_object(body)
-    named = data.get("type")
-    kinds = types(cfg).get(named, ()) if isinstance(named, str) else ()
+    data = decode(body, EventRequest)
     send_at = None
-    for kind in kinds:  # as for one notification of each kind: no inbox kind, not too far
-        send_at = ingest.send_at_of(kind, data)
+    for kind in types(cfg).get(data.type, ()):  # as for one notification of each kind: no
+        send_at = ingest.send_at_of(kind, data.send_at)  # inbox kind, not too far ahead
     return parse_event(data, key, types(cfg), cfg.fanout.max_inline_users, send_at)
 
 

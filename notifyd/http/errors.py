@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from notifyd.core.errors import DomainError
+from notifyd.shapes.common import Error, ErrorBody
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,6 @@ def status_of(e: DomainError) -> int:
     return CATALOG[e.code].status
 
 
-def body_of(e: DomainError) -> dict[str, object]:
+def body_of(e: DomainError) -> Error:
     """{error: {code, message, field}}, as every error is answered."""
-    return {"error": {"code": e.code, "message": e.message, "field": e.field}}
+    return Error(error=ErrorBody(code=e.code, message=e.message, field=e.field))
