@@ -289,6 +289,7 @@ def test_the_widget_shows_items_live_marks_read_and_survives_a_restart(
     look(page, "widget-after-restart")
 
 
+@pytest.mark.time_of_day
 def test_the_preference_centre_saves_with_its_version_and_decides_the_next_send(
         site: Site, page: Any) -> None:
     site.api("PUT", "/v1/users/cy", {"email": "cy@example.org"})

@@ -37,8 +37,17 @@ def test_readme_installs_this_distribution_never_the_index_notifyd() -> None:
     readme = (ROOT / "README.md").read_text()
     assert re.findall(r"pip install notifyd(?![-\w])", readme) == []
     assert f"`{DISTRIBUTION}`" in readme
+
+
+def test_ci_runs_exactly_the_test_command_readme_gives() -> None:
+    """CI ends with README's test block, as written there: what a newcomer pastes is what runs,
+    system packages included."""
+    section = (ROOT / "README.md").read_text().split("## Run the tests\n", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    assert "pip install -e '.[dev]'" in block and "pytest -q" in block
+    assert "apt-get" in block and "chromium" in block and "faketime" in block
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "pip install -e '.[dev]'" in ci and "pip install -e '.[dev]'" in readme
+    assert ci.endswith("\n" + block), f".ci/run must end with README's test block:\n{block}"
 
 
 def test_the_license_is_declared_and_shipped() -> None:
