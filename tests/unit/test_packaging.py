@@ -24,7 +24,15 @@ def test_the_distribution_is_not_the_unrelated_notifyd_on_the_index() -> None:
     dist = importlib.metadata.distribution(DISTRIBUTION)  # installed under this name
     [script] = [e for e in dist.entry_points if e.group == "console_scripts"]
     assert (script.name, script.value) == ("notifyd", "notifyd.cli:main")
-    assert dist.version == PROJECT["version"] == __version__
+
+
+def test_the_version_is_written_once_in_the_package() -> None:
+    """pyproject.toml reads it from notifyd/__init__.py: a release bumps one line."""
+    assert "version" not in PROJECT and PROJECT["dynamic"] == ["version"]
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["dynamic"]["version"] == {"attr": "notifyd.__version__"}
+    assert importlib.metadata.version(DISTRIBUTION) == __version__, \
+        "the installed metadata is older than the source: pip install -e '.[dev]' again"
 
 
 def test_notifyd_version_reads_the_installed_distribution() -> None:
