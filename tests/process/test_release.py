@@ -1,9 +1,9 @@
 """The release installs: the sdist and the wheel built as a release builds them (`python -m
 build`, the wheel from the sdist), checked by `twine check --strict`, the wheel installed into a
 clean venv, and the installed `notifyd` run from a folder far from this checkout: it prints the
-version written in notifyd/__init__.py, writes a starter config that it then loads, and finds its
-SQLite migrations, its pages and their static files in the installed package. One build for the
-module."""
+version written in notifyd/__init__.py, writes a starter config and templates that it then loads
+and checks, and finds its SQLite migrations, its pages and their static files in the installed
+package. One build for the module."""
 
 from __future__ import annotations
 
@@ -97,6 +97,7 @@ def test_the_installed_command_says_its_version_and_starts_a_folder(release: Rel
     release.run("notifyd", "init")
     assert (release.folder / "notifyd.toml").is_file()
     assert any((release.folder / "templates").rglob("*.j2"))
+    release.run("notifyd", "--config", "notifyd.toml", "templates", "check")
     # The starter config loads, and a new database is made by the migrations the wheel carries.
     key = release.run("notifyd", "--config", "notifyd.toml", "--db", "release.db", "keys",
                       "create", "--name", "release")
