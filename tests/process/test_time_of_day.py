@@ -52,10 +52,13 @@ def test_the_offset_lands_on_the_hour_on_the_zones_wall_clock() -> None:
 
 
 def selection(session: pytest.Session) -> list[str]:
-    """The marked tests this session collected, by id (a run of the whole suite: only their
-    modules are imported again); else the mark, over every test."""
+    """Every marked test: by id when this session collected the whole suite (only their modules
+    are imported again), else by the mark over every test (collecting them all)."""
+    here = session.config.invocation_params.dir
+    whole = all((here / arg.split("::")[0]).resolve() in (ROOT, ROOT / "tests")
+                for arg in session.config.args)
     ids = [i.nodeid for i in session.items if i.get_closest_marker("time_of_day")]
-    return ids or ["-m", "time_of_day", "tests"]
+    return ids if whole and ids else ["-m", "time_of_day", "tests"]
 
 
 @pytest.mark.parametrize("hhmm", list(HOURS), ids=[f"at {h} {ZONE}" for h in HOURS])
