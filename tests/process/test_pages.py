@@ -17,9 +17,11 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 import tomli_w
@@ -287,6 +289,7 @@ def test_the_widget_shows_items_live_marks_read_and_survives_a_restart(
     look(page, "widget-after-restart")
 
 
+@pytest.mark.time_of_day
 def test_the_preference_centre_saves_with_its_version_and_decides_the_next_send(
         site: Site, page: Any) -> None:
     site.api("PUT", "/v1/users/cy", {"email": "cy@example.org"})
@@ -304,6 +307,13 @@ def test_the_preference_centre_saves_with_its_version_and_decides_the_next_send(
 
     page.get_by_label("news: email").uncheck()
     page.get_by_label("Hold messages that can wait during quiet hours").check()
+    assert (page.locator("#quiet_start").input_value(),
+            page.locator("#quiet_end").input_value()) == ("22:00", "07:00")  # the page's own
+    # Hours that start an hour from now: the news is decided now at any hour of the day (in
+    # quiet hours it would wait for their end).
+    start, end = hours_from_now("Europe/Berlin", 1, 2)
+    page.locator("#quiet_start").fill(start)
+    page.locator("#quiet_end").fill(end)
     page.get_by_label("Time zone").fill("Europe/Berlin")
     page.get_by_role("button", name="Save").click()
     status.get_by_text("Saved (version 1)").wait_for()
@@ -318,7 +328,13 @@ def test_the_preference_centre_saves_with_its_version_and_decides_the_next_send(
     assert step["status"] == "suppressed" and step["pref_version"] == 1, step
     prefs = site.api("GET", "/v1/users/cy/preferences")
     assert (prefs["timezone"], prefs["quiet_hours"]) == (
-        "Europe/Berlin", {"start": "22:00", "end": "07:00"})
+        "Europe/Berlin", {"start": start, "end": end})
+
+
+def hours_from_now(zone: str, *hours: int) -> list[str]:
+    """The wall clock on `zone` that many hours from now, as HH:MM."""
+    now = datetime.now(ZoneInfo(zone))
+    return [(now + timedelta(hours=h)).strftime("%H:%M") for h in hours]
 
 
 def test_the_demo_page_shows_the_widget(site: Site, page: Any) -> None:
