@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from notifyd.channels.webhook import signing_key
+from notifyd.channels.types.webhook import signing_key
 from notifyd.core.fields import docf, sensitive
 from notifyd.receipts.base import (
     BadReceipt,

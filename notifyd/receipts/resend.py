@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from notifyd.channels.webhook import signing_key
+from notifyd.channels.types.webhook import signing_key
 from notifyd.core.fields import sensitive
 from notifyd.receipts.base import (
     BadReceipt,
