@@ -7,15 +7,17 @@ Provider bodies are bytes: an adapter parses what it needs and never fails on wh
 from __future__ import annotations
 
 import email.utils
-import json
 import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from notifyd.channels.base import Failed, Outcome, Unknown
+from notifyd.channels.types.checks import parse_json, url_problem
 from notifyd.channels.wire import Client, Lost, NotSent
+
+__all__ = ["MAX_BODY_BYTES", "parse_json", "parse_retry_after", "post", "provider_code",
+           "url_problem"]
 
 MAX_BODY_BYTES = 64 * 1024  # a provider answer is read up to this, never whole
 CODE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -41,30 +43,6 @@ async def post(client: Client, url: str, body: bytes, headers: dict[str, str],
     except TimeoutError:
         return Unknown(f"timeout: {who} may have the message")
     return classify(answer.status, answer.headers, answer.body)
-
-
-def url_problem(base_url: str) -> str | None:
-    """What is wrong with a provider's base URL setting, or None: an http(s) origin, perhaps
-    with a path, and nothing that would leak or be ignored (query, fragment, credentials)."""
-    try:
-        parts = urlsplit(base_url)
-        parts.port  # noqa: B018 - raises on a port out of range
-    except ValueError:
-        return "must be an http(s) URL with a host"
-    if (parts.scheme not in ("http", "https") or not parts.hostname
-            or any(c.isspace() or ord(c) < 32 for c in base_url)):
-        return "must be an http(s) URL with a host"
-    if parts.query or parts.fragment or parts.username or parts.password:
-        return "must carry no query, fragment or credentials"
-    return None
-
-
-def parse_json(body: bytes) -> object:
-    """The body as JSON, or None when it is empty, truncated, not JSON or not UTF-8."""
-    try:
-        return json.loads(body) if body else None
-    except (ValueError, UnicodeDecodeError):
-        return None
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:

@@ -44,14 +44,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from email.utils import parseaddr
 from typing import Any
 
-from yarl import URL
-
 from notifyd.channels.base import (
-    ChannelType,
     Failed,
     Limits,
     Message,
@@ -64,63 +59,13 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
+from notifyd.channels.types.resend import TYPE as TYPE
+from notifyd.channels.types.resend import ResendSettings, valid_address
 from notifyd.channels.wire import Client
-from notifyd.core.contacts import EMAIL
-from notifyd.core.fields import doc, sensitive
 
-DEFAULT_BASE_URL = "https://api.resend.com"
 SHORT_RETRY_SEC = 1.0  # an overlapping attempt under the same key: wait for it, then ask again
 TAG_VALUE_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
-# Pragmatic, not RFC 5322: one @, no spaces, quotes, brackets or separators in the local part, a
-# dotted domain of letters, digits and hyphens (any script). What passes is sendable.
-_LABEL = r"[^\W_](?:[\w-]{0,61}[^\W_])?"
-ADDRESS_RE = re.compile(rf"^[^@\s<>()\[\],;:\"\\]{{1,64}}@{_LABEL}(?:\.{_LABEL})+$")
 NAMES_RECIPIENT_RE = re.compile(r"\binvalid `?to`? field", re.IGNORECASE)
-
-
-def valid_address(value: str) -> bool:
-    return len(value) <= 254 and bool(ADDRESS_RE.fullmatch(value)) and "\x00" not in value
-
-
-def _mailbox_problem(value: str) -> str | None:
-    """Why a configured "addr@host" or "Name <addr@host>" is unusable, or None."""
-    if "\r" in value or "\n" in value:
-        return "must be on one line"
-    _name, addr = parseaddr(value)
-    if not valid_address(addr):
-        return "must be an email address, optionally as Name <address>"
-    return None
-
-
-@dataclass(frozen=True)
-class ResendSettings:
-    api_key: str = sensitive("The Resend API key (re_...); a sending-only key is enough.", "")
-    from_address: str = doc("The sender: an address on a domain verified in Resend, optionally "
-                            "as Name <address>.", "")
-    reply_to: str = doc("Where replies go (an address, optionally as Name <address>); empty: "
-                        "the sender.", "")
-    base_url: str = doc("The API's base URL (default: Resend's real API; tests and proxies "
-                        "point elsewhere).", DEFAULT_BASE_URL)
-
-    def problems(self) -> list[tuple[str, str]]:
-        out: list[tuple[str, str]] = []
-        if not self.api_key:
-            out.append(("api_key", "a resend channel needs an API key"))
-        elif any(c.isspace() for c in self.api_key):
-            out.append(("api_key", "must not contain spaces or line breaks"))
-        if not self.from_address:
-            out.append(("from_address", "a resend channel needs a sender address"))
-        elif (why := _mailbox_problem(self.from_address)) is not None:
-            out.append(("from_address", why))
-        if self.reply_to and (why := _mailbox_problem(self.reply_to)) is not None:
-            out.append(("reply_to", why))
-        try:
-            url = URL(self.base_url)
-        except (ValueError, TypeError):
-            url = URL()
-        if url.scheme not in ("http", "https") or not url.host:
-            out.append(("base_url", "must be an http(s) URL with a host"))
-        return out
 
 
 class ResendChannel:
@@ -232,10 +177,7 @@ def _names_recipient(data: object) -> bool:
     return isinstance(message, str) and bool(NAMES_RECIPIENT_RE.search(message))
 
 
-def _build(name: str, settings: ResendSettings, limits: Limits) -> ResendChannel:
+def build(name: str, settings: ResendSettings, limits: Limits) -> ResendChannel:
     return ResendChannel(name, settings, limits.timeout_sec, limits.max_connections,
                          limits.egress)
 
-
-TYPE = ChannelType("resend", "sends email through Resend's HTTP API", ResendSettings, EMAIL,
-                   _build, medium="email")
