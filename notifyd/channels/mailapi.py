@@ -14,10 +14,26 @@ import re
 from dataclasses import dataclass
 
 from notifyd.channels.base import RenderError, RenderInput
+from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.types.checks import valid_address
+from notifyd.channels.wire import Client
 
 KEY_NAME = "notifyd_key"  # the metadata name receipts/<provider>.py reads the step key from
 MAX_HEADER_VALUE = 900  # well inside every provider's limit (SES: 995) and SMTP's 998 octets
+
+
+class ApiChannel:
+    """What an email API channel holds: its name, settings, endpoint and one HTTP client with
+    as many connections as the lanes may send at once, so no send waits for a pooled one."""
+
+    def __init__(self, name: str, endpoint: str, timeout_sec: float, max_connections: int,
+                 egress: Egress = DIRECT) -> None:
+        self.name = name
+        self.endpoint = endpoint
+        self.http = Client(max_connections, timeout_sec, egress)
+
+    async def close(self) -> None:
+        await self.http.close()
 
 
 @dataclass(frozen=True)

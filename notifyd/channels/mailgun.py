@@ -48,26 +48,22 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import basic_auth, parse_json, parse_retry_after, post
-from notifyd.channels.mailapi import KEY_NAME, blames, email_of, kind_tag
+from notifyd.channels.mailapi import KEY_NAME, ApiChannel, blames, email_of, kind_tag
 from notifyd.channels.types.mailgun import TYPE as TYPE
 from notifyd.channels.types.mailgun import MailgunSettings, base_of
-from notifyd.channels.wire import Client
 
 TAG_RE = re.compile(r"^[\x20-\x7e]{1,128}$")
 BAD_RECIPIENT_RE = re.compile(r"'?to'? parameter is not a valid address", re.IGNORECASE)
 ID_RE = re.compile(r"^<?([^<>\s]{1,998})>?$")
 
 
-class MailgunChannel:
+class MailgunChannel(ApiChannel):
     def __init__(self, name: str, settings: MailgunSettings, timeout_sec: float,
                  max_connections: int = 100, egress: Egress = DIRECT) -> None:
-        self.name = name
+        endpoint = f"{base_of(settings).rstrip('/')}/v3/{quote(settings.domain, safe='')}/messages"
+        super().__init__(name, endpoint, timeout_sec, max_connections, egress)
         self.settings = settings
-        self.endpoint = (f"{base_of(settings).rstrip('/')}/v3/"
-                         f"{quote(settings.domain, safe='')}/messages")
         self.authorization = basic_auth("api", settings.api_key)
-        # As many connections as the lanes may send at once, so no send waits for a pooled one.
-        self.http = Client(max_connections, timeout_sec, egress)
 
     def render(self, step: RenderInput) -> Rendered:
         email = email_of(step)
@@ -91,9 +87,6 @@ class MailgunChannel:
         headers = {"Authorization": self.authorization, "Accept": "application/json",
                    "Content-Type": "application/x-www-form-urlencoded"}
         return await post(self.http, self.endpoint, body, headers, classify, "Mailgun")
-
-    async def close(self) -> None:
-        await self.http.close()
 
 
 def classify(status: int, headers: Mapping[str, str], body: bytes) -> Outcome:

@@ -49,10 +49,9 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import parse_json, parse_retry_after, post
-from notifyd.channels.mailapi import KEY_NAME, ascii_headers, blames, email_of, kind_tag
+from notifyd.channels.mailapi import KEY_NAME, ApiChannel, ascii_headers, blames, email_of, kind_tag
 from notifyd.channels.types.postmark import TYPE as TYPE
 from notifyd.channels.types.postmark import PostmarkSettings
-from notifyd.channels.wire import Client
 
 TAG_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,1000}$")
 BAD_TO_RE = re.compile(r"(?:parsing|invalid) '?to'?(?:\W|$)", re.IGNORECASE)
@@ -68,14 +67,12 @@ OURS = {
 }
 
 
-class PostmarkChannel:
+class PostmarkChannel(ApiChannel):
     def __init__(self, name: str, settings: PostmarkSettings, timeout_sec: float,
                  max_connections: int = 100, egress: Egress = DIRECT) -> None:
-        self.name = name
+        super().__init__(name, settings.base_url.rstrip("/") + "/email", timeout_sec,
+                         max_connections, egress)
         self.settings = settings
-        self.endpoint = settings.base_url.rstrip("/") + "/email"
-        # As many connections as the lanes may send at once, so no send waits for a pooled one.
-        self.http = Client(max_connections, timeout_sec, egress)
 
     def render(self, step: RenderInput) -> Rendered:
         email = email_of(step)
@@ -105,9 +102,6 @@ class PostmarkChannel:
         headers = {"X-Postmark-Server-Token": self.settings.server_token,
                    "Accept": "application/json", "Content-Type": "application/json"}
         return await post(self.http, self.endpoint, body, headers, classify, "Postmark")
-
-    async def close(self) -> None:
-        await self.http.close()
 
 
 def error_code(data: object) -> int | None:

@@ -54,24 +54,21 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
-from notifyd.channels.mailapi import KEY_NAME, email_of, kind_tag
+from notifyd.channels.mailapi import KEY_NAME, ApiChannel, email_of, kind_tag
 from notifyd.channels.types.sendgrid import TYPE as TYPE
 from notifyd.channels.types.sendgrid import SendgridSettings
-from notifyd.channels.wire import Client
 
 CATEGORY_RE = re.compile(r"^[\x20-\x7e]{1,255}$")
 RECIPIENT_FIELD_RE = re.compile(r"^personalizations\.\d+\.to(?:\.\d+(?:\.email)?)?$")
 MESSAGE_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
-class SendgridChannel:
+class SendgridChannel(ApiChannel):
     def __init__(self, name: str, settings: SendgridSettings, timeout_sec: float,
                  max_connections: int = 100, egress: Egress = DIRECT) -> None:
-        self.name = name
+        super().__init__(name, settings.base_url.rstrip("/") + "/v3/mail/send", timeout_sec,
+                         max_connections, egress)
         self.settings = settings
-        self.endpoint = settings.base_url.rstrip("/") + "/v3/mail/send"
-        # As many connections as the lanes may send at once, so no send waits for a pooled one.
-        self.http = Client(max_connections, timeout_sec, egress)
 
     def render(self, step: RenderInput) -> Rendered:
         email = email_of(step)
@@ -96,9 +93,6 @@ class SendgridChannel:
         headers = {"Authorization": f"Bearer {self.settings.api_key}",
                    "Content-Type": "application/json"}
         return await post(self.http, self.endpoint, body, headers, classify, "SendGrid")
-
-    async def close(self) -> None:
-        await self.http.close()
 
 
 def party(value: str) -> dict[str, str]:

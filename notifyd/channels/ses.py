@@ -68,13 +68,13 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import CODE_RE, parse_json, parse_retry_after, post
-from notifyd.channels.mailapi import KEY_NAME, Email, ascii_headers, blames, email_of, kind_tag
+from notifyd.channels.mailapi import KEY_NAME, ApiChannel, Email, ascii_headers, blames, email_of, kind_tag
 from notifyd.channels.mime import build_message
 from notifyd.channels.sigv4 import Credentials, sign
 from notifyd.channels.types.ses import TYPE as TYPE
 from notifyd.channels.types.ses import SesSettings, endpoint_of
 from notifyd.channels.types.smtp import DOT_ATOM, mailbox, parse_sender
-from notifyd.channels.wire import Client, target
+from notifyd.channels.wire import target
 
 PATH = "/v2/email/outbound-emails"
 SERVICE = "ses"  # the signing name of SES's v2 API
@@ -92,18 +92,16 @@ ACCOUNT = frozenset({"AccountSuspendedException", "SendingPausedException",
                      "MailFromDomainNotVerifiedException", "LimitExceededException"})
 
 
-class SesChannel:
+class SesChannel(ApiChannel):
     def __init__(self, name: str, settings: SesSettings, timeout_sec: float,
                  max_connections: int = 100, egress: Egress = DIRECT,
                  clock: Callable[[], float] = time.time) -> None:
-        self.name = name
+        super().__init__(name, endpoint_of(settings).rstrip("/") + PATH, timeout_sec,
+                         max_connections, egress)
         self.settings = settings
-        self.endpoint = endpoint_of(settings).rstrip("/") + PATH
         self.credentials = Credentials(settings.access_key_id, settings.secret_access_key,
                                        settings.session_token)
         self.clock = clock  # the signing time: AWS refuses one more than 5 minutes off
-        # As many connections as the lanes may send at once, so no send waits for a pooled one.
-        self.http = Client(max_connections, timeout_sec, egress)
 
     def render(self, step: RenderInput) -> Rendered:
         email = email_of(step)
@@ -132,9 +130,6 @@ class SesChannel:
                         credentials=self.credentials, region=self.settings.region,
                         service=SERVICE, now=self.clock())
         return await post(self.http, self.endpoint, body, headers, classify, "SES")
-
-    async def close(self) -> None:
-        await self.http.close()
 
 
 def simple(email: Email) -> dict[str, Any]:
