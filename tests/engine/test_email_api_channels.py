@@ -14,6 +14,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -313,8 +314,14 @@ async def test_a_bounce_found_by_the_key_the_channel_set_suppresses_the_address(
         assert (await s.status(nid))["steps"][1]["status"] == "sent"
 
 
+SECRETS = (fake_ses.SECRET_KEY, fake_sendgrid.API_KEY, fake_mailgun.API_KEY, fake_postmark.TOKEN,
+           MAILGUN_SIGNING, POSTMARK_HOOK[1])
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
-async def test_the_failure_table_holds(provider: str, tmp_path: Path) -> None:
+async def test_the_failure_table_holds(provider: str, tmp_path: Path,
+                                       caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, "notifyd")
     async with stack(tmp_path) as s:
         fake = s.fakes[provider]
         # Rejected: the provider refuses the address; it goes on the suppression list and the
@@ -342,3 +349,9 @@ async def test_the_failure_table_holds(provider: str, tmp_path: Path) -> None:
         assert doc["steps"][0]["status"] == "sent" and doc["steps"][0]["provider_ref"] in fake.sent
         bodies = [seen.body for seen in fake.seen[-2:]]
         assert bodies[0] == bodies[1]
+
+        # No key, token or webhook secret reached any log line on the way.
+        assert caplog.records
+        logged = caplog.text + "".join(str(r.args) for r in caplog.records)
+        for secret in SECRETS:
+            assert secret not in logged
