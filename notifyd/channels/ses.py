@@ -18,7 +18,9 @@ headers; SES keeps the tags and configuration set of the request either way.
 
 Wire facts relied on (checked with the search tool and botocore's sesv2 service model):
 - POST https://email.{region}.amazonaws.com/v2/email/outbound-emails, rest-json, signing name
-  "ses": https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_SendEmail.html; body
+  "ses" (botocore data/sesv2/2019-09-27/service-2.json: metadata, operations.SendEmail, its
+  errors' httpStatusCode): https://docs.aws.amazon.com/goto/WebAPI/sesv2-2019-09-27/SendEmail,
+  https://docs.aws.amazon.com/cli/latest/reference/sesv2/send-email.html; body
   {FromEmailAddress, Destination {ToAddresses}, ReplyToAddresses, Content {Simple {Subject
   {Data, Charset}, Body {Text, Html}, Headers [{Name, Value}]} | Raw {Data: base64}},
   EmailTags [{Name, Value}] (letters, digits, _ and -, at most 256), ConfigurationSetName};
@@ -30,10 +32,11 @@ Wire facts relied on (checked with the search tool and botocore's sesv2 service 
   configuration set that does not exist); a recipient SES cannot parse is BadRequestException
   "Illegal address" (awsdocs/aws-doc-sdk-examples#5191); in the sandbox, an unverified recipient
   is MessageRejected "Email address is not verified" (not the address's fault). Signature and
-  credential faults are 403 (and some 400): SignatureDoesNotMatch, InvalidSignatureException,
-  IncompleteSignatureException, UnrecognizedClientException, InvalidClientTokenId,
-  ExpiredTokenException, AccessDeniedException, MissingAuthenticationTokenException:
-  https://docs.aws.amazon.com/ses/latest/APIReference-V2/CommonErrors.html.
+  credential faults are 403 (and some 400): InvalidSignatureException ("Signature expired" more
+  than 5 minutes off), UnrecognizedClientException, and AWS's common errors InvalidClientTokenId,
+  IncompleteSignature, MissingAuthenticationToken, ExpiredTokenException, AccessDeniedException,
+  NotAuthorized, OptInRequired, RequestExpired; ThrottlingException 400, ServiceUnavailable 503:
+  https://docs.aws.amazon.com/ses/latest/APIReference/CommonErrors.html.
 - An address on the account's suppression list is accepted and then bounced
   (OnAccountSuppressionList): that comes back as a receipt, never as the send's answer.
 
@@ -85,8 +88,9 @@ ILLEGAL_ADDRESS_RE = re.compile(
 CREDENTIALS = frozenset({
     "SignatureDoesNotMatch", "InvalidSignatureException", "IncompleteSignatureException",
     "UnrecognizedClientException", "InvalidClientTokenId", "ExpiredTokenException",
-    "ExpiredToken", "AccessDeniedException", "AccessDenied",
-    "MissingAuthenticationTokenException", "MissingAuthenticationToken"})
+    "ExpiredToken", "AccessDeniedException", "AccessDenied", "IncompleteSignature",
+    "MissingAuthenticationTokenException", "MissingAuthenticationToken", "NotAuthorized",
+    "OptInRequired", "RequestExpired"})
 THROTTLED = frozenset({"TooManyRequestsException", "ThrottlingException", "Throttling"})
 ACCOUNT = frozenset({"AccountSuspendedException", "SendingPausedException",
                      "MailFromDomainNotVerifiedException", "LimitExceededException"})
