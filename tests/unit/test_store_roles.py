@@ -10,6 +10,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+from role_support import MemoryKeys, members, narrowed
+
+from notifyd.core.clock import FakeClock
+from notifyd.store import ClaimStore, KeyStore, OperationsStore
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "notifyd"
 WHOLE = {"Store", "CoreStore", "open_store"}  # the whole store, by type or as opened
@@ -118,3 +124,16 @@ def test_the_check_sees_the_whole_store_however_it_is_named() -> None:
     assert holders("from notifyd.store import Store\ndef other(s: Store) -> None: ...\n",
                    "cli/base.py") == ["notifyd/cli/base.py:2: Store in other"]
 
+
+
+async def test_a_store_narrowed_to_a_role_answers_for_that_role_alone() -> None:
+    """role_support.narrowed, which the engine tests give the scanner and the sender pool."""
+    keys = MemoryKeys(FakeClock())
+    seen = narrowed(keys, KeyStore)
+    assert await seen.create_tenant("acme") and await keys.find_tenant("acme") is not None
+    with pytest.raises(AttributeError, match="'clock': not in KeyStore"):
+        seen.clock  # noqa: B018 - reached for, and refused
+    claims = narrowed(keys, ClaimStore)
+    with pytest.raises(AttributeError, match="'find_key': not in ClaimStore"):
+        claims.find_key  # noqa: B018
+    assert {"url", "shared", "open"} <= members(OperationsStore)  # attributes and properties
