@@ -3,7 +3,8 @@
 One class, run against every backend in store_support.BACKENDS; it calls every method of the
 interface (a test below checks that it does), and test_store_concurrency.py races two instances.
 No SQL here: a backend is correct if these pass, whatever it keeps underneath. Every recorded
-time is the clock's at the write: the store takes it inside the transaction.
+time is the clock's at the write: the store takes it inside the transaction. A stand-in for one
+role (tests/role_support.py) passes that role's tests too: TestKeys runs on MemoryKeys.
 """
 
 from __future__ import annotations
