@@ -85,10 +85,11 @@ async def test_a_named_key_lives_while_it_is_the_tenants_and_not_revoked(
 
 async def test_a_clock_stepped_back_asks_the_store_again(
         store: MemoryKeys, clock: FakeClock) -> None:
-    key = new_key()
-    await store.create_key(hash_key(key), "k", "acme", ())
+    """NTP stepped the clock back: what was cached before it is not trusted."""
+    name = signed.tenant_key_name("acme")
     cache = KeyCache(store, clock)
-    assert await cache.find(f"Bearer {key}") is not None
-    await store.revoke_key("k")
-    clock.advance(-60)  # NTP stepped the clock back: what was cached is not trusted
-    assert await cache.find(f"Bearer {key}") is None
+    made = await store.signing_key(name)
+    assert await cache.token_keys("acme") == [made]
+    turned = await store.rotate_signing_key(name, 0)
+    clock.advance(-60)  # the overlap ends at the rotation's own time, still ahead of this clock
+    assert await cache.token_keys("acme") == [turned.secret, made]
