@@ -146,7 +146,7 @@ def _b64(key: bytes) -> str:
 @click.pass_context
 def tokens_secret(ctx: click.Context, tenant: str) -> None:
     """Print the tenant's user-token key (base64url), made on first use, so a producer's
-    backend can sign user tokens itself (README: "User tokens"). Keep it like an API key.
+    backend can sign user tokens itself (docs/people.md: "User tokens"). Keep it like an API key.
 
     Example: notifyd tokens secret --tenant acme
     """

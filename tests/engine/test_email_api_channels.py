@@ -3,7 +3,7 @@ sendgrid, mailgun and postmark to stand-ins speaking each provider's wire format
 (tests/fake_<provider>.py), and each provider's own webhook, signed as that provider signs it,
 finds the step by the message id the send recorded (or by the step key in the metadata the
 channel set) and applies what it says: a delivery ends a stop = "delivered" ladder, a bounce
-puts the address on the suppression list. README's failure table holds for each: sent; an
+puts the address on the suppression list. The failure table of docs/concepts.md holds for each: sent; an
 address the provider refuses rejected, suppressed, the next step pulled forward; an outage
 failed and retried until it goes.
 """

@@ -1,6 +1,6 @@
 """The four email API channels (ses, sendgrid, mailgun, postmark) against stand-ins that speak
 each provider's wire format (tests/fake_<provider>.py): what each sends, and the failure table
-README promises, for each alike. Sent with the provider's message id; a bad address Rejected (the
+docs/concepts.md promises, for each alike. Sent with the provider's message id; a bad address Rejected (the
 address goes on the suppression list); throttling and an outage Failed and retried (Retry-After
 honoured); bad credentials Failed, never Rejected; a connection lost after the request Unknown.
 No reason carries a secret, the address or the message.
