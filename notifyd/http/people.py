@@ -23,6 +23,7 @@ from notifyd.core.text import iso, whole_number
 from notifyd.domain import preferences, signed
 from notifyd.domain.views import item_view
 from notifyd.engine.stream import CATCH_UP, CLOSE, Event, Stream
+from notifyd.http.console.pages import HEADERS as PAGE_HEADERS
 from notifyd.http.errors import ApiError
 from notifyd.http.kit import (
     CTX,
@@ -430,9 +431,11 @@ button{{font-size:1rem;padding:.5rem 1rem}}</style></head><body><h1>{title}</h1>
 
 
 def _page(title: str, body: str, status: int = 200) -> web.Response:
+    """A page with the headers every page of notifyd's has (no framing: a page that turns a
+    category off must not be clickjacked), kept out of search engines and referrers."""
     return web.Response(text=PAGE.format(title=html.escape(title), body=body), status=status,
                         content_type="text/html",
-                        headers={"Cache-Control": "no-store", "X-Robots-Tag": "noindex",
+                        headers={**PAGE_HEADERS, "X-Robots-Tag": "noindex",
                                  "Referrer-Policy": "no-referrer"})
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from notifyd.core.events import TopicGone
-from notifyd.core.text import is_digits
+from notifyd.core.text import whole_number
 from notifyd.domain import signed
 from notifyd.domain.events import check_topic
 from notifyd.domain.topics import (
@@ -87,10 +87,9 @@ async def get_members(request: web.Request) -> web.Response:
     if unknown:
         raise ApiError("unknown_field", f"unknown query parameter {unknown[0]!r} (known: "
                        "after, limit)", unknown[0])
-    text = request.query.get("limit", str(PAGE_DEFAULT))
-    if not is_digits(text) or not 1 <= int(text) <= PAGE_MAX:
+    limit = whole_number(request.query.get("limit", str(PAGE_DEFAULT)), PAGE_MAX, 1)
+    if limit is None:  # whole_number reads no more digits than a number can have
         raise ApiError("invalid_field", f"limit must be 1..{PAGE_MAX}", "limit")
-    limit = int(text)
     if await store.get_topic(tenant, name) is None:
         raise _no_topic(name)
     found = await store.topic_members(tenant, name, request.query.get("after", ""), limit + 1)

@@ -157,6 +157,25 @@ async def test_a_console_replay_is_on_the_timeline_with_its_operator(tmp_path: P
         assert "console:ops" in text and 'class="state sent"' in text
 
 
+async def test_a_replay_takes_a_step_number_in_ascii_digits_only(tmp_path: Path) -> None:
+    """'²' passes str.isdigit() and int() refuses it (a 500); '٣' int() reads as 3, a step
+    nobody typed. Both are refused as any number the API reads."""
+    async with people(tmp_path) as s:
+        await s.user("ada")
+        nid = await post(s, "report")
+        await s.e.store.backend.write(lambda tx: tx.run(
+            "UPDATE steps SET state = 'dead', reason = 'test' WHERE notification_id = ?",
+            (nid,)))
+        cookie = await session(s, await admin_key(s))
+        token = await csrf(s, cookie)
+        for step in ("²", "٣", "-1", "99999999999999999999"):
+            r = await s.client.post(f"/console/notifications/{nid}/replay", headers=cookie,
+                                    data={"csrf": token, "step_no": step},
+                                    allow_redirects=False)
+            assert r.status == 422 and "step_no" in await r.text(), step
+        assert (await s.status(nid))["steps"][0]["status"] == "dead"  # nothing replayed
+
+
 async def test_a_suppression_added_in_the_console_names_its_operator(tmp_path: Path) -> None:
     async with people(tmp_path) as s:
         cookie = await session(s, await admin_key(s))

@@ -656,6 +656,21 @@ async def test_one_click_unsubscribe_turns_the_category_off(tmp_path: Path) -> N
         assert (await s.client.get(path[:-3] + "xyz")).status == 404  # a changed link
 
 
+async def test_the_unsubscribe_page_may_not_be_framed(tmp_path: Path) -> None:
+    """Its button turns a category off: another site framing it could have a visitor click it
+    unawares. It says so as every other page of notifyd's does, the broken link's page too."""
+    async with people(tmp_path) as s:
+        from notifyd.domain import signed
+
+        link = signed.make_unsubscribe(s.ctx.link_key or b"", "default", "ada", "reports")
+        for path in (f"/v1/unsubscribe/{link}", "/v1/unsubscribe/unsub1.broken"):
+            for method in ("GET", "POST"):
+                r = await s.client.request(method, path)
+                assert r.headers["X-Frame-Options"] == "DENY", (method, path)
+                assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+                assert r.headers["Referrer-Policy"] == "no-referrer"
+
+
 @pytest.mark.parametrize(("table", "message"), [
     ({"t": {"stop": "read", "ladder": [{"channel": "log"}]}}, "set inbox = true"),
     ({"t": {"digest": "x", "ladder": [{"channel": "log"}]}}, "'x' is not a digest kind"),

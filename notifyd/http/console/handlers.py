@@ -18,7 +18,7 @@ from notifyd.core.contacts import SUPPRESSION_TYPES
 from notifyd.core.errors import DomainError
 from notifyd.core.logs import printable
 from notifyd.core.models import OPEN_STEP_STATES, StepState
-from notifyd.core.text import plural
+from notifyd.core.text import plural, whole_number
 from notifyd.domain import events, preferences, signed, suppressions
 from notifyd.domain.recipients import recipient_view
 from notifyd.domain.views import status_view, timeline
@@ -170,10 +170,11 @@ async def post_replay(request: web.Request) -> web.StreamResponse:
     """One step (step_no) or every dead and unknown step of the notification."""
     op, form = await _form(request)
     n = await _notification(request, op)
-    step = _text(form, "step_no", 10)
-    if step and not step.isdigit():
+    text = _text(form, "step_no", 10)
+    step = whole_number(text) if text else None  # ASCII digits only: not '²', not '٣'
+    if text and step is None:
         raise ApiError("invalid_field", "step_no must be a step's number", "step_no")
-    count = await request.app[CTX].store.replay(n.id, int(step) if step else None, op.by)
+    count = await request.app[CTX].store.replay(n.id, step, op.by)
     log.info("console: %s replayed %s of %s", op.by, plural(count, "step"), n.id)
     raise _back(f"/console/notifications/{n.id}", f"replayed {plural(count, 'step')}")
 
