@@ -377,13 +377,14 @@ async def test_a_user_token_reads_only_its_own_users_inbox(tmp_path: Path) -> No
 
 async def test_a_key_limited_to_some_kinds_sees_and_changes_only_their_items(
         tmp_path: Path) -> None:
-    """A `kinds = report` key lists, counts, reads and archives report items only: another
-    kind's item is not found (a read would resolve its stop = "read" ladder), and the calls
-    that cover every kind (preferences, the stream, a user token) are refused."""
+    """A `kinds = report` key lists, counts, reads and archives report items only (with read
+    and resolve: it holds no users scope): another kind's item is not found (a read would
+    resolve its stop = "read" ladder), and the calls that cover every kind (preferences, the
+    stream, a user token) are refused."""
     async with people(tmp_path) as s:
         news = new_key()
         await s.e.store.create_key(hash_key(news), "news", "default", ("report",),
-                                   frozenset({"post", "users"}))
+                                   frozenset({"post", "read", "resolve"}))
         report, task = await post(s, "report"), await post(s, "task")
         await post(s, "report")
         inbox = await (await s.client.get("/v1/users/ada/inbox", headers=auth(s, news))).json()

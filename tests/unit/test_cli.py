@@ -77,9 +77,39 @@ def test_keys_create_prints_the_key_once_and_stores_only_its_hash(tmp_path: Path
 
     listed = run(db, "keys", "list")
     assert listed.exit_code == 0
-    assert "billing\ttenant=acme\tkinds=demo\tscopes=post,read,resolve,topics,users\tactive" in (
-        listed.stdout)
+    assert "billing\ttenant=acme\tkinds=demo\tscopes=post,read,resolve,topics\tactive" in (
+        listed.stdout)  # a key limited to some kinds holds no users scope
     assert key not in listed.output
+
+
+def test_a_key_limited_to_some_kinds_is_refused_scopes_that_reach_every_kind(
+        tmp_path: Path) -> None:
+    db = tmp_path / "keys.db"
+    for scopes in ("users", "post,admin", "read,users,admin"):
+        made = run(db, "keys", "create", "--name", "x", "--kinds", "demo", "--scopes", scopes)
+        assert made.exit_code != 0 and "reach every kind" in made.output, scopes
+    assert run(db, "keys", "create", "--name", "x", "--scopes", "users,admin").exit_code == 0
+    assert run(db, "keys", "create", "--name", "y", "--kinds", "demo", "--scopes",
+               "post,everyone").exit_code == 0
+
+
+def test_keys_list_shows_what_a_key_made_before_the_rule_may_do(tmp_path: Path) -> None:
+    """A key limited to some kinds stored with users or admin (as such keys were made before)
+    never uses them: the list says what it may do."""
+    db = tmp_path / "keys.db"
+    assert run(db, "keys", "create", "--name", "x").exit_code == 0
+
+    async def old_key() -> None:
+        store = await open_store(str(db), FakeClock(START_MS))
+        try:
+            await store.create_key("h", "old", "default", ("demo",),
+                                   frozenset({"post", "users", "admin"}))
+        finally:
+            await store.close()
+
+    asyncio.run(old_key())
+    assert "old\ttenant=default\tkinds=demo\tscopes=post\tactive" in run(
+        db, "keys", "list").stdout
 
 
 def test_keys_list_says_when_each_key_was_made_and_last_used(tmp_path: Path) -> None:

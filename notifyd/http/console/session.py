@@ -86,7 +86,8 @@ async def sign_in(request: web.Request, credential: str, tenant: str) -> signed.
         key = await ctx.keys.find(f"Bearer {credential}")
         if key is not None and key.may(ADMIN):
             operator, key_name, tenant = key.name, key.name, key.tenant
-        why = "unknown or revoked key" if key is None else "the key has no admin scope"
+        why = ("unknown or revoked key" if key is None else "the key is limited to some "
+               "kinds" if key.kinds else "the key has no admin scope")
     elif cfg.password and _same_password(credential, cfg.password):
         operator = "password"
     else:
@@ -94,7 +95,7 @@ async def sign_in(request: web.Request, credential: str, tenant: str) -> signed.
     if operator is None:
         signins.failed(address, cfg.max_failed_sign_ins, why)
         raise ApiError("unauthorized", "that key or password does not open the console (an API "
-                       "key needs the admin scope)")
+                       "key needs the admin scope, for every kind)")
     expires = ctx.clock.now_ms() // 1000 + cfg.session_ttl_sec
     return signed.Session(tenant, operator, key_name, expires, secrets.token_urlsafe(16))
 
