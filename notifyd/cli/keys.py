@@ -1,4 +1,4 @@
-"""API keys and user tokens: made, listed, revoked, rotated."""
+"""API keys, user tokens and the preference centre's links: made, listed, revoked, rotated."""
 
 from __future__ import annotations
 
@@ -197,6 +197,39 @@ def tokens_rotate(ctx: click.Context, tenant: str, overlap_sec: int | None) -> N
     click.echo(_b64(key.secret))
     if key.previous is not None:
         click.echo(f"the old key verifies tokens until {iso(key.previous_until)}", err=True)
+
+
+@main.group()
+def links() -> None:
+    """The links in messages that open a person's preference centre.
+
+    Example: notifyd links rotate --overlap 0
+    """
+
+
+@links.command("rotate")
+@global_options
+@click.option("--overlap", "overlap_sec", type=click.IntRange(0, MAX_SEC), default=None,
+              help="Seconds the old key still opens links it signed (default: "
+                   "tokens.preferences_link_ttl_sec, so each link in a message sent can run its "
+                   "course); 0 ends them now.")
+@click.pass_context
+def links_rotate(ctx: click.Context, overlap_sec: int | None) -> None:
+    """Give the preference centre's links a new key: messages rendered from now on link with
+    it, and links signed with the old key open the centre until the overlap ends, then show
+    that they expired. A running daemon takes the new key within seconds. Unsubscribe links
+    are not affected.
+
+    Example: notifyd links rotate --overlap 0
+    """
+    cfg = config_of(ctx)
+    overlap = cfg.tokens.preferences_link_ttl_sec if overlap_sec is None else overlap_sec
+    key = with_store(ctx, lambda s: s.rotate_signing_key(signed.PREFERENCE_LINKS_KEY,
+                                                         overlap * 1000), WRITE)
+    click.echo("preference links have a new key", err=True)
+    if key.previous is not None and key.previous_until is not None:
+        click.echo(f"links made with the old key open the preference centre until "
+                   f"{iso(key.previous_until)}", err=True)
 
 
 @tokens.command("create")

@@ -180,6 +180,12 @@ class TokensConfig(Checked):
                            "POST /v1/users/{user_id}/tokens grants, and how long a rotated key "
                            "still verifies by default (notifyd tokens rotate).", DAY_SEC,
                            ge=MIN_TOKEN_TTL_SEC, le=MAX_SEC)
+    preferences_link_ttl_sec: int = doc(
+        "How long the link to the preference centre in a message ({{ preferences_url }}) opens "
+        "it, from when the message was rendered: then it shows that the link expired, and the "
+        "person uses a newer message's. Lowering it shortens the links already sent. Also how "
+        "long a rotated key still verifies links by default (notifyd links rotate).",
+        90 * DAY_SEC, ge=3600, le=366 * DAY_SEC, note="a year")
 
 
 @dataclass(frozen=True)

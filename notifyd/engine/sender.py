@@ -257,7 +257,7 @@ class SenderPool:
         # What the store applies beside the rows: a sent step's windows, receipts that arrived
         # before a send's answer named its message (the scanner claims under the same rules).
         self.rules = rules or policy.rules(cfg.catalog)
-        self.renderer = Renderer(cfg, templates, link_key)
+        self.renderer = Renderer(cfg, templates, link_key, store.signing_key)
         self.metrics = metrics or Metrics()
         self.rng = rng or random.Random()
         now = clock.now_ms()
@@ -336,6 +336,8 @@ class SenderPool:
         ready: list[Claim | None] = list(claims)
         todo: list[tuple[int, Claim, Freeze]] = []
         failed: list[tuple[Claim, Completion]] = []
+        if any(claim.payload is None for claim in claims):
+            await self.renderer.refresh(now)  # the key preference links are signed with now
         turn = time.perf_counter()
         for i, claim in enumerate(claims):
             if claim.payload is not None:

@@ -1,7 +1,7 @@
 """API keys: made once, shown once, stored as a hash; looked up per request through a small cache,
-as are the tenants' user-token keys and the keys user tokens name, so that a revocation or a
-rotation reaches a running daemon within CACHE_MS. A key's use is written at most once per
-USE_EVERY_MS, off the request's path, for `notifyd keys list`."""
+as are the tenants' user-token keys, the preference links' key and the keys user tokens name, so
+that a revocation or a rotation reaches a running daemon within CACHE_MS. A key's use is written
+at most once per USE_EVERY_MS, off the request's path, for `notifyd keys list`."""
 
 from __future__ import annotations
 
@@ -87,6 +87,14 @@ class KeyCache:
         name = signed.tenant_key_name(tenant)
         found = await self._recall(self._signing, name,
                                    lambda: self.store.find_signing_key(name))
+        return found.verifying(self.clock.now_ms()) if found is not None else []
+
+    async def link_keys(self) -> list[bytes]:
+        """The keys that verify preference links now: the preference links' key, and the one
+        a rotation replaced while the overlap lasts (notifyd links rotate)."""
+        found = await self._recall(self._signing, signed.PREFERENCE_LINKS_KEY,
+                                   lambda: self.store.find_signing_key(
+                                       signed.PREFERENCE_LINKS_KEY))
         return found.verifying(self.clock.now_ms()) if found is not None else []
 
     async def _recall(self, table: dict[str, tuple[int, T]], name: str,

@@ -17,7 +17,7 @@ from notifyd.core.clock import Clock
 from notifyd.core.errors import DomainError
 from notifyd.core.logs import Throttled, printable
 from notifyd.core.models import ApiKey, ResolveResult, usable_scopes
-from notifyd.domain import policy
+from notifyd.domain import policy, signed
 from notifyd.engine import evidence
 from notifyd.engine.decisions import Feed
 from notifyd.engine.ingest import Ingest
@@ -110,7 +110,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return response
     except Exception as e:
         request.app[CTX].lines.unexpected(f"unhandled error on {request.method} "
-                                          f"{printable(request.path)}", e)
+                                          f"{printable(signed.redact(request.path))}", e)
         return error_response(ApiError("internal"))
 
 

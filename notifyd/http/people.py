@@ -61,12 +61,13 @@ KINDS: web.RequestKey[tuple[str, ...]] = web.RequestKey("kinds", tuple)
 
 
 async def person(request: web.Request, every_kind: bool = False,
-                 limited: str = "read") -> tuple[str, str]:
+                 limited: str = "read", reach: str | None = None) -> tuple[str, str]:
     """(tenant, user_id) of the path's user, if the request may act for them: their own user
     token, or a producer's key with the `users` scope. A key limited to some kinds holds no
     `users` scope: it reaches only its kinds' inbox items (request[KINDS]), as their
     notifications, with the scope `limited` names (read, or resolve for a change); a route that
-    covers every kind (`every_kind`: preferences, the stream) refuses it."""
+    covers every kind (`every_kind`: preferences, the stream) refuses it. A user token with a
+    scope (one a preference link minted) is taken only where `reach` names that scope."""
     user_id = user_id_of(request)
     header = request.headers.get("Authorization", "")
     token = header[7:].strip() if header[:7].lower() == "bearer " else ""
@@ -75,6 +76,9 @@ async def person(request: web.Request, every_kind: bool = False,
         who = await _user_token(request, token)
         if who.user_id != user_id:
             raise ApiError("wrong_user", "this user token is for another user")
+        if who.scope is not None and who.scope != reach:
+            raise ApiError("scope_not_allowed", f"this user token reaches the person's "
+                           f"{who.scope} only (it was opened from a link in a message)")
         tenant = who.tenant
         request[KINDS] = ()  # the person's own: every kind
     else:
@@ -140,7 +144,7 @@ async def post_token(request: web.Request) -> web.Response:
 
 
 async def get_preferences(request: web.Request) -> web.Response:
-    tenant, user_id = await person(request, every_kind=True)
+    tenant, user_id = await person(request, every_kind=True, reach=signed.PREFERENCES_ONLY)
     return await _preferences(request, tenant, user_id)
 
 
@@ -168,7 +172,7 @@ async def _change_preferences(request: web.Request, patch: bool) -> web.Response
     """A new version of the preferences, unless If-Match names another than the current one:
     412, and nothing changes (two pages editing at once conflict, never overwrite)."""
     ctx = request.app[CTX]
-    tenant, user_id = await person(request, every_kind=True)
+    tenant, user_id = await person(request, every_kind=True, reach=signed.PREFERENCES_ONLY)
     body = await read_body(request)
     if not body:
         raise ApiError("body_not_object", "send the preferences as a JSON object")

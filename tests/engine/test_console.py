@@ -233,7 +233,7 @@ async def test_every_email_links_to_the_preference_centre(tmp_path: Path) -> Non
         await s.e.run_dry()
         [mail] = s.smtp.received
         body = email.message_from_bytes(mail.data).get_payload(decode=True).decode()
-        link = re.search(rf"{re.escape(PUBLIC)}(/preferences/prefs1\.\S+)", body)
+        link = re.search(rf"{re.escape(PUBLIC)}(/preferences/prefs2\.\S+)", body)
         assert link is not None, body
         page = await s.client.get(link.group(1))
         text = await page.text()

@@ -6,7 +6,9 @@ import asyncio
 import hashlib
 import json
 import re
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 
@@ -344,6 +346,28 @@ def test_tokens_rotate_prints_the_new_key_and_keeps_the_old_for_the_overlap(
             found.previous_until))
 
     assert asyncio.run(kept()) == (2, 1)
+
+
+def test_links_rotate_keeps_the_old_key_for_the_links_lifetime_unless_told(
+        tmp_path: Path) -> None:
+    db = tmp_path / "notifyd.db"
+    assert run(db, "tenants", "create", "acme").exit_code == 0  # makes the database
+    first = run(db, "links", "rotate")  # the first makes the key: nothing to keep
+    assert first.exit_code == 0 and "until" not in first.stderr, first.output
+    rotated = run(db, "links", "rotate")
+    assert rotated.exit_code == 0 and "open the preference centre until" in rotated.stderr
+    assert rotated.stdout == ""  # the key is the daemon's own: never printed
+
+    def overlap() -> int:  # the rotation writes its time as created_at
+        with closing(sqlite3.connect(db)) as conn:
+            until, made = conn.execute("SELECT previous_until, created_at FROM signing_keys "
+                                       "WHERE name = 'links:preferences'").fetchone()
+        return int(until) - int(made)
+
+    assert overlap() == 90 * 86400 * 1000  # tokens.preferences_link_ttl_sec
+    ended = run(db, "links", "rotate", "--overlap", "0")
+    assert ended.exit_code == 0, ended.output
+    assert overlap() == 0
 
 
 def test_tokens_create_keeps_to_the_longest_a_token_may_live(tmp_path: Path) -> None:
