@@ -171,6 +171,16 @@ class KeyStore(Protocol):
         at once. A key never made is just made."""
         ...
 
+    async def end_session(self, nonce: str, until: int) -> None:
+        """One write: the console session of this nonce is over (signed out) although its
+        cookie verifies until `until` (epoch ms); those past their `until` go."""
+        ...
+
+    async def session_ended(self, nonce: str) -> bool:
+        """Whether the console session of this nonce was ended (end_session); read by every
+        process, so a sign-out holds in all of them at once."""
+        ...
+
 
 class RecipientStore(Protocol):
     """People: profiles, devices and preferences, and erasing a person."""

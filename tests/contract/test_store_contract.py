@@ -144,6 +144,16 @@ class TestKeysAndPeople:
         again = await store.rotate_signing_key("tokens:acme", 0)  # the oldest goes at once
         assert again.previous == turned.secret and again.verifying(NOW + 5) == [again.secret]
 
+    async def test_a_session_ended_stays_ended_until_its_expiry_then_goes(
+            self, store: Store, clock: FakeClock) -> None:
+        assert not await store.session_ended("n1")
+        await store.end_session("n1", NOW + 1000)
+        await store.end_session("n1", NOW + 1000)  # signing out twice: once
+        assert await store.session_ended("n1") and not await store.session_ended("n2")
+        at(clock, NOW + 1000)  # its cookie expires now anyway: the next sign-out sweeps it
+        await store.end_session("n2", NOW + 5000)
+        assert not await store.session_ended("n1") and await store.session_ended("n2")
+
     async def test_a_profile_and_its_disabled_contacts_round_trip(self, store: Store) -> None:
         assert await store.get_recipient("acme", "nobody") is None
         r = Recipient("acme", "u1", "Europe/Paris", "fr", "22:00", "07:00",
