@@ -205,8 +205,14 @@ class ConsoleConfig(Checked):
                                "operator signs in again. Revoking the key ends its sessions.",
                                8 * 3600, ge=60, le=7 * DAY_SEC, note="a week")
     max_failed_sign_ins: int = doc("Failed sign-ins from one address within a minute before "
-                                   "its next ones are refused until the minute is over.", 5,
-                                   ge=1)
+                                   "its next ones are refused until the minute is over (also "
+                                   "from one browser that signed in before).", 5, ge=1)
+    max_failed_sign_ins_per_tenant: int = doc(
+        "Failed password sign-ins to one tenant within an hour, from any addresses, before "
+        "each further one makes the tenant's next sign-ins wait, twice as long each time (1 s, "
+        "2 s, 4 s, ... at most 15 minutes). A browser that signed in to the tenant before, with "
+        "the password as it is now, is not held by this or by the limit per address.", 20,
+        ge=1)
     overview_every_sec: float = doc("How often the console's overview refreshes its figures "
                                     "while open.", 2.0, ge=0.2, le=3600)
     demo_inbox: bool = doc("Serve /demo/inbox: a page showing the inbox widget for a user id "

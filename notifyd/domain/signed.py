@@ -239,6 +239,9 @@ def read_preferences_link(token: str, keys: Sequence[bytes], now_sec: int,
 SESSION = "ops1."  # a console session cookie starts so
 
 
+DEVICE = "dev1."  # a browser that signed in to the console: its cookie starts so
+
+
 @dataclass(frozen=True)
 class Session:
     tenant: str
@@ -246,6 +249,14 @@ class Session:
     key_name: str | None  # the admin key it was opened with: the session dies with it
     expires_at: int  # epoch seconds
     nonce: str  # this session's own: its forms' CSRF token is derived from it
+    password: str | None = None  # a password session's password_mark: it dies with the password
+
+
+def password_mark(key: bytes, password: str) -> str:
+    """What a cookie records of the console password it was made with: keyed with the
+    daemon's, so its holder learns nothing of the password from it, and another password (a
+    changed or removed one) no longer matches it."""
+    return _sign(key, "password1.", password)
 
 
 def make_session(key: bytes, s: Session) -> str:
@@ -253,22 +264,64 @@ def make_session(key: bytes, s: Session) -> str:
                                "n": s.nonce}
     if s.key_name is not None:
         body["k"] = s.key_name
+    if s.password is not None:
+        body["p"] = s.password
     return _make(key, SESSION, body)
 
 
 def read_session(token: str, key: bytes, now_sec: int) -> Session:
-    """The session, if the daemon's key signed it and it has not expired."""
+    """The session, if the daemon's key signed it and it has not expired. Whether its key is
+    live, its password still the console's and it was not signed out is the caller's to ask."""
     payload, signature, body = _open(token, SESSION)
     _check(key, SESSION, payload, signature)
     tenant, operator, exp = body.get("t"), body.get("o"), body.get("exp")
-    nonce, key_name = body.get("n"), body.get("k")
+    nonce, key_name, password = body.get("n"), body.get("k"), body.get("p")
     if not (isinstance(tenant, str) and isinstance(operator, str) and isinstance(nonce, str)
-            and isinstance(exp, int) and not isinstance(exp, bool)
-            and (key_name is None or isinstance(key_name, str))):
+            and _whole(exp) and _text_or_none(key_name) and _text_or_none(password)):
         raise BadToken("malformed")
     if exp <= now_sec:
         raise BadToken("expired")
-    return Session(tenant, operator, key_name, exp, nonce)
+    return Session(tenant, operator, key_name, exp, nonce, password)
+
+
+def _text_or_none(value: object) -> TypeGuard[str | None]:
+    return value is None or isinstance(value, str)
+
+
+@dataclass(frozen=True)
+class Device:
+    """A browser that signed in to a tenant's console (OWASP's device cookie): it passes the
+    limits that hold against guessing, which a guesser's browser never does."""
+
+    tenant: str
+    password: str | None  # the password_mark it signed in with; None: with an admin key
+    nonce: str  # its own: its failed sign-ins are counted by it
+    expires_at: int  # epoch seconds
+
+
+def make_device(key: bytes, d: Device) -> str:
+    body: dict[str, object] = {"t": d.tenant, "n": d.nonce, "exp": d.expires_at}
+    if d.password is not None:
+        body["p"] = d.password
+    return _make(key, DEVICE, body)
+
+
+def read_device(token: str, key: bytes, now_sec: int) -> Device:
+    payload, signature, body = _open(token, DEVICE)
+    _check(key, DEVICE, payload, signature)
+    tenant, nonce, exp, password = body.get("t"), body.get("n"), body.get("exp"), body.get("p")
+    if not (isinstance(tenant, str) and isinstance(nonce, str) and _whole(exp)
+            and _text_or_none(password)):
+        raise BadToken("malformed")
+    if exp <= now_sec:
+        raise BadToken("expired")
+    return Device(tenant, password, nonce, exp)
+
+
+def sign_in_csrf(key: bytes, nonce: str) -> str:
+    """The token the sign-in form carries, for the nonce of the browser's sign-in cookie: a
+    form another site posts has neither (login CSRF)."""
+    return _sign(key, "signin1.", nonce)
 
 
 def csrf_token(key: bytes, s: Session) -> str:
@@ -284,7 +337,7 @@ def same(a: str, b: str) -> bool:
 # --- keeping them out of logs -----------------------------------------------------------------
 
 # Every prefix above: a string that starts so and goes on in base64url is a credential.
-PREFIXES = (USER_TOKEN, LINK, PREFERENCES, OLD_PREFERENCES, SESSION)
+PREFIXES = (USER_TOKEN, LINK, PREFERENCES, OLD_PREFERENCES, SESSION, DEVICE)
 _SIGNED = re.compile("(" + "|".join(re.escape(p) for p in PREFIXES) + r")[A-Za-z0-9_\-.]+")
 
 

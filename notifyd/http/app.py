@@ -28,7 +28,7 @@ from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
 from notifyd.http import batch, decisions, events, people, topics, widget
 from notifyd.http.console.routes import ROUTES as CONSOLE_ROUTES
-from notifyd.http.console.session import SIGN_INS, SignIns
+from notifyd.http.console.signins import SIGN_INS, SignIns
 from notifyd.http.errors import ApiError, status_of
 from notifyd.http.kit import (
     CTX,

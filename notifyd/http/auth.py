@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from notifyd.core.clock import Clock
-from notifyd.core.models import ApiKey
+from notifyd.core.models import ApiKey, usable_scopes
 from notifyd.core.records import KeyRecord, SigningKey
 from notifyd.domain import signed
 from notifyd.store import Store
@@ -76,10 +76,12 @@ class KeyCache:
         if self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
 
-    async def live(self, name: str, tenant: str) -> bool:
-        """Whether the API key called `name` is the tenant's and not revoked."""
+    async def live(self, name: str, tenant: str, scope: str | None = None) -> bool:
+        """Whether the API key called `name` is the tenant's and not revoked (and may do
+        `scope`, when one is named)."""
         key = await self._recall(self._named, name, lambda: self.store.find_key_named(name))
-        return key is not None and key.tenant == tenant and key.revoked_at is None
+        return key is not None and key.tenant == tenant and key.revoked_at is None and (
+            scope is None or scope in usable_scopes(key.kinds, key.scopes))
 
     async def token_keys(self, tenant: str) -> list[bytes]:
         """The keys that verify the tenant's user tokens now: its key, and the one a rotation

@@ -39,9 +39,27 @@ async def admin_key(s: Stack, name: str = "ops", tenant: str = "default",
     return key
 
 
-async def sign_in(s: Stack, credential: str, tenant: str = "") -> ClientResponse:
-    return await s.client.post("/console/sign-in", allow_redirects=False, data={
-        "credential": credential, "tenant": tenant, "next": "/console/dead"})
+async def sign_in(s: Stack, credential: str, tenant: str = "",
+                  cookies: dict[str, str] | None = None,
+                  headers: dict[str, str] | None = None) -> ClientResponse:
+    """A sign-in from the sign-in page's own form, as a browser posts it: the page first, its
+    sign-in cookie and token with the form (the cookies are Secure: the test client, over plain
+    HTTP, would not send them back by itself). `cookies`: more the browser holds."""
+    held = dict(cookies or {})
+    page = await s.client.get("/console/sign-in",
+                              headers={**(headers or {}), **cookie_header(held)})
+    assert page.status == 200, await page.text()
+    held.update({name: c.value for name, c in page.cookies.items()})
+    found = re.search(r'name="csrf" value="([^"]+)"', await page.text())
+    assert found is not None
+    return await s.client.post("/console/sign-in", allow_redirects=False,
+                               headers={**(headers or {}), **cookie_header(held)}, data={
+                                   "credential": credential, "tenant": tenant,
+                                   "next": "/console/dead", "csrf": found.group(1)})
+
+
+def cookie_header(cookies: dict[str, str]) -> dict[str, str]:
+    return {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {}
 
 
 async def session(s: Stack, key: str) -> dict[str, str]:
