@@ -153,13 +153,18 @@ async def test_failed_sign_ins_are_limited_per_address_and_logged_twice_at_most(
         assert (await sign_in(s, key)).status == 303
 
 
+async def dead_report(s: Stack) -> str:
+    """A report to Ada whose step is dead: what a replay button puts back."""
+    await s.user("ada")
+    nid = await post(s, "report")
+    await s.e.store.backend.write(lambda tx: tx.run(
+        "UPDATE steps SET state = 'dead', reason = 'test' WHERE notification_id = ?", (nid,)))
+    return nid
+
+
 async def test_a_console_replay_is_on_the_timeline_with_its_operator(tmp_path: Path) -> None:
     async with people(tmp_path) as s:
-        await s.user("ada")
-        nid = await post(s, "report")
-        await s.e.store.backend.write(lambda tx: tx.run(
-            "UPDATE steps SET state = 'dead', reason = 'test' WHERE notification_id = ?",
-            (nid,)))
+        nid = await dead_report(s)
         cookie = await session(s, await admin_key(s))
         page = await s.client.get("/console/dead", headers=cookie)
         assert nid in await page.text()
@@ -179,11 +184,7 @@ async def test_a_replay_takes_a_step_number_in_ascii_digits_only(tmp_path: Path)
     """'²' passes str.isdigit() and int() refuses it (a 500); '٣' int() reads as 3, a step
     nobody typed. Both are refused as any number the API reads."""
     async with people(tmp_path) as s:
-        await s.user("ada")
-        nid = await post(s, "report")
-        await s.e.store.backend.write(lambda tx: tx.run(
-            "UPDATE steps SET state = 'dead', reason = 'test' WHERE notification_id = ?",
-            (nid,)))
+        nid = await dead_report(s)
         cookie = await session(s, await admin_key(s))
         token = await csrf(s, cookie)
         for step in ("²", "٣", "-1", "99999999999999999999"):

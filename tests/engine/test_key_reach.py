@@ -15,6 +15,8 @@ from urllib.parse import parse_qs
 
 import pytest
 from stack_support import ADDRESS, PHONE, Stack, stack
+from test_console import sign_in
+from test_events import call
 
 from notifyd.core.models import SCOPES
 from notifyd.http.auth import hash_key, new_key
@@ -70,13 +72,6 @@ async def key(s: Stack, name: str, scopes: frozenset[str], kinds: tuple[str, ...
     made = new_key()
     await s.e.store.create_key(hash_key(made), name, "default", kinds, scopes)
     return made
-
-
-async def call(s: Stack, method: str, path: str, body: Any = None,
-               token: str | None = None) -> tuple[int, Any]:
-    headers = {"Authorization": f"Bearer {token or s.key}"}
-    async with s.client.request(method, path, json=body, headers=headers) as r:
-        return r.status, None if r.status == 204 else await r.json()
 
 
 @pytest.mark.parametrize("scopes", [
@@ -167,25 +162,9 @@ async def test_a_kind_limited_admin_key_does_not_open_the_console(tmp_path: Path
     list: a key limited to some kinds never opens it, even one made with admin."""
     async with reach(tmp_path) as s:
         news = await key(s, "news", frozenset({"admin", "read"}), ("news",))
-        form = await s.client.get("/console/sign-in")
-        assert form.status == 200
-        r = await s.client.post("/console/sign-in", allow_redirects=False, data={
-            "credential": news, **_sign_in_form(await form.text())},
-            headers=_pre_cookie(form))
+        r = await sign_in(s, news)
         assert r.status == 401 and "notifyd_console" not in r.cookies
         assert "every kind" in await r.text()
-
-
-def _sign_in_form(page: str) -> dict[str, str]:
-    import re
-
-    found = re.search(r'name="csrf" value="([^"]+)"', page)
-    return {"csrf": found.group(1)} if found else {}
-
-
-def _pre_cookie(form: Any) -> dict[str, str]:
-    pre = form.cookies.get("notifyd_sign_in")
-    return {"Cookie": f"notifyd_sign_in={pre.value}"} if pre is not None else {}
 
 
 async def post(s: Stack, kind: str, token: str | None = None) -> str:
