@@ -18,7 +18,7 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 
 from notifyd.channels import build_channel
 from notifyd.channels.base import (
@@ -57,7 +57,7 @@ from notifyd.engine.decisions import Entry, Feed
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.render import Renderer
 from notifyd.engine.templates import Templates, why
-from notifyd.store import StorageError, Store
+from notifyd.store import SendStore, StorageError
 
 log = logging.getLogger("notifyd.sender")
 LANES = (Lane.URGENT, Lane.BULK, Lane.BROADCAST)  # asked in this order
@@ -245,19 +245,21 @@ class SenderPool:
     and the sends they have in flight, so a reload resets no rate limit and no breaker of a
     channel it did not change; `adapters` are for the other channels."""
 
-    def __init__(self, cfg: Config, store: Store, clock: Clock, adapters: dict[str, Channel],
+    def __init__(self, cfg: Config, store: SendStore, clock: Clock, adapters: dict[str, Channel],
                  rng: random.Random | None = None, metrics: Metrics | None = None,
                  templates: Templates | None = None, rules: Rules | None = None,
                  link_key: bytes | None = None,
                  on_free: Callable[[bool], None] | None = None,
                  carry: Mapping[str, ChannelSender] | None = None,
-                 feed: Feed | None = None) -> None:
+                 feed: Feed | None = None,
+                 signing_key: Callable[[str], Awaitable[bytes]] | None = None) -> None:
         self.cfg, self.store, self.clock = cfg, store, clock
         self.feed = feed or Feed()  # who follows the decisions (notifyd tail)
         # What the store applies beside the rows: a sent step's windows, receipts that arrived
         # before a send's answer named its message (the scanner claims under the same rules).
         self.rules = rules or policy.rules(cfg.catalog)
-        self.renderer = Renderer(cfg, templates, link_key, store.signing_key)
+        # signing_key: KeyStore's, for the preference links' key (the pool holds no more of it)
+        self.renderer = Renderer(cfg, templates, link_key, signing_key)
         self.metrics = metrics or Metrics()
         self.rng = rng or random.Random()
         now = clock.now_ms()

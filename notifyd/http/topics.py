@@ -23,7 +23,7 @@ from notifyd.http.errors import ApiError
 from notifyd.http.kit import CTX, Handler, answer, authorise_every_kind, read_as, user_id_of
 from notifyd.http.people import person
 from notifyd.shapes import events as shapes
-from notifyd.store import Store
+from notifyd.store import TopicStore
 
 PAGE_MAX = 1000
 PAGE_DEFAULT = 100
@@ -33,7 +33,7 @@ def _topic(request: web.Request) -> str:
     return check_topic(request.match_info["topic"])
 
 
-async def _managed(request: web.Request) -> tuple[Store, str, str]:
+async def _managed(request: web.Request) -> tuple[TopicStore, str, str]:
     """(the store, the key's tenant, the path's topic) for a key with the topics scope, for
     every kind: a topic is an audience every kind's events share, and its members are people,
     so a key limited to some kinds addresses topics in its events but does not manage them."""

@@ -9,10 +9,26 @@ channel type: declare it here (channels/types/<type>.py) and write its adapter
 from __future__ import annotations
 
 from notifyd.channels.base import ChannelType
-from notifyd.channels.types import fcm, log, resend, slack, smtp, telegram, twilio, webhook, webpush
+from notifyd.channels.types import (
+    fcm,
+    log,
+    mailgun,
+    postmark,
+    resend,
+    sendgrid,
+    ses,
+    slack,
+    smtp,
+    telegram,
+    twilio,
+    webhook,
+    webpush,
+)
 
 TYPES: dict[str, ChannelType] = {t.name: t for t in (
-    log.TYPE, webhook.TYPE, smtp.TYPE, resend.TYPE, twilio.TYPE, webpush.TYPE, fcm.TYPE,
+    log.TYPE, webhook.TYPE, smtp.TYPE, resend.TYPE,
+    ses.TYPE, sendgrid.TYPE, mailgun.TYPE, postmark.TYPE,
+    twilio.TYPE, webpush.TYPE, fcm.TYPE,
     telegram.TYPE, slack.TYPE)}
 
 __all__ = ["TYPES"]
