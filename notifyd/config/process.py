@@ -208,10 +208,10 @@ class ConsoleConfig(Checked):
                                    "its next ones are refused until the minute is over (also "
                                    "from one browser that signed in before).", 5, ge=1)
     max_failed_sign_ins_per_tenant: int = doc(
-        "Failed password sign-ins to one tenant within an hour, from any addresses, before "
-        "each further one makes the tenant's next sign-ins wait, twice as long each time (1 s, "
-        "2 s, 4 s, ... at most 15 minutes). A browser that signed in to the tenant before, with "
-        "the password as it is now, is not held by this or by the limit per address.", 20,
+        "Failed password sign-ins to one tenant within an hour, from any addresses, after which "
+        "the tenant's next sign-in waits 1 s, and twice as long after each further failure (2 s, "
+        "4 s, ... at most 15 minutes). A browser that signed in to the tenant before, with the "
+        "password as it is now, is not held by this or by the limit per address.", 20,
         ge=1)
     overview_every_sec: float = doc("How often the console's overview refreshes its figures "
                                     "while open.", 2.0, ge=0.2, le=3600)
