@@ -497,7 +497,8 @@ async def engine_for(cfg: Config, *, seed: int = 1, clock: FakeClock | None = No
     # every engine test shows, on every backend, that those are all they need.
     pool = SenderPool(cfg, narrowed(store, SendStore), clock, build_adapters(cfg),
                       rng=random.Random(seed), templates=templates,
-                      link_key=await store.signing_key(signed.LINKS_KEY), on_free=wakeups.freed)
+                      link_key=await store.signing_key(signed.LINKS_KEY), on_free=wakeups.freed,
+                      signing_key=store.signing_key)
     scan = Scanner(cfg, narrowed(store, ClaimStore), pool, clock, wakeups)
     eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=wakeups.due,
                                                        templates=templates),

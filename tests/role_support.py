@@ -48,8 +48,8 @@ def narrowed(store: object, role: type[R]) -> R:
 
 class MemoryKeys:
     """KeyStore in dicts: tenants ('default' always there), API keys by name (kept by hash too,
-    as the store keeps them), signing keys by name. Each write is dated by the clock as the
-    store's own transaction would date it, never going back."""
+    as the store keeps them), signing keys by name, console sessions signed out. Each write is
+    dated by the clock as the store's own transaction would date it, never going back."""
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
@@ -57,6 +57,7 @@ class MemoryKeys:
         self._tenants = {"default": TenantRecord("default", 0)}
         self._keys: dict[str, tuple[str, KeyRecord]] = {}  # name -> (hash, record)
         self._signing: dict[str, SigningKey] = {}
+        self._ended: dict[str, int] = {}  # console sessions signed out: nonce -> until
 
     def _now(self) -> int:
         self._last = max(self._last, self.clock.now_ms())
@@ -120,4 +121,12 @@ class MemoryKeys:
         self._signing[name] = SigningKey(fresh) if had is None else SigningKey(
             fresh, had.secret, self._now() + overlap_ms)
         return self._signing[name]
+
+    async def end_session(self, nonce: str, until: int) -> None:
+        now = self._now()
+        self._ended = {n: u for n, u in self._ended.items() if u > now}
+        self._ended.setdefault(nonce, until)
+
+    async def session_ended(self, nonce: str) -> bool:
+        return nonce in self._ended
 

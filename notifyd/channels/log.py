@@ -2,7 +2,8 @@
 
 By default it logs ids and parameter names, never parameter values: those may be one-time codes.
 With a `medium` it stands in for a channel of that medium while none is set up: it renders the
-kind's templates of that medium and logs the text, which holds the values; the operator asked.
+kind's templates of that medium and logs the text, which holds the values; the operator asked
+(the signed links in it are redacted: they open a person's preference centre).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.types.log import TYPE as TYPE
 from notifyd.channels.types.log import LogSettings
+from notifyd.domain import signed
 
 log = logging.getLogger("notifyd.channel.log")
 # Parts not logged: an email's html says what its text says, at many times the length.
@@ -40,7 +42,9 @@ class LogChannel:
     async def send(self, message: Message) -> Outcome:
         params = sorted(message.payload.get("params", {}))
         content = message.payload.get("content", {})
-        text = "".join(f" {part}={json.dumps(value, ensure_ascii=False)}"
+        # The operator asked for the text, not for the person's links: whoever reads the log
+        # could open their preference centre or unsubscribe them.
+        text = "".join(f" {part}={signed.redact(json.dumps(value, ensure_ascii=False))}"
                        for part, value in content.items() if part not in UNLOGGED_PARTS)
         log.info("%s: %s kind=%s user=%s params=%s%s", self.name, message.idempotency_key,
                  message.payload.get("kind"), message.payload.get("user_id"), params, text)

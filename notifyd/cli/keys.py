@@ -1,4 +1,4 @@
-"""API keys and user tokens: made, listed, revoked, rotated."""
+"""API keys, user tokens and the preference centre's links: made, listed, revoked, rotated."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from notifyd.cli.base import (
 from notifyd.config import NAME_RE
 from notifyd.core.clock import SystemClock
 from notifyd.core.fields import MAX_SEC
-from notifyd.core.models import ALL_SCOPES, SCOPES
+from notifyd.core.models import ALL_SCOPES, SCOPES, usable_scopes
 from notifyd.core.records import SigningKey
 from notifyd.core.text import iso
 from notifyd.domain import signed
@@ -41,15 +41,19 @@ def keys() -> None:
 @click.option("--name", required=True, help="A name for the key, shown in inspect.")
 @click.option("--tenant", default="default", show_default=True,
               help="The tenant whose recipients this key may post to (notifyd tenants create).")
-@click.option("--kinds", default="", help="Comma-separated kinds this key may post and whose inbox items it "
-              "may see (default all).")
-@click.option("--scopes", default=",".join(sorted(SCOPES)), show_default=True,
-              help="What it may do: post, read, resolve, users (profiles and contacts), topics "
-                   "(manage topics, send events to them); everyone (send events to every user "
-                   "of the tenant) and admin (sign in to the operator console for its tenant) "
-                   "only when named.")
+@click.option("--kinds", default="", help="Comma-separated kinds this key may post, read and "
+              "resolve, and whose inbox items it may see (default all). A key limited to some "
+              "kinds never reaches people's contacts, devices, preferences or suppressions, "
+              "topics' members or the console: it cannot hold users or admin.")
+@click.option("--scopes", default=None, show_default=",".join(sorted(SCOPES)) + " (without "
+              "users with --kinds)",
+              help="What it may do: post, read, resolve, users (profiles and contacts, devices, "
+                   "preferences, suppressions, user tokens), topics (manage topics, send events "
+                   "to them); everyone (send events to every user of the tenant) and admin "
+                   "(sign in to the operator console for its tenant) only when named.")
 @click.pass_context
-def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: str) -> None:
+def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str,
+                scopes: str | None) -> None:
     """Create an API key and print it once; only its hash is stored. Creates the database if
     there is none yet.
 
@@ -63,9 +67,7 @@ def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: 
                                    f"(configured: {', '.join(sorted(cfg.kinds))})")
     if not NAME_RE.match(name) or not NAME_RE.match(tenant):
         raise click.ClickException("--name and --tenant: lower-case letters, digits, _ . -")
-    may = frozenset(s.strip() for s in scopes.split(",") if s.strip())
-    if not may or not may <= ALL_SCOPES:
-        raise click.ClickException(f"--scopes: choose from {', '.join(sorted(ALL_SCOPES))}")
+    may = _scopes(allowed, scopes)
     key = new_key()
     path = sqlite_path(cfg.store.url)
     new_database = path is not None and not Path(path).exists()
@@ -88,6 +90,21 @@ def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: 
                    "will not know this key", err=True)
 
 
+def _scopes(kinds: tuple[str, ...], scopes: str | None) -> frozenset[str]:
+    """The scopes asked for (every default one a key of `kinds` may hold when none are)."""
+    if scopes is None:
+        return usable_scopes(kinds, SCOPES)
+    may = frozenset(s.strip() for s in scopes.split(",") if s.strip())
+    if not may or not may <= ALL_SCOPES:
+        raise click.ClickException(f"--scopes: choose from {', '.join(sorted(ALL_SCOPES))}")
+    beyond = sorted(may - usable_scopes(kinds, may))
+    if beyond:
+        raise click.ClickException(f"--scopes: a key limited to some kinds (--kinds) acts only "
+                                   f"on their notifications; {', '.join(beyond)} reach every "
+                                   "kind (leave --kinds out for such a key)")
+    return may
+
+
 @keys.command("list")
 @global_options
 @click.pass_context
@@ -100,8 +117,10 @@ def keys_list(ctx: click.Context) -> None:
     for k in with_store(ctx, lambda s: s.list_keys()):
         state = "revoked" if k.revoked_at else "active"
         used = iso(k.last_used_at) if k.last_used_at is not None else "never"
+        # What it may do: a key limited to some kinds made with users or admin never uses them.
+        scopes = ",".join(sorted(usable_scopes(k.kinds, k.scopes)))
         click.echo(f"{k.name}\ttenant={k.tenant}\tkinds={','.join(k.kinds) or '*'}\t"
-                   f"scopes={','.join(k.scopes)}\t{state}\tcreated={iso(k.created_at)}\t"
+                   f"scopes={scopes}\t{state}\tcreated={iso(k.created_at)}\t"
                    f"last_used={used}")
 
 
@@ -178,6 +197,39 @@ def tokens_rotate(ctx: click.Context, tenant: str, overlap_sec: int | None) -> N
     click.echo(_b64(key.secret))
     if key.previous is not None:
         click.echo(f"the old key verifies tokens until {iso(key.previous_until)}", err=True)
+
+
+@main.group()
+def links() -> None:
+    """The links in messages that open a person's preference centre.
+
+    Example: notifyd links rotate --overlap 0
+    """
+
+
+@links.command("rotate")
+@global_options
+@click.option("--overlap", "overlap_sec", type=click.IntRange(0, MAX_SEC), default=None,
+              help="Seconds the old key still opens links it signed (default: "
+                   "tokens.preferences_link_ttl_sec, so each link in a message sent can run its "
+                   "course); 0 ends them now.")
+@click.pass_context
+def links_rotate(ctx: click.Context, overlap_sec: int | None) -> None:
+    """Give the preference centre's links a new key: messages rendered from now on link with
+    it, and links signed with the old key open the centre until the overlap ends, then show
+    that they expired. A running daemon takes the new key within seconds. Unsubscribe links
+    are not affected.
+
+    Example: notifyd links rotate --overlap 0
+    """
+    cfg = config_of(ctx)
+    overlap = cfg.tokens.preferences_link_ttl_sec if overlap_sec is None else overlap_sec
+    key = with_store(ctx, lambda s: s.rotate_signing_key(signed.PREFERENCE_LINKS_KEY,
+                                                         overlap * 1000), WRITE)
+    click.echo("preference links have a new key", err=True)
+    if key.previous is not None and key.previous_until is not None:
+        click.echo(f"links made with the old key open the preference centre until "
+                   f"{iso(key.previous_until)}", err=True)
 
 
 @tokens.command("create")

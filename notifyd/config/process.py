@@ -180,6 +180,12 @@ class TokensConfig(Checked):
                            "POST /v1/users/{user_id}/tokens grants, and how long a rotated key "
                            "still verifies by default (notifyd tokens rotate).", DAY_SEC,
                            ge=MIN_TOKEN_TTL_SEC, le=MAX_SEC)
+    preferences_link_ttl_sec: int = doc(
+        "How long the link to the preference centre in a message ({{ preferences_url }}) opens "
+        "it, from when the message was rendered: then it shows that the link expired, and the "
+        "person uses a newer message's. Lowering it shortens the links already sent. Also how "
+        "long a rotated key still verifies links by default (notifyd links rotate).",
+        90 * DAY_SEC, ge=3600, le=366 * DAY_SEC, note="a year")
 
 
 @dataclass(frozen=True)
@@ -199,8 +205,14 @@ class ConsoleConfig(Checked):
                                "operator signs in again. Revoking the key ends its sessions.",
                                8 * 3600, ge=60, le=7 * DAY_SEC, note="a week")
     max_failed_sign_ins: int = doc("Failed sign-ins from one address within a minute before "
-                                   "its next ones are refused until the minute is over.", 5,
-                                   ge=1)
+                                   "its next ones are refused until the minute is over (also "
+                                   "from one browser that signed in before).", 5, ge=1)
+    max_failed_sign_ins_per_tenant: int = doc(
+        "Failed password sign-ins to one tenant within an hour, from any addresses, after which "
+        "the tenant's next sign-in waits 1 s, and twice as long after each further failure (2 s, "
+        "4 s, ... at most 15 minutes). A browser that signed in to the tenant before, with the "
+        "password as it is now, is not held by this or by the limit per address.", 20,
+        ge=1)
     overview_every_sec: float = doc("How often the console's overview refreshes its figures "
                                     "while open.", 2.0, ge=0.2, le=3600)
     demo_inbox: bool = doc("Serve /demo/inbox: a page showing the inbox widget for a user id "

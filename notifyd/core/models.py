@@ -163,6 +163,17 @@ ADMIN = "admin"
 # Every scope there is: `everyone` (address the tenant's whole user base) and `admin` only when
 # granted by name.
 ALL_SCOPES = SCOPES | {"everyone", ADMIN}
+# The scopes whose reach is every kind: people's profiles and contacts, devices, preferences,
+# suppressions, user tokens and erasure (users), the console (admin). A key limited to some
+# kinds acts on those kinds' notifications only, so it never holds these, whatever its row says
+# (a key made with them before this rule keeps every other scope it was given).
+EVERY_KIND_SCOPES = frozenset({"users", ADMIN})
+
+
+def usable_scopes(kinds: tuple[str, ...], scopes: frozenset[str] | tuple[str, ...]
+                  ) -> frozenset[str]:
+    """What a key of `kinds` may do of the `scopes` it was given."""
+    return frozenset(scopes) - EVERY_KIND_SCOPES if kinds else frozenset(scopes)
 
 
 @dataclass(frozen=True)
@@ -177,7 +188,7 @@ class ApiKey:
         return not self.kinds or kind in self.kinds
 
     def may(self, scope: str) -> bool:
-        return scope in self.scopes
+        return scope in self.scopes and not (self.kinds and scope in EVERY_KIND_SCOPES)
 
 
 # Not frozen: one is built for every step of every accept, and a frozen dataclass's __init__

@@ -77,7 +77,8 @@ def build(cfg: Config, templates: Templates | None, shared: Shared,
     adapters = build_adapters(cfg, [name for name in cfg.channels if name not in carry])
     pool = SenderPool(cfg, shared.store, shared.clock, adapters, metrics=shared.metrics,
                       templates=templates, link_key=shared.link_key,
-                      on_free=shared.wakeups.freed, carry=carry, feed=shared.feed)
+                      on_free=shared.wakeups.freed, carry=carry, feed=shared.feed,
+                      signing_key=shared.store.signing_key)
     scanner = Scanner(cfg, shared.store, pool, shared.clock, shared.wakeups)
     ingest = Ingest(cfg, shared.store, shared.clock, wake=shared.wakeups.due,
                     templates=templates, hub=shared.hub, feed=shared.feed)

@@ -9,6 +9,8 @@ What it returns is frozen on the step with the template's version; every retry r
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from notifyd.channels.base import Channel, RenderError, RenderInput
@@ -18,6 +20,8 @@ from notifyd.core.models import Claim, Freeze, Lane
 from notifyd.domain import signed
 from notifyd.domain.recipients import address_of, live_devices
 from notifyd.engine.templates import Templates
+
+log = logging.getLogger("notifyd.render")
 
 
 def requirements(cfg: Config) -> dict[str, set[str]]:
@@ -51,11 +55,35 @@ def would_link(cfg: Config, kind: str) -> bool:
         cfg.server.public_url.rstrip("/"))
 
 
+KEY_EVERY_MS = 5000  # how often the preference links' key is read again: a rotation's reach
+
+
 class Renderer:
     def __init__(self, cfg: Config, templates: Templates | None,
-                 link_key: bytes | None = None) -> None:
+                 link_key: bytes | None = None,
+                 signing_key: Callable[[str], Awaitable[bytes]] | None = None) -> None:
         self.cfg, self.templates = cfg, templates
         self.link_key = link_key  # signs unsubscribe links (the daemon's, from the store)
+        self.signing_key = signing_key  # the store's: reads (or makes) a named key
+        self.preference_key: bytes | None = None  # signs preference links, as refresh read it
+        self._read_until = 0
+
+    async def refresh(self, now: int) -> None:
+        """Read the preference links' key again once KEY_EVERY_MS has passed, before rendering:
+        after `notifyd links rotate` the next messages are signed with the new key within
+        seconds (a clock stepped back reads it again too)."""
+        if self.signing_key is None or not self.cfg.server.public_url.rstrip("/"):
+            return
+        if self.preference_key is not None and (
+                self._read_until - KEY_EVERY_MS <= now < self._read_until):
+            return
+        self._read_until = now + KEY_EVERY_MS  # a store that fails is asked again after it
+        try:
+            self.preference_key = await self.signing_key(signed.PREFERENCE_LINKS_KEY)
+        except Exception as e:  # noqa: BLE001 - the messages go, with the key read before
+            log.warning("the preference links' key could not be read (%s); %s", e,
+                        "links go signed with the key read before" if self.preference_key
+                        else "messages go without a preference link until it can")
 
     def unsubscribe_url(self, kind: str, tenant: str, user_id: str) -> str | None:
         """A one-click unsubscribe link for a kind people may turn off (not transactional, its
@@ -66,13 +94,16 @@ class Renderer:
         token = signed.make_unsubscribe(self.link_key, tenant, user_id, rules.category)
         return f"{self.cfg.server.public_url.rstrip('/')}/v1/unsubscribe/{token}"
 
-    def preferences_url(self, tenant: str, user_id: str) -> str | None:
+    def preferences_url(self, tenant: str, user_id: str, now: int) -> str | None:
         """A link to the person's preference centre (every category by medium, the global
-        opt-out, quiet hours), when there is a public URL to put in it."""
+        opt-out, quiet hours) that opens it for tokens.preferences_link_ttl_sec from `now`,
+        when there is a public URL to put in it."""
         base = self.cfg.server.public_url.rstrip("/")
-        if not base or self.link_key is None:
+        if not base or self.preference_key is None:
             return None
-        return f"{base}/preferences/{signed.make_preferences_link(self.link_key, tenant, user_id)}"
+        expires = now // 1000 + self.cfg.tokens.preferences_link_ttl_sec
+        link = signed.make_preferences_link(self.preference_key, tenant, user_id, expires)
+        return f"{base}/preferences/{link}"
 
     def freeze(self, claim: Claim, adapter: Channel, now: int) -> Freeze:
         """Render a claimed step that has never been frozen, as the exact text to fix on it
@@ -101,7 +132,7 @@ class Renderer:
                                              "user_id": notice.user_id,
                                              "unsubscribe_url": unsubscribe,
                                              "preferences_url": self.preferences_url(
-                                                 notice.tenant, notice.user_id)})
+                                                 notice.tenant, notice.user_id, now)})
             content = done.parts
             template = f"{notice.kind}/{done.locale}/{medium}@{done.version}"
         contact = claim.contact

@@ -18,7 +18,7 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 
 from notifyd.channels import build_channel
 from notifyd.channels.base import (
@@ -251,13 +251,15 @@ class SenderPool:
                  link_key: bytes | None = None,
                  on_free: Callable[[bool], None] | None = None,
                  carry: Mapping[str, ChannelSender] | None = None,
-                 feed: Feed | None = None) -> None:
+                 feed: Feed | None = None,
+                 signing_key: Callable[[str], Awaitable[bytes]] | None = None) -> None:
         self.cfg, self.store, self.clock = cfg, store, clock
         self.feed = feed or Feed()  # who follows the decisions (notifyd tail)
         # What the store applies beside the rows: a sent step's windows, receipts that arrived
         # before a send's answer named its message (the scanner claims under the same rules).
         self.rules = rules or policy.rules(cfg.catalog)
-        self.renderer = Renderer(cfg, templates, link_key)
+        # signing_key: KeyStore's, for the preference links' key (the pool holds no more of it)
+        self.renderer = Renderer(cfg, templates, link_key, signing_key)
         self.metrics = metrics or Metrics()
         self.rng = rng or random.Random()
         now = clock.now_ms()
@@ -336,6 +338,8 @@ class SenderPool:
         ready: list[Claim | None] = list(claims)
         todo: list[tuple[int, Claim, Freeze]] = []
         failed: list[tuple[Claim, Completion]] = []
+        if any(claim.payload is None for claim in claims):
+            await self.renderer.refresh(now)  # the key preference links are signed with now
         turn = time.perf_counter()
         for i, claim in enumerate(claims):
             if claim.payload is not None:

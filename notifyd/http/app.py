@@ -28,7 +28,7 @@ from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
 from notifyd.http import batch, decisions, events, people, topics, widget
 from notifyd.http.console.routes import ROUTES as CONSOLE_ROUTES
-from notifyd.http.console.session import SIGN_INS, SignIns
+from notifyd.http.console.signins import SIGN_INS, SignIns
 from notifyd.http.errors import ApiError, status_of
 from notifyd.http.kit import (
     CTX,
@@ -37,6 +37,7 @@ from notifyd.http.kit import (
     Handler,
     answer,
     authorise,
+    authorise_every_kind,
     error_response,
     errors_middleware,
     no_notification,
@@ -126,6 +127,14 @@ async def post_resolution(request: web.Request) -> web.Response:
                           req.resolution)
 
 
+# What a key limited to some kinds may not reach (http/kit.authorise_every_kind): a person's
+# contacts decide where every kind goes (a one-time code too), and the suppression list and
+# devices serve every kind alike.
+PROFILE = "a person's profile and contacts"
+DEVICES = "a person's devices"
+SUPPRESSIONS = "the suppression list"
+
+
 async def put_user(request: web.Request) -> web.Response:
     """The whole profile replaced: a field the body leaves out is cleared."""
     return await _change_user(request, patch=False)
@@ -139,7 +148,7 @@ async def patch_user(request: web.Request) -> web.Response:
 
 async def _change_user(request: web.Request, patch: bool) -> web.Response:
     ctx = request.app[CTX]
-    key = await authorise(request, "users")
+    key = await authorise_every_kind(request, "users", PROFILE)
     tenant, user_id = key.tenant, user_id_of(request)
     body = await read_body(request)
     if not body:
@@ -160,11 +169,7 @@ async def delete_user(request: web.Request) -> web.Response:
     """Erase the person: what goes, what is cancelled, scrubbed and kept one-way, counted (see
     store/core/erasure.py). Their open inbox streams end; their user tokens are refused."""
     ctx = request.app[CTX]
-    key = await authorise(request, "users")
-    if key.kinds:
-        raise ApiError("kind_not_allowed", f"this API key may act only on the kinds "
-                       f"{', '.join(key.kinds)}; erasing a person covers every kind (use a key "
-                       "for every kind)")
+    key = await authorise_every_kind(request, "users", "erasing a person")
     user_id = user_id_of(request)
     erased = await ctx.store.erase_user(key.tenant, user_id, f"key:{key.name}")
     ctx.hub.close_person(key.tenant, user_id, "erased")
@@ -173,7 +178,7 @@ async def delete_user(request: web.Request) -> web.Response:
 
 async def get_user(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    key = await authorise(request, "users")
+    key = await authorise_every_kind(request, "users", PROFILE)
     user_id = user_id_of(request)
     r = await ctx.store.get_recipient(key.tenant, user_id)
     if r is None:
@@ -183,7 +188,7 @@ async def get_user(request: web.Request) -> web.Response:
 
 async def post_device(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    key = await authorise(request, "users")
+    key = await authorise_every_kind(request, "users", DEVICES)
     user_id = user_id_of(request)
     body = await read_body(request) or b"{}"
     device = parse_device(decode(body, DEVICES_BY_TYPE[decode(body, DeviceType).type]))
@@ -201,14 +206,14 @@ async def post_device(request: web.Request) -> web.Response:
 
 async def get_devices(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    key = await authorise(request, "users")
+    key = await authorise_every_kind(request, "users", DEVICES)
     r = await ctx.store.get_recipient(key.tenant, user_id_of(request))
     return answer(Devices(devices=[device_view(d) for d in (r.devices if r else ())]))
 
 
 async def delete_device(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    key = await authorise(request, "users")
+    key = await authorise_every_kind(request, "users", DEVICES)
     device_id = request.match_info["device_id"]
     if not await ctx.store.delete_device(key.tenant, user_id_of(request), device_id):
         raise ApiError("not_found", f"no device {device_id!r}", "device_id")
@@ -217,7 +222,7 @@ async def delete_device(request: web.Request) -> web.Response:
 
 async def get_suppressions(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    key = await authorise(request, "users")
+    key = await authorise_every_kind(request, "users", SUPPRESSIONS)
     unknown = sorted(set(request.query) - {"address", "limit"})
     if unknown:
         raise ApiError("unknown_field", f"unknown query parameter {unknown[0]!r} (known: "
@@ -239,7 +244,7 @@ def _limit(text: str | None, most: int = 1000) -> int:
 
 async def post_suppression(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    key = await authorise(request, "users")
+    key = await authorise_every_kind(request, "users", SUPPRESSIONS)
     channel_type, address, reason = suppressions.parse(
         await read_as(request, SuppressionRequest))
     created = await ctx.store.suppress(key.tenant, channel_type, address, reason,
@@ -253,7 +258,7 @@ async def post_suppression(request: web.Request) -> web.Response:
 
 async def delete_suppression(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    key = await authorise(request, "users")
+    key = await authorise_every_kind(request, "users", SUPPRESSIONS)
     channel_type = request.match_info["channel_type"]
     address = suppressions.check_address(channel_type, request.match_info["address"])
     if await ctx.store.unsuppress(key.tenant, channel_type, address):

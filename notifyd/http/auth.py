@@ -1,7 +1,7 @@
 """API keys: made once, shown once, stored as a hash; looked up per request through a small cache,
-as are the tenants' user-token keys and the keys user tokens name, so that a revocation or a
-rotation reaches a running daemon within CACHE_MS. A key's use is written at most once per
-USE_EVERY_MS, off the request's path, for `notifyd keys list`."""
+as are the tenants' user-token keys, the preference links' key and the keys user tokens name, so
+that a revocation or a rotation reaches a running daemon within CACHE_MS. A key's use is written
+at most once per USE_EVERY_MS, off the request's path, for `notifyd keys list`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from notifyd.core.clock import Clock
-from notifyd.core.models import ApiKey
+from notifyd.core.models import ApiKey, usable_scopes
 from notifyd.core.records import KeyRecord, SigningKey
 from notifyd.domain import signed
 from notifyd.store import KeyStore
@@ -76,10 +76,12 @@ class KeyCache:
         if self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
 
-    async def live(self, name: str, tenant: str) -> bool:
-        """Whether the API key called `name` is the tenant's and not revoked."""
+    async def live(self, name: str, tenant: str, scope: str | None = None) -> bool:
+        """Whether the API key called `name` is the tenant's and not revoked (and may do
+        `scope`, when one is named)."""
         key = await self._recall(self._named, name, lambda: self.store.find_key_named(name))
-        return key is not None and key.tenant == tenant and key.revoked_at is None
+        return key is not None and key.tenant == tenant and key.revoked_at is None and (
+            scope is None or scope in usable_scopes(key.kinds, key.scopes))
 
     async def token_keys(self, tenant: str) -> list[bytes]:
         """The keys that verify the tenant's user tokens now: its key, and the one a rotation
@@ -87,6 +89,14 @@ class KeyCache:
         name = signed.tenant_key_name(tenant)
         found = await self._recall(self._signing, name,
                                    lambda: self.store.find_signing_key(name))
+        return found.verifying(self.clock.now_ms()) if found is not None else []
+
+    async def link_keys(self) -> list[bytes]:
+        """The keys that verify preference links now: the preference links' key, and the one
+        a rotation replaced while the overlap lasts (notifyd links rotate)."""
+        found = await self._recall(self._signing, signed.PREFERENCE_LINKS_KEY,
+                                   lambda: self.store.find_signing_key(
+                                       signed.PREFERENCE_LINKS_KEY))
         return found.verifying(self.clock.now_ms()) if found is not None else []
 
     async def _recall(self, table: dict[str, tuple[int, T]], name: str,

@@ -16,8 +16,8 @@ from notifyd.config import Config
 from notifyd.core.clock import Clock
 from notifyd.core.errors import DomainError
 from notifyd.core.logs import Throttled, printable
-from notifyd.core.models import ApiKey, ResolveResult
-from notifyd.domain import policy
+from notifyd.core.models import ApiKey, ResolveResult, usable_scopes
+from notifyd.domain import policy, signed
 from notifyd.engine import evidence
 from notifyd.engine.decisions import Feed
 from notifyd.engine.ingest import Ingest, IngestStore
@@ -133,19 +133,46 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return response
     except Exception as e:
         request.app[CTX].lines.unexpected(f"unhandled error on {request.method} "
-                                          f"{printable(request.path)}", e)
+                                          f"{printable(signed.redact(request.path))}", e)
         return error_response(ApiError("internal"))
 
 
 async def authorise(request: web.Request, scope: str) -> ApiKey:
-    """The request's key, if it may do `scope` (post, read, resolve, users)."""
+    """The request's key, if it may do `scope` (post, read, resolve, users, topics)."""
+    key = await api_key(request)
+    check_scope(key, scope)
+    return key
+
+
+async def authorise_every_kind(request: web.Request, scope: str, what: str) -> ApiKey:
+    """The request's key, if it is for every kind and may do `scope`: a call that reaches
+    beyond any kind's notifications (`what`, named in the refusal), such as a person's
+    contacts or a topic's members, is not for a key limited to some kinds."""
+    key = await api_key(request)
+    if key.kinds:
+        raise not_every_kind(key, what)
+    check_scope(key, scope)
+    return key
+
+
+async def api_key(request: web.Request) -> ApiKey:
+    """The request's key, whatever it may do."""
     key = await request.app[CTX].keys.find(request.headers.get("Authorization"))
     if key is None:
         raise ApiError("unauthorized")
+    return key
+
+
+def check_scope(key: ApiKey, scope: str) -> None:
     if not key.may(scope):
         raise ApiError("scope_not_allowed", f"this API key may not {scope} (its scopes: "
-                       f"{', '.join(sorted(key.scopes)) or 'none'})")
-    return key
+                       f"{', '.join(sorted(usable_scopes(key.kinds, key.scopes))) or 'none'})")
+
+
+def not_every_kind(key: ApiKey, what: str) -> ApiError:
+    return ApiError("kind_not_allowed", f"this API key may act only on the kinds "
+                    f"{', '.join(key.kinds)}; {what} covers every kind (use a key for every "
+                    "kind)")
 
 
 async def read_body(request: web.Request) -> bytes:

@@ -100,9 +100,10 @@ TOKEN = _param("token", "query", _STR, "a user token, for pages that cannot send
 LINK = _param("token", "path", _STR)
 LIMIT = {"type": "integer", "minimum": 1}
 PERSON: dict[str, Any] = {"security": [{"bearer": []}], "description": "Authorization: Bearer <API key with "
-          "the users scope> or Bearer <that user's user token>"}
-FOLLOWER: dict[str, Any] = {"description": "Authorization: Bearer <API key with the topics scope> or Bearer "
-            "<that user's user token> (self-service topics only)"}
+          "the users scope> or Bearer <that user's user token>; a key limited to some kinds: "
+          "their items only, with read (to list and count) or resolve (to change)"}
+FOLLOWER: dict[str, Any] = {"description": "Authorization: Bearer <API key for every kind with the topics "
+            "scope> or Bearer <that user's user token> (self-service topics only)"}
 HTML = {"description": "a page for a person", "content": {"text/html": {"schema": _STR}}}
 ETAG = {"ETag": {"schema": {"type": "string", "pattern": '^"[0-9]+"$'},
                  "description": "the version, quoted"}}

@@ -3,7 +3,8 @@ badge, a live stream), the user tokens a producer's backend mints for their page
 unsubscribe links, and CORS for those pages.
 
 A request acts for one person: either a producer's API key with the `users` scope (any user of
-its tenant), or a user token, checked on every request, for exactly the user in the path.
+its tenant; a key limited to some kinds: only its kinds' inbox items, with `read` and
+`resolve`), or a user token, checked on every request, for exactly the user in the path.
 """
 
 from __future__ import annotations
@@ -23,13 +24,17 @@ from notifyd.core.text import iso, whole_number
 from notifyd.domain import preferences, signed
 from notifyd.domain.views import item_view
 from notifyd.engine.stream import CATCH_UP, CLOSE, Event, Stream
+from notifyd.http.console.pages import HEADERS as PAGE_HEADERS
 from notifyd.http.errors import ApiError
 from notifyd.http.kit import (
     CTX,
     Handler,
     answer,
-    authorise,
+    api_key,
+    authorise_every_kind,
+    check_scope,
     error_response,
+    not_every_kind,
     read_as,
     read_body,
     user_id_of,
@@ -55,10 +60,14 @@ KINDS: web.RequestKey[tuple[str, ...]] = web.RequestKey("kinds", tuple)
 # --- who the request acts for -----------------------------------------------------------------
 
 
-async def person(request: web.Request, every_kind: bool = False) -> tuple[str, str]:
-    """(tenant, user_id) of the path's user, if the request may act for them. A key limited to
-    some kinds sees only their inbox items (request[KINDS]); a route that covers every kind
-    (`every_kind`: preferences, the stream, minting a user token) refuses it."""
+async def person(request: web.Request, every_kind: bool = False,
+                 limited: str = "read", reach: str | None = None) -> tuple[str, str]:
+    """(tenant, user_id) of the path's user, if the request may act for them: their own user
+    token, or a producer's key with the `users` scope. A key limited to some kinds holds no
+    `users` scope: it reaches only its kinds' inbox items (request[KINDS]), as their
+    notifications, with the scope `limited` names (read, or resolve for a change); a route that
+    covers every kind (`every_kind`: preferences, the stream) refuses it. A user token with a
+    scope (one a preference link minted) is taken only where `reach` names that scope."""
     user_id = user_id_of(request)
     header = request.headers.get("Authorization", "")
     token = header[7:].strip() if header[:7].lower() == "bearer " else ""
@@ -67,21 +76,20 @@ async def person(request: web.Request, every_kind: bool = False) -> tuple[str, s
         who = await _user_token(request, token)
         if who.user_id != user_id:
             raise ApiError("wrong_user", "this user token is for another user")
+        if who.scope is not None and who.scope != reach:
+            raise ApiError("scope_not_allowed", f"this user token reaches the person's "
+                           f"{who.scope} only (it was opened from a link in a message)")
         tenant = who.tenant
         request[KINDS] = ()  # the person's own: every kind
     else:
-        key = await authorise(request, "users")
+        key = await api_key(request)
         if key.kinds and every_kind:
-            _every_kind(key.kinds)
+            raise not_every_kind(key, "this call")
+        check_scope(key, limited if key.kinds else "users")
         tenant = key.tenant
         request[KINDS] = key.kinds
     request[TENANT] = tenant  # CORS answers by the tenant's origins
     return tenant, user_id
-
-
-def _every_kind(kinds: tuple[str, ...]) -> None:
-    raise ApiError("kind_not_allowed", f"this API key may act only on the kinds "
-                   f"{', '.join(kinds)}; this call covers every kind (use a key for every kind)")
 
 
 def _kinds(request: web.Request) -> tuple[str, ...]:
@@ -114,9 +122,8 @@ async def post_token(request: web.Request) -> web.Response:
     """A short-lived token for one user's own inbox and preferences, minted for a producer's
     page; only a producer's key may ask, and the token dies with that key."""
     ctx = request.app[CTX]
-    key = await authorise(request, "users")
-    if key.kinds:  # the token opens the person's whole inbox and preferences
-        _every_kind(key.kinds)
+    # The token opens the person's whole inbox and preferences.
+    key = await authorise_every_kind(request, "users", "a user token")
     user_id = user_id_of(request)
     ttl = (await read_as(request, shapes.TokenRequest)).ttl_sec
     longest = ctx.cfg.tokens.max_ttl_sec
@@ -137,7 +144,7 @@ async def post_token(request: web.Request) -> web.Response:
 
 
 async def get_preferences(request: web.Request) -> web.Response:
-    tenant, user_id = await person(request, every_kind=True)
+    tenant, user_id = await person(request, every_kind=True, reach=signed.PREFERENCES_ONLY)
     return await _preferences(request, tenant, user_id)
 
 
@@ -165,7 +172,7 @@ async def _change_preferences(request: web.Request, patch: bool) -> web.Response
     """A new version of the preferences, unless If-Match names another than the current one:
     412, and nothing changes (two pages editing at once conflict, never overwrite)."""
     ctx = request.app[CTX]
-    tenant, user_id = await person(request, every_kind=True)
+    tenant, user_id = await person(request, every_kind=True, reach=signed.PREFERENCES_ONLY)
     body = await read_body(request)
     if not body:
         raise ApiError("body_not_object", "send the preferences as a JSON object")
@@ -267,7 +274,7 @@ def _stops_on_read(request: web.Request) -> frozenset[str]:
 async def post_read(request: web.Request) -> web.Response:
     """Mark an item read; a kind with stop = "read" is resolved by it, ending its ladder."""
     ctx = request.app[CTX]
-    tenant, user_id = await person(request)
+    tenant, user_id = await person(request, limited="resolve")
     item_id = request.match_info["item_id"]
     change = await ctx.store.read_item(tenant, user_id, item_id, _stops_on_read(request),
                                        _kinds(request))
@@ -283,7 +290,7 @@ async def post_read(request: web.Request) -> web.Response:
 
 async def post_read_all(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    tenant, user_id = await person(request)
+    tenant, user_id = await person(request, limited="resolve")
     change = await ctx.store.read_all(tenant, user_id, _stops_on_read(request), _kinds(request))
     ctx.hub.publish(tenant, user_id, Event("badge", {"unread": change.badge}))
     return answer(shapes.InboxChange(unread=await _unread(request, change.badge),
@@ -292,7 +299,7 @@ async def post_read_all(request: web.Request) -> web.Response:
 
 async def post_archive(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    tenant, user_id = await person(request)
+    tenant, user_id = await person(request, limited="resolve")
     item_id = request.match_info["item_id"]
     change = await ctx.store.archive_item(tenant, user_id, item_id, _kinds(request))
     if change is None:
@@ -430,9 +437,11 @@ button{{font-size:1rem;padding:.5rem 1rem}}</style></head><body><h1>{title}</h1>
 
 
 def _page(title: str, body: str, status: int = 200) -> web.Response:
+    """A page with the headers every page of notifyd's has (no framing: a page that turns a
+    category off must not be clickjacked), kept out of search engines and referrers."""
     return web.Response(text=PAGE.format(title=html.escape(title), body=body), status=status,
                         content_type="text/html",
-                        headers={"Cache-Control": "no-store", "X-Robots-Tag": "noindex",
+                        headers={**PAGE_HEADERS, "X-Robots-Tag": "noindex",
                                  "Referrer-Policy": "no-referrer"})
 
 

@@ -17,6 +17,7 @@ from aiohttp.web import BaseRequest, StreamResponse
 
 from notifyd.core.clock import Clock
 from notifyd.core.logs import Throttled, printable
+from notifyd.domain import signed
 
 MALFORMED_EVERY_MS = 10_000
 
@@ -39,17 +40,24 @@ class ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
             return
         remote = printable(args[0]) if args else "?"
         self.lines.log("malformed", logging.WARNING, "malformed HTTP request from %s answered %s: %s",
-                       remote, exc.code, printable(exc.message or type(exc).__name__))
+                       remote, exc.code,
+                       printable(signed.redact(exc.message or type(exc).__name__)))
+
+
+def loggable_path(path: str) -> str:
+    """A request's path as a log line may show it: a signed link in it (/preferences/{link},
+    /v1/unsubscribe/{link}) cut down to its prefix, whoever could read the log could open it."""
+    return printable(signed.redact(path), 200)
 
 
 class AccessLog(AbstractAccessLogger):
     """One INFO line per request: who, what, the answer, how long. The path goes without its
-    query, which may hold a user token (?token= on an inbox stream); the fields are the same in
-    text and, as fields of their own, in JSON."""
+    query, which may hold a user token (?token= on an inbox stream), and with any signed link in
+    it redacted; the fields are the same in text and, as fields of their own, in JSON."""
 
     def log(self, request: BaseRequest, response: StreamResponse, time: float) -> None:
         fields = {"remote": request.remote or "-", "method": request.method,
-                  "path": printable(request.path, 200), "status": response.status,
+                  "path": loggable_path(request.path), "status": response.status,
                   "bytes": response.body_length, "duration_ms": round(time * 1000, 1)}
         self.logger.info("%(remote)s %(method)s %(path)s %(status)d %(bytes)d %(duration_ms)gms",
                          fields, extra={"ids": fields})

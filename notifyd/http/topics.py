@@ -1,6 +1,7 @@
-"""Topics over HTTP: a producer's key with the `topics` scope makes and describes them and adds
-and removes members in bulk; a person, with their own user token, follows or leaves a topic that
-is self-service (a producer's key may do it for any topic) and lists the topics they follow.
+"""Topics over HTTP: a producer's key with the `topics` scope, for every kind, makes and
+describes them and adds and removes members in bulk; a person, with their own user token, follows
+or leaves a topic that is self-service (a producer's key may do it for any topic) and lists the
+topics they follow. A key limited to some kinds names topics in its events only.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from notifyd.core.events import TopicGone
-from notifyd.core.text import is_digits
+from notifyd.core.text import whole_number
 from notifyd.domain import signed
 from notifyd.domain.events import check_topic
 from notifyd.domain.topics import (
@@ -19,7 +20,7 @@ from notifyd.domain.topics import (
     topic_view,
 )
 from notifyd.http.errors import ApiError
-from notifyd.http.kit import CTX, Handler, answer, authorise, read_as, user_id_of
+from notifyd.http.kit import CTX, Handler, answer, authorise_every_kind, read_as, user_id_of
 from notifyd.http.people import person
 from notifyd.shapes import events as shapes
 from notifyd.store import TopicStore
@@ -33,8 +34,10 @@ def _topic(request: web.Request) -> str:
 
 
 async def _managed(request: web.Request) -> tuple[TopicStore, str, str]:
-    """(the store, the key's tenant, the path's topic) for a key with the topics scope."""
-    key = await authorise(request, "topics")
+    """(the store, the key's tenant, the path's topic) for a key with the topics scope, for
+    every kind: a topic is an audience every kind's events share, and its members are people,
+    so a key limited to some kinds addresses topics in its events but does not manage them."""
+    key = await authorise_every_kind(request, "topics", "managing a topic")
     return request.app[CTX].store, key.tenant, _topic(request)
 
 
@@ -87,10 +90,9 @@ async def get_members(request: web.Request) -> web.Response:
     if unknown:
         raise ApiError("unknown_field", f"unknown query parameter {unknown[0]!r} (known: "
                        "after, limit)", unknown[0])
-    text = request.query.get("limit", str(PAGE_DEFAULT))
-    if not is_digits(text) or not 1 <= int(text) <= PAGE_MAX:
+    limit = whole_number(request.query.get("limit", str(PAGE_DEFAULT)), PAGE_MAX, 1)
+    if limit is None:  # whole_number reads no more digits than a number can have
         raise ApiError("invalid_field", f"limit must be 1..{PAGE_MAX}", "limit")
-    limit = int(text)
     if await store.get_topic(tenant, name) is None:
         raise _no_topic(name)
     found = await store.topic_members(tenant, name, request.query.get("after", ""), limit + 1)
@@ -110,11 +112,11 @@ def _has_user_token(request: web.Request) -> bool:
 
 async def _who(request: web.Request) -> tuple[str, str, bool]:
     """(tenant, user_id, only self-service topics): the person with their own user token, or
-    a producer's key with the `topics` scope for any user of its tenant."""
+    a producer's key with the `topics` scope, for every kind, for any user of its tenant."""
     if _has_user_token(request):
         tenant, user_id = await person(request)
         return tenant, user_id, True
-    key = await authorise(request, "topics")
+    key = await authorise_every_kind(request, "topics", "a person's topics")
     return key.tenant, user_id_of(request), False
 
 

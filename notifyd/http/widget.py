@@ -3,10 +3,11 @@ widget (/inbox.js, one script), its demo page (/demo/inbox, off unless console.d
 the preference centre (/preferences), reached from a signed link in an email or from the widget.
 
 The preference centre is one page for both ways in: from an email's link (/preferences/{link},
-signed with the daemon's link key) notifyd mints a short-lived user token for the person and
-puts it in the page; from the widget the token comes in the URL's fragment, which never reaches
-a server. Either way the page reads and saves through the preferences API with the version it
-read, so two open tabs never overwrite each other.
+signed with the preference links' key, until it expires) notifyd mints a short-lived user token
+for the person that reaches their preferences only, never their inbox, and puts it in the page;
+from the widget the token comes in the URL's fragment, which never reaches a server. Either way
+the page reads and saves through the preferences API with the version it read, so two open tabs
+never overwrite each other.
 """
 
 from __future__ import annotations
@@ -37,18 +38,22 @@ async def get_preferences_page(request: web.Request) -> web.Response:
 
 
 async def get_preferences_link(request: web.Request) -> web.Response:
-    """The centre opened from an email's link: a user token for its person, minted now."""
+    """The centre opened from an email's link: a user token for its person's preferences only,
+    minted now; an expired link (or one of an earlier version, or made with a key a rotation
+    ended) shows that it does not work."""
     ctx = request.app[CTX]
+    now = ctx.clock.now_ms() // 1000
     try:
-        if ctx.link_key is None:
-            raise signed.BadToken("no link key")
-        link = signed.read_preferences_link(request.match_info["token"], ctx.link_key)
+        link = signed.read_preferences_link(request.match_info["token"],
+                                            await ctx.keys.link_keys(), now,
+                                            ctx.cfg.tokens.preferences_link_ttl_sec)
     except signed.BadToken:
         return render("preferences.html.j2", 404, user_id="", token="", private=True,
                       expired=True)
     secret = await ctx.store.signing_key(signed.tenant_key_name(link.tenant))
-    expires = ctx.clock.now_ms() // 1000 + min(TOKEN_TTL_DEFAULT, ctx.cfg.tokens.max_ttl_sec)
-    token = signed.make_user_token(secret, link.tenant, link.user_id, expires)
+    expires = now + min(TOKEN_TTL_DEFAULT, ctx.cfg.tokens.max_ttl_sec)
+    token = signed.make_user_token(secret, link.tenant, link.user_id, expires, issued_at=now,
+                                   scope=signed.PREFERENCES_ONLY)
     return render("preferences.html.j2", user_id=link.user_id, token=token, private=True,
                   expired=False)
 

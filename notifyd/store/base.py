@@ -125,7 +125,8 @@ Inbox = InboxEntry | None  # what the inbox item says, for a kind with an inbox
 
 
 class KeyStore(Protocol):
-    """Tenants, API keys (stored as hashes) and the keys that sign links and user tokens."""
+    """Tenants, API keys (stored as hashes), the keys that sign links and user tokens, and the
+    console sessions signed out before their expiry."""
 
     async def create_tenant(self, name: str) -> bool:
         """One write: the tenant made; False if it was there. Nothing else makes one."""
@@ -174,6 +175,16 @@ class KeyStore(Protocol):
         """One write: a new key (32 random bytes) signs from now; the one it replaces still
         verifies for `overlap_ms` after this write's time, and one replaced before it is gone
         at once. A key never made is just made."""
+        ...
+
+    async def end_session(self, nonce: str, until: int) -> None:
+        """One write: the console session of this nonce is over (signed out) although its
+        cookie verifies until `until` (epoch ms); those past their `until` go."""
+        ...
+
+    async def session_ended(self, nonce: str) -> bool:
+        """Whether the console session of this nonce was ended (end_session); read by every
+        process, so a sign-out holds in all of them at once."""
         ...
 
 

@@ -183,6 +183,16 @@ class TestKeys:
         again = await store.rotate_signing_key("tokens:acme", 0)  # the oldest goes at once
         assert again.previous == turned.secret and again.verifying(NOW + 5) == [again.secret]
 
+    async def test_a_session_ended_stays_ended_until_its_expiry_then_goes(
+            self, store: KeyStore, clock: FakeClock) -> None:
+        assert not await store.session_ended("n1")
+        await store.end_session("n1", NOW + 1000)
+        await store.end_session("n1", NOW + 1000)  # signing out twice: once
+        assert await store.session_ended("n1") and not await store.session_ended("n2")
+        at(clock, NOW + 1000)  # its cookie expires now anyway: the next sign-out sweeps it
+        await store.end_session("n2", NOW + 5000)
+        assert not await store.session_ended("n1") and await store.session_ended("n2")
+
 
 class TestPeople:
 

@@ -39,9 +39,27 @@ async def admin_key(s: Stack, name: str = "ops", tenant: str = "default",
     return key
 
 
-async def sign_in(s: Stack, credential: str, tenant: str = "") -> ClientResponse:
-    return await s.client.post("/console/sign-in", allow_redirects=False, data={
-        "credential": credential, "tenant": tenant, "next": "/console/dead"})
+async def sign_in(s: Stack, credential: str, tenant: str = "",
+                  cookies: dict[str, str] | None = None,
+                  headers: dict[str, str] | None = None) -> ClientResponse:
+    """A sign-in from the sign-in page's own form, as a browser posts it: the page first, its
+    sign-in cookie and token with the form (the cookies are Secure: the test client, over plain
+    HTTP, would not send them back by itself). `cookies`: more the browser holds."""
+    held = dict(cookies or {})
+    page = await s.client.get("/console/sign-in",
+                              headers={**(headers or {}), **cookie_header(held)})
+    assert page.status == 200, await page.text()
+    held.update({name: c.value for name, c in page.cookies.items()})
+    found = re.search(r'name="csrf" value="([^"]+)"', await page.text())
+    assert found is not None
+    return await s.client.post("/console/sign-in", allow_redirects=False,
+                               headers={**(headers or {}), **cookie_header(held)}, data={
+                                   "credential": credential, "tenant": tenant,
+                                   "next": "/console/dead", "csrf": found.group(1)})
+
+
+def cookie_header(cookies: dict[str, str]) -> dict[str, str]:
+    return {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {}
 
 
 async def session(s: Stack, key: str) -> dict[str, str]:
@@ -135,13 +153,18 @@ async def test_failed_sign_ins_are_limited_per_address_and_logged_twice_at_most(
         assert (await sign_in(s, key)).status == 303
 
 
+async def dead_report(s: Stack) -> str:
+    """A report to Ada whose step is dead: what a replay button puts back."""
+    await s.user("ada")
+    nid = await post(s, "report")
+    await s.e.store.backend.write(lambda tx: tx.run(
+        "UPDATE steps SET state = 'dead', reason = 'test' WHERE notification_id = ?", (nid,)))
+    return nid
+
+
 async def test_a_console_replay_is_on_the_timeline_with_its_operator(tmp_path: Path) -> None:
     async with people(tmp_path) as s:
-        await s.user("ada")
-        nid = await post(s, "report")
-        await s.e.store.backend.write(lambda tx: tx.run(
-            "UPDATE steps SET state = 'dead', reason = 'test' WHERE notification_id = ?",
-            (nid,)))
+        nid = await dead_report(s)
         cookie = await session(s, await admin_key(s))
         page = await s.client.get("/console/dead", headers=cookie)
         assert nid in await page.text()
@@ -155,6 +178,21 @@ async def test_a_console_replay_is_on_the_timeline_with_its_operator(tmp_path: P
         shown = await s.client.get(f"/console/notifications/{nid}", headers=cookie)
         text = await shown.text()
         assert "console:ops" in text and 'class="state sent"' in text
+
+
+async def test_a_replay_takes_a_step_number_in_ascii_digits_only(tmp_path: Path) -> None:
+    """'²' passes str.isdigit() and int() refuses it (a 500); '٣' int() reads as 3, a step
+    nobody typed. Both are refused as any number the API reads."""
+    async with people(tmp_path) as s:
+        nid = await dead_report(s)
+        cookie = await session(s, await admin_key(s))
+        token = await csrf(s, cookie)
+        for step in ("²", "٣", "-1", "99999999999999999999"):
+            r = await s.client.post(f"/console/notifications/{nid}/replay", headers=cookie,
+                                    data={"csrf": token, "step_no": step},
+                                    allow_redirects=False)
+            assert r.status == 422 and "step_no" in await r.text(), step
+        assert (await s.status(nid))["steps"][0]["status"] == "dead"  # nothing replayed
 
 
 async def test_a_suppression_added_in_the_console_names_its_operator(tmp_path: Path) -> None:
@@ -214,7 +252,7 @@ async def test_every_email_links_to_the_preference_centre(tmp_path: Path) -> Non
         await s.e.run_dry()
         [mail] = s.smtp.received
         body = email.message_from_bytes(mail.data).get_payload(decode=True).decode()
-        link = re.search(rf"{re.escape(PUBLIC)}(/preferences/prefs1\.\S+)", body)
+        link = re.search(rf"{re.escape(PUBLIC)}(/preferences/prefs2\.\S+)", body)
         assert link is not None, body
         page = await s.client.get(link.group(1))
         text = await page.text()

@@ -250,6 +250,19 @@ async def test_topics_are_made_described_changed_listed_and_deleted(tmp_path: Pa
         assert (await call(s, "GET", "/v1/topics/bad%20name", token=k))[0] == 422
 
 
+async def test_a_members_limit_of_any_length_is_a_422_not_a_500(tmp_path: Path) -> None:
+    """int() refuses more than 4,300 digits: the limit is read as every number in the API is,
+    ASCII digits of a size a number can have."""
+    async with events_stack(tmp_path) as (s, _):
+        k = await key(s)
+        await call(s, "PUT", "/v1/topics/t", {}, k)
+        for limit in ("9" * 5000, "²", "٣", "0", "1001"):
+            status, body = await call(s, "GET", f"/v1/topics/t/members?limit={limit}", token=k)
+            assert (status, body["error"]["code"], body["error"]["field"]) == (
+                422, "invalid_field", "limit"), limit
+        assert (await call(s, "GET", "/v1/topics/t/members?limit=1000", token=k))[0] == 200
+
+
 async def test_a_person_follows_and_leaves_self_service_topics_only_for_themselves(
         tmp_path: Path) -> None:
     async with events_stack(tmp_path) as (s, fanout):

@@ -377,13 +377,14 @@ async def test_a_user_token_reads_only_its_own_users_inbox(tmp_path: Path) -> No
 
 async def test_a_key_limited_to_some_kinds_sees_and_changes_only_their_items(
         tmp_path: Path) -> None:
-    """A `kinds = report` key lists, counts, reads and archives report items only: another
-    kind's item is not found (a read would resolve its stop = "read" ladder), and the calls
-    that cover every kind (preferences, the stream, a user token) are refused."""
+    """A `kinds = report` key lists, counts, reads and archives report items only (with read
+    and resolve: it holds no users scope): another kind's item is not found (a read would
+    resolve its stop = "read" ladder), and the calls that cover every kind (preferences, the
+    stream, a user token) are refused."""
     async with people(tmp_path) as s:
         news = new_key()
         await s.e.store.create_key(hash_key(news), "news", "default", ("report",),
-                                   frozenset({"post", "users"}))
+                                   frozenset({"post", "read", "resolve"}))
         report, task = await post(s, "report"), await post(s, "task")
         await post(s, "report")
         inbox = await (await s.client.get("/v1/users/ada/inbox", headers=auth(s, news))).json()
@@ -654,6 +655,21 @@ async def test_one_click_unsubscribe_turns_the_category_off(tmp_path: Path) -> N
         await s.e.run_dry()
         assert (await s.status(later))["steps"][0]["status"] == "suppressed"
         assert (await s.client.get(path[:-3] + "xyz")).status == 404  # a changed link
+
+
+async def test_the_unsubscribe_page_may_not_be_framed(tmp_path: Path) -> None:
+    """Its button turns a category off: another site framing it could have a visitor click it
+    unawares. It says so as every other page of notifyd's does, the broken link's page too."""
+    async with people(tmp_path) as s:
+        from notifyd.domain import signed
+
+        link = signed.make_unsubscribe(s.ctx.link_key or b"", "default", "ada", "reports")
+        for path in (f"/v1/unsubscribe/{link}", "/v1/unsubscribe/unsub1.broken"):
+            for method in ("GET", "POST"):
+                r = await s.client.request(method, path)
+                assert r.headers["X-Frame-Options"] == "DENY", (method, path)
+                assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+                assert r.headers["Referrer-Policy"] == "no-referrer"
 
 
 @pytest.mark.parametrize(("table", "message"), [

@@ -303,10 +303,14 @@ def test_the_widget_shows_items_live_marks_read_and_survives_a_restart(
 def test_the_preference_centre_saves_with_its_version_and_decides_the_next_send(
         site: Site, page: Any) -> None:
     site.api("PUT", "/v1/users/cy", {"email": "cy@example.org"})
+    subprocess.run(notifyd_cmd(site.db, "links", "rotate", "--overlap", "0",
+                               config=site.config),
+                   capture_output=True, env=clean_env(), timeout=60, check=True)
     with closing(sqlite3.connect(site.db)) as conn:
-        key = bytes(conn.execute("SELECT secret FROM signing_keys WHERE name = 'links'")
-                    .fetchone()[0])
-    link = f"{site.url}/preferences/{signed.make_preferences_link(key, 'default', 'cy')}"
+        key = bytes(conn.execute("SELECT secret FROM signing_keys WHERE name = ?",
+                                 (signed.PREFERENCE_LINKS_KEY,)).fetchone()[0])
+    expires = int(time.time()) + 3600
+    link = f"{site.url}/preferences/{signed.make_preferences_link(key, 'default', 'cy', expires)}"
     page.goto(link)
     status = page.locator("#status")
     status.get_by_text("version 0").wait_for()

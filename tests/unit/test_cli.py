@@ -7,7 +7,9 @@ import asyncio
 import hashlib
 import json
 import re
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 
@@ -76,9 +78,39 @@ def test_keys_create_prints_the_key_once_and_stores_only_its_hash(tmp_path: Path
 
     listed = run(db, "keys", "list")
     assert listed.exit_code == 0
-    assert "billing\ttenant=acme\tkinds=demo\tscopes=post,read,resolve,topics,users\tactive" in (
-        listed.stdout)
+    assert "billing\ttenant=acme\tkinds=demo\tscopes=post,read,resolve,topics\tactive" in (
+        listed.stdout)  # a key limited to some kinds holds no users scope
     assert key not in listed.output
+
+
+def test_a_key_limited_to_some_kinds_is_refused_scopes_that_reach_every_kind(
+        tmp_path: Path) -> None:
+    db = tmp_path / "keys.db"
+    for scopes in ("users", "post,admin", "read,users,admin"):
+        made = run(db, "keys", "create", "--name", "x", "--kinds", "demo", "--scopes", scopes)
+        assert made.exit_code != 0 and "reach every kind" in made.output, scopes
+    assert run(db, "keys", "create", "--name", "x", "--scopes", "users,admin").exit_code == 0
+    assert run(db, "keys", "create", "--name", "y", "--kinds", "demo", "--scopes",
+               "post,everyone").exit_code == 0
+
+
+def test_keys_list_shows_what_a_key_made_before_the_rule_may_do(tmp_path: Path) -> None:
+    """A key limited to some kinds stored with users or admin (as such keys were made before)
+    never uses them: the list says what it may do."""
+    db = tmp_path / "keys.db"
+    assert run(db, "keys", "create", "--name", "x").exit_code == 0
+
+    async def old_key() -> None:
+        store = await open_store(str(db), FakeClock(START_MS))
+        try:
+            await store.create_key("h", "old", "default", ("demo",),
+                                   frozenset({"post", "users", "admin"}))
+        finally:
+            await store.close()
+
+    asyncio.run(old_key())
+    assert "old\ttenant=default\tkinds=demo\tscopes=post\tactive" in run(
+        db, "keys", "list").stdout
 
 
 def test_keys_list_says_when_each_key_was_made_and_last_used(tmp_path: Path) -> None:
@@ -313,6 +345,28 @@ def test_tokens_rotate_prints_the_new_key_and_keeps_the_old_for_the_overlap(
             found.previous_until))
 
     assert asyncio.run(kept()) == (2, 1)
+
+
+def test_links_rotate_keeps_the_old_key_for_the_links_lifetime_unless_told(
+        tmp_path: Path) -> None:
+    db = tmp_path / "notifyd.db"
+    assert run(db, "tenants", "create", "acme").exit_code == 0  # makes the database
+    first = run(db, "links", "rotate")  # the first makes the key: nothing to keep
+    assert first.exit_code == 0 and "until" not in first.stderr, first.output
+    rotated = run(db, "links", "rotate")
+    assert rotated.exit_code == 0 and "open the preference centre until" in rotated.stderr
+    assert rotated.stdout == ""  # the key is the daemon's own: never printed
+
+    def overlap() -> int:  # the rotation writes its time as created_at
+        with closing(sqlite3.connect(db)) as conn:
+            until, made = conn.execute("SELECT previous_until, created_at FROM signing_keys "
+                                       "WHERE name = 'links:preferences'").fetchone()
+        return int(until) - int(made)
+
+    assert overlap() == 90 * 86400 * 1000  # tokens.preferences_link_ttl_sec
+    ended = run(db, "links", "rotate", "--overlap", "0")
+    assert ended.exit_code == 0, ended.output
+    assert overlap() == 0
 
 
 def test_tokens_create_keeps_to_the_longest_a_token_may_live(tmp_path: Path) -> None:

@@ -18,17 +18,18 @@ from notifyd.core.contacts import SUPPRESSION_TYPES
 from notifyd.core.errors import DomainError
 from notifyd.core.logs import printable
 from notifyd.core.models import OPEN_STEP_STATES, StepState
-from notifyd.core.text import plural
+from notifyd.core.text import plural, whole_number
 from notifyd.domain import events, preferences, signed, suppressions
 from notifyd.domain.recipients import recipient_view
 from notifyd.domain.views import status_view, timeline
 from notifyd.engine import replay, resolution
 from notifyd.engine.digests import carriers
-from notifyd.http.console import session
+from notifyd.http.console import session, signin
 from notifyd.http.console.axis import axis
 from notifyd.http.console.overview import find_event
 from notifyd.http.console.pages import page, render
 from notifyd.http.console.session import Operator
+from notifyd.http.console.signins import SignInRefused
 from notifyd.http.errors import ApiError
 from notifyd.http.kit import CTX, no_notification
 from notifyd.shapes.decode import convert
@@ -76,9 +77,18 @@ def _back(path: str, said: str) -> web.HTTPSeeOther:
 async def get_sign_in(request: web.Request) -> web.StreamResponse:
     if await session.current(request) is not None:
         raise web.HTTPSeeOther("/console")
-    return render("sign_in.html.j2", operator=None, error=None,
-                  next=_next(request.query.get("next")),
-                  password=bool(request.app[CTX].cfg.console.password))
+    return _sign_in_page(request, 200, None, _next(request.query.get("next")))
+
+
+def _sign_in_page(request: web.Request, status: int, error: str | None,
+                  goto: str) -> web.Response:
+    """The form, with its token bound to this browser's sign-in cookie."""
+    token, fresh = signin.form_token(request)
+    response = render("sign_in.html.j2", status, operator=None, error=error, next=goto,
+                      password=bool(request.app[CTX].cfg.console.password), csrf=token)
+    if fresh is not None:
+        signin.set_form_cookie(request, response, fresh)
+    return response
 
 
 def _next(path: str | None) -> str:
@@ -90,25 +100,34 @@ def _next(path: str | None) -> str:
 @page
 async def post_sign_in(request: web.Request) -> web.StreamResponse:
     form = await request.post()
+    given = form.get("csrf")
+    signin.check_form(request, given if isinstance(given, str) else None)
     credential, tenant = _text(form, "credential", 200), _text(form, "tenant", 64) or "default"
     goto = _next(_text(form, "next", 2000))
     if not NAME_RE.match(tenant):
         raise ApiError("invalid_field", "tenant: lower-case letters, digits, _ . -", "tenant")
     try:
-        s = await session.sign_in(request, credential, tenant)
+        s, device = await signin.sign_in(request, credential, tenant)
+    except SignInRefused as e:
+        page = _sign_in_page(request, 429, e.message, goto)
+        page.headers["Retry-After"] = str(e.retry_after)
+        return page
     except DomainError as e:
-        return render("sign_in.html.j2", 429 if e.code == "too_many_sign_ins" else 401,
-                      operator=None, error=e.message, next=goto,
-                      password=bool(request.app[CTX].cfg.console.password))
+        return _sign_in_page(request, 401, e.message, goto)
     log.info("console: %s signed in for tenant %s", s.operator, s.tenant)
     response = web.HTTPSeeOther(goto)
     session.set_cookie(request, response, s)
+    signin.set_device_cookie(request, response, device)
     raise response
 
 
 @page
 async def post_sign_out(request: web.Request) -> web.StreamResponse:
-    await _form(request)
+    """The session ends for good, not only in this browser: a copy of its cookie is refused."""
+    s = await session.required(request)
+    given = (await request.post()).get("csrf")
+    session.check_csrf(request, s, given if isinstance(given, str) else None)
+    await session.sign_out(request, s)
     response = web.HTTPSeeOther(session.SIGN_IN)
     session.clear_cookie(request, response)
     raise response
@@ -170,10 +189,11 @@ async def post_replay(request: web.Request) -> web.StreamResponse:
     """One step (step_no) or every dead and unknown step of the notification."""
     op, form = await _form(request)
     n = await _notification(request, op)
-    step = _text(form, "step_no", 10)
-    if step and not step.isdigit():
+    text = _text(form, "step_no", 10)
+    step = whole_number(text) if text else None  # ASCII digits only: not '²', not '٣'
+    if text and step is None:
         raise ApiError("invalid_field", "step_no must be a step's number", "step_no")
-    count = await request.app[CTX].store.replay(n.id, int(step) if step else None, op.by)
+    count = await request.app[CTX].store.replay(n.id, step, op.by)
     log.info("console: %s replayed %s of %s", op.by, plural(count, "step"), n.id)
     raise _back(f"/console/notifications/{n.id}", f"replayed {plural(count, 'step')}")
 

@@ -31,6 +31,9 @@ class Queries(Protocol):
     SELECT_SIGNING_KEY: str  # (name) -> secret, previous, previous_until
     ROTATE_SIGNING_KEY: str  # (secret, previous_until, created_at, name): the key it had becomes
     #                           the previous one, verifying until previous_until
+    INSERT_SIGN_OUT: str  # (nonce, until); nothing if it is there
+    DELETE_SIGN_OUTS_PAST: str  # (now): those whose session has expired anyway
+    SELECT_SIGN_OUT: str  # (nonce) -> 1 if its session was ended
 
     # --- recipients, devices, preferences
     UPSERT_RECIPIENT: str  # (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, at);

@@ -266,6 +266,13 @@ SELECT_SIGNING_KEY = "SELECT secret, previous, previous_until FROM signing_keys 
 ROTATE_SIGNING_KEY = """UPDATE signing_keys SET previous = secret, secret = ?, previous_until = ?,
     created_at = ? WHERE name = ?"""
 
+# --- console sessions signed out before their expiry -------------------------------------------
+
+INSERT_SIGN_OUT = """INSERT INTO console_sign_outs (nonce, until) VALUES (?, ?)
+ON CONFLICT DO NOTHING"""
+DELETE_SIGN_OUTS_PAST = "DELETE FROM console_sign_outs WHERE until <= ?"
+SELECT_SIGN_OUT = "SELECT 1 FROM console_sign_outs WHERE nonce = ?"
+
 # --- digests ----------------------------------------------------------------------------------
 
 SELECT_DIGEST_MEMBERS = """SELECT d.notification_id, d.step_no, n.kind, n.params, n.created_at

@@ -228,6 +228,16 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
 
         return await self.backend.write(script)
 
+    async def end_session(self, nonce: str, until: int) -> None:
+        def script(tx: Tx) -> None:
+            tx.run(self.q.DELETE_SIGN_OUTS_PAST, (tx.now,))
+            tx.run(self.q.INSERT_SIGN_OUT, (nonce, until))
+
+        await self.backend.write(script)
+
+    async def session_ended(self, nonce: str) -> bool:
+        return await self._one(self.q.SELECT_SIGN_OUT, (nonce,)) is not None
+
     # --- recipients ---------------------------------------------------------------------------
 
     async def put_recipient(self, r: Recipient) -> None:

@@ -1,4 +1,4 @@
--- version = 4
+-- version = 5
 TABLE api_keys (
     key_hash text NOT NULL
     name text NOT NULL
@@ -19,6 +19,10 @@ TABLE attempts (
     outcome text
     reason text
     provider_ref text
+)
+TABLE console_sign_outs (
+    nonce text NOT NULL
+    until bigint NOT NULL
 )
 TABLE devices (
     tenant text NOT NULL
@@ -228,6 +232,8 @@ TABLE webhook_tokens (
 CREATE UNIQUE INDEX api_keys_name_key ON api_keys USING btree (name);
 CREATE UNIQUE INDEX api_keys_pkey ON api_keys USING btree (key_hash);
 CREATE UNIQUE INDEX attempts_pkey ON attempts USING btree (notification_id, step_no, attempt_no);
+CREATE UNIQUE INDEX console_sign_outs_pkey ON console_sign_outs USING btree (nonce);
+CREATE INDEX console_sign_outs_until ON console_sign_outs USING btree (until);
 CREATE UNIQUE INDEX devices_pkey ON devices USING btree (tenant, user_id, device_id);
 CREATE INDEX digest_items_due ON digest_items USING btree (window_end) WHERE (digest_id IS NULL);
 CREATE UNIQUE INDEX digest_items_pkey ON digest_items USING btree (notification_id, step_no);

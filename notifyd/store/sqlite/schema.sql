@@ -1,4 +1,4 @@
--- user_version = 18
+-- user_version = 19
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
@@ -18,6 +18,10 @@ CREATE TABLE attempts (
     reason       TEXT,
     provider_ref TEXT,
     PRIMARY KEY (notification_id, step_no, attempt_no)
+) WITHOUT ROWID;
+CREATE TABLE console_sign_outs (
+    nonce TEXT PRIMARY KEY,
+    until INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE devices (
     tenant      TEXT NOT NULL,
@@ -203,6 +207,7 @@ CREATE TABLE webhook_tokens (
     until    INTEGER NOT NULL,
     PRIMARY KEY (provider, token)
 ) WITHOUT ROWID;
+CREATE INDEX console_sign_outs_until ON console_sign_outs (until);
 CREATE INDEX digest_items_due ON digest_items (window_end) WHERE digest_id IS NULL;
 CREATE INDEX events_notification ON events (notification_id, at);
 CREATE UNIQUE INDEX fanout_events_id ON fanout_events (tenant, event_id);
