@@ -171,6 +171,12 @@ class ChannelType:
     # For a type whose channels choose their medium in their settings (the log's `medium`):
     # settings -> the medium, or None. Ask medium_for, never these two fields.
     medium_of: Callable[[Any], str | None] | None = None
+    # False: its channels render none of the kind's template files (the provider holds the
+    # message: WhatsApp's approved templates); the medium still counts for preferences and limits.
+    templates: bool = True
+    # (settings, channel name, kind name) -> what that channel lacks to send the kind (a
+    # WhatsApp channel: the kind's template), or None; the config checks every ladder with it.
+    lacks: Callable[[Any, str, str], str | None] | None = None
 
     def medium_for(self, settings: Any) -> str | None:
         """The templates a channel of this type with `settings` renders (None: none)."""
