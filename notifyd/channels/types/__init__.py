@@ -9,10 +9,27 @@ channel type: declare it here (channels/types/<type>.py) and write its adapter
 from __future__ import annotations
 
 from notifyd.channels.base import ChannelType
-from notifyd.channels.types import fcm, log, resend, slack, smtp, telegram, twilio, webhook, webpush
+from notifyd.channels.types import (
+    apns,
+    discord,
+    fcm,
+    log,
+    resend,
+    slack,
+    smtp,
+    teams,
+    telegram,
+    twilio,
+    vonage,
+    webhook,
+    webpush,
+    whatsapp,
+)
 
 TYPES: dict[str, ChannelType] = {t.name: t for t in (
     log.TYPE, webhook.TYPE, smtp.TYPE, resend.TYPE, twilio.TYPE, webpush.TYPE, fcm.TYPE,
-    telegram.TYPE, slack.TYPE)}
+    telegram.TYPE, slack.TYPE,
+    apns.TYPE, vonage.TYPE, whatsapp.TYPE, discord.TYPE, teams.TYPE,
+)}
 
 __all__ = ["TYPES"]
