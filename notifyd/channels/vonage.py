@@ -171,7 +171,7 @@ def classify(status: int, headers: Any, body: bytes) -> Outcome:
         ref = data.get("message_uuid") if isinstance(data, dict) else None
         return Sent(ref if isinstance(ref, str) and UUID_RE.fullmatch(ref) else None)
     code = vonage_code(data)
-    reason = f"HTTP {status} Vonage {code}".rstrip()
+    reason = f"HTTP {status}" + (f" Vonage {code}" if code else "")
     if code in DEAD_NUMBER:
         return Rejected(f"{reason}: {DEAD_NUMBER[code]}")
     if status == 422 and names_to(data):
