@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from channel_support import AppPeer
 
 _ids = itertools.count(1_283_998_120_000_000_000)
 
@@ -31,7 +32,7 @@ def discord_error(status: int, code: int, message: str,
 
 
 @dataclass
-class FakeDiscord:
+class FakeDiscord(AppPeer):
     webhook_id: str
     token: str
     limit: int = 1000  # messages before it rate limits
@@ -40,8 +41,6 @@ class FakeDiscord:
     queries: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     canned: web.Response | None = None
-    port: int = 0
-    _runner: web.AppRunner | None = None
 
     @property
     def url(self) -> str:
@@ -80,25 +79,8 @@ class FakeDiscord:
                                   "author": {"id": self.webhook_id, "bot": True,
                                              "username": body.get("username", "notifyd")}})
 
-    async def start(self) -> FakeDiscord:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/api/webhooks/{id}/{token}", self._execute)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5,
-                                     handle_signals=False)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.port = self._runner.addresses[0][1]
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    async def __aenter__(self) -> FakeDiscord:
-        return await self.start()
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.stop()
 
 
 def _valid(body: Any) -> bool:

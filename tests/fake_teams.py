@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from channel_support import AppPeer
 
 CARD = "application/vnd.microsoft.card.adaptive"
 _runs = itertools.count(8_584_667_431_028_312_345)
@@ -36,14 +37,12 @@ def logic_error(status: int, code: str, message: str,
 
 
 @dataclass
-class FakeTeams:
+class FakeTeams(AppPeer):
     workflow: str
     sig: str
     limit: int = 1000
     cards: list[dict[str, Any]] = field(default_factory=list)
     canned: web.Response | None = None
-    port: int = 0
-    _runner: web.AppRunner | None = None
 
     @property
     def url(self) -> str:
@@ -75,22 +74,5 @@ class FakeTeams:
         self.cards.append(card)
         return web.Response(status=202, headers={"x-ms-workflow-run-id": str(next(_runs))})
 
-    async def start(self) -> FakeTeams:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/workflows/{workflow}/triggers/manual/paths/invoke", self._invoke)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5,
-                                     handle_signals=False)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.port = self._runner.addresses[0][1]
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    async def __aenter__(self) -> FakeTeams:
-        return await self.start()
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.stop()

@@ -27,6 +27,7 @@ from typing import Any
 
 import jwt
 from aiohttp import web
+from channel_support import AppPeer
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 ERRORS = "https://developer.vonage.com/api-errors"
@@ -47,7 +48,7 @@ def problem(status: int, code: str, title: str, detail: str,
 
 
 @dataclass
-class FakeVonage:
+class FakeVonage(AppPeer):
     application_id: str
     public_key: rsa.RSAPublicKey
     now: Any = time.time  # what iat and exp are judged against
@@ -55,8 +56,6 @@ class FakeVonage:
     tokens: list[str] = field(default_factory=list)  # each bearer token seen
     problems: list[str] = field(default_factory=list)
     canned: web.Response | None = None  # answers every request this way
-    port: int = 0
-    _runner: web.AppRunner | None = None
 
     @property
     def base_url(self) -> str:
@@ -110,25 +109,8 @@ class FakeVonage:
             return "ttl must be an integer"
         return None
 
-    async def start(self) -> FakeVonage:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/messages", self._messages)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5,
-                                     handle_signals=False)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.port = self._runner.addresses[0][1]
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    async def __aenter__(self) -> FakeVonage:
-        return await self.start()
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.stop()
 
 
 def status_body(message_uuid: str, status: str, to: str, client_ref: str | None = None,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from channel_support import AppPeer
 
 NOT_ON_WHATSAPP = "+15550000026"
 
@@ -41,15 +42,13 @@ def graph_error(status: int, code: int, message: str, details: str = "",
 
 
 @dataclass
-class FakeWhatsApp:
+class FakeWhatsApp(AppPeer):
     phone_number_id: str
     token: str
     templates: dict[str, tuple[tuple[str, ...], int]]  # name -> (languages, body variables)
     sent: list[dict[str, Any]] = field(default_factory=list)  # each accepted body
     wamids: list[str] = field(default_factory=list)
     canned: web.Response | None = None
-    port: int = 0
-    _runner: web.AppRunner | None = None
 
     @property
     def base_url(self) -> str:
@@ -97,25 +96,8 @@ class FakeWhatsApp:
                                             "number of params")
         return None
 
-    async def start(self) -> FakeWhatsApp:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/{version}/{phone}/messages", self._messages)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5,
-                                     handle_signals=False)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.port = self._runner.addresses[0][1]
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    async def __aenter__(self) -> FakeWhatsApp:
-        return await self.start()
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.stop()
 
 
 def status_body(wamid: str, status: str, recipient: str, key: str | None = None,

@@ -183,6 +183,18 @@ class ChannelType:
         return self.medium_of(settings) if self.medium_of is not None else self.medium
 
 
+def chat_text(step: RenderInput, max_chars: int) -> tuple[str, str | None]:
+    """The chat message's text (RenderError: missing, blank or over `max_chars`) and its title,
+    if the kind's chat.title template gave one."""
+    text = step.content.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise RenderError("chat.text", ValueError("the message has no text"))
+    if len(text) > max_chars:
+        raise RenderError("chat.text", ValueError(f"over {max_chars} characters"))
+    title = step.content.get("title")
+    return text, title if isinstance(title, str) and title.strip() else None
+
+
 def standard_payload(step: RenderInput) -> dict[str, Any]:
     """The notification as JSON, for channels that hand it on whole (webhook, log)."""
     return {

@@ -37,6 +37,7 @@ from notifyd.channels.base import (
     RenderError,
     RenderInput,
     Sent,
+    chat_text,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.channels.types.discord import TYPE as TYPE
@@ -62,20 +63,14 @@ class DiscordChannel:
         return f"DiscordChannel({self.name!r})"
 
     def render(self, step: RenderInput) -> Rendered:
-        text = step.content.get("text")
-        if not isinstance(text, str) or not text.strip():
-            raise RenderError("chat.text", ValueError("the message has no text"))
-        title = step.content.get("title")
+        plain = self.settings.style == "content"
+        text, title = chat_text(step, MAX_CONTENT if plain else MAX_DESCRIPTION)
         payload: dict[str, Any] = {"allowed_mentions": {"parse": []}}
-        if self.settings.style == "content":
-            if len(text) > MAX_CONTENT:
-                raise RenderError("chat.text", ValueError(f"over {MAX_CONTENT} characters"))
+        if plain:
             payload["content"] = text
         else:
-            if len(text) > MAX_DESCRIPTION:
-                raise RenderError("chat.text", ValueError(f"over {MAX_DESCRIPTION} characters"))
             embed = {"description": text}
-            if isinstance(title, str) and title.strip():
+            if title is not None:
                 if len(title) > MAX_TITLE:
                     raise RenderError("chat.title", ValueError(f"over {MAX_TITLE} characters"))
                 embed["title"] = title

@@ -36,9 +36,9 @@ from notifyd.channels.base import (
     Message,
     Outcome,
     Rendered,
-    RenderError,
     RenderInput,
     Sent,
+    chat_text,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
 from notifyd.channels.types.teams import TYPE as TYPE
@@ -62,14 +62,9 @@ class TeamsChannel:
         return f"TeamsChannel({self.name!r})"
 
     def render(self, step: RenderInput) -> Rendered:
-        text = step.content.get("text")
-        if not isinstance(text, str) or not text.strip():
-            raise RenderError("chat.text", ValueError("the message has no text"))
-        if len(text) > MAX_TEXT:
-            raise RenderError("chat.text", ValueError(f"over {MAX_TEXT} characters"))
+        text, title = chat_text(step, MAX_TEXT)
         body: list[dict[str, Any]] = []
-        title = step.content.get("title")
-        if isinstance(title, str) and title.strip():
+        if title is not None:
             body.append({"type": "TextBlock", "text": title, "weight": "Bolder",
                          "size": "Medium", "wrap": True})
         body.append({"type": "TextBlock", "text": text, "wrap": True})

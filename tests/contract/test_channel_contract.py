@@ -40,6 +40,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from channel_support import pem
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from fake_fcm import FakeGoogle
@@ -284,24 +285,19 @@ def _slack(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
     return {"bot_token": SLACK_TOKEN, "base_url": w.base}, [SLACK_TOKEN, "ContractSecretToken"]
 
 
-def _pem(key: Any) -> str:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption()).decode()
-
-
 def _apns(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
-    pem = _pem(APNS_KEY)
+    text = pem(APNS_KEY)
     base = w.base.replace("http://", "https://", 1)  # TLS only; its peers are TLS peers
-    return {"team_id": "TEAM123456", "key_id": "KEY1234567", "private_key": pem,
+    return {"team_id": "TEAM123456", "key_id": "KEY1234567", "private_key": text,
             "topic": "com.example.contract", "base_url": base}, [
-        line for line in pem.splitlines() if "-----" not in line]
+        line for line in text.splitlines() if "-----" not in line]
 
 
 def _vonage(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
-    pem = _pem(env.rsa_key)
-    return {"application_id": VONAGE_APPLICATION, "private_key": pem,
+    text = pem(env.rsa_key)
+    return {"application_id": VONAGE_APPLICATION, "private_key": text,
             "from_number": "+15005550006", "base_url": w.base}, [
-        [line for line in pem.splitlines() if "-----" not in line][1]]
+        [line for line in text.splitlines() if "-----" not in line][1]]
 
 
 def _whatsapp(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:

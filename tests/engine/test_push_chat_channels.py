@@ -24,7 +24,7 @@ import pytest
 import tomli_w
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from cryptography.hazmat.primitives import serialization
+from channel_support import pem
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from engine_support import Engine, engine_for, store_url
 from fake_apns import FakeApns, Reply
@@ -115,11 +115,6 @@ class Stack:
         return await self.e.cycle()
 
 
-def _pem(key: Any) -> str:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption()).decode()
-
-
 def write_config(tmp_path: Path, apns: FakeApns, apns_key: ec.EllipticCurvePrivateKey,
                  vonage: FakeVonage, vonage_key: rsa.RSAPrivateKey, whatsapp: FakeWhatsApp,
                  discord: FakeDiscord, teams: FakeTeams) -> Path:
@@ -138,9 +133,9 @@ def write_config(tmp_path: Path, apns: FakeApns, apns_key: ec.EllipticCurvePriva
         "templates": {"folder": "templates"},
         "channels": {
             "ios": {"type": "apns", "team_id": TEAM, "key_id": KEY_ID,
-                    "private_key": _pem(apns_key), "topic": TOPIC, "base_url": apns.base_url,
+                    "private_key": pem(apns_key), "topic": TOPIC, "base_url": apns.base_url,
                     **FAST},
-            "sms": {"type": "vonage", "application_id": APP, "private_key": _pem(vonage_key),
+            "sms": {"type": "vonage", "application_id": APP, "private_key": pem(vonage_key),
                     "from_number": "+15005550006", "base_url": vonage.base_url, **FAST},
             "wa": {"type": "whatsapp", "phone_number_id": WA_PHONE_ID, "access_token": WA_TOKEN,
                    "base_url": whatsapp.base_url, "templates": wa_templates, **FAST},

@@ -20,7 +20,7 @@ from typing import Any
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
+from channel_support import pem, render_input
 from cryptography.hazmat.primitives.asymmetric import ec
 from fake_apns import FakeApns, Reply
 from fake_proxy import FakeProxy
@@ -52,11 +52,6 @@ LIMITS = Limits(timeout_sec=2.0, max_connections=4)
 FAKE_TIME: dict[str, Any] = {"verify_iat": False}  # iat is the FakeClock's, not the machine's
 
 
-def pem(key: ec.EllipticCurvePrivateKey) -> str:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption()).decode()
-
-
 @dataclass
 class Rig:
     fake: FakeApns
@@ -66,18 +61,16 @@ class Rig:
 
     def step(self, *tokens: str, **over: Any) -> RenderInput:
         devices = tuple(Device(f"d_{i:016x}", "apns", t) for i, t in enumerate(tokens))
-        fields: dict[str, Any] = {
-            "notification_id": "n_01k9zq3x7c2m4v6b8n", "step_no": 0, "channel": "ios",
-            "kind": "alert", "user_id": "u1", "params": {}, "created_at": START_MS,
-            "expires_at": START_MS + 3_600_000, "address": None, "locale": "en",
-            "now": START_MS, "content": {"title": "web-1 is down", "body": "disk 91% full"},
-            "devices": devices} | over
-        return RenderInput(**fields)
+        return render_input(**{"channel": "ios", "devices": devices, "content": {
+            "title": "web-1 is down", "body": "disk 91% full"}} | over)
 
-    async def send(self, step: RenderInput) -> dict[str, Answer]:
-        rendered = self.channel.render(step)
-        out = await self.channel.send(Message(f"{step.notification_id}:{step.step_no}",
-                                              rendered.destination, rendered.payload))
+    async def send(self, step: RenderInput, channel: ApnsChannel | None = None
+                   ) -> dict[str, Answer]:
+        """Render and send `step` on `channel` (default the rig's): each device's answer."""
+        channel = channel or self.channel
+        rendered = channel.render(step)
+        out = await channel.send(Message(f"{step.notification_id}:{step.step_no}",
+                                         rendered.destination, rendered.payload))
         assert isinstance(out, Fanout)
         for _, answer in out.results:
             said = answer.reason if not isinstance(answer, Sent) else answer.detail or ""
@@ -203,14 +196,9 @@ async def test_another_teams_key_is_refused_as_credentials_never_as_a_dead_devic
     channel = ApnsChannel("ios", settings(other, rig.fake.base_url), LIMITS, rig.clock,
                           ProviderToken(TEAM, KEY_ID, other))
     try:
-        step = rig.step(TOKEN_A)
-        rendered = channel.render(step)
-        out = await channel.send(Message("n_01k9zq3x7c2m4v6b8n:0", rendered.destination,
-                                         rendered.payload))
+        [answer] = (await rig.send(rig.step(TOKEN_A), channel)).values()
     finally:
         await channel.close()
-    assert isinstance(out, Fanout)
-    [(_, answer)] = out.results
     assert isinstance(answer, Failed) and answer.reason.startswith("HTTP 403 InvalidProviderToken")
 
 
@@ -231,13 +219,10 @@ async def test_apns_is_reached_through_the_egress_proxy_with_http2_in_the_tunnel
                               Limits(timeout_sec=2.0, max_connections=4, egress=egress),
                               rig.clock, rig.channel.token)
         try:
-            step = rig.step(TOKEN_A)
-            rendered = channel.render(step)
-            out = await channel.send(Message("n_01k9zq3x7c2m4v6b8n:0", rendered.destination,
-                                             rendered.payload))
+            [answer] = (await rig.send(rig.step(TOKEN_A), channel)).values()
         finally:
             await channel.close()
-    assert isinstance(out, Fanout) and isinstance(out.results[0][1], Sent), out
+    assert isinstance(answer, Sent), answer
     assert proxy.tunnels == [f"apns.test:{rig.fake.port}"]
     assert proxy.authorizations == ["Basic ZWdyZXNzOnMzY3JldA=="]
     assert rig.fake.seen[-1].alpn == "h2"  # TLS and HTTP/2 end to end, through the tunnel

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from channel_support import render_input
 from fake_teams import FakeTeams, logic_error
 
 from notifyd.channels.base import Failed, Limits, Message, Outcome, RenderInput, Sent
@@ -24,12 +25,9 @@ LIMITS = Limits(timeout_sec=2.0, max_connections=4)
 
 
 def step(**over: Any) -> RenderInput:
-    fields: dict[str, Any] = {
-        "notification_id": "n_01k9zq3x7c2m4v6b8n", "step_no": 0, "channel": "ops",
-        "kind": "server_down", "user_id": "oncall", "params": {}, "created_at": 0,
-        "expires_at": 3_600_000, "address": None, "locale": "en", "now": 0,
-        "content": {"title": "web-1 is down", "text": "disk 91% full"}} | over
-    return RenderInput(**fields)
+    return render_input(**{"channel": "ops", "kind": "server_down", "user_id": "oncall",
+                           "content": {"title": "web-1 is down", "text": "disk 91% full"}}
+                        | over)
 
 
 async def send(url: str, s: RenderInput) -> Outcome:

@@ -18,7 +18,7 @@ from typing import Any
 import jwt
 import pytest
 from aiohttp import web
-from cryptography.hazmat.primitives import serialization
+from channel_support import pem, render_input
 from cryptography.hazmat.primitives.asymmetric import rsa
 from fake_vonage import FakeVonage, problem
 
@@ -47,11 +47,6 @@ def rsa_key() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
-def pem(key: rsa.RSAPrivateKey) -> str:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption()).decode()
-
-
 @dataclass
 class Rig:
     fake: FakeVonage
@@ -59,12 +54,9 @@ class Rig:
     now: list[float]
 
     def step(self, address: str = NUMBER, **over: Any) -> RenderInput:
-        fields: dict[str, Any] = {
-            "notification_id": "n_01k9zq3x7c2m4v6b8n", "step_no": 1, "channel": "sms",
-            "kind": "otp", "user_id": "u1", "params": {}, "created_at": int(START * 1000),
-            "expires_at": int(START * 1000) + 600_000, "address": address, "locale": "en",
-            "now": int(START * 1000), "content": {"text": "Your code is 482913"}} | over
-        return RenderInput(**fields)
+        return render_input(**{"step_no": 1, "channel": "sms", "kind": "otp",
+                               "expires_at": int(START * 1000) + 600_000, "address": address,
+                               "content": {"text": "Your code is 482913"}} | over)
 
     async def send(self, step: RenderInput) -> Outcome:
         rendered = self.channel.render(step)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import tomli_w
+from channel_support import render_input
 from fake_whatsapp import NOT_ON_WHATSAPP, FakeWhatsApp, graph_error
 
 from notifyd.channels.base import (
@@ -55,13 +56,9 @@ class Rig:
 
     def step(self, kind: str = "payment_failed", address: str = NUMBER,
              **over: Any) -> RenderInput:
-        fields: dict[str, Any] = {
-            "notification_id": "n_01k9zq3x7c2m4v6b8n", "step_no": 2, "channel": "wa",
-            "kind": kind, "user_id": "u1",
-            "params": {"amount": "9.90 EUR", "invoice": 1009, "first_name": "Ada"},
-            "created_at": 0, "expires_at": 3_600_000, "address": address, "locale": "en",
-            "now": 0} | over
-        return RenderInput(**fields)
+        return render_input(**{"step_no": 2, "channel": "wa", "kind": kind, "address": address,
+                               "params": {"amount": "9.90 EUR", "invoice": 1009,
+                                          "first_name": "Ada"}} | over)
 
     async def send(self, step: RenderInput) -> Outcome:
         rendered = self.channel.render(step)

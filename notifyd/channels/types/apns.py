@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from notifyd.channels.base import Adapter, ChannelType
-from notifyd.channels.types.checks import url_problem
+from notifyd.channels.types.checks import loads_with, url_problem
 from notifyd.core.contacts import APNS
 from notifyd.core.fields import Checked, doc, sensitive
 
@@ -38,15 +38,6 @@ def load_key(pem: str) -> ec.EllipticCurvePrivateKey:
     return key
 
 
-def _key_problem(pem: str) -> str | None:
-    if not pem:
-        return None  # nonempty says so
-    try:
-        load_key(pem)
-    except ValueError as e:
-        return str(e)
-    return None
-
 
 def _base_problem(base_url: str) -> str | None:
     if not base_url:
@@ -66,7 +57,7 @@ class ApnsSettings(Checked):
     private_key: str = sensitive(
         "The APNs authentication key: the text of the .p8 file Apple gave with the Key ID "
         "(a secret).", "", nonempty=True,
-        check=_key_problem)
+        check=loads_with(load_key))
     topic: str = doc("The app's bundle ID, sent as apns-topic.", "", nonempty=True,
                      pattern=TOPIC_RE, says="must be the app's bundle ID (com.example.app)")
     environment: str = doc('"production" (api.push.apple.com: App Store and TestFlight builds) '

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from notifyd.channels.base import Adapter, ChannelType
-from notifyd.channels.types.checks import url_problem
+from notifyd.channels.types.checks import loads_with, url_problem
 from notifyd.core.contacts import PHONE
 from notifyd.core.fields import Checked, doc, sensitive
 
@@ -44,15 +44,6 @@ def load_key(pem: str) -> rsa.RSAPrivateKey:
     return key
 
 
-def _key_problem(pem: str) -> str | None:
-    if not pem:
-        return None  # nonempty says so
-    try:
-        load_key(pem)
-    except ValueError as e:
-        return str(e)
-    return None
-
 
 @dataclass(frozen=True)
 class VonageSettings(Checked):
@@ -62,7 +53,7 @@ class VonageSettings(Checked):
                               says="must be the application's id (a lower-case UUID)")
     private_key: str = sensitive("The application's private key, the text of the private.key "
                                  "Vonage gave it (a secret).", "", nonempty=True,
-                                 check=_key_problem)
+                                 check=loads_with(load_key))
     from_number: str = doc("The sender: a Vonage number in E.164 or an alphanumeric sender ID "
                            "where the destination country allows one.", "", nonempty=True,
                            pattern=SENDER_RE, says="must be an E.164 number or an alphanumeric "
