@@ -167,6 +167,9 @@ class ApnsChannel:
         self.timeout_sec = limits.timeout_sec
         self.max_connections = max(1, limits.max_connections) * CONNECTIONS_PER_SEND
         self.proxy = proxy_for(limits.egress, self.origin)
+        # A context of its own: httpx sets ALPN (h2) on it, which the HTTP/1.1 client's must
+        # never offer. Made here, off the send path: it reads the trust store.
+        self.tls = ssl.create_default_context()
         self._http: httpx.AsyncClient | None = None
 
     def __repr__(self) -> str:
@@ -176,7 +179,7 @@ class ApnsChannel:
         """The HTTP/2 client, made at the first send (and again after a close)."""
         if self._http is None:
             self._http = httpx.AsyncClient(
-                http2=True, verify=ssl.create_default_context(), proxy=self.proxy,
+                http2=True, verify=self.tls, proxy=self.proxy,
                 trust_env=False, follow_redirects=False, timeout=self.timeout_sec,
                 limits=httpx.Limits(max_connections=self.max_connections,
                                     max_keepalive_connections=self.max_connections))

@@ -11,9 +11,10 @@ each message's statuses where webhook_url says. Basic auth (key and secret) cann
 on the Messages API, so the application's JWT it is.
 
 render freezes {message_type: text, channel: sms, to, from, text, ttl?}; send adds client_ref =
-the step key and webhook_url = server.public_url + /v1/webhooks/vonage (when public_url is set),
-so a retry sends the same bytes and a status finds its step even when the send's answer (and
-the message_uuid with it) was lost. The Messages API takes no idempotency key: a retry after an
+the step key and webhook_url = server.public_url + /v1/webhooks/vonage (when public_url is set
+and [webhooks.vonage] is on: sender.adapter_limits hands the URL over only then), so a retry
+sends the same bytes and a status finds its step even when the send's answer (and the
+message_uuid with it) was lost. The Messages API takes no idempotency key: a retry after an
 Unknown may send the SMS twice.
 
 Wire facts relied on (checked with the search tool):

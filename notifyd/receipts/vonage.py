@@ -1,6 +1,6 @@
 """Vonage's webhook (POST /v1/webhooks/vonage): the Messages API's status of each message the
-vonage channel sent (it names this URL as the message's webhook_url when server.public_url is
-set; or make it the application's Status URL).
+vonage channel sent (it names this URL as the message's webhook_url once this webhook is on
+and server.public_url is set; or make it the application's Status URL).
 
 Verification, over the raw bytes before anything is parsed: `Authorization: Bearer <JWT>`, the
 JWT HS256 with the signature secret (its header must say HS256: nothing else is accepted, "none"
