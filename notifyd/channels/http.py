@@ -6,6 +6,7 @@ Provider bodies are bytes: an adapter parses what it needs and never fails on wh
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import re
 import time
@@ -16,8 +17,8 @@ from notifyd.channels.base import Failed, Outcome, Unknown
 from notifyd.channels.types.checks import parse_json, url_problem
 from notifyd.channels.wire import Client, Lost, NotSent
 
-__all__ = ["MAX_BODY_BYTES", "parse_json", "parse_retry_after", "post", "provider_code",
-           "url_problem"]
+__all__ = ["MAX_BODY_BYTES", "basic_auth", "parse_json", "parse_retry_after", "post",
+           "provider_code", "url_problem"]
 
 MAX_BODY_BYTES = 64 * 1024  # a provider answer is read up to this, never whole
 CODE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -69,3 +70,8 @@ def provider_code(data: object, keys: tuple[str, ...] = ("code", "error_code", "
             if isinstance(value, str | int) and CODE_RE.match(str(value)):
                 return f" {value}"
     return ""
+
+
+def basic_auth(user: str, password: str) -> str:
+    """RFC 7617 credentials for the Authorization header."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")

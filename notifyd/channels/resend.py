@@ -53,14 +53,14 @@ from notifyd.channels.base import (
     Outcome,
     Rejected,
     Rendered,
-    RenderError,
     RenderInput,
     Sent,
 )
 from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
+from notifyd.channels.mailapi import blames, email_of
 from notifyd.channels.types.resend import TYPE as TYPE
-from notifyd.channels.types.resend import ResendSettings, valid_address
+from notifyd.channels.types.resend import ResendSettings
 from notifyd.channels.wire import Client
 
 SHORT_RETRY_SEC = 1.0  # an overlapping attempt under the same key: wait for it, then ask again
@@ -78,31 +78,18 @@ class ResendChannel:
         self.http = Client(max_connections, timeout_sec, egress)
 
     def render(self, step: RenderInput) -> Rendered:
-        address = (step.address or "").strip()
-        if not address:
-            raise RenderError("address", LookupError("the recipient has no email address"))
-        if not valid_address(address):
-            raise RenderError("address", ValueError("not a usable email address"))
-        subject = step.content.get("subject")
-        if not subject:
-            raise RenderError("subject", LookupError("the email has no subject"))
-        if "\r" in subject or "\n" in subject:
-            raise RenderError("subject", ValueError("a line break in the subject"))
-        text, html = step.content.get("text"), step.content.get("html")
-        if not text and not html:
-            raise RenderError("text", LookupError("the email has neither text nor html"))
-        payload: dict[str, Any] = {"from": self.settings.from_address, "to": [address],
-                                   "subject": subject}
-        if text:
-            payload["text"] = text
-        if html:
-            payload["html"] = html
+        email = email_of(step)
+        payload: dict[str, Any] = {"from": self.settings.from_address, "to": [email.to],
+                                   "subject": email.subject}
+        if email.text:
+            payload["text"] = email.text
+        if email.html:
+            payload["html"] = email.html
         if self.settings.reply_to:
             payload["reply_to"] = self.settings.reply_to
-        headers = _list_headers(step)
-        if headers:
-            payload["headers"] = headers
-        return Rendered(address, payload)
+        if email.headers:
+            payload["headers"] = email.headers
+        return Rendered(email.to, payload)
 
     async def send(self, message: Message) -> Outcome:
         tags = key_tags(message.idempotency_key)
@@ -115,20 +102,6 @@ class ResendChannel:
 
     async def close(self) -> None:
         await self.http.close()
-
-
-def _list_headers(step: RenderInput) -> dict[str, str]:
-    """List-Unsubscribe for mail that is not transactional; One-Click only for an HTTPS URI
-    (RFC 8058 section 3.1). A value that could break out of its header is never sent."""
-    url = step.unsubscribe_url
-    if step.transactional or not url:
-        return {}
-    if any(c in url for c in "\r\n<> \t") or not url.isprintable():
-        raise RenderError("unsubscribe_url", ValueError("not usable in a List-Unsubscribe header"))
-    headers = {"List-Unsubscribe": f"<{url}>"}
-    if url.lower().startswith("https://"):
-        headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
-    return headers
 
 
 def key_tags(key: str) -> list[dict[str, str]]:
@@ -156,7 +129,8 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> Outcome:
         return _conflict(name, reason, retry_after)
     if status == 429 or status >= 500:
         return Failed(reason, retry_after)
-    if status in (400, 422) and name == "validation_error" and _names_recipient(data):
+    message = data.get("message") if isinstance(data, dict) else None
+    if status in (400, 422) and name == "validation_error" and blames(message, NAMES_RECIPIENT_RE):
         return Rejected(f"{reason}: Resend refused the recipient address")
     return Failed(f"{reason}: Resend refused the request; check the channel's settings")
 
@@ -168,13 +142,6 @@ def _conflict(name: object, reason: str, retry_after: float | None) -> Failed:
     if name == "invalid_idempotent_request":
         return Failed(f"{reason}: Resend holds a different request under this key", final=True)
     return Failed(reason, retry_after)
-
-
-def _names_recipient(data: object) -> bool:
-    """Whether Resend's message blames the `to` field. The message is read, never recorded: it
-    may quote the address."""
-    message = data.get("message") if isinstance(data, dict) else None
-    return isinstance(message, str) and bool(NAMES_RECIPIENT_RE.search(message))
 
 
 def build(name: str, settings: ResendSettings, limits: Limits) -> ResendChannel:

@@ -13,17 +13,13 @@ Wire facts relied on:
   start of the text: subject 1 addressing, 2 mailbox (2.2 full: persistent transient), 3 mail
   system, 6 content, 7 security or policy. RFC 4954 6: 530 5.7.0, 534 5.7.9, 535 5.7.8 and
   538 5.7.11 are AUTH faults: ours.
-- RFC 2045 6.7: quoted-printable lines are at most 76 characters and "=" is always encoded, so a
-  boundary starting "=_" cannot occur in a body (RFC 2046 5.1.1). RFC 2047 2: encoded-words of
-  at most 75 characters. RFC 5322 2.1.1: header lines at most 998.
+- The message's MIME bytes: channels/mime.py (shared with ses's raw content).
 - RFC 2369 and RFC 8058 (https://www.rfc-editor.org/rfc/rfc8058): List-Unsubscribe: <URI>, and
   List-Unsubscribe-Post: List-Unsubscribe=One-Click beside an HTTPS URI only. RFC 3834 3.1.7:
   Auto-Submitted: auto-generated keeps auto-responders quiet.
 - aiosmtplib (smtp.py, protocol.py, errors.py): mail(), rcpt() and data() raise
   SMTPSenderRefused, SMTPRecipientRefused and SMTPDataError with .code; a lost connection is
   SMTPServerDisconnected, a slow reply SMTPReadTimeoutError; a 421 reply closes the client.
-  email.policy.SMTP turns a long header without spaces (a URL) into encoded-words, which breaks
-  List-Unsubscribe: headers other than From, Subject and Reply-To are written as they are.
 
 Outcomes: 250 to DATA Sent (provider_ref: the Message-ID; detail: the server's queue id). A 5yz
 to RCPT or DATA Rejected, unless it is about us or the message rather than the address (x.7.x,
@@ -36,14 +32,12 @@ text (it echoes addresses).
 from __future__ import annotations
 
 import asyncio
-import binascii
-import email.policy
 import hashlib
 import json
 import re
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime
@@ -64,6 +58,7 @@ from notifyd.channels.base import (
     Sent,
     Unknown,
 )
+from notifyd.channels.mime import build_message
 from notifyd.channels.types.smtp import (
     DOT_ATOM,
     LINE_BREAKS,
@@ -76,9 +71,6 @@ from notifyd.channels.types.smtp import (
 )
 
 MAX_URL = 900  # List-Unsubscribe is written unfolded: keep it well under the 998-octet line
-FOLD_AT = 78
-HEADERS = email.policy.SMTP  # CRLF, folding at 78, RFC 2047 encoded-words
-FOLDED = frozenset({"From", "Subject", "Reply-To"})  # may need encoded-words; the rest is ASCII
 QUIT_TIMEOUT_SEC = 2.0
 
 URL_BAD = re.compile(r'[\x00-\x20\x7f<>"\\^`{|}]')
@@ -93,42 +85,6 @@ def header_safe(what: str, value: str) -> str:
     if LINE_BREAKS.search(value):
         raise RenderError(what, ValueError("a line break or control character in a header"))
     return value
-
-
-def build_message(p: Mapping[str, Any]) -> bytes:
-    """The MIME bytes of a frozen payload: a pure function of it, so a retry sends the same
-    bytes. UTF-8 bodies in quoted-printable keep every line 7-bit and short, so no server
-    needs 8BITMIME or SMTPUTF8; the multipart boundary comes from the Message-ID."""
-    head = [("Date", p["date"]), ("From", p["from"]), ("To", p["to"]),
-            ("Subject", p["subject"]), ("Message-ID", p["message_id"]),
-            *((str(n), str(v)) for n, v in p["headers"]), ("MIME-Version", "1.0")]
-    out = "".join(header_line(n, v) for n, v in head).encode("ascii")
-    if p.get("html") is None:
-        return out + text_part(p["text"], "plain")
-    # "=_" never occurs in quoted-printable text, so this boundary cannot clash with a body.
-    boundary = f"=_notifyd_{hashlib.sha256(p['message_id'].encode()).hexdigest()[:32]}"
-    delimiter = f"\r\n--{boundary}\r\n".encode("ascii")
-    return b"".join([
-        out, f'Content-Type: multipart/alternative; boundary="{boundary}"\r\n'.encode("ascii"),
-        delimiter, text_part(p["text"], "plain"), delimiter, text_part(p["html"], "html"),
-        f"\r\n--{boundary}--\r\n".encode("ascii")])
-
-
-def text_part(text: str, subtype: str) -> bytes:
-    """A UTF-8 text/* entity in quoted-printable (binascii's encoder: lines of at most 76,
-    "=", trailing blanks and 8-bit bytes encoded; the email package's is pure Python and
-    made a message cost a millisecond). Line ends become CRLF, as on the wire."""
-    lines = text.encode("utf-8").splitlines()  # bytes: CR, LF or CRLF only
-    body = binascii.b2a_qp(b"\n".join(lines) + b"\n", istext=True).replace(b"\n", b"\r\n")
-    return (f'Content-Type: text/{subtype}; charset="utf-8"\r\n'
-            "Content-Transfer-Encoding: quoted-printable\r\n\r\n").encode("ascii") + body
-
-
-def header_line(name: str, value: str) -> str:
-    line = f"{name}: {value}"
-    if name not in FOLDED or (value.isascii() and len(line) <= FOLD_AT):
-        return line + "\r\n"  # ASCII that render checked: no fold needed, and none wanted
-    return str(HEADERS.header_factory(name, value).fold(policy=HEADERS))
 
 
 # The header each relay turns into metadata its event webhooks send back, with the step key in

@@ -31,7 +31,6 @@ Timeouts and connections lost after sending Unknown; refused connections Failed.
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -49,7 +48,7 @@ from notifyd.channels.base import (
     Sent,
 )
 from notifyd.channels.egress import DIRECT, Egress
-from notifyd.channels.http import parse_json, parse_retry_after, post
+from notifyd.channels.http import basic_auth, parse_json, parse_retry_after, post
 from notifyd.channels.types.twilio import TYPE as TYPE
 from notifyd.channels.types.twilio import TwilioSettings
 from notifyd.channels.wire import Client
@@ -129,11 +128,6 @@ class TwilioChannel:
 
     async def close(self) -> None:
         await self.http.close()
-
-
-def basic_auth(user: str, password: str) -> str:
-    """RFC 7617 credentials for the Authorization header."""
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
 
 
 def twilio_code(data: object) -> int | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from notifyd.config import Config
 from notifyd.core.catalog import LadderStep
@@ -37,13 +37,23 @@ from notifyd.engine.stream import Event, Hub
 from notifyd.engine.templates import TemplateError, Templates, why
 from notifyd.shapes.decode import decode
 from notifyd.shapes.notifications import AcceptRequest, ChainStep
-from notifyd.store import Store
+from notifyd.store import IntakeStore, ProfileStore
 
 
-class Ingest:
+class IngestStore(IntakeStore, ProfileStore, Protocol):
+    """What ingest uses of the store: the accept, and the recipient's locale."""
+
+
+# The store ingest was given, as its holders know it: ingest itself uses only IngestStore, and
+# the HTTP face, which reaches the store through its ingest, asks for an Ingest over the roles
+# it uses (http/kit.Context).
+S = TypeVar("S", bound=IngestStore, covariant=True)
+
+
+class Ingest(Generic[S]):
     """The write path: four things, validate, claim the key, write the rows, ack."""
 
-    def __init__(self, cfg: Config, store: Store, clock: Clock,
+    def __init__(self, cfg: Config, store: S, clock: Clock,
                  wake: Callable[[int], None] | None = None, templates: Templates | None = None,
                  hub: Hub | None = None, feed: Feed | None = None) -> None:
         self.cfg = cfg

@@ -17,7 +17,7 @@ from notifyd.core.errors import DomainError
 from notifyd.core.models import AcceptInput, AcceptResult, ApiKey
 from notifyd.domain.views import accepted_item, resolved_item
 from notifyd.engine import resolution
-from notifyd.engine.ingest import Ingest
+from notifyd.engine.ingest import Ingest, IngestStore
 from notifyd.engine.resolution import Ref
 from notifyd.http.errors import ApiError, body_of, status_of
 from notifyd.http.kit import (
@@ -108,7 +108,7 @@ async def post_notifications(request: web.Request) -> web.Response:
     return answer(AcceptResults(results=results))
 
 
-def _parse(ingest: Ingest, key: ApiKey, item: Any) -> AcceptInput | DomainError:
+def _parse(ingest: Ingest[IngestStore], key: ApiKey, item: Any) -> AcceptInput | DomainError:
     req = _item(item, AcceptRequest, "POST /v1/notifications")
     if isinstance(req, DomainError):
         return req

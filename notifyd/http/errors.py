@@ -84,3 +84,12 @@ def status_of(e: DomainError) -> int:
 def body_of(e: DomainError) -> Error:
     """{error: {code, message, field}}, as every error is answered."""
     return Error(error=ErrorBody(code=e.code, message=e.message, field=e.field))
+
+
+def table() -> str:
+    """The docs' list of error codes (docs/api.md), from the catalog, by status then code; a test
+    holds the two together."""
+    rows = ["| code | status | what it means |", "| --- | --- | --- |"]
+    for code, spec in sorted(CATALOG.items(), key=lambda item: (item[1].status, item[0])):
+        rows.append(f"| `{code}` | {spec.status} | {spec.message} |")
+    return "\n".join(rows) + "\n"

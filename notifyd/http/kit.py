@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import msgspec
 from aiohttp import web
@@ -20,7 +20,7 @@ from notifyd.core.models import ApiKey, ResolveResult
 from notifyd.domain import policy
 from notifyd.engine import evidence
 from notifyd.engine.decisions import Feed
-from notifyd.engine.ingest import Ingest
+from notifyd.engine.ingest import Ingest, IngestStore
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.resolution import Ref
 from notifyd.engine.stream import Event, Hub
@@ -30,7 +30,23 @@ from notifyd.http.guard import ConnectionGuard
 from notifyd.http.health import Health
 from notifyd.shapes.common import Id
 from notifyd.shapes.decode import convert, decode
-from notifyd.store import Overloaded, StorageError
+from notifyd.store import (
+    DeadLetterStore,
+    EventStore,
+    InboxStore,
+    KeyStore,
+    LookupStore,
+    MonitorStore,
+    Overloaded,
+    ReceiptStore,
+    RecipientStore,
+    ReplayStore,
+    ResolveStore,
+    RetentionStore,
+    StorageError,
+    SuppressionStore,
+    TopicStore,
+)
 
 log = logging.getLogger("notifyd.web")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -39,13 +55,20 @@ T = TypeVar("T")
 ENCODE = msgspec.json.Encoder().encode
 
 
+class FaceStore(IngestStore, KeyStore, RecipientStore, LookupStore, ResolveStore, ReplayStore,
+                DeadLetterStore, ReceiptStore, SuppressionStore, InboxStore, MonitorStore,
+                RetentionStore, TopicStore, EventStore, Protocol):
+    """What the HTTP face's handlers use of the store (ctx.store): never the claim, the sends,
+    the digests or the database's lifecycle."""
+
+
 class Context:
-    def __init__(self, cfg: Config, ingest: Ingest, keys: KeyCache, clock: Clock,
+    def __init__(self, cfg: Config, ingest: Ingest[FaceStore], keys: KeyCache, clock: Clock,
                  health: Health | None = None, metrics: Metrics | None = None,
                  link_key: bytes | None = None, guard: ConnectionGuard | None = None) -> None:
         self.cfg = cfg
         self.ingest = ingest
-        self.store = ingest.store
+        self.store: FaceStore = ingest.store  # the store the face's ingest writes to
         self.keys = keys
         self.clock = clock
         self.health = health  # None: an app without the delivery engine (API tests)
@@ -61,7 +84,7 @@ class Context:
         # Lines a client can provoke at will (an error, a refused webhook): a few, not a flood.
         self.lines = Throttled(log, clock)
 
-    def use(self, cfg: Config, ingest: Ingest, health: Health | None) -> None:
+    def use(self, cfg: Config, ingest: Ingest[FaceStore], health: Health | None) -> None:
         """A reload's config and the peers made from it, for the requests from here on; a
         request already running goes on with what it read."""
         self.cfg, self.ingest, self.health = cfg, ingest, health

@@ -22,7 +22,7 @@ from notifyd.http.errors import ApiError
 from notifyd.http.kit import CTX, Handler, answer, authorise, read_as, user_id_of
 from notifyd.http.people import person
 from notifyd.shapes import events as shapes
-from notifyd.store import Store
+from notifyd.store import TopicStore
 
 PAGE_MAX = 1000
 PAGE_DEFAULT = 100
@@ -32,7 +32,7 @@ def _topic(request: web.Request) -> str:
     return check_topic(request.match_info["topic"])
 
 
-async def _managed(request: web.Request) -> tuple[Store, str, str]:
+async def _managed(request: web.Request) -> tuple[TopicStore, str, str]:
     """(the store, the key's tenant, the path's topic) for a key with the topics scope."""
     key = await authorise(request, "topics")
     return request.app[CTX].store, key.tenant, _topic(request)

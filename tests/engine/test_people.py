@@ -411,7 +411,7 @@ async def test_a_key_limited_to_some_kinds_sees_and_changes_only_their_items(
 
 
 async def test_a_backend_signs_a_user_token_itself(tmp_path: Path) -> None:
-    """The README's recipe, in a few lines of hmac: the tenant's key, then the token."""
+    """The docs' recipe, in a few lines of hmac: the tenant's key, then the token."""
     async with people(tmp_path) as s:
         from notifyd.domain import signed
         secret = await s.e.store.signing_key(signed.tenant_key_name("default"))
@@ -428,7 +428,7 @@ async def test_a_backend_signs_a_user_token_itself(tmp_path: Path) -> None:
 
 
 def self_signed(secret: bytes, exp: int, user: str = "ada", **extra: Any) -> str:
-    """A token as a producer's backend makes one (README: "User tokens")."""
+    """A token as a producer's backend makes one (docs/people.md: "User tokens")."""
     def b64(data: bytes) -> str:
         return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 

@@ -25,6 +25,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 import tomli_w
+from docs_support import example
 from engine_support import Daemon, clean_env, create_key, notifyd_cmd
 
 from notifyd.domain import signed
@@ -240,17 +241,26 @@ def test_the_console_signs_in_finds_draws_and_replays_a_dead_step(site: Site, pa
         look(page, name)
 
 
+# A product's page with the three lines the docs give (docs/people.md, The inbox widget), where
+# the product's backend gave an expired token and hands a fresh one through the page.
 HOST = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>A product</title>
-<script src="{url}/inbox.js"></script></head><body><main><h1>A product's page</h1>
-<div id="bell"></div></main><script>
-NotifydInbox.mount("#bell", {{userId: "{user}", token: "nut1.expired.x",
-                             refreshToken: () => window.freshToken()}});
-</script></body></html>"""
+</head><body><main><h1>A product's page</h1><script>
+const token = "nut1.expired.x";
+const fetchUserToken = () => window.freshToken();
+</script>
+WIDGET</main></body></html>"""
+
+
+def host_page(url: str, user: str) -> str:
+    widget = example("inbox widget").code
+    assert widget.count("https://notify.example.com") == 1 and widget.count('"u_42"') == 1
+    return HOST.replace("WIDGET", widget.replace("https://notify.example.com", url)
+                        .replace('"u_42"', f'"{user}"'))
 
 
 def test_the_widget_shows_items_live_marks_read_and_survives_a_restart(
         site: Site, page: Any) -> None:
-    site.hook.host_page = HOST.format(url=site.url, user="bea")
+    site.hook.host_page = host_page(site.url, "bea")
     asked: list[str] = []
 
     def fresh() -> str:

@@ -14,7 +14,11 @@ from notifyd.channels.types import (
     discord,
     fcm,
     log,
+    mailgun,
+    postmark,
     resend,
+    sendgrid,
+    ses,
     slack,
     smtp,
     teams,
@@ -27,7 +31,9 @@ from notifyd.channels.types import (
 )
 
 TYPES: dict[str, ChannelType] = {t.name: t for t in (
-    log.TYPE, webhook.TYPE, smtp.TYPE, resend.TYPE, twilio.TYPE, webpush.TYPE, fcm.TYPE,
+    log.TYPE, webhook.TYPE, smtp.TYPE, resend.TYPE,
+    ses.TYPE, sendgrid.TYPE, mailgun.TYPE, postmark.TYPE,
+    twilio.TYPE, webpush.TYPE, fcm.TYPE,
     telegram.TYPE, slack.TYPE,
     apns.TYPE, vonage.TYPE, whatsapp.TYPE, discord.TYPE, teams.TYPE,
 )}

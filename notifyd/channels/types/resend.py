@@ -1,38 +1,18 @@
 """The resend channel's declaration: its API key, sender and API (the adapter:
-channels/resend.py), and what an address it sends to or from must look like."""
+channels/resend.py). What an address it sends to or from must look like is
+channels/types/checks.py's, shared with the other email API types."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from email.utils import parseaddr
 
 from notifyd.channels.base import Adapter, ChannelType
-from notifyd.channels.types.checks import http_url_problem
+from notifyd.channels.types.checks import http_url_problem, mailbox_problem, valid_address
 from notifyd.core.contacts import EMAIL
 from notifyd.core.fields import Checked, doc, sensitive
 
 DEFAULT_BASE_URL = "https://api.resend.com"
-# Pragmatic, not RFC 5322: one @, no spaces, quotes, brackets or separators in the local part, a
-# dotted domain of letters, digits and hyphens (any script). What passes is sendable.
-_LABEL = r"[^\W_](?:[\w-]{0,61}[^\W_])?"
-ADDRESS_RE = re.compile(rf"^[^@\s<>()\[\],;:\"\\]{{1,64}}@{_LABEL}(?:\.{_LABEL})+$")
-
-
-def valid_address(value: str) -> bool:
-    return len(value) <= 254 and bool(ADDRESS_RE.fullmatch(value)) and "\x00" not in value
-
-
-def _mailbox_problem(value: str) -> str | None:
-    """Why a configured "addr@host" or "Name <addr@host>" is unusable, or None (empty too)."""
-    if not value:
-        return None
-    if "\r" in value or "\n" in value:
-        return "must be on one line"
-    _name, addr = parseaddr(value)
-    if not valid_address(addr):
-        return "must be an email address, optionally as Name <address>"
-    return None
+__all__ = ["TYPE", "ResendSettings", "valid_address"]
 
 
 def _api_key_problem(api_key: str) -> str | None:
@@ -44,7 +24,7 @@ def _api_key_problem(api_key: str) -> str | None:
 
 
 def _sender_problem(value: str) -> str | None:
-    return _mailbox_problem(value) if value else "a resend channel needs a sender address"
+    return mailbox_problem(value) if value else "a resend channel needs a sender address"
 
 
 @dataclass(frozen=True)
@@ -54,7 +34,7 @@ class ResendSettings(Checked):
     from_address: str = doc("The sender: an address on a domain verified in Resend, optionally "
                             "as Name <address>.", "", check=_sender_problem)
     reply_to: str = doc("Where replies go (an address, optionally as Name <address>); empty: "
-                        "the sender.", "", check=_mailbox_problem)
+                        "the sender.", "", check=mailbox_problem)
     base_url: str = doc("The API's base URL (default: Resend's real API; tests and proxies "
                         "point elsewhere).", DEFAULT_BASE_URL, check=http_url_problem)
 
