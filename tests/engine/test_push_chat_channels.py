@@ -4,9 +4,9 @@
 and the providers' receipts come back through POST /v1/webhooks/{vonage,whatsapp}, signed as
 the providers sign them (PyJWT for Vonage, hmac as Meta documents for WhatsApp).
 
-README's failure table, for each: sent; rejected -> a dead device or a suppressed address and
-the next step pulled forward; failed -> retried (throttling, an outage). Time is the engine's
-FakeClock, moved by hand; every wait is a scan run to completion.
+The delivery table of docs/concepts.md, for each: sent; rejected -> a dead device or a
+suppressed address and the next step pulled forward; failed -> retried (throttling, an outage).
+Time is the engine's FakeClock, moved by hand; every wait is a scan run to completion.
 """
 
 from __future__ import annotations
