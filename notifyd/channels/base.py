@@ -171,10 +171,28 @@ class ChannelType:
     # For a type whose channels choose their medium in their settings (the log's `medium`):
     # settings -> the medium, or None. Ask medium_for, never these two fields.
     medium_of: Callable[[Any], str | None] | None = None
+    # False: its channels render none of the kind's template files (the provider holds the
+    # message: WhatsApp's approved templates); the medium still counts for preferences and limits.
+    templates: bool = True
+    # (settings, channel name, kind name) -> what that channel lacks to send the kind (a
+    # WhatsApp channel: the kind's template), or None; the config checks every ladder with it.
+    lacks: Callable[[Any, str, str], str | None] | None = None
 
     def medium_for(self, settings: Any) -> str | None:
         """The templates a channel of this type with `settings` renders (None: none)."""
         return self.medium_of(settings) if self.medium_of is not None else self.medium
+
+
+def chat_text(step: RenderInput, max_chars: int) -> tuple[str, str | None]:
+    """The chat message's text (RenderError: missing, blank or over `max_chars`) and its title,
+    if the kind's chat.title template gave one."""
+    text = step.content.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise RenderError("chat.text", ValueError("the message has no text"))
+    if len(text) > max_chars:
+        raise RenderError("chat.text", ValueError(f"over {max_chars} characters"))
+    title = step.content.get("title")
+    return text, title if isinstance(title, str) and title.strip() else None
 
 
 def standard_payload(step: RenderInput) -> dict[str, Any]:

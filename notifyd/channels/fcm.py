@@ -35,15 +35,12 @@ Wire facts relied on (checked with the search tool):
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import re
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding
-
+from notifyd.channels import jws
 from notifyd.channels.base import (
     Answer,
     Failed,
@@ -92,23 +89,12 @@ HEADER_SAFE_RE = re.compile(r"^[\x21-\x7e]+$")
 
 def assertion(account: ServiceAccount, token_url: str, now: int) -> str:
     """The signed JWT (RS256) that the token endpoint exchanges for an access token."""
-    header: dict[str, str] = {"alg": "RS256", "typ": "JWT"}
+    header: dict[str, str] = {"typ": "JWT"}
     if account.private_key_id:
         header["kid"] = account.private_key_id
     claims = {"iss": account.client_email, "scope": SCOPE, "aud": token_url, "iat": now,
               "exp": now + ASSERTION_LIFETIME_SEC}
-    signing_input = f"{_b64(_compact(header))}.{_b64(_compact(claims))}"
-    signature = account.private_key.sign(signing_input.encode(), padding.PKCS1v15(),
-                                         hashes.SHA256())
-    return f"{signing_input}.{_b64(signature)}"
-
-
-def _compact(obj: object) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
-
-
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    return jws.rs256(account.private_key, header, claims)
 
 
 class TokenError(Exception):

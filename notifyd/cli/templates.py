@@ -62,7 +62,7 @@ def templates_render(ctx: click.Context, kind: str, channel: str, locale: str | 
     --params '{"amount": "9.90 EUR", "invoice": "1009", "url": "https://x.io/i/1009"}'
     """
     cfg = config_of(ctx)
-    medium = cfg.catalog.medium(channel) if channel in cfg.catalog.channels else channel
+    medium = cfg.catalog.template_medium(channel) if channel in cfg.catalog.channels else channel
     if medium is None or medium not in MEDIA:
         raise click.ClickException(f"--channel: {channel!r} is neither a channel with templates "
                                    f"nor a medium ({', '.join(MEDIA)})")

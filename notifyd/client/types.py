@@ -55,6 +55,7 @@ class Profile(TypedDict):
     phone: NotRequired[str | None]
     telegram_chat_id: NotRequired[str | None]
     slack_user_id: NotRequired[str | None]
+    whatsapp: NotRequired[str | None]
 
 
 class Accepted(TypedDict):
@@ -130,6 +131,7 @@ class UserView(TypedDict):
     phone: NotRequired[str]
     telegram_chat_id: NotRequired[str]
     slack_user_id: NotRequired[str]
+    whatsapp: NotRequired[str]
 
 
 class Preferences(TypedDict):

@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from notifyd.config.policy import BUILTIN_LOG, SEND_SLACK_SEC
+from notifyd.channels import TYPES as CHANNEL_TYPES
+from notifyd.config.policy import BUILTIN_LOG, SEND_SLACK_SEC, ChannelConfig
 from notifyd.core.errors import ConfigError
 from notifyd.core.fields import Bounds, Problems, declared_problems
 
@@ -62,6 +63,12 @@ def _entries(entries: dict[str, Any], path: str, names: Bounds | None) -> Proble
     return out
 
 
+def _lacks(channel: ChannelConfig, name: str, kind: str) -> str | None:
+    """What channel `name` lacks to send `kind`, as its type says (a WhatsApp template)."""
+    lacks = CHANNEL_TYPES[channel.type].lacks if channel.type in CHANNEL_TYPES else None
+    return lacks(channel.settings, name, kind) if lacks is not None else None
+
+
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path and key else path or key
 
@@ -86,10 +93,13 @@ def _kinds_named(cfg: Config) -> Problems:
     out: Problems = []
     for name, kind in cfg.kinds.items():
         for i, step in enumerate(kind.ladder):
-            if step.channel not in cfg.channels:
+            channel = cfg.channels.get(step.channel)
+            if channel is None:
                 out.append((f"kinds.{name}.ladder[{i}].channel",
                             f"unknown channel {step.channel!r} (known: "
                             f"{', '.join(sorted(cfg.channels))})"))
+            elif (lacking := _lacks(channel, step.channel, name)) is not None:
+                out.append((f"kinds.{name}.ladder[{i}].channel", lacking))
         target = cfg.kinds.get(kind.digest)
         if kind.digest and not (target is not None and target.schedule):
             out.append((f"kinds.{name}.digest",

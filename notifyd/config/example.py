@@ -114,7 +114,23 @@ def _render_channel_types() -> list[str]:
         out.append(f"#   type = \"{name}\": {ctype.summary}")
         for line in _render_fields(ctype.settings()):
             out += [f"#     {part.removeprefix('# ')}" for part in line.split("\n")]
+        for table, entry in _lists_of_tables(ctype.settings):
+            out.append(f"#     [[channels.NAME.{table}]], each with:")
+            for line in _render_fields(entry()):
+                out += [f"#       {part.removeprefix('# ')}" for part in line.split("\n")]
     return [*out, ""]
+
+
+def _lists_of_tables(cls: type[Any]) -> list[tuple[str, type[Any]]]:
+    """A settings class's lists of tables (tuple[a dataclass, ...]): key, entry class."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        args = typing.get_args(hints[f.name]) if typing.get_origin(hints[f.name]) is tuple \
+            else ()
+        if args and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
+            out.append((f.name, args[0]))
+    return out
 
 
 def _render_webhooks() -> list[str]:

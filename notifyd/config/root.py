@@ -91,7 +91,8 @@ def compile_catalog(cfg: Config) -> Catalog:
     each category's switches; each kind's category, preference defaults, limits, digest and
     stop rule. The one place that asks the channel registry what a channel sends to."""
     channels = {name: ChannelInfo(name, ch.type, CHANNEL_TYPES[ch.type].contact,
-                                  CHANNEL_TYPES[ch.type].medium_for(ch.settings))
+                                  CHANNEL_TYPES[ch.type].medium_for(ch.settings),
+                                  CHANNEL_TYPES[ch.type].templates)
                 for name, ch in cfg.channels.items()}
     named = {name: kind.category or name for name, kind in cfg.kinds.items()}
     categories = {}

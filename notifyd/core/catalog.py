@@ -35,7 +35,12 @@ class ChannelInfo:
     name: str
     type: str  # its channel type (channels/types/<type>.py)
     contact: Contact | None  # what it sends to (None: no address of the person's)
-    medium: str | None  # which templates it renders: email, sms, push, chat (None: none)
+    # Its medium: email, sms, push, chat (None: none): the person's switches and the send limits
+    # of that medium apply, and it renders the kind's templates of it unless `templates` is off.
+    medium: str | None
+    # False for a type whose message the provider holds (WhatsApp's approved templates): it
+    # renders no template files, though its medium still counts for preferences and limits.
+    templates: bool = True
 
     @property
     def suppression(self) -> str | None:
@@ -111,6 +116,11 @@ class Catalog:
     def medium(self, channel: str) -> str | None:
         info = self.channels.get(channel)
         return info.medium if info is not None else None
+
+    def template_medium(self, channel: str) -> str | None:
+        """The medium whose template files `channel` renders (None: it renders none)."""
+        info = self.channels.get(channel)
+        return info.medium if info is not None and info.templates else None
 
     def category(self, name: str) -> CategoryRules:
         """A category's rules; one not configured is optional with every medium on."""

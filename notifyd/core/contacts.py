@@ -2,10 +2,11 @@
 checked and written, and which suppression list it goes on when it dies.
 
 A contact is an `Address` kept in the person's profile under its field (`email`, `phone`, ...)
-or the person's registered `Devices` of one kind (web push subscriptions, FCM tokens). A channel
-type names the contact it sends to (channels/types/<type>.py); a channel that sends to no address of
-the person's (a producer's webhook, the log) names none. Adding a contact kind is one entry here
-(and `ADDRESSES`) and the channel module that sends to it.
+or the person's registered `Devices` of one kind (web push subscriptions, FCM and APNs tokens).
+A channel type names the contact it sends to (channels/types/<type>.py); a channel that sends to
+no address of the person's (a producer's webhook, the log, a Discord or Teams channel's webhook)
+names none. Adding a contact kind is one entry here (and `ADDRESSES`) and the channel module that
+sends to it.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class Address:
 class Devices:
     """The person's registered push devices of one kind, each disabled on its own."""
 
-    kind: str  # webpush | fcm: Device.kind
+    kind: str  # webpush | fcm | apns: Device.kind
     suppression: str = "push"  # dead devices are listed as push suppressions by device id
 
     def __str__(self) -> str:
@@ -61,11 +62,17 @@ PHONE = Address("phone", "sms", E164, "an E.164 phone number (+ and the country 
                 "only, e.g. +14155550123)")
 TELEGRAM = Address("telegram_chat_id", "telegram")
 SLACK = Address("slack_user_id", "slack")
+# A number on WhatsApp: a number of its own beside `phone`, with a suppression list of its own,
+# because being on WhatsApp (and having opted in to the business) says nothing of taking SMS, and
+# an SMS STOP nothing of WhatsApp; the same number may be given for both.
+WHATSAPP = Address("whatsapp", "whatsapp", E164, "an E.164 phone number on WhatsApp (+ and the "
+                   "country code, digits only, e.g. +14155550123)")
 WEBPUSH = Devices("webpush")
 FCM = Devices("fcm")
+APNS = Devices("apns")
 
-ADDRESSES: tuple[Address, ...] = (EMAIL, PHONE, TELEGRAM, SLACK)
-DEVICES: tuple[Devices, ...] = (WEBPUSH, FCM)
+ADDRESSES: tuple[Address, ...] = (EMAIL, PHONE, TELEGRAM, SLACK, WHATSAPP)
+DEVICES: tuple[Devices, ...] = (WEBPUSH, FCM, APNS)
 BY_FIELD = {a.field: a for a in ADDRESSES}
 BY_SUPPRESSION = {a.suppression: a for a in ADDRESSES}
 # The suppression list's channel types: one per address kind, and push (a device id).

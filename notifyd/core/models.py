@@ -334,11 +334,12 @@ class DisabledContact:
 
 @dataclass(frozen=True, slots=True)
 class Device:
-    """One push target of a user: a web push subscription or an FCM registration token."""
+    """One push target of a user: a web push subscription, an FCM registration token or an APNs
+    device token."""
 
     device_id: str
-    kind: str  # "webpush" or "fcm"
-    endpoint: str  # the web push endpoint URL, or the FCM registration token
+    kind: str  # "webpush", "fcm" or "apns"
+    endpoint: str  # the web push endpoint URL, the FCM registration token or the APNs token (hex)
     p256dh: str | None = None  # web push: the subscription's public key (base64url)
     auth: str | None = None  # web push: the subscription's auth secret (base64url)
     state: str = "live"  # live | dead

@@ -111,12 +111,16 @@ def parse_quiet_hours(quiet: shapes.QuietHours | None) -> tuple[str | None, str 
     return quiet.start, quiet.end
 
 
-def parse_device(data: shapes.WebPushDevice | shapes.FcmDevice) -> Device:
+def parse_device(data: shapes.WebPushDevice | shapes.FcmDevice | shapes.ApnsDevice) -> Device:
     """A device from a POST body: a browser's PushSubscription JSON ({endpoint, keys: {p256dh,
-    auth}}, with type "webpush" or no type), or {type: "fcm", token}. Its id is derived from
-    the endpoint, so registering it again is the same device."""
+    auth}}, with type "webpush" or no type), {type: "fcm", token} or {type: "apns", token}
+    (hex, kept lower-case). Its id is derived from the endpoint or token, so registering it
+    again is the same device (and brings a dead one back to life)."""
     if isinstance(data, shapes.FcmDevice):
         return Device(_device_id("fcm", data.token), "fcm", data.token)
+    if isinstance(data, shapes.ApnsDevice):
+        token = data.token.lower()
+        return Device(_device_id("apns", token), "apns", token)
     try:
         url = URL(data.endpoint)
     except ValueError:

@@ -64,7 +64,7 @@ class ParamCheck:
 
 
 def _media(cfg: Config, channels: tuple[str, ...]) -> tuple[str, ...]:
-    found = (cfg.catalog.medium(channel) for channel in channels)
+    found = (cfg.catalog.template_medium(channel) for channel in channels)
     return tuple(dict.fromkeys(m for m in found if m is not None))
 
 

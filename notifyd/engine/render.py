@@ -28,7 +28,7 @@ def requirements(cfg: Config) -> dict[str, set[str]]:
     """Kind -> the media its ladder sends by: each needs the default locale's templates."""
     need: dict[str, set[str]] = {}
     for name, kind in cfg.kinds.items():
-        media = {cfg.catalog.medium(s.channel) for s in kind.ladder}
+        media = {cfg.catalog.template_medium(s.channel) for s in kind.ladder}
         if kind.inbox:
             media.add("inbox")
         if media - {None}:
@@ -118,7 +118,7 @@ class Renderer:
         notice = claim.notice
         assert notice is not None
         r = notice.recipient
-        medium = self.cfg.catalog.medium(claim.channel)
+        medium = self.cfg.catalog.template_medium(claim.channel)
         kind = self.cfg.kinds.get(notice.kind)
         content: dict[str, str] = {}
         template = None

@@ -48,7 +48,7 @@ MEDIA: Mapping[str, Parts] = MappingProxyType({
     "email": Parts(("subject", "text"), ("html",)),
     "sms": Parts(("text",)),
     "push": Parts(("title", "body")),
-    "chat": Parts(("text",)),
+    "chat": Parts(("text",), ("title",)),  # title: a Discord embed's or a Teams card's heading
     "inbox": Parts(("title",), ("body",)),
 })
 ONE_LINE = frozenset({("email", "subject")})  # a line break in a mail header injects headers

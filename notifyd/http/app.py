@@ -321,6 +321,29 @@ async def post_webhook(request: web.Request) -> web.Response:
     return web.Response(body=reply.body, status=reply.status, content_type=reply.content_type)
 
 
+async def get_webhook(request: web.Request) -> web.Response:
+    """A provider's check of the webhook's URL (Meta's subscription check): its challenge
+    answered when it names our token; nothing is stored."""
+    ctx = request.app[CTX]
+    name = request.match_info["provider"]
+    provider, settings = evidence.PROVIDERS.get(name), ctx.cfg.webhook(name)
+    challenge = provider.challenge if provider is not None else None
+    if challenge is None or settings is None:
+        raise ApiError("not_found", f"no webhook {name!r} answers a GET (only a configured "
+                       "provider that checks its URL first does)")
+    raw = evidence.RawRequest(request.method, public_url(request), request.headers, b"",
+                              request.query)
+    try:
+        answer = challenge(raw, settings)
+    except evidence.BadSignature as e:
+        ctx.lines.log(f"webhook {name}", logging.WARNING, "webhook %s check refused from %s: %s",
+                      name, request.remote, e)
+        return _refusal(ApiError("bad_signature", f"{name}: {e}"), 403)
+    except evidence.BadReceipt as e:
+        return _refusal(ApiError("bad_receipt", f"{name}: {e}"), 400)
+    return web.Response(body=answer, content_type="text/plain")
+
+
 def _refusal(err: ApiError, status: int) -> web.Response:
     response = error_response(err)
     response.set_status(status)
@@ -379,6 +402,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/suppressions", post_suppression),
     ("DELETE", "/v1/suppressions/{channel_type}/{address}", delete_suppression),
     ("POST", "/v1/webhooks/{provider}", post_webhook),
+    ("GET", "/v1/webhooks/{provider}", get_webhook),
     ("GET", "/v1/decisions/stream", decisions.get_stream),
     ("GET", "/v1/openapi.json", get_openapi),
     ("GET", "/healthz", get_health),

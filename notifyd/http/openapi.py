@@ -154,7 +154,19 @@ def _notifications() -> dict[str, Any]:
             "requestBody": {"required": False, "content": {"*/*": {"schema": {}}}},
             "responses": {"200": {"description": "stored and applied (a provider's own reply "
                                                  "body, e.g. TwiML for Twilio)"},
-                          **_errors(400, 401, 403, 404, 406, 408, 413, 503)}}},
+                          **_errors(400, 401, 403, 404, 406, 408, 413, 503)}},
+            "get": {
+                "summary": "A provider's check of the webhook's URL before it posts to it "
+                           "(Meta's: hub.challenge echoed when hub.verify_token is ours); 404 "
+                           "unless the provider makes one and [webhooks.PROVIDER] is configured",
+                "security": [], "parameters": [
+                    _param("provider", "path", {"type": "string", "enum": [
+                        name for name, p in PROVIDERS.items() if p.handshake]}),
+                    *(_param(f"hub.{name}", "query", _STR) for name in (
+                        "mode", "verify_token", "challenge"))],
+                "responses": {"200": {"description": "hub.challenge, as text", "content": {
+                    "text/plain": {"schema": {"type": "string"}}}},
+                    **_errors(400, 403, 404)}}},
         "/v1/decisions/stream": {"get": _stream(
             "The engine's decisions as they happen (notifyd tail), as Server-Sent Events: open "
             "({kind, channel, user_id}: the filter; what follows it is seen), decision (data: a "
@@ -194,7 +206,7 @@ def _users() -> dict[str, Any]:
         "/v1/users/{user_id}/devices": {
             "post": op("Register a push device (again: the same device, live)",
                        {201: p.Device}, (400, 401, 403, 408, 422),
-                       (p.WebPushDevice, p.FcmDevice), params=[USER]),
+                       (p.WebPushDevice, p.FcmDevice, p.ApnsDevice), params=[USER]),
             "get": op("A user's devices with their state", {200: p.Devices}, (401, 403, 422),
                       params=[USER])},
         "/v1/users/{user_id}/devices/{device_id}": {"delete": _gone(
@@ -304,8 +316,8 @@ def _events() -> dict[str, Any]:
 SHAPES: list[Any] = [
     common.Error, common.Refused, notifications.AcceptedItem, notifications.ResolvedItem,
     notifications.Decision, notifications.Health, notifications.Ready,
-    people.WebPushDevice, people.FcmDevice, people.User, people.UserPatch, UserView,
-    Status, Preferences]
+    people.WebPushDevice, people.FcmDevice, people.ApnsDevice, people.User, people.UserPatch,
+    UserView, Status, Preferences]
 
 
 def _shapes(paths: dict[str, Any]) -> list[Any]:

@@ -23,8 +23,8 @@ from typing import Any, Protocol, cast
 from notifyd.core.bounded import TooDeep, load_json
 from notifyd.core.models import Evidence, Nonce, Receipt, message_key
 
-__all__ = ["BadReceipt", "BadSignature", "Event", "Evidence", "Fetch", "Nonce", "NonceOf",
-           "Parser", "RawRequest", "Receipt", "ReceiptProvider", "Reply", "json_of",
+__all__ = ["BadReceipt", "BadSignature", "ChallengeOf", "Event", "Evidence", "Fetch", "Nonce",
+           "NonceOf", "Parser", "RawRequest", "Receipt", "ReceiptProvider", "Reply", "json_of",
            "message_key"]
 
 
@@ -75,6 +75,9 @@ class Parser(Protocol):
 # The one-time token of a request its parser has verified, for a scheme whose signature leaves
 # the event unsigned (Mailgun's): the store keeps it and refuses it a second time.
 NonceOf = Callable[[RawRequest, Any], Nonce]
+# The answer to a provider's subscription check (a GET to the webhook's URL: Meta's hub.challenge),
+# or BadSignature when it does not prove it knows our token.
+ChallengeOf = Callable[[RawRequest, Any], bytes]
 
 
 @dataclass(frozen=True)
@@ -107,10 +110,18 @@ class ReceiptProvider:
     bad_signature_status: int = 401
     bad_receipt_status: int = 400
     one_time_tokens: bool = False  # its scheme leaves the event unsigned: the adapter's nonce
+    handshake: bool = False  # it checks the URL with a GET first: the adapter's challenge
 
     @property
     def parse(self) -> Parser:
         return cast(Parser, importlib.import_module(self.adapter).parse)
+
+    @property
+    def challenge(self) -> ChallengeOf | None:
+        """The answer to a subscription check (GET), for a provider that makes one."""
+        if not self.handshake:
+            return None
+        return cast(ChallengeOf, importlib.import_module(self.adapter).challenge)
 
     @property
     def nonce(self) -> NonceOf | None:

@@ -15,6 +15,8 @@ from notifyd.core.contacts import ADDRESSES, DEVICES, SUPPRESSION_TYPES, Address
 from notifyd.shapes.common import ID_MAX, Answer, Body, Count, Time
 
 MAX_ENDPOINT = 2048
+APNS_TOKEN_MAX = 400  # 32 bytes (64 hex digits) today; Apple says not to count on the length
+HEX_EVEN = r"^(?:[0-9a-fA-F]{2})+$"
 TOKEN_TTL_MIN = 60
 B64URL = r"^[A-Za-z0-9_-]+={0,2}$"
 HHMM = Annotated[str, Meta(pattern=r"^[0-9]{2}:[0-9]{2}$")]
@@ -152,7 +154,7 @@ class PushKeys(Body, kw_only=True):
 class DeviceType(msgspec.Struct):
     """Which device a POST names: its type, web push when it names none."""
 
-    type: Literal["webpush", "fcm"] = "webpush"
+    type: Literal["webpush", "fcm", "apns"] = "webpush"
 
 
 class WebPushDevice(Body, kw_only=True):
@@ -173,8 +175,18 @@ class FcmDevice(Body, kw_only=True):
     token: Annotated[str, Meta(min_length=1, max_length=4096)]
 
 
-DEVICES_BY_TYPE: dict[str, type[WebPushDevice | FcmDevice]] = {
-    "webpush": WebPushDevice, "fcm": FcmDevice}
+class ApnsDevice(Body, kw_only=True):
+    """An APNs device token, as the app's didRegisterForRemoteNotificationsWithDeviceToken gives
+    it, in hex."""
+
+    type: Literal["apns"]
+    token: Annotated[str, Meta(min_length=32, max_length=APNS_TOKEN_MAX, pattern=HEX_EVEN,
+                               extra={"shape": "the device token in hex (an even number of "
+                                               "0-9 a-f, 64 today)"})]
+
+
+DEVICES_BY_TYPE: dict[str, type[WebPushDevice | FcmDevice | ApnsDevice]] = {
+    "webpush": WebPushDevice, "fcm": FcmDevice, "apns": ApnsDevice}
 
 
 # --- user tokens ------------------------------------------------------------------------------

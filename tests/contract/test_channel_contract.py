@@ -13,7 +13,10 @@ the request and never answers, an HTTP server that answers 500 with a body echoi
 request (as some providers echo parts of it in their error text). For smtp the peers are TCP
 servers: a closed port, a server that accepts and never speaks, an SMTP server that never answers
 DATA or answers it with an error. The fcm adapter first buys an access token: that one endpoint is
-tests/fake_fcm.py's Google, the FCM API itself is the generic peer. Device types (webpush, fcm)
+tests/fake_fcm.py's Google, the FCM API itself is the generic peer. apns speaks TLS only: its peers
+are the same servers over TLS, their certificate trusted through SSL_CERT_FILE (no h2 offered,
+the client speaks HTTP/1.1 to them: these checks are about what happened to the request, which
+HTTP/2 does not change; tests/fake_apns.py speaks HTTP/2). Device types (webpush, fcm, apns)
 answer with a Fanout: every device's answer is checked.
 
 Every registered type is a parameter; a type added without an entry in SPECS fails here, it is
@@ -37,6 +40,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from channel_support import pem
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from fake_fcm import FakeGoogle
@@ -78,6 +82,7 @@ ADDRESSES = {  # a contact kind -> an address of that kind, each distinctive
     "phone": "+14155550123",
     "telegram_chat_id": "73914562",
     "slack_user_id": "U0CONTRACT7",
+    "whatsapp": "+14155550177",
 }
 ACCOUNT_SID = "AC" + "5e" * 16
 TWILIO_TOKEN = "twiliotoken0c0ntract0secret00001"
@@ -96,6 +101,12 @@ WHSEC = "whsec_" + base64.b64encode(b"contract-signing-key-0001-abcdef").decode(
 WHSEC_OLD = "whsec_" + base64.b64encode(b"contract-signing-key-0000-abcdef").decode()
 VAPID_PRIVATE, _VAPID_PUBLIC = generate_vapid_keys()
 FCM_EMAIL = "notifyd@contract-project.iam.gserviceaccount.com"
+APNS_KEY = ec.generate_private_key(ec.SECP256R1())
+VONAGE_APPLICATION = "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f"
+WHATSAPP_TOKEN = "EAAGcontractSecretAccessToken0001"
+DISCORD_PATH = "api/webhooks/112233445566778899/DiscordT0kenContract-secret"
+TEAMS_SIG = "TeamsSigContractSecret0001"
+TLS_ONLY = {"apns"}  # its peers speak TLS: production is TLS-only
 RANDOMIZED = {"webpush": {"seed"}}  # frozen on purpose: the same frozen payload, the same bytes
 
 
@@ -280,6 +291,37 @@ def _slack(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
     return {"bot_token": SLACK_TOKEN, "base_url": w.base}, [SLACK_TOKEN, "ContractSecretToken"]
 
 
+def _apns(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
+    text = pem(APNS_KEY)
+    base = w.base.replace("http://", "https://", 1)  # TLS only; its peers are TLS peers
+    return {"team_id": "TEAM123456", "key_id": "KEY1234567", "private_key": text,
+            "topic": "com.example.contract", "base_url": base}, [
+        line for line in text.splitlines() if "-----" not in line]
+
+
+def _vonage(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
+    text = pem(env.rsa_key)
+    return {"application_id": VONAGE_APPLICATION, "private_key": text,
+            "from_number": "+15005550006", "base_url": w.base}, [
+        [line for line in text.splitlines() if "-----" not in line][1]]
+
+
+def _whatsapp(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
+    return {"phone_number_id": "106540352242922", "access_token": WHATSAPP_TOKEN,
+            "base_url": w.base, "templates": [{"kind": "alert", "name": "disk_alert",
+                                               "parameters": ["host", "otp"]}]}, [WHATSAPP_TOKEN]
+
+
+def _discord(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
+    return {"webhook_url": f"{w.base}/{DISCORD_PATH}"}, [
+        DISCORD_PATH, DISCORD_PATH.rsplit("/", 1)[1]]
+
+
+def _teams(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
+    url = f"{w.base}/workflows/a1b2/triggers/manual/paths/invoke?api-version=1&sig={TEAMS_SIG}"
+    return {"webhook_url": url}, [url, TEAMS_SIG]
+
+
 def _ses(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
     return {"region": "eu-west-1", "access_key_id": SES_KEY_ID, "secret_access_key": SES_SECRET,
             "session_token": SES_TOKEN, "from_address": "Acme <alerts@acme.example>",
@@ -307,13 +349,21 @@ SPECS: dict[str, SettingsFn] = {
     "log": _log, "webhook": _webhook, "smtp": _smtp, "resend": _resend, "twilio": _twilio,
     "webpush": _webpush, "fcm": _fcm, "telegram": _telegram, "slack": _slack,
     "ses": _ses, "sendgrid": _sendgrid, "mailgun": _mailgun, "postmark": _postmark,
+    "apns": _apns, "vonage": _vonage, "whatsapp": _whatsapp, "discord": _discord, "teams": _teams,
 }
+
+
+def _value(v: Any) -> Any:
+    """A TOML value as its settings field holds it: a list is a tuple (of tables, each built)."""
+    if isinstance(v, list) and v and isinstance(v[0], dict):
+        from notifyd.channels.types.whatsapp import WhatsAppTemplate
+        return tuple(WhatsAppTemplate(**{k: _value(x) for k, x in t.items()}) for t in v)
+    return tuple(v) if isinstance(v, list) else v
 
 
 def settings_for(type_name: str, w: Where, env: Env) -> tuple[Any, list[str]]:
     values, secrets = SPECS[type_name](w, env)
-    settings = TYPES[type_name].settings(**{
-        k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+    settings = TYPES[type_name].settings(**{k: _value(v) for k, v in values.items()})
     problems = getattr(settings, "problems", list)()
     assert problems == [], f"the contract's {type_name} settings are not valid: {problems}"
     return settings, secrets
@@ -333,6 +383,8 @@ def devices_for(kind: str, w: Where) -> tuple[Device, ...]:
             ).rstrip(b"=").decode()
             auth = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
             out.append(Device(name, "webpush", f"{w.base}/push/{name}-endpoint", p256dh, auth))
+        elif kind == "apns":
+            out.append(Device(name, "apns", (name.encode().hex() + "c0ffee") * 6))
         else:
             assert kind == "fcm", kind
             out.append(Device(name, "fcm", f"fcmTok-{name}:APA91bContractToken_x-y"))
@@ -411,6 +463,17 @@ def rsa_key() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
+def tls_for(type_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+            ) -> ssl.SSLContext | None:
+    """The peer's TLS for a type that speaks TLS only, its certificate trusted as a system CA
+    would be (SSL_CERT_FILE); None for the others."""
+    if type_name not in TLS_ONLY:
+        return None
+    cert, key = self_signed(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    return server_context(cert, key)
+
+
 # --- checking outcomes ---------------------------------------------------------------------------
 
 
@@ -483,7 +546,8 @@ async def test_nothing_listening_is_failed(type_name: str, tmp_path: Path,
 
 @pytest.mark.parametrize("type_name", ALL_TYPES)
 async def test_a_server_that_never_answers_is_unknown_within_the_timeout(
-        type_name: str, tmp_path: Path, rsa_key: rsa.RSAPrivateKey) -> None:
+        type_name: str, tmp_path: Path, rsa_key: rsa.RSAPrivateKey,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     if type_name == "smtp":  # the request is the message: a server that never answers DATA
         hold = asyncio.Event()
         async with smtp_peer(hold=hold) as fake, \
@@ -492,7 +556,7 @@ async def test_a_server_that_never_answers_is_unknown_within_the_timeout(
             hold.set()
             assert len(fake.received) == 1  # it has the message: exactly why it is unknown
     else:
-        async with http_peer("hang") as peer, \
+        async with http_peer("hang", tls_for(type_name, tmp_path, monkeypatch)) as peer, \
                 built(type_name, Where(peer.base, peer.port), tmp_path, rsa_key) as b:
             answers, took = await send(b)
             if type_name != "log":
@@ -518,7 +582,8 @@ async def test_an_smtp_server_that_accepts_and_never_speaks_is_failed_in_time(
 
 @pytest.mark.parametrize("type_name", ALL_TYPES)
 async def test_a_server_error_is_failed_and_a_retry_sends_the_same_bytes(
-        type_name: str, tmp_path: Path, rsa_key: rsa.RSAPrivateKey) -> None:
+        type_name: str, tmp_path: Path, rsa_key: rsa.RSAPrivateKey,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     if type_name == "smtp":  # SMTP's "internal server error": 451 local error in processing
         async with smtp_peer(data_answer="451 4.3.0 Error: local error in processing") as fake, \
                 built(type_name, Where(port=fake.port), tmp_path, rsa_key) as b:
@@ -527,7 +592,7 @@ async def test_a_server_error_is_failed_and_a_retry_sends_the_same_bytes(
             wire = [r.data for r in fake.received]
             assert len(wire) == 2 and wire[0] == wire[1]
     else:
-        async with http_peer("500") as peer, \
+        async with http_peer("500", tls_for(type_name, tmp_path, monkeypatch)) as peer, \
                 built(type_name, Where(peer.base, peer.port), tmp_path, rsa_key) as b:
             first, _ = await send(b)
             n = len(peer.seen)
@@ -575,6 +640,7 @@ async def test_every_http_type_goes_through_the_egress_proxy_unless_no_proxy_say
     straight out."""
     cert, key = self_signed(tmp_path, PROVIDER)
     monkeypatch.setattr("notifyd.channels.wire._TLS", ssl.create_default_context(cafile=str(cert)))
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # apns: a TLS context of its own
     async with http_peer("500", server_context(cert, key),
                          "127.0.0.1" if bypass else PROVIDER) as peer, \
             FakeProxy({PROVIDER: "127.0.0.1"}, ("egress", "s3cret-pw")) as proxy:

@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from docs_support import EXAMPLES, Block, all_blocks, example, named
 
 from notifyd.channels.webpush import generate_vapid_keys
@@ -41,7 +41,9 @@ TOML = [b for b in all_blocks() if b.lang == "toml" and b.why is None and named(
 def _fill(code: str, folder: Path) -> str:
     """The example with its placeholders filled in (a value written with `...`, a key file's
     path) by values of the shape the config checks, so that what is checked is the tables and
-    keys: "AC..." becomes "AC000...0", a VAPID key a real one, each webhook secret its own."""
+    keys: "AC..." becomes "AC000...0", a VAPID key a real one, each webhook secret its own, a
+    private key file one of the kind its channel signs with (Apple's .p8 a P-256 key, Vonage's
+    private.key an RSA one)."""
     vapid, _ = generate_vapid_keys()
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     account = folder / "service-account.json"
@@ -57,6 +59,19 @@ def _fill(code: str, folder: Path) -> str:
     for name, value in fills.items():
         code = re.sub(rf'^({name} = )"[^"]*"', lambda m, v=value: f'{m.group(1)}"{v()}"', code,
                       flags=re.M)
+    p256 = ec.generate_private_key(ec.SECP256R1())
+
+    def key_file(named: str) -> str:
+        path = folder / Path(named).name
+        signer: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey = (
+            p256 if path.suffix == ".p8" else key)
+        path.write_bytes(signer.private_bytes(serialization.Encoding.PEM,
+                                              serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
+        return str(path)
+
+    code = re.sub(r'^(private_key_file = )"([^"]*)"',
+                  lambda m: f'{m.group(1)}"{key_file(m.group(2))}"', code, flags=re.M)
     return re.sub(r'"([^"\n]*)\.\.\."', lambda m: f'"{m.group(1)}{"0" * 32}"', code)
 
 

@@ -233,12 +233,12 @@ def test_check_names_each_problem_with_file_and_line(tmp_path: Path) -> None:
     assert Templates(tmp_path).check({"k": ["sms", "email", "fax"], "gone": ["sms"]}) == [
         "k/email.text.j2: not a template: expected <kind>/<locale>/<medium>.<part>.j2 with "
         "<medium>.<part> one of email.subject, email.text, email.html, sms.text, push.title, "
-        "push.body, chat.text, inbox.title, inbox.body",
+        "push.body, chat.text, chat.title, inbox.title, inbox.body",
         "k/en/chat.text.j2: TemplateSyntaxError at line 1: include, extends and import are not "
         "supported: each file stands alone, so its version covers all it says",
         "k/en/email.subjet.j2: not a template: expected <kind>/<locale>/<medium>.<part>.j2 with "
         "<medium>.<part> one of email.subject, email.text, email.html, sms.text, push.title, "
-        "push.body, chat.text, inbox.title, inbox.body",
+        "push.body, chat.text, chat.title, inbox.title, inbox.body",
         "k/en/inbox.title.j2: UnicodeDecodeError: not UTF-8 at byte 3",
         "k/en/push.body.j2: TemplateAssertionError at line 1: No filter named 'no_such_filter'.",
         "k/en/push.title.j2: TemplateSyntaxError at line 3: Unexpected end of template. Jinja was "

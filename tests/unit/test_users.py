@@ -167,8 +167,10 @@ async def test_a_push_device_no_channel_would_send_to_is_refused(
     ({"endpoint": SUBSCRIPTION["endpoint"]}, "keys"),
     ({"endpoint": SUBSCRIPTION["endpoint"], "keys": {"p256dh": "no spaces!", "auth": "x"}},
      "keys"),
-    ({"type": "apns", "token": "x"}, "type"),
+    ({"type": "mipush", "token": "x"}, "type"),
     ({"type": "fcm"}, "token"),
+    ({"type": "apns", "token": "x"}, "token"),
+    ({"type": "apns", "token": "ab" * 31 + "zz"}, "token"),
 ])
 async def test_a_bad_device_is_refused_naming_the_field(api: Api, body: dict[str, Any],
                                                         field: str) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from notifyd.channels.base import ChannelType
 from notifyd.channels.types import (
+    apns,
+    discord,
     fcm,
     log,
     mailgun,
@@ -19,16 +21,21 @@ from notifyd.channels.types import (
     ses,
     slack,
     smtp,
+    teams,
     telegram,
     twilio,
+    vonage,
     webhook,
     webpush,
+    whatsapp,
 )
 
 TYPES: dict[str, ChannelType] = {t.name: t for t in (
     log.TYPE, webhook.TYPE, smtp.TYPE, resend.TYPE,
     ses.TYPE, sendgrid.TYPE, mailgun.TYPE, postmark.TYPE,
     twilio.TYPE, webpush.TYPE, fcm.TYPE,
-    telegram.TYPE, slack.TYPE)}
+    telegram.TYPE, slack.TYPE,
+    apns.TYPE, vonage.TYPE, whatsapp.TYPE, discord.TYPE, teams.TYPE,
+)}
 
 __all__ = ["TYPES"]

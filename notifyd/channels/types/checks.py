@@ -1,11 +1,13 @@
 """What the channel types' settings checks share, light enough for the config to load: a
-provider's base URL, an http(s) URL as the adapters' client reads it, JSON read leniently, an
-email address an email API channel sends to or from, and an API key's shape."""
+provider's base URL, an http(s) URL as the adapters' client reads it, a key that must load,
+JSON read leniently, an email address an email API channel sends to or from, and an API key's
+shape."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from email.utils import parseaddr
 from urllib.parse import urlsplit
 
@@ -76,6 +78,21 @@ def http_url(value: str) -> bool:
 
 def http_url_problem(value: str) -> str | None:
     return None if http_url(value) else HTTP_URL
+
+
+def loads_with(load: Callable[[str], object]) -> Callable[[str], str | None]:
+    """A key's check: what `load` (which raises ValueError naming what is wrong, never the key)
+    says of a non-empty value, or None."""
+    def problem(value: str) -> str | None:
+        if not value:
+            return None  # nonempty says so, where the key is required
+        try:
+            load(value)
+        except ValueError as e:
+            return str(e)
+        return None
+
+    return problem
 
 
 def parse_json(body: bytes) -> object:

@@ -8,10 +8,22 @@ Adding a provider: declare it here (receipts/providers/<provider>.py) and write 
 from __future__ import annotations
 
 from notifyd.receipts.base import ReceiptProvider
-from notifyd.receipts.providers import mailgun, postmark, receipt, resend, sendgrid, ses, twilio
+from notifyd.receipts.providers import (
+    mailgun,
+    postmark,
+    receipt,
+    resend,
+    sendgrid,
+    ses,
+    twilio,
+    vonage,
+    whatsapp,
+)
 
 PROVIDERS: dict[str, ReceiptProvider] = {p.name: p for p in (
     twilio.PROVIDER, resend.PROVIDER, sendgrid.PROVIDER, mailgun.PROVIDER, postmark.PROVIDER,
-    ses.PROVIDER, receipt.PROVIDER)}
+    ses.PROVIDER,
+    vonage.PROVIDER, whatsapp.PROVIDER,
+    receipt.PROVIDER)}
 
 __all__ = ["PROVIDERS"]
