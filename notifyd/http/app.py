@@ -26,7 +26,7 @@ from notifyd.engine import evidence, resolution
 from notifyd.engine.digests import carriers
 from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
-from notifyd.http import batch, decisions, events, people, topics, widget
+from notifyd.http import batch, decisions, events, people, topics, unsubscribe, widget
 from notifyd.http.console.routes import ROUTES as CONSOLE_ROUTES
 from notifyd.http.console.signins import SIGN_INS, SignIns
 from notifyd.http.errors import ApiError, status_of
@@ -418,6 +418,7 @@ def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:
                           client_max_size=ctx.cfg.server.max_body_bytes)
     app[CTX] = ctx
     app[SIGN_INS] = SignIns(ctx.clock)
-    for method, path, handler in [*ROUTES, *people.ROUTES, *widget.ROUTES, *CONSOLE_ROUTES]:
+    for method, path, handler in [*ROUTES, *people.ROUTES, *unsubscribe.ROUTES, *widget.ROUTES,
+                                  *CONSOLE_ROUTES]:
         app.router.add_route(method, path, handler)
     return app

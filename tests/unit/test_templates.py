@@ -280,7 +280,8 @@ def test_renders_never_read_the_disk(tmp_path: Path) -> None:
 
 def test_the_starter_passes_check_and_renders_every_medium(tmp_path: Path) -> None:
     written = write_starter(tmp_path)
-    assert tmp_path / "README.txt" in written and len(written) == 1 + 2 * 9
+    assert tmp_path / "README.txt" in written and len(written) == 1 + 2 * 9 + 2
+    assert {tmp_path / "names/en.toml", tmp_path / "names/de.toml"} <= set(written)
     t = Templates(tmp_path)
     assert t.check({"payment_failed": list(MEDIA)}) == []
     extra = {"notification_id": "n1", "user_id": "u1", "unsubscribe_url": "https://u.example/x"}

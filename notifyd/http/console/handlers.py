@@ -32,6 +32,7 @@ from notifyd.http.console.session import Operator
 from notifyd.http.console.signins import SignInRefused
 from notifyd.http.errors import ApiError
 from notifyd.http.kit import CTX, no_notification
+from notifyd.http.names import names_of
 from notifyd.shapes.decode import convert
 from notifyd.shapes.people import SuppressionRequest
 from notifyd.store import DeadMatch, Notification
@@ -321,7 +322,7 @@ async def get_person(request: web.Request) -> web.StreamResponse:
     shown = to_builtins(profile) if profile is not None else {}
     inbox = await ctx.store.inbox_page(op.tenant, user_id, None, 50, archived=True)
     return render("person.html.j2", operator=op, user_id=user_id, profile=profile,
-                  prefs=preferences.view(ctx.cfg.catalog, r), inbox=inbox,
+                  prefs=preferences.view(ctx.cfg.catalog, r, names_of(ctx)), inbox=inbox,
                   badge=await ctx.store.badge(op.tenant, user_id), sent=sent,
                   contacts={k: v for k, v in shown.items() if k not in (
                       "user_id", "timezone", "locale", "quiet_hours", "disabled_contacts",
