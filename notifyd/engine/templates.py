@@ -1,5 +1,5 @@
 """Each kind's words per medium and locale: jinja2 files read and compiled once at start, rendered
-on the send path (sender.py, before a step is frozen) and by `notifyd templates render`. The
+on the send path (sender.py, before a step is frozen) and for a preview (engine/preview.py). The
 daemon refuses to start while check() names a problem; renders never touch the disk.
 
 Layout: <folder>/<kind>/<locale>/<medium>.<part>.j2, e.g. payment_failed/de/email.subject.j2,
@@ -34,10 +34,6 @@ LAYOUT = "<kind>/<locale>/<medium>.<part>.j2"
 # Set by the sender beside the params; a param of the same name loses to them.
 RESERVED = ("kind", "notification_id", "user_id", "locale", "unsubscribe_url", "preferences_url",
             "kind_title", "kind_description", "category_title", "category_description")
-PREVIEW_EXTRA: Mapping[str, Any] = MappingProxyType({
-    "notification_id": "preview", "user_id": "preview",
-    "unsubscribe_url": "https://example.invalid/unsubscribe",
-    "preferences_url": "https://example.invalid/preferences"})
 
 
 class Parts(NamedTuple):
@@ -189,6 +185,10 @@ class Templates:
                                  for path in self._missing(kind, medium)]
         return list(dict.fromkeys(problems))
 
+    def locales(self, kind: str) -> list[str]:
+        """The locale folders `kind` has templates in, as named on disk."""
+        return sorted(folder for (k, _), folder in self._locales.items() if k == kind)
+
     def localized(self, kind: str) -> bool:
         """Whether `kind` has templates in more than one locale: only then does the recipient's
         locale change what renders."""
@@ -211,19 +211,6 @@ class Templates:
                 raise TemplateError(file.path, LineBreakInSubject(f"{part} must be one line"))
             parts[part] = text
         return RenderedContent(parts, chosen.version, chosen.locale, chosen.files)
-
-    def preview(self, kind: str, medium: str, locale: str | None, params: Mapping[str, Any],
-                *, extra: Mapping[str, Any] | None = None) -> str:
-        """render() laid out for a person: which files, then each part under its name. Sample
-        values stand in for the reserved names not given (PREVIEW_EXTRA)."""
-        r = self.render(kind, medium, locale, params, extra={**PREVIEW_EXTRA, **(extra or {})})
-        asked = "" if locale is None or locale_key(locale) == locale_key(r.locale) \
-            else f" (asked {locale})"
-        lines = [f"{kind} by {medium} in {r.locale}{asked}, version {r.version}",
-                 *(f"  {path}" for path in r.files)]
-        for part, text in r.parts.items():
-            lines += ["", f"----- {part} -----", text]
-        return "\n".join(lines) + "\n"
 
     def _named(self, kind: str, locale: str) -> dict[str, str | None]:
         """kind_title, kind_description, category_title, category_description in `locale`."""
