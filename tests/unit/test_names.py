@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
+from docs_support import example
 from test_templates import EMAIL, SAMPLE, write
 
 from notifyd.config import load_config
@@ -186,3 +187,13 @@ def test_the_starter_footer_names_the_kind_and_category_in_each_language(
         for part in ("text", "html"):
             assert f"({kind})" in mail[part] and category in mail[part], (locale, part)
             assert "payment_failed" not in mail[part] and "billing" not in mail[part]
+
+
+def test_the_docs_names_file_reads_as_it_says(tmp_path: Path) -> None:
+    write(tmp_path / "t", {"names/en.toml": example("names file").code,
+                           **{f"mention_digest/en/{n}": s for n, s in FOOTER.items()}})
+    t, problems = load_templates(load_config(config(tmp_path)))
+    assert t is not None and problems == []
+    assert t.names.kind("mention_digest", "de-AT") == Name(
+        "Mentions, once a day", "Everything people said to you, in one email.")
+    assert t.names.category("social", None) == Name("Conversations")
