@@ -7,6 +7,7 @@ its default, no kind of its own.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from notifyd.config import render_example
@@ -96,8 +97,8 @@ def write_starter(folder: Path) -> list[Path]:
     for locale, texts in _STARTER.items():
         for name, text in texts.items():
             files[folder / KIND / locale / f"{name}{SUFFIX}"] = text
-    for locale, text in _NAMES.items():
-        files[folder / NAMES / f"{locale}.toml"] = text
+    for locale, said in _NAMES.items():
+        files[folder / NAMES / f"{locale}.toml"] = _names_file(*said)
     for path in files:
         if path.exists():
             raise FileExistsError(f"{path} is there already; the starter overwrites nothing")
@@ -233,27 +234,24 @@ _STARTER: dict[str, dict[str, str]] = {
                       "Zahlungsdaten aktualisieren: {{ url }}\n",
     },
 }
-_NAMES = {
-    "en": f"""\
-# The names a person reads for kinds and preference categories, in English.
-
-[kinds.{KIND}]
-title = "Failed payment"
-description = "When we could not collect a payment for an invoice."
-
-[categories.{CATEGORY}]
-title = "Billing"
-description = "Invoices, payments and what goes wrong with them."
-""",
-    "de": f"""\
-# Die Namen der Benachrichtigungen und Kategorien, wie eine Person sie liest, auf Deutsch.
-
-[kinds.{KIND}]
-title = "Fehlgeschlagene Zahlung"
-description = "Wenn wir eine Zahlung für eine Rechnung nicht einziehen konnten."
-
-[categories.{CATEGORY}]
-title = "Rechnungen"
-description = "Rechnungen, Zahlungen und was dabei schiefgeht."
-""",
+# The names a person reads for the kind and its category, per locale: (the file's opening
+# comment, the kind's title and description, the category's).
+_NAMES: dict[str, tuple[str, tuple[str, str], tuple[str, str]]] = {
+    "en": ("The names a person reads for kinds and preference categories, in English.",
+           ("Failed payment", "When we could not collect a payment for an invoice."),
+           ("Billing", "Invoices, payments and what goes wrong with them.")),
+    "de": ("Die Namen der Benachrichtigungen und Kategorien, wie eine Person sie liest, auf "
+           "Deutsch.",
+           ("Fehlgeschlagene Zahlung",
+            "Wenn wir eine Zahlung für eine Rechnung nicht einziehen konnten."),
+           ("Rechnungen", "Rechnungen, Zahlungen und was dabei schiefgeht.")),
 }
+
+
+def _names_file(comment: str, kind: tuple[str, str], category: tuple[str, str]) -> str:
+    """A names file for the starter's kind and category (a JSON string is a TOML one)."""
+    def entry(table: str, name: str, said: tuple[str, str]) -> str:
+        title, description = (json.dumps(text, ensure_ascii=False) for text in said)
+        return f"[{table}.{name}]\ntitle = {title}\ndescription = {description}\n"
+
+    return f"# {comment}\n\n{entry('kinds', KIND, kind)}\n{entry('categories', CATEGORY, category)}"

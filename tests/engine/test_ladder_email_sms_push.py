@@ -9,7 +9,6 @@ Time is the engine's FakeClock, moved by hand; each wait is a scan run to comple
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -18,29 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import fake_ses
-import msgspec
 import pytest
 import tomli_w
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 from channel_support import pem
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from engine_support import Engine, engine_for, store_url
+from engine_support import Engine, OverHttp, served, store_url
 from fake_apns import FakeApns
-from fake_smtp import self_signed
 from fake_vonage import FakeVonage
-from test_email_api_channels import ADDRESS, CERT_URL, channel_settings, ses_hook, sns_certificate
+from test_email_api_channels import ADDRESS, channel_settings, serve_sns_certificate, ses_hook
 from test_email_api_channels import webhooks as email_webhooks
-from test_push_chat_channels import APP, DEVICE, KEY_ID, PHONE, TEAM
+from test_push_chat_channels import APP, DEVICE, KEY_ID, PHONE, TEAM, apns_and_vonage
 from test_push_chat_channels import TOPIC as APNS_TOPIC
-
-from notifyd.config import load_config
-from notifyd.core.clock import FakeClock
-from notifyd.domain.views import status_view
-from notifyd.engine.digests import carriers
-from notifyd.engine.render import load_templates
-from notifyd.http.app import make_app
-from notifyd.http.auth import KeyCache, hash_key, new_key
-from notifyd.http.kit import Context
 
 WINDOW = 900  # each rung's window: the next one is due this long after it went out
 FAST = {"rate_per_sec": 1_000_000.0, "burst": 1_000_000, "backoff_base_sec": 1.0}
@@ -50,19 +38,13 @@ TEMPLATES = {"email.subject.j2": "{{ host }} is down", "email.text.j2": "{{ what
 
 
 @dataclass
-class Stack:
+class Stack(OverHttp):
     e: Engine
     client: TestClient[Any, Any]
     ses: fake_ses.FakeSes
     vonage: FakeVonage
     apns: FakeApns
     key: str
-
-    async def call(self, method: str, path: str, body: Any, status: int = 200) -> Any:
-        r = await self.client.request(method, path, json=body,
-                                      headers={"Authorization": f"Bearer {self.key}"})
-        assert r.status == status, f"{method} {path}: {r.status} {await r.text()}"
-        return await r.json()
 
     async def post(self) -> str:
         made = await self.call("POST", "/v1/notifications", {
@@ -71,19 +53,6 @@ class Stack:
         nid: str = made["notification_id"]
         self.e.ids.append(nid)
         return nid
-
-    async def status(self, nid: str) -> dict[str, Any]:
-        n = await self.e.record(nid)
-        doc: dict[str, Any] = msgspec.to_builtins(
-            status_view(n, self.e.now, await carriers(self.e.store, n)))
-        return doc
-
-    async def states(self, nid: str) -> list[str]:
-        return [st["status"] for st in (await self.status(nid))["steps"]]
-
-    async def advance(self, seconds: float) -> int:
-        self.e.clock.advance(seconds)
-        return await self.e.cycle()
 
 
 def write_config(tmp_path: Path, ses: fake_ses.FakeSes, vonage: FakeVonage,
@@ -115,41 +84,18 @@ def write_config(tmp_path: Path, ses: fake_ses.FakeSes, vonage: FakeVonage,
 
 @asynccontextmanager
 async def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Stack]:
-    cert, cert_key = self_signed(tmp_path)
-    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # APNs' stand-in, trusted as a CA would be
-    apns_key = ec.generate_private_key(ec.SECP256R1())
-    vonage_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     async with AsyncExitStack() as peers:
         ses = await fake_ses.FakeSes().start()
         peers.push_async_callback(ses.stop)
-        vonage = await peers.enter_async_context(FakeVonage(APP, vonage_key.public_key()))
-        apns = await peers.enter_async_context(
-            FakeApns(TEAM, KEY_ID, apns_key.public_key(), APNS_TOPIC, cert, cert_key))
-        cfg = load_config(write_config(tmp_path, ses, vonage, vonage_key, apns, apns_key))
-        templates, problems = load_templates(cfg)
-        assert problems == []
-        # The clock starts at the wall clock: SES checks the signing time, and SNS's and the
-        # providers' messages are dated now.
-        async with engine_for(cfg, templates=templates,
-                              clock=FakeClock(int(time.time() * 1000))) as e:
-            ctx = Context(cfg, e.ingest, KeyCache(e.store, e.clock), e.clock,
-                          link_key=e.pool.renderer.link_key)
-            certificate = sns_certificate()
-
-            async def fetch(url: str) -> bytes:
-                assert url == CERT_URL, url
-                return certificate
-
-            ctx.fetch = fetch  # type: ignore[assignment]  # SNS's certificate, served here
-            async with TestClient(TestServer(make_app(ctx))) as client:
-                key = new_key()
-                await e.store.create_key(hash_key(key), "t", "default", (),
-                                         frozenset({"post", "read", "users"}))
-                s = Stack(e, client, ses, vonage, apns, key)
-                await s.call("PUT", "/v1/users/ada", {"email": ADDRESS, "phone": PHONE})
-                await s.call("POST", "/v1/users/ada/devices", {"type": "apns", "token": DEVICE},
-                             status=201)
-                yield s
+        apns, apns_key, vonage, vonage_key = await apns_and_vonage(peers, tmp_path, monkeypatch)
+        async with served(write_config(tmp_path, ses, vonage, vonage_key, apns, apns_key),
+                          frozenset({"post", "read", "users"})) as (e, ctx, client, key):
+            serve_sns_certificate(ctx)
+            s = Stack(e, client, ses, vonage, apns, key)
+            await s.call("PUT", "/v1/users/ada", {"email": ADDRESS, "phone": PHONE})
+            await s.call("POST", "/v1/users/ada/devices", {"type": "apns", "token": DEVICE},
+                         status=201)
+            yield s
         assert vonage.problems == [] and apns.problems == []
 
 
