@@ -52,7 +52,9 @@ class ServerConfig(Checked):
                                     "opening or after its last request (slow headers, idle "
                                     "keep-alive), or it is closed.", 10.0, gt=0)
     body_timeout_sec: float = doc("A request's body must arrive this soon once its handler "
-                                  "reads it, or the answer is 408 request_timeout.", 10.0, gt=0)
+                                  "reads it, or the answer is 408 request_timeout; the body of "
+                                  "a request answered without reading it, this soon after the "
+                                  "answer, or its connection is closed.", 10.0, gt=0)
     max_streams: int = doc("Most inbox streams (GET .../inbox/stream) open at once; they do not "
                            "count against max_connections, but each needs a file descriptor. "
                            "0: what the open-files limit leaves beside max_connections, the "

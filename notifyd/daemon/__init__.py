@@ -161,8 +161,7 @@ class Daemon:
                         Hub(fit.streams, cfg.server.max_streams_per_user, metrics,
                             shared=store.shared))
         self.gen = build(cfg, self.templates, shared)
-        self.guard = ConnectionGuard(self.clock, fit.connections, cfg.server.header_timeout_sec,
-                                     metrics)
+        self.guard = ConnectionGuard(self.clock, fit.connections, cfg.server, metrics)
         self.ctx = Context(cfg, self.gen.ingest, KeyCache(store, self.clock), self.clock,
                            self.gen.health, link_key=shared.link_key, guard=self.guard)
         stop_claiming = asyncio.Event()
@@ -259,7 +258,7 @@ class Daemon:
             log.warning("%s changed; takes effect at the next restart", key)
         self.ctx.use(gen.cfg, gen.ingest, gen.health)  # requests from here on
         fit = self._fit(gen.cfg)
-        self.guard.resize(fit.connections, gen.cfg.server.header_timeout_sec)
+        self.guard.resize(fit.connections, gen.cfg.server)
         self.ctx.hub.resize(fit.streams, gen.cfg.server.max_streams_per_user)
         await old.stop()  # it claims no more; its sends go on
         self.gen, self.cfg, self.templates = gen, gen.cfg, gen.templates

@@ -77,7 +77,8 @@ class Metrics:
         self.connections_closed = Counter(
             "notifyd_connections_closed", "Connections the guard closed: evicted (no whole request "
             "within a quarter second, for a newcomer waiting at server.max_connections), "
-            "timed_out (no request within server.header_timeout_sec).", ["why"], registry=r)
+            "timed_out (no request within server.header_timeout_sec), body (a body not sent within "
+            "server.body_timeout_sec after its answer).", ["why"], registry=r)
         self.streams_open = Gauge("notifyd_streams_open", "Inbox streams open now (at most "
                                   "server.max_streams).", registry=r)
         self.streams_closed = Counter(

@@ -381,6 +381,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/metrics", get_metrics),
 ]
 ROUTES += events.ROUTES + topics.ROUTES  # http/events.py, http/topics.py
+EVERY_ROUTE = [*ROUTES, *people.ROUTES, *widget.ROUTES, *CONSOLE_ROUTES]
 
 
 def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:
@@ -389,6 +390,6 @@ def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:
                           client_max_size=ctx.cfg.server.max_body_bytes)
     app[CTX] = ctx
     app[SIGN_INS] = SignIns(ctx.clock)
-    for method, path, handler in [*ROUTES, *people.ROUTES, *widget.ROUTES, *CONSOLE_ROUTES]:
+    for method, path, handler in EVERY_ROUTE:
         app.router.add_route(method, path, handler)
     return app

@@ -13,8 +13,10 @@ request whose client has already gone is not run: its answer could not arrive.
 A connection that became an inbox stream leaves the count; the bytes it may hold unsent are
 bounded: a stream that stays past the bound (its page reads nothing) for header_timeout_sec is
 closed, and resumes from the rows when its page comes back.
-Bodies have their own timeout (web.read_body). A malformed request is answered in the API's
-error shape.
+Bodies have their own timeout: handlers read them under it (kit.bounded), and the rest of a body
+that a handler answered without reading (aiohttp reads it, to keep the connection) must arrive
+within server.body_timeout_sec of the answer, or the connection is closed. A malformed request
+is answered in the API's error shape.
 """
 
 from __future__ import annotations
@@ -30,14 +32,17 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
 
+from notifyd.config import ServerConfig
 from notifyd.core.clock import Clock
 from notifyd.engine.metrics import Metrics
 from notifyd.http.errors import CATALOG
 
 log = logging.getLogger("notifyd.http")
-SWEEP_SEC = 1.0
+SWEEP_SEC = 1.0  # the sweep's period, or a quarter of the shortest timeout when that is less
+SWEEP_MIN_SEC = 0.02
 # A connection may give its place to a waiting newcomer once it has been open this long without
 # sending a whole request head (or having one unread in its socket): a client sends its request
 # as its connect completes, a slowloris never finishes one. The shorter, the sooner newcomers
@@ -69,6 +74,7 @@ class Guarded(asyncio.Protocol):
         self.stream = False  # an inbox stream now: out of the count, its unsent bytes bounded
         self.on_lost: Callable[[], None] | None = None  # a stream's: its page is gone
         self.behind_since = 0  # a stream's: when its unsent bytes passed the bound (ms)
+        self.body: StreamReader | None = None  # an answered request's body still arriving
         self._tail = b""  # the last bytes received, for a head's end split across reads
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -113,7 +119,7 @@ class Guarded(asyncio.Protocol):
 
 
 class ConnectionGuard:
-    def __init__(self, clock: Clock, max_connections: int, header_timeout_sec: float,
+    def __init__(self, clock: Clock, max_connections: int, server: ServerConfig,
                  metrics: Metrics | None = None) -> None:
         self.clock = clock
         self.metrics = metrics or Metrics()
@@ -124,14 +130,21 @@ class ConnectionGuard:
         self.slow: dict[asyncio.BaseTransport, Guarded] = {}  # streams past their bound
         self.freed = asyncio.Event()  # set when a place frees (the listener waits on it)
         self.evicted = self.timed_out = 0
-        self.resize(max_connections, header_timeout_sec)
+        self.resize(max_connections, server)
 
-    def resize(self, max_connections: int, header_timeout_sec: float) -> None:
+    def resize(self, max_connections: int, server: ServerConfig) -> None:
         """New bounds (a reload's): connections over a lower ceiling stay until they end; the
-        next sweep times out by the new timeout."""
+        next sweep times out by the new timeouts."""
         self.max_connections = max_connections
-        self.timeout_ms = int(header_timeout_sec * 1000)
+        self.timeout_ms = int(server.header_timeout_sec * 1000)
+        self.body_ms = int(server.body_timeout_sec * 1000)
         self.freed.set()
+
+    @property
+    def period(self) -> float:
+        """How often the sweep runs: often enough for the shortest timeout to hold."""
+        shortest = min(self.timeout_ms, self.body_ms) / 1000
+        return max(SWEEP_MIN_SEC, min(SWEEP_SEC, shortest / 4))
 
     def protocol(self, make: Callable[[], RequestHandler]) -> Guarded:
         return Guarded(self, make)
@@ -216,42 +229,52 @@ class ConnectionGuard:
         conn = self.open.get(request.transport)
         if conn is not None:
             self.heard(conn)  # a head this guard did not see end (bare LF line ends)
-            conn.idle_since = None
+            conn.idle_since, conn.body = None, None
         try:
             response = await handler(request)
-            with contextlib.suppress(ConnectionResetError):  # the client left: nothing to send
+            with contextlib.suppress(ConnectionError):  # the client left, or was closed
                 await response.prepare(request)  # aiohttp's own prepare and write_eof are then
                 await response.write_eof()  # no-ops
+            if not response.keep_alive and not request.content.is_eof():
+                request.protocol.force_close()  # it ends here: the rest of its body is not read
             return response
         finally:
             if conn is not None:
                 conn.idle_since = self.clock.now_ms()
+                if not request.content.is_eof():  # answered unread: aiohttp reads the rest
+                    conn.body = request.content
 
     def sweep(self) -> int:
         """Close connections idle past the timeout (no request started in time; one whose
-        request head just arrived is about to start it, and is left alone), and streams past
-        their bound for as long."""
+        request head just arrived is about to start it, and is left alone), streams past
+        their bound for as long, and unread bodies past the body timeout."""
         now = self.clock.now_ms()
         cutoff = now - self.timeout_ms
         stale = [c for c in self.open.values()
                  if c.idle_since is not None and c.idle_since <= cutoff
                  and (c.head_at is None or c.head_at <= now - HEAD_GRACE_MS)]
-        for conn in stale:
-            self._close(conn)
+        self._close_all(stale, "timed_out")
         slow = [c for c in self.slow.values() if c.behind_since <= cutoff]
         for conn in slow:  # its page has read nothing for the timeout: it resumes from the rows
             self._close(conn)
         self.metrics.streams_closed.labels("slow").inc(len(slow))
+        self._close_all([c for c in self.open.values() if c.body is not None
+                         and c.idle_since is not None and c.idle_since <= now - self.body_ms
+                         and not c.body.is_eof()], "body")
         self.timed_out += len(stale)
-        self.metrics.connections_closed.labels("timed_out").inc(len(stale))
         self.metrics.connections_open.set(len(self.open))
         return len(stale)
+
+    def _close_all(self, conns: list[Guarded], why: str) -> None:
+        for conn in conns:
+            self._close(conn)
+        self.metrics.connections_closed.labels(why).inc(len(conns))
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             self.sweep()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), SWEEP_SEC)
+                await asyncio.wait_for(stop.wait(), self.period)
 
 
 def _unread(conn: Guarded) -> bool:

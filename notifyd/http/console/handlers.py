@@ -30,7 +30,7 @@ from notifyd.http.console.overview import find_event
 from notifyd.http.console.pages import page, render
 from notifyd.http.console.session import Operator
 from notifyd.http.errors import ApiError
-from notifyd.http.kit import CTX, no_notification
+from notifyd.http.kit import CTX, no_notification, read_form
 from notifyd.shapes.decode import convert
 from notifyd.shapes.people import SuppressionRequest
 from notifyd.store import DeadMatch, Notification
@@ -50,7 +50,7 @@ async def _operator(request: web.Request) -> tuple[signed.Session, Operator]:
 async def _form(request: web.Request) -> tuple[Operator, MultiDictProxy[str | bytes | Any]]:
     """A form post of a signed-in session's own page (its CSRF token), and who posted it."""
     s, op = await _operator(request)
-    form = await request.post()
+    form = await read_form(request)
     given = form.get("csrf")
     session.check_csrf(request, s, given if isinstance(given, str) else None)
     return op, form
@@ -89,7 +89,7 @@ def _next(path: str | None) -> str:
 
 @page
 async def post_sign_in(request: web.Request) -> web.StreamResponse:
-    form = await request.post()
+    form = await read_form(request)
     credential, tenant = _text(form, "credential", 200), _text(form, "tenant", 64) or "default"
     goto = _next(_text(form, "next", 2000))
     if not NAME_RE.match(tenant):
