@@ -55,6 +55,10 @@ class ServerConfig(Checked):
                                   "reads it, or the answer is 408 request_timeout; the body of "
                                   "a request answered without reading it, this soon after the "
                                   "answer, or its connection is closed.", 10.0, gt=0)
+    write_timeout_sec: float = doc("An answer the client leaves unread this long once it has "
+                                   "filled the connection's buffers (a client that stops "
+                                   "reading, or sends requests and never reads their answers) "
+                                   "closes its connection.", 10.0, gt=0)
     max_streams: int = doc("Most inbox streams (GET .../inbox/stream) open at once; they do not "
                            "count against max_connections, but each needs a file descriptor. "
                            "0: what the open-files limit leaves beside max_connections, the "

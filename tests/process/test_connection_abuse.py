@@ -1,12 +1,14 @@
-"""Clients that hold connections without finishing with them: a body dribbled to any route, a
-client leaving mid-body. The real daemon in a
+"""Clients that hold connections without finishing with them: a body dribbled to any route, an
+answer never read, a client leaving mid-body. The real daemon in a
 subprocess, with small limits; every wait is bounded by a deadline, never a sleep."""
 
 from __future__ import annotations
 
 import re
 import socket
+import struct
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -21,17 +23,18 @@ CONFIG = """
 max_connections = {most}
 header_timeout_sec = 30
 body_timeout_sec = {body}
+write_timeout_sec = {write}
 [webhooks.resend]
 secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 """
 
 
 @contextmanager
-def _daemon(tmp_path: Path, most: int = 20, body: float = 30.0,
+def _daemon(tmp_path: Path, most: int = 20, body: float = 30.0, write: float = 30.0,
             args: tuple[str, ...] = ()) -> Iterator[tuple[Daemon, str]]:
     """The daemon under CONFIG, and an API key of every scope (admin too)."""
     config, db = tmp_path / "n.toml", tmp_path / "n.db"
-    config.write_text(CONFIG.format(most=most, body=body))
+    config.write_text(CONFIG.format(most=most, body=body, write=write))
     key = subprocess.run(notifyd_cmd(db, "keys", "create", "--name", "ops", "--scopes",
                                      "post,read,resolve,users,topics,everyone,admin",
                                      config=config), capture_output=True, text=True,
@@ -138,7 +141,8 @@ def test_handlers_read_bodies_only_through_the_bounded_read() -> None:
 
 
 def test_a_client_that_leaves_mid_body_is_a_debug_line(tmp_path: Path) -> None:
-    """Its handler was reading the body: one DEBUG line, no ERROR, nothing answered 500."""
+    """Its handler was reading the body: one DEBUG line, no ERROR, nothing answered 500; nor
+    for a client that leaves while its answer waits to be written."""
     with _daemon(tmp_path, args=("--log-level", "debug", "--access-log")) as (d, key):
         auth = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         with _connect(d) as s:  # the key is known from here on: PUT reads its body at once
@@ -153,6 +157,61 @@ def test_a_client_that_leaves_mid_body_is_a_debug_line(tmp_path: Path) -> None:
                     later.sendall(_request("GET", "/healthz", {}))
                     assert _status(_head(later)) == 200
             d.wait_for_line(f"{method} {path}: the client left before its body arrived")
+        quitter = _stall(d)  # and one that leaves while its answer waits to be written
+        _pipeline(quitter)
+        deadline = time.monotonic() + DEADLINE
+        while b"notifyd_connections_unread 1.0" not in _metrics(d, key):
+            assert time.monotonic() < deadline, "the answers never filled the buffers"
+            time.sleep(0.02)
+        quitter.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        quitter.close()  # a reset, not a close
+        while b"notifyd_connections_unread 0.0" not in _metrics(d, key):
+            assert time.monotonic() < deadline, "the reset connection is still counted"
+            time.sleep(0.02)
     log = d.stderr()
     assert " ERROR " not in log, log
     assert not re.search(r"(PUT|POST) /(v1/users/u1|console/sign-in) 500", log), log
+
+
+def test_a_client_that_never_reads_its_answers_loses_its_place(tmp_path: Path) -> None:
+    """One place only, held by a client that pipelines requests and reads no answer: once the
+    answers fill the buffers it has server.write_timeout_sec to read them, then its connection
+    is closed and the client waiting for the place gets in."""
+    with _daemon(tmp_path, most=1, write=0.3) as (d, _):
+        staller = _stall(d)
+        with _connect(d) as waiting:
+            waiting.sendall(_request("GET", "/healthz", {}))
+            deadline = time.monotonic() + DEADLINE
+            while True:  # send until the daemon closes it (the send then fails)
+                assert time.monotonic() < deadline, "the client that never reads kept its place"
+                try:
+                    _pipeline(staller)
+                except (ConnectionResetError, BrokenPipeError):
+                    break
+                time.sleep(0.02)
+            assert _status(_head(waiting)) == 200
+        staller.close()
+
+
+def _metrics(d: Daemon, key: str) -> bytes:
+    with _connect(d) as s:
+        s.sendall(_request("GET", "/metrics", {"Authorization": f"Bearer {key}",
+                                               "Connection": "close"}))
+        return _closed(s)
+
+
+def _stall(d: Daemon) -> socket.socket:
+    """A connection that will read nothing, with a small window so its answers back up soon."""
+    s = _connect(d)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.setblocking(False)
+    return s
+
+
+def _pipeline(s: socket.socket) -> bool:
+    """More requests sent on `s`; whether the daemon took them (False: it stopped reading)."""
+    try:
+        s.send(_request("GET", "/v1/openapi.json", {}) * 64)
+    except BlockingIOError:
+        return False
+    return True
