@@ -48,6 +48,14 @@ class ServerConfig(Checked):
                                "whole request within a quarter second gives its place to them. "
                                "Each needs a file descriptor: lowered to fit the open-files "
                                "limit, with a warning.", 1000, ge=1)
+    producer_share: float = doc("The share of max_connections kept for connections that have "
+                                "presented an API key or a console session: the others "
+                                "(webhooks, unsubscribe links, a person's pages, the console's "
+                                "sign-in, health checks, anyone) hold the rest at most, so "
+                                "that no stranger can take every place. Past that a stranger's "
+                                "request is answered 503 too_many_connections (a health check "
+                                "is answered as usual) and its connection closed. 0: no "
+                                "places kept.", 0.25, ge=0, le=0.9)
     header_timeout_sec: float = doc("A connection must start each request this soon after "
                                     "opening or after its last request (slow headers, idle "
                                     "keep-alive), or it is closed.", 10.0, gt=0)

@@ -1,5 +1,5 @@
 """The connections' guard: a bounded number of them, none held idle or unread, none closed for a
-newcomer with a request on it.
+newcomer with a request on it, and strangers within their share (http/share.py).
 
 Every connection must start a request within server.header_timeout_sec of opening, and of its
 previous request ending (that is also the keep-alive idle timeout): a connection that dribbles its
@@ -40,8 +40,10 @@ from aiohttp.web_protocol import RequestHandler
 
 from notifyd.config import ServerConfig
 from notifyd.core.clock import Clock
+from notifyd.core.logs import Throttled
 from notifyd.engine.metrics import Metrics
 from notifyd.http.errors import CATALOG
+from notifyd.http.share import Share, Vouch
 
 log = logging.getLogger("notifyd.http")
 SWEEP_SEC = 1.0  # the sweep's period, or a quarter of the shortest timeout when that is less
@@ -125,10 +127,11 @@ class Guarded(asyncio.Protocol):
 
 
 class ConnectionGuard:
-    def __init__(self, clock: Clock, max_connections: int, server: ServerConfig,
+    def __init__(self, clock: Clock, max_connections: int, server: ServerConfig, vouch: Vouch,
                  metrics: Metrics | None = None) -> None:
         self.clock = clock
         self.metrics = metrics or Metrics()
+        self.share = Share(vouch, self.metrics, Throttled(log, clock))
         self.open: dict[asyncio.BaseTransport, Guarded] = {}
         # Admitted and no request head yet, oldest first: the only ones a newcomer may replace.
         self.fresh: dict[asyncio.BaseTransport, Guarded] = {}
@@ -147,6 +150,7 @@ class ConnectionGuard:
         self.timeout_ms = int(server.header_timeout_sec * 1000)
         self.body_ms = int(server.body_timeout_sec * 1000)
         self.write_ms = int(server.write_timeout_sec * 1000)
+        self.share.resize(max_connections, server.producer_share)
         self.freed.set()
 
     @property
@@ -198,6 +202,7 @@ class ConnectionGuard:
             return
         self.fresh.pop(transport, None)
         self.unsent.pop(transport, None)
+        self.share.forget(transport)
         self.freed.set()
         conn.stream = True
         sock = transport.get_extra_info("socket")
@@ -231,6 +236,7 @@ class ConnectionGuard:
         self.slow.pop(conn.transport, None)
         if self.unsent.pop(conn.transport, None) is not None:
             self.metrics.connections_unread.set(len(self.unsent))
+        self.share.forget(conn.transport)
         if self.open.pop(conn.transport, None) is not None:
             self.fresh.pop(conn.transport, None)
             self.freed.set()

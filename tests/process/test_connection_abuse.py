@@ -1,9 +1,10 @@
 """Clients that hold connections without finishing with them: a body dribbled to any route, an
-answer never read, a client leaving mid-body. The real daemon in a
+answer never read, strangers taking every place, a client leaving mid-body. The real daemon in a
 subprocess, with small limits; every wait is bounded by a deadline, never a sleep."""
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import struct
@@ -21,6 +22,7 @@ DEADLINE = 8.0  # far past every timeout below; far short of what a stuck connec
 CONFIG = """
 [server]
 max_connections = {most}
+producer_share = 0.25
 header_timeout_sec = 30
 body_timeout_sec = {body}
 write_timeout_sec = {write}
@@ -215,3 +217,54 @@ def _pipeline(s: socket.socket) -> bool:
     except BlockingIOError:
         return False
     return True
+
+
+def test_strangers_hold_only_their_share_and_producers_keep_theirs(tmp_path: Path) -> None:
+    """Twenty places, a quarter kept for producers: strangers dribbling sign-in forms fill the
+    fifteen theirs and are refused the rest, while a producer's new connection and its old
+    one post as usual and a health check on a new connection is answered."""
+    with _daemon(tmp_path) as (d, key), ExitStack() as stack:
+        auth = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        note = json.dumps({"user_id": "u1", "kind": "demo", "params": {}}).encode()
+        producer = stack.enter_context(_connect(d))
+        producer.sendall(_request("POST", "/v1/notifications", auth, note))
+        assert _status(_head(producer)) == 202  # a producer's connection from now on
+        strangers = [stack.enter_context(_connect(d)) for _ in range(20)]
+        for s in strangers:
+            s.sendall(_request("POST", "/console/sign-in", {
+                "Content-Type": "application/x-www-form-urlencoded"}, b"credential=", 1000))
+        with _connect(d) as newcomer:  # waits in the listen queue until strangers are refused
+            newcomer.sendall(_request("POST", "/v1/notifications", auth, note))
+            assert _status(_head(newcomer)) == 202
+        deadline = time.monotonic() + DEADLINE
+        while len(refused := [s for s in strangers if _answered(s)]) < 5:
+            assert time.monotonic() < deadline, f"{len(refused)} strangers refused, not 5"
+            time.sleep(0.02)
+        for s in refused:
+            answer = _closed(s)
+            assert _status(answer) == 503 and b"too_many_connections" in answer, answer
+            assert b"Retry-After: 1" in answer
+        with _connect(d) as health:  # over the share: answered, then closed
+            health.sendall(_request("GET", "/healthz", {}))
+            assert _status(_closed(health)) == 200
+        with _connect(d) as other:
+            other.sendall(_request("GET", "/v1/openapi.json", {}))
+            assert _status(_closed(other)) == 503
+        producer.sendall(_request("POST", "/v1/notifications", auth, note))
+        assert _status(_head(producer)) == 202
+        assert not [s for s in strangers if s not in refused and _answered(s)]
+
+
+def _answered(s: socket.socket) -> bool:
+    """Whether the daemon has sent anything on `s` (an answer, or its close), without waiting
+    for what it has not sent."""
+    timeout = s.gettimeout()
+    s.setblocking(False)
+    try:
+        s.recv(1, socket.MSG_PEEK)  # b"": closed
+    except BlockingIOError:
+        return False
+    else:
+        return True
+    finally:
+        s.settimeout(timeout)
