@@ -62,6 +62,7 @@ HEAD_END = b"\r\n\r\n"
 STREAM_SNDBUF = 64 * 1024
 STREAM_BUFFER_MAX = 256 * 1024
 CLIENT_GONE = 499  # the access log's status for a request not run: its client had left
+REQUEST_TIMEOUT = 408  # a body past server.body_timeout_sec (kit.bounded)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -258,6 +259,8 @@ class ConnectionGuard:
             conn.idle_since, conn.body = None, None
         try:
             response = await handler(request)
+            if response.status == REQUEST_TIMEOUT and not response.prepared:
+                response.force_close()  # its body came too slowly: no waiting for the rest
             with contextlib.suppress(ConnectionError):  # the client left, or was closed
                 await response.prepare(request)  # aiohttp's own prepare and write_eof are then
                 await response.write_eof()  # no-ops

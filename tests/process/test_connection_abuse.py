@@ -108,8 +108,9 @@ def test_every_route_that_takes_a_body_holds_it_no_longer_than_the_body_timeout(
         tmp_path: Path) -> None:
     """A body that never finishes, sent to every route that takes one (with a key and a console
     session, so that each handler gets as far as reading it): the handler that reads it answers
-    408 request_timeout, one that answers without reading it closes the connection after the
-    same timeout, and none holds its connection past it (the header timeout is far away)."""
+    408 request_timeout and closes the connection, one that answers without reading it closes
+    the connection after the same timeout, and none holds its connection past it (the header
+    timeout is far away)."""
     with _daemon(tmp_path, body=0.3) as (d, key), ExitStack() as stack:
         cookie = _sign_in(d, key)
         sent = {}
@@ -124,7 +125,10 @@ def test_every_route_that_takes_a_body_holds_it_no_longer_than_the_body_timeout(
                 else "application/json"}, b"{\"a", length=100))
             sent[f"{method} {template}"] = s
         answers = {route: _closed(s) for route, s in sent.items()}  # bounded by DEADLINE
+        unread = re.search(rb'closed_total\{why="body"\} (\d+)', _metrics(d, key))
     assert len(answers) > 30, sorted(answers)
+    assert unread is not None  # the answers that were not 408 left a body to wait for, only
+    assert int(unread[1]) == sum(_status(a) != 408 for a in answers.values()), answers
     assert not [r for r, a in answers.items() if not 0 < _status(a) < 500], answers
     timed_out = {r for r, a in answers.items() if _status(a) == 408}
     assert {"POST /console/sign-in", "POST /console/suppressions", "POST /v1/notifications",
