@@ -61,7 +61,10 @@ class Share:
         transport = request.transport
         if transport is None or transport in self.producers:
             return await handler(request)
-        if await self.vouch(request):
+        vouched = await self.vouch(request)
+        if transport.is_closing():  # lost meanwhile: forgotten already, or about to be
+            return await handler(request)
+        if vouched:
             self.forget(transport)
             self.producers.add(transport)
             return await handler(request)
