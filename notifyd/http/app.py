@@ -45,7 +45,7 @@ from notifyd.http.kit import (
     resolved,
     user_id_of,
 )
-from notifyd.http.openapi import spec
+from notifyd.http.openapi import encoded
 from notifyd.shapes.decode import decode
 from notifyd.shapes.notifications import Health, Ready, ResolutionRequest, ResolveRequest
 from notifyd.shapes.people import (
@@ -324,9 +324,9 @@ def _refusal(err: ApiError, status: int) -> web.Response:
 
 async def get_openapi(request: web.Request) -> web.Response:
     cfg = request.app[CTX].cfg
-    return web.json_response(spec(sorted(cfg.kinds), sorted(cfg.channels),
-                                  cfg.tokens.max_ttl_sec, cfg.fanout.max_inline_users),
-                             dumps=lambda doc: ENCODE(doc).decode())
+    return web.Response(body=encoded(tuple(sorted(cfg.kinds)), tuple(sorted(cfg.channels)),
+                                     cfg.tokens.max_ttl_sec, cfg.fanout.max_inline_users),
+                        content_type="application/json")
 
 
 async def get_health(request: web.Request) -> web.Response:
