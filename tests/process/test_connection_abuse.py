@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from urllib.parse import urlencode
 
 from engine_support import Daemon, clean_env, notifyd_cmd
 
@@ -88,11 +89,18 @@ def _request(method: str, path: str, headers: dict[str, str], body: bytes = b"",
 
 
 def _sign_in(d: Daemon, key: str) -> str:
-    """A console session cookie, signed in with the admin key."""
+    """A console session cookie, signed in with the admin key through the sign-in page's own
+    form (its CSRF token, bound to the cookie the page sets)."""
     with _connect(d) as s:
-        form = f"credential={key}".encode()
+        s.sendall(_request("GET", "/console/sign-in", {"Connection": "close"}))
+        page = _closed(s).decode()
+    cookies = "; ".join(re.findall(r"Set-Cookie: ([^=]+=[^;\r\n]+)", page))
+    token = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert token is not None and cookies, page
+    with _connect(d) as s:
+        form = urlencode({"credential": key, "csrf": token[1]}).encode()
         s.sendall(_request("POST", "/console/sign-in", {
-            "Content-Type": "application/x-www-form-urlencoded"}, form))
+            "Content-Type": "application/x-www-form-urlencoded", "Cookie": cookies}, form))
         head = _head(s).decode()
     assert _status(head.encode()) == 303, head
     return re.search(r"Set-Cookie: (notifyd_console=[^;]+)", head)[1]  # type: ignore[index]
