@@ -6,9 +6,11 @@ import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import pg_support
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from engine_support import ENV_PREFIXES, Daemon
+from store_support import fresh_sqlite
 from support import START_MS, Api, make_config
 
 from notifyd.config import PROXY_VARIABLES, Config
@@ -17,8 +19,18 @@ from notifyd.engine.ingest import Ingest
 from notifyd.http.app import make_app
 from notifyd.http.auth import KeyCache
 from notifyd.http.kit import Context
-from notifyd.store import open_store
+from notifyd.store import open_store, sqlite_path
 from notifyd.store.core.store import CoreStore
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """Once a test's fixtures are down (its stores closed, its daemons stopped), the
+    PostgreSQL schemas it was handed for its folder can be handed to another test."""
+    folder = getattr(item, "funcargs", {}).get("tmp_path")
+    yield
+    if isinstance(folder, Path):
+        pg_support.release(folder)
 
 
 @pytest.fixture(autouse=True)
@@ -60,6 +72,9 @@ def cfg(db_path: Path) -> Config:
 
 @pytest.fixture
 async def store(cfg: Config, clock: FakeClock) -> AsyncIterator[CoreStore]:
+    where = sqlite_path(cfg.store.url)
+    if where is not None:  # a migrated copy, as the store would have made it
+        fresh_sqlite(Path(where).parent, Path(where).name)
     s = await open_store(cfg.store.url, clock, sqlite=cfg.store.sqlite)
     assert isinstance(s, CoreStore)
     yield s
