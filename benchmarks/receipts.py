@@ -230,16 +230,16 @@ OP_NAME = re.compile(r"(\w+)\.<locals>")
 
 def instrument(probe: dict[str, list[Any]]) -> None:
     from notifyd.http import app as web
-    from notifyd.store.sqlite.writer import Writer
+    from notifyd.store.sqlite.writer import SqliteWriter as Writer
 
     run0, write0 = Writer._run, Writer.write
     current: list[list[float]] = [[0.0, 0.0, 0.0, 0.0]]
 
-    def run(self: Writer, ops: list[Any], sheds: bool = False) -> Any:
+    def run(self: Writer, ops: list[Any]) -> Any:
         batch = [time.perf_counter(), 0.0, 0.0, float(len(ops))]  # began, ended, ops' time, size
         current[0] = batch
         try:
-            return run0(self, ops, sheds)
+            return run0(self, ops)
         finally:
             batch[1] = time.perf_counter()
             probe["batches"].append(tuple(batch))  # floats only: the collector untracks it

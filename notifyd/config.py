@@ -520,7 +520,7 @@ def compile_catalog(cfg: Config) -> Catalog:
     each category's switches; each kind's category, preference defaults, limits, digest and
     stop rule. The one place that asks the channel registry what a channel sends to."""
     channels = {name: ChannelInfo(name, ch.type, CHANNEL_TYPES[ch.type].contact,
-                                  CHANNEL_TYPES[ch.type].medium)
+                                  CHANNEL_TYPES[ch.type].medium_for(ch.settings))
                 for name, ch in cfg.channels.items()}
     named = {name: kind.category or name for name, kind in cfg.kinds.items()}
     categories = {}
@@ -897,7 +897,7 @@ def render_example() -> str:
         "# type = \"webhook\"",
         "# url = \"https://hooks.example.com/notify\"",
         "#",
-        "# [kinds.payment_failed]",
+        "# [kinds.server_down]",
         "# urgency = \"urgent\"",
         "# ttl_sec = 7200",
         "# ladder = [",

@@ -22,6 +22,7 @@ from fake_twilio import ACCOUNT, TOKEN, FakeTwilio, twilio_app
 from notifyd.config import load_config
 from notifyd.core.clock import FakeClock
 from notifyd.domain.views import status_view
+from notifyd.engine.digests import carriers
 from notifyd.engine.render import load_templates
 from notifyd.http.app import make_app
 from notifyd.http.auth import KeyCache, hash_key, new_key
@@ -52,7 +53,8 @@ class Stack:
     key: str = ""
 
     async def status(self, nid: str) -> dict[str, Any]:
-        return status_view(await self.e.record(nid), self.e.now)
+        n = await self.e.record(nid)
+        return status_view(n, self.e.now, await carriers(self.e.store, n))
 
 
 

@@ -14,6 +14,7 @@ test_store_postgres.py), and the copies against what they stand for (test_fresh_
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -24,19 +25,22 @@ from pathlib import Path
 import pg_support
 
 from notifyd.core.catalog import Catalog, ChannelInfo, KindRules, LimitRule
-from notifyd.core.clock import Clock
+from notifyd.core.clock import Clock, FakeClock
 from notifyd.core.contacts import EMAIL
 from notifyd.core.models import (
     AcceptInput,
     Claim,
+    Decision,
     Lane,
     PlanFn,
     PlannedStep,
     Recipient,
     Rules,
+    Verdict,
     Want,
 )
 from notifyd.core.records import InboxEntry
+from notifyd.core.steps import StepKey
 from notifyd.domain import policy
 from notifyd.store import Store, open_store
 
@@ -122,3 +126,21 @@ async def accept(store: Store, nid: str, *channels: str, user: str = "u1",
 async def claim(store: Store, channel: str = "a", n: int = 10,
                 rules: Rules = RULES) -> list[Claim]:
     return (await store.claim_due([Want(channel, Lane.BULK, n)], LEASE, rules)).claims
+
+
+async def carry(store: Store, clock: FakeClock, *nids: str) -> int:
+    """`nids` accepted now and held by the claim for the "daily" digest of the hour after; at
+    its end (the clock moved there) the digest n_d carries them. That window's end."""
+    window = clock.now_ms() + 3_600_000
+    hold = Decision(Verdict.HOLD, "held", until=window, digest="daily")
+    for nid in nids:
+        await accept(store, nid, "a")
+    assert await claim(store, rules=dataclasses.replace(RULES, decide=lambda c, n: hold)) == []
+    [due] = await store.due_digests(window, 10)
+    members = await store.digest_members(due)
+    clock.ms = window
+    made = await store.make_digest(due, inp(dedup="digest:daily", kind="daily"), "n_d",
+                                   plan("a"), 3600, None,
+                                   [StepKey(m.notification_id, m.step_no) for m in members], 0)
+    assert made.created
+    return window

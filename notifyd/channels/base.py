@@ -150,6 +150,13 @@ class ChannelType:
     # Which templates it renders (RenderInput.content): "email", "sms", "push" or "chat"; None
     # for a type that sends the notification as data (webhook, log).
     medium: str | None = None
+    # For a type whose channels choose their medium in their settings (the log's `medium`):
+    # settings -> the medium, or None. Ask medium_for, never these two fields.
+    medium_of: Callable[[Any], str | None] | None = None
+
+    def medium_for(self, settings: Any) -> str | None:
+        """The templates a channel of this type with `settings` renders (None: none)."""
+        return self.medium_of(settings) if self.medium_of is not None else self.medium
 
 
 def standard_payload(step: RenderInput) -> dict[str, Any]:

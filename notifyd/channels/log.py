@@ -1,10 +1,13 @@
 """The log channel: writes that a message was sent, for development and dry runs.
 
-It logs ids and parameter names, never parameter values: those may be one-time codes.
+By default it logs ids and parameter names, never parameter values: those may be one-time codes.
+With a `medium` it stands in for a channel of that medium while none is set up: it renders the
+kind's templates of that medium and logs the text, which holds the values; the operator asked.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
@@ -18,13 +21,27 @@ from notifyd.channels.base import (
     Sent,
     standard_payload,
 )
+from notifyd.core.catalog import MEDIUMS
+from notifyd.core.fields import doc
 
 log = logging.getLogger("notifyd.channel.log")
+# Parts not logged: an email's html says what its text says, at many times the length.
+UNLOGGED_PARTS = frozenset({"html"})
 
 
 @dataclass(frozen=True)
 class LogSettings:
-    """The log channel has no settings of its own."""
+    medium: str = doc(
+        "Empty: log ids and parameter names only. email, sms, push or chat: stand in for a "
+        "channel of that medium while none is set up: render the kind's templates of that "
+        "medium (so they must be there, and the person's preferences and the send limits of "
+        "that medium apply) and log the text (an email's subject and text). The text holds the "
+        "params' values: keep kinds that carry one-time codes off it in production.", "")
+
+    def problems(self) -> list[tuple[str, str]]:
+        if self.medium and self.medium not in MEDIUMS:
+            return [("medium", f"must be one of {', '.join(MEDIUMS)}, or empty")]
+        return []
 
 
 class LogChannel:
@@ -32,12 +49,18 @@ class LogChannel:
         self.name = name
 
     def render(self, step: RenderInput) -> Rendered:
-        return Rendered(self.name, standard_payload(step))
+        payload = standard_payload(step)
+        if step.content:  # rendered from templates: only when the channel has a medium
+            payload["content"] = dict(step.content)
+        return Rendered(self.name, payload)
 
     async def send(self, message: Message) -> Outcome:
         params = sorted(message.payload.get("params", {}))
-        log.info("%s: %s kind=%s user=%s params=%s", self.name, message.idempotency_key,
-                 message.payload.get("kind"), message.payload.get("user_id"), params)
+        content = message.payload.get("content", {})
+        text = "".join(f" {part}={json.dumps(value, ensure_ascii=False)}"
+                       for part, value in content.items() if part not in UNLOGGED_PARTS)
+        log.info("%s: %s kind=%s user=%s params=%s%s", self.name, message.idempotency_key,
+                 message.payload.get("kind"), message.payload.get("user_id"), params, text)
         return Sent(f"log:{message.idempotency_key}")
 
     async def close(self) -> None:
@@ -48,5 +71,9 @@ def _build(name: str, _settings: LogSettings, _limits: Limits) -> LogChannel:
     return LogChannel(name)
 
 
-TYPE = ChannelType("log", "writes each message to the log (ids and parameter names only)",
-                   LogSettings, None, _build)
+def _medium(settings: LogSettings) -> str | None:
+    return settings.medium or None
+
+
+TYPE = ChannelType("log", "writes each message to the log (ids and parameter names; with a "
+                   "medium, its text)", LogSettings, None, _build, medium_of=_medium)

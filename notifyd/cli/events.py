@@ -1,5 +1,6 @@
 """Events posted for many people (POST /v1/events): `notifyd events show` prints an event's
-document and follows its fan-out; `notifyd inspect --event` lists its recipients' ladders."""
+document and follows its fan-out; `notifyd inspect ID` (or `--event ID`) lists its recipients'
+ladders."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import click
 
 from notifyd.cli.base import global_options, main, with_store
 from notifyd.core.clock import SystemClock
+from notifyd.core.events import EventRecord
 from notifyd.domain import events
 from notifyd.store import Store
 
@@ -20,21 +22,25 @@ FOLLOW_SEC = 0.5  # events show --follow reads the event again this often
 
 
 def inspect_event(ctx: click.Context, tenant: str, event_id: str) -> None:
-    """The event's summary, then its notifications a page at a time, by recipient."""
+    """`inspect --event ID`: the event of that id in `tenant`, as `show_event` prints it."""
 
     async def run(store: Store) -> None:
         e = await store.get_event(tenant, event_id)
         if e is None:
             raise click.ClickException(f"no event {event_id!r} in tenant {tenant!r} (--tenant)")
-        now = SystemClock().now_ms()
-        click.echo("\n".join(events.summary(e, await store.event_counts(tenant, event_id),
-                                            now)))
-        after = ("", "")
-        while page := await store.event_notifications(tenant, event_id, after, EVENT_PAGE):
-            click.echo("\n".join(events.ladder_line(n, now) for n in page))
-            after = (page[-1].user_id, page[-1].id)
+        await show_event(store, e)
 
     with_store(ctx, run)
+
+
+async def show_event(store: Store, e: EventRecord) -> None:
+    """The event's summary, then its notifications a page at a time, by recipient."""
+    now = SystemClock().now_ms()
+    click.echo("\n".join(events.summary(e, await store.event_counts(e.tenant, e.event_id), now)))
+    after = ("", "")
+    while page := await store.event_notifications(e.tenant, e.event_id, after, EVENT_PAGE):
+        click.echo("\n".join(events.ladder_line(n, now) for n in page))
+        after = (page[-1].user_id, page[-1].id)
 
 
 @main.group("events")

@@ -13,6 +13,7 @@ import click
 from notifyd.cli.base import daemon_url, global_options, key_option, main, need_key, url_option
 from notifyd.client import Client, Event, NotifydError
 from notifyd.client.types import NotificationOptions
+from notifyd.core.text import plural
 
 RECONNECT_SEC = (1, 2, 5)  # waits before following again, after a stream that was open ended
 
@@ -91,7 +92,7 @@ def tail(ctx: click.Context, kind: str | None, channel: str | None, user_id: str
                         click.echo(f"(following the decisions at {base}; Ctrl-C ends)",
                                    err=True)
                     elif event.name in ("decision", "lost"):
-                        click.echo(json.dumps(event.data) if as_json else _line(event))
+                        click.echo(json.dumps(event.data) if as_json else decision_line(event))
                         shown += event.name == "decision"
                         if count is not None and shown >= count:
                             return
@@ -106,10 +107,11 @@ def tail(ctx: click.Context, kind: str | None, channel: str | None, user_id: str
         pass
 
 
-def _line(event: Event) -> str:
+def decision_line(event: Event) -> str:
+    """One decision as `notifyd tail` prints it."""
     d: dict[str, Any] = event.data
     if event.name == "lost":
-        return f"({d['count']} decisions lost: this terminal fell behind)"
+        return f"({plural(d['count'], 'decision')} lost: this terminal fell behind)"
     step = "" if d["step_no"] is None else f":{d['step_no']}"
     channel = f" channel={d['channel']}" if d["channel"] else ""
     reason = f" reason={d['reason']}" if d["reason"] else ""

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from notifyd.cli.base import main
+from notifyd.core.text import plural
 from notifyd.store import StoreLocked, StoreUnavailable, hold, is_postgres, sqlite_path
+
+if TYPE_CHECKING:
+    from notifyd.store.postgres.copy import Copied
 
 
 @main.command(name="migrate-store")
@@ -39,11 +45,17 @@ def migrate_store(source: str, target: str) -> None:
         raise click.ClickException(str(e)) from None
     finally:
         held.release()
+    click.echo(copied_said(copied, path, target))
+
+
+def copied_said(copied: list[Copied], path: str, target: str) -> str:
+    """What `notifyd migrate-store` copied, a line per table, and what to do next."""
     width = max(len(c.table) for c in copied)
-    for c in copied:
-        click.echo(f"{c.table:<{width}}  {c.rows:>10} rows  checksum {c.checksum}  matches")
-    click.echo(f"\nCopied {sum(c.rows for c in copied)} rows; {path} is unchanged.\n"
-               "Now set, in notifyd's config file:\n\n"
-               "    [store]\n"
-               f"    url = \"{target}\"\n\n"
-               "(and drop any --db option), then start notifyd on each host.")
+    tables = [f"{c.table:<{width}}  {c.rows:>10} {'row ' if c.rows == 1 else 'rows'}  checksum "
+              f"{c.checksum}  matches" for c in copied]
+    return "\n".join(tables) + (
+        f"\n\nCopied {plural(sum(c.rows for c in copied), 'row')}; {path} is unchanged.\n"
+        "Now set, in notifyd's config file:\n\n"
+        "    [store]\n"
+        f"    url = \"{target}\"\n\n"
+        "(and drop any --db option), then start notifyd on each host.")

@@ -18,12 +18,15 @@ from notifyd.cli.base import (
     main,
     with_store,
 )
-from notifyd.cli.events import inspect_event
+from notifyd.cli.events import inspect_event, show_event
 from notifyd.core.clock import SystemClock
-from notifyd.core.text import iso, plural
+from notifyd.core.events import EventRecord
+from notifyd.core.text import iso, plural, them
+from notifyd.domain import events
 from notifyd.domain.views import status_view, timeline
 from notifyd.engine import replay as replays
 from notifyd.engine import resolution
+from notifyd.engine.digests import carriers
 from notifyd.store import (
     DeadMatch,
     Notification,
@@ -56,6 +59,37 @@ async def _find(store: Store, ref: str, tenant: str) -> Notification:
     return n
 
 
+INSPECTED = ("a notification id (n_ and 18 letters or digits), user_id:dedup_key, or an "
+             "event's id")
+EVENT_JSON = "--json with an event: notifyd events show ID prints the event's document"
+
+
+async def _inspected(store: Store, ref: str, tenant: str) -> Notification | EventRecord:
+    """What REF names: a notification (its id in any tenant, user_id:dedup_key in `tenant`),
+    else the event of that id in `tenant`; nothing, an error that says what was looked for."""
+    try:
+        parsed: resolution.Ref | None = resolution.parse_ref(ref)
+    except resolution.BadRef:
+        parsed = None
+    if parsed is not None:
+        n = await resolution.find(store, parsed, None if parsed.notification_id else tenant)
+        if n is not None:
+            return n
+    event_id = events.EVENT_ID_RE.match(ref) is not None
+    e = await store.get_event(tenant, ref) if event_id else None
+    if e is not None:
+        return e
+    if parsed is None and not event_id:
+        raise click.ClickException(f"{ref!r} is not {INSPECTED}")
+    by_id = parsed is not None and parsed.notification_id is not None
+    if not by_id:  # an id is looked for in every tenant; else a mistyped --tenant is likelier
+        await known_tenant(store, tenant)
+    where = f"in tenant {tenant!r} (--tenant)"
+    nothing = (f"no notification {ref!r}, and no event of that id {where}" if by_id
+               else f"no notification or event {ref!r} {where}")
+    raise click.ClickException(f"{nothing}; REF is {INSPECTED}")
+
+
 @main.command()
 @global_options
 @click.argument("ref", required=False)
@@ -69,26 +103,34 @@ def inspect(ctx: click.Context, ref: str | None, tenant: str, as_json: bool,
             event_id: str | None) -> None:
     """Print a notification's whole ladder as a timeline: what was decided, when and why.
 
-    REF is a notification id (n_...) or user_id:dedup_key (split on the last colon). With
-    --event ID, the event and a line per notification it made: the recipient, the kind, its
-    state and each step (notifyd inspect n_... then shows one whole).
+    REF is a notification id (n_...) or user_id:dedup_key (split on the last colon); when it
+    names no notification, an event's id in --tenant: the event and a line per notification it
+    made, with the recipient, the kind, its state and each step (notifyd inspect n_... then
+    shows one whole). --event ID asks for the event only.
 
     Example: notifyd inspect u_42:invoice-1009
     """
     if (ref is None) == (event_id is None):
-        raise click.UsageError("give REF (a notification) or --event ID, one of them")
+        raise click.UsageError("give REF (a notification or an event) or --event ID, one of them")
     if event_id is not None:
         if as_json:
-            raise click.UsageError("--json with --event: notifyd events show ID prints the "
-                                   "event's document")
+            raise click.UsageError(EVENT_JSON)
         inspect_event(ctx, tenant, event_id)
         return
     assert ref is not None
-    n = with_store(ctx, lambda s: _find(s, ref, tenant))
-    if as_json:
-        click.echo(json.dumps(status_view(n, SystemClock().now_ms()), indent=2))
-    else:
-        click.echo("\n".join(timeline(n, SystemClock().now_ms())))
+
+    async def run(store: Store) -> None:
+        found = await _inspected(store, ref, tenant)
+        if isinstance(found, EventRecord):
+            if as_json:
+                raise click.UsageError(EVENT_JSON)
+            await show_event(store, found)
+            return
+        digests, now = await carriers(store, found), SystemClock().now_ms()
+        click.echo(json.dumps(status_view(found, now, digests), indent=2) if as_json
+                   else "\n".join(timeline(found, now, digests)))
+
+    with_store(ctx, run)
 
 
 @main.command()
@@ -198,8 +240,7 @@ def replay(ctx: click.Context, ref: str | None, tenant: str, every_dead: bool,
     nid, count, blocked = with_store(ctx, run, WRITE)
     if not count:
         raise click.ClickException(f"no dead or unknown step at {ref!r}")
-    click.echo(f"replayed {plural(count, 'step')} of {nid}; a running daemon sends them within "
-               "its poll interval (notifyd inspect shows what happens)")
+    click.echo(replay_said(count, nid))
     for line in blocked:
         click.echo(f"warning: {line}", err=True)
 
@@ -210,25 +251,34 @@ def _replay_dead(ctx: click.Context, match: DeadMatch, dry_run: bool) -> None:
         click.echo(f"warning: channel {match.channel!r} is not in this config; its replayed "
                    "steps end dead again when the daemon next starts", err=True)
 
-    async def run(store: Store) -> tuple[int, int, int]:
+    async def run(store: Store) -> replays.Replayed:
         if dry_run:
-            return await store.dead_count(match), 0, 0
+            return replays.Replayed(await store.dead_count(match), 0, 0)
         with click.progressbar(length=await store.dead_count(match), label="replaying",
                                file=sys.stderr) as bar:
-            done = await replays.replay_dead(store, match, "cli", bar.update)
-        return done.matched, done.replayed, done.late
+            return await replays.replay_dead(store, match, "cli", bar.update)
 
-    total, replayed, late = with_store(ctx, run, READ if dry_run else WRITE)
-    if dry_run or not total:
-        said = "no dead step matches" if not total else \
-            f"{plural(total, 'dead step')} match{'es' if total == 1 else ''}"
-        click.echo(f"{said}; nothing replayed{' (--dry-run)' if dry_run else ''}")
-        return
-    click.echo(f"replayed {plural(replayed, 'dead step')}; a running daemon sends them at each "
-               "channel's rate (notifyd inspect shows what happens)")
-    if late:
-        click.echo(f"warning: {late} of them belong to notifications past their time to live; "
-                   "the claim ends those expired, unsent", err=True)
+    said, warning = dead_replay_said(with_store(ctx, run, READ if dry_run else WRITE), dry_run)
+    click.echo(said)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
+
+
+def replay_said(count: int, nid: str) -> str:
+    """What `notifyd replay REF` did."""
+    return (f"replayed {plural(count, 'step')} of {nid}; a running daemon sends {them(count)} "
+            "within its poll interval (notifyd inspect shows what happens)")
+
+
+def dead_replay_said(done: replays.Replayed, dry_run: bool) -> tuple[str, str]:
+    """What `notifyd replay --dead` did (or, dry, would do), and a warning ('': none)."""
+    if dry_run or not done.matched:
+        said = "no dead step matches" if not done.matched else \
+            f"{plural(done.matched, 'dead step')} match{'es' if done.matched == 1 else ''}"
+        return f"{said}; nothing replayed{' (--dry-run)' if dry_run else ''}", ""
+    return (f"replayed {plural(done.replayed, 'dead step')}; a running daemon sends "
+            f"{them(done.replayed)} at each channel's rate (notifyd inspect shows what "
+            "happens)", replays.late_said(done))
 
 
 @main.command("dead-letters")

@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from notifyd.cli.base import config_of, global_options, load_obj, main
-from notifyd.config import Config, render_example
+from notifyd.config import Config
 from notifyd.core.logs import LOG_FORMATS, LOG_LEVELS
 from notifyd.core.text import plural
-from notifyd.engine.templates import write_starter
+from notifyd.engine.starter import KIND, render_starter, write_starter
 
 
 @main.command()
@@ -56,12 +56,14 @@ def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str
 @click.argument("path", default="notifyd.toml", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 def init(path: str, force: bool) -> None:
-    """Write a commented starter config with every key and its default (- for standard output).
+    """Write a commented starter config with every key and its default, and a sample kind,
+    payment_failed, that sends at once through starter templates on the log channel; the
+    templates go in a folder beside it (- prints the config alone).
 
     Example: notifyd init /etc/notifyd/notifyd.toml
     """
     if path == "-":
-        click.echo(render_example(), nl=False)
+        click.echo(render_starter(), nl=False)
         return
     target = Path(path)
     if not target.parent.is_dir():
@@ -69,17 +71,18 @@ def init(path: str, force: bool) -> None:
                                    f"create it first (mkdir -p {target.parent})")
     if target.exists() and not force:
         raise click.ClickException(f"{path} exists; pass --force to overwrite it")
-    target.write_text(render_example())
-    click.echo(f"wrote {path}; start with: notifyd --config {path} serve")
+    target.write_text(render_starter())
+    click.echo(f"wrote {path}: a sample kind, {KIND}, sends on the log channel; "
+               f"start with: notifyd --config {path} serve")
     folder = target.parent / "templates"
     try:
         written = write_starter(folder)
     except FileExistsError:
-        click.echo(f"{folder} has templates already; left as it is")
+        click.echo(f"{folder} has templates already; left as it is (notifyd --config {path} "
+                   f"templates check says whether {KIND} has all it needs)")
     else:
         click.echo(f"wrote {plural(len(written), 'file')} of starter templates in {folder} "
-                   "(a sample kind, payment_failed, in en and de; see its README.txt)")
-
+                   f"({KIND}'s words in en and de; see its README.txt)")
 
 
 @main.group()

@@ -210,6 +210,10 @@ def inbox_rebuild_badges(ctx: click.Context) -> None:
 
     Example: notifyd --config /etc/notifyd/notifyd.toml inbox rebuild-badges
     """
-    fixed = with_store(ctx, lambda s: s.rebuild_badges(), WRITE)
-    click.echo(f"{plural(fixed, 'badge')} had drifted and {'was' if fixed == 1 else 'were'} "
-               "rebuilt" if fixed else "every badge matches its rows")
+    click.echo(badges_said(with_store(ctx, lambda s: s.rebuild_badges(), WRITE)))
+
+
+def badges_said(fixed: int) -> str:
+    """What `notifyd inbox rebuild-badges` found."""
+    return (f"{plural(fixed, 'badge')} had drifted and {'was' if fixed == 1 else 'were'} "
+            "rebuilt" if fixed else "every badge matches its rows")

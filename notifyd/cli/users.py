@@ -36,17 +36,22 @@ def users_delete(ctx: click.Context, user_id: str, tenant: str) -> None:
         await known_tenant(s, tenant)
         return await s.erase_user(tenant, user_id, "cli")
 
-    e = with_store(ctx, erase, WRITE)
+    click.echo("\n".join(erased_said(user_id, tenant, with_store(ctx, erase, WRITE))))
+
+
+def erased_said(user_id: str, tenant: str, e: Erased) -> list[str]:
+    """What `notifyd users delete` did, a line per part."""
     removed = [what for what, there in (("profile and contacts", e.profile),
                                         ("preferences", e.preferences)) if there]
     removed += [plural(e.devices, "device"), plural(e.inbox_items, "inbox item")]
-    click.echo(f"erased {user_id} of tenant {tenant} at {iso(e.erased_at)}")
-    click.echo(f"  removed: {', '.join(removed)}")
-    click.echo(f"  cancelled: {plural(e.cancelled, 'open notification')} "
-               f"({plural(e.cancelled_steps, 'step')} that had not gone)")
-    click.echo(f"  scrubbed: the params of {plural(e.params, 'notification')}, "
-               f"{plural(e.payloads, 'frozen message')}, the addresses of "
-               f"{plural(e.receipts, 'receipt')}")
-    click.echo(f"  suppressions: {e.hashed} kept as one-way hashes, {e.kept} left as they were "
-               "(another person has the address)")
-    click.echo("  user tokens made before now are refused")
+    hashes = "a one-way hash" if e.hashed == 1 else "one-way hashes"
+    return [f"erased {user_id} of tenant {tenant} at {iso(e.erased_at)}",
+            f"  removed: {', '.join(removed)}",
+            f"  cancelled: {plural(e.cancelled, 'open notification')} "
+            f"({plural(e.cancelled_steps, 'step')} that had not gone)",
+            f"  scrubbed: the params of {plural(e.params, 'notification')}, "
+            f"{plural(e.payloads, 'frozen message')}, the addresses of "
+            f"{plural(e.receipts, 'receipt')}",
+            f"  suppressions: {e.hashed} kept as {hashes}, {e.kept} left as "
+            f"{'it was' if e.kept == 1 else 'they were'} (another person has the address)",
+            "  user tokens made before now are refused"]

@@ -56,6 +56,7 @@ class StepState(StrEnum):
     EXPIRED = "expired"
     DEAD = "dead"
     HELD = "held"  # held back for a digest (over a limit, or a kind that always digests)
+    DIGESTED = "digested"  # a held step its digest carried (digest_items.digest_id names it)
 
 
 REPLAYED = "replayed by an operator"  # the reason a replayed step carries until it is claimed
@@ -130,7 +131,8 @@ def current_state(resolved: bool, steps: Iterable[tuple[str, str]],
                   expired: bool = False, chosen: bool = False) -> str:
     """delivered (a receipt proved it) or resolved; <channel>_<state> of the first open step;
     or how the ladder ended: sent (a provider took a step; presumed_delivered once the time to
-    live has passed with no receipt to prove it), held (for a digest), expired, opted_out
+    live has passed with no receipt to prove it), held (waiting for a digest), digested (its
+    digest carried it: the digest's own state says whether that went out), expired, opted_out
     (every step was suppressed and `chosen`: at least one by the person's own choice), or
     undeliverable (every step failed, was rejected or suppressed, none by choice)."""
     if resolved:
@@ -145,7 +147,9 @@ def current_state(resolved: bool, steps: Iterable[tuple[str, str]],
     if "sent" in states:
         return "presumed_delivered" if expired else "sent"
     if "held" in states:
-        return "held"  # its items wait for, or went out in, a digest
+        return "held"  # an item still waits for its digest
+    if "digested" in states:
+        return "digested"
     if "expired" in states:
         return "expired"
     return "opted_out" if chosen and states == {"suppressed"} else "undeliverable"

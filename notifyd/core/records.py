@@ -58,6 +58,8 @@ class Step:
     evidence: str | None = None  # the strongest good evidence: accepted < delivered < shown < opened
     pref_version: int | None = None  # the preference version the claim read when it decided
     plan_note: str | None = None  # what planning said of its time (quiet hours), never rewritten
+    digest_id: str | None = None  # the digest notification that carried it (state digested)
+    held_at: int | None = None  # when it was held for a digest, if it was
 
 
 @dataclass(frozen=True, slots=True)

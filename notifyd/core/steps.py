@@ -1,14 +1,15 @@
 """A step's name and why it is due when it is, as records: the provider idempotency key
-(`StepKey`, "n_...:STEP" or "n_...:STEP:DEVICE") and the planned cause (`Cause`). Both are kept as
-text (a receipt carries the key; steps.cause holds the cause); this module is the one place that
-writes and reads that text.
+(`StepKey`, "n_...:STEP" or "n_...:STEP:DEVICE"), the planned cause (`Cause`) and a move of a
+planned time when the step it waits on went out (`window_moved`). Each is kept as text (a receipt
+carries the key; steps.cause holds the cause; events.what the move); this module is the one place
+that writes and reads that text.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from notifyd.core.text import is_digits
+from notifyd.core.text import is_digits, iso
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +70,26 @@ class Cause:
 
 
 AT_ACCEPT = Cause()
+
+
+RESTARTED = "window restarted: "
+FOLLOWS = "moved to follow step "
+
+
+def window_moved(cause: Cause, before: int, before_at: int, sent: bool, at: int,
+                 was: int) -> str:
+    """Why a step now falls due at `at`, not `was`: step `before`, whose window it waits on,
+    was sent at `before_at` (`sent`), or itself moved to then; a window counts from the send."""
+    did = "was sent at" if sent else "moved to"
+    if cause.window_of == before and cause.window_sec > 0:
+        why = (f"{RESTARTED}step {before} {did} {iso(before_at)}, and its "
+               f"{cause.window_sec:g} s window counts from then")
+    else:  # due with it, at a fixed time, or after an earlier step: it keeps its place after it
+        why = f"{FOLLOWS}{before}, which {did} {iso(before_at)}"
+    return f"{why}; due {iso(at)} instead of {iso(was)}"
+
+
+def is_window_move(what: str) -> bool:
+    """Whether a step's event is a move `window_moved` wrote: not what brought its send on
+    (its window's end did)."""
+    return what.startswith((RESTARTED, FOLLOWS))

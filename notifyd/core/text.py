@@ -29,6 +29,11 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def them(n: int) -> str:
+    """What stands for `n` things after a verb: 'it' for one, 'them' for more."""
+    return "it" if n == 1 else "them"
+
+
 def iso(ms: int | None) -> str | None:
     if ms is None:
         return None

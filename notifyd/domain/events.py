@@ -18,8 +18,9 @@ from notifyd.core.errors import DomainError
 from notifyd.core.events import EVENT_KEY_PREFIX, Audience, Counts, EventInput, EventRecord
 from notifyd.core.models import ApiKey
 from notifyd.core.records import Notification
-from notifyd.core.text import iso
+from notifyd.core.text import iso, plural
 from notifyd.domain.validate import check_depth, check_fields, get_str
+from notifyd.domain.views import unsaid
 
 EVENT_FIELDS = frozenset({"event_id", "type", "audience", "params", "subject", "send_at"})
 MAX_SUBJECT = 256
@@ -32,7 +33,8 @@ WHOM = {Audience.USERS: "a list of users", Audience.TOPIC: "a topic",
 AUDIENCE_SHAPES = '{"user_ids": [...]}, {"topic": "name"} or {"everyone": true}'
 # How an event's notifications stand, in the order the document lists them; suppressed ones
 # are counted by the reason class of their step ("preference", "opted_out", "no_contact", ...).
-STATES = ("pending", "held", "sent", "delivered", "resolved", "expired", "undeliverable")
+STATES = ("pending", "held", "digested", "sent", "delivered", "resolved", "expired",
+          "undeliverable")
 
 
 def check_topic(name: Any, where: str = "topic") -> str:
@@ -178,7 +180,7 @@ def summary(e: EventRecord, counts: Counts, now: int) -> list[str]:
     states += [f"{n} suppressed ({reason})" for reason, n in view["suppressed"].items()]
     routed = f"routed {iso(e.routed_at)}" if e.routed_at is not None else "routing"
     return [f"event {e.event_id}  tenant={e.tenant} type={e.type} subject={e.subject}",
-            f"  audience: {whom}: {e.size} recipients, {e.routed} routed "
+            f"  audience: {whom}: {plural(e.size, 'recipient')}, {e.routed} routed "
             f"(cursor {e.cursor or '-'})",
             f"  accepted {iso(e.accepted_at)} from key {e.key_name!r}; {routed}; fan-out "
             f"{e.lag_ms(now) / 1000:.1f} s",
@@ -187,9 +189,12 @@ def summary(e: EventRecord, counts: Counts, now: int) -> list[str]:
 
 
 def ladder_line(n: Notification, now: int) -> str:
-    """One notification of an event: who, which kind, its state and each step of its ladder."""
-    steps = "; ".join(f"{s.step_no} {s.channel} {s.state}" + (f" ({s.reason})" if s.reason
-                                                              else "") for s in n.steps)
+    """One notification of an event: who, which kind, its state and each step of its ladder
+    (a digested one names its digest)."""
+    steps = "; ".join(f"{s.step_no} {s.channel} {s.state}"
+                      + (f" in {s.digest_id}" if s.digest_id else "")
+                      + (f" ({unsaid(s.state, s.reason)})" if s.reason else "")
+                      for s in n.steps)
     return f"{n.user_id}  {n.kind}  {n.id}  {n.state_at(now)}  {steps or 'steps pruned'}"
 
 

@@ -6,14 +6,19 @@ not?" without logs. Pure functions over the store's records.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from notifyd.core.models import OPEN_STEP_STATES, AcceptResult, ResolveResult, StepState
 from notifyd.core.records import Event, Notification, Step
-from notifyd.core.steps import Cause
+from notifyd.core.steps import Cause, is_window_move
 from notifyd.core.text import iso, plural
 
 PROVEN = ("delivered", "shown", "opened")
+WENT_OUT = ("sent", "delivered", "presumed_delivered")  # how a ladder that went out ended
+# The digests that carried a notification's steps, by id, as the caller read them (None: not
+# on record any more): what became of each is part of the item's story.
+Digests = Mapping[str, Notification | None]
 
 
 def delivered_via(n: Notification) -> str | None:
@@ -57,8 +62,63 @@ def resolved_view(r: ResolveResult) -> dict[str, Any]:
             "cancelled_steps": r.cancelled_steps}
 
 
-def status_view(n: Notification, now: int = 0) -> dict[str, Any]:
-    """The API's status shape (GET /v1/notifications/{id}), with every step, its attempts and its evidence."""
+def carried_by(n: Notification) -> list[str]:
+    """The ids of the digests that carried n's steps, each once: what the views want read."""
+    return list(dict.fromkeys(s.digest_id for s in n.steps if s.digest_id))
+
+
+def digest_view(digest_id: str, d: Notification | None, now: int) -> dict[str, Any]:
+    """The digest that carried a step, as its status document shows it: whether it went out."""
+    return {"notification_id": digest_id,
+            "current_state": None if d is None else d.state_at(now),
+            "sent_via": [] if d is None else sent_via(d)}
+
+
+def carried(digest_id: str, d: Notification | None, now: int) -> str:
+    """What became of the digest that carried an item, in words: went out, not yet, or not."""
+    if d is None:
+        return f"carried in digest {digest_id}, which is no longer on record"
+    state, via = d.state_at(now), sent_via(d)
+    if via:
+        return f"went out in digest {digest_id} by {', '.join(via)} ({state})"
+    if d.pruned_at is not None and state in WENT_OUT:  # its history aged out: how it ended
+        return f"went out in digest {digest_id} ({state})"
+    if any(s.state in OPEN_STEP_STATES for s in d.steps):
+        return f"carried in digest {digest_id}, not sent yet ({state})"
+    return f"carried in digest {digest_id}, which did not go out ({state})"
+
+
+def said(state: str, reason: str | None) -> str:
+    """A step's state and its reason, the state said once ("held for the daily digest ...",
+    not "held: held for ..."; "dead: HTTP 500")."""
+    if not reason:
+        return state
+    rest = unsaid(state, reason)
+    return f"{state} {rest}" if rest != reason else f"{state}: {reason}"
+
+
+def unsaid(state: str, reason: str) -> str:
+    """The reason without the state it starts with, if it does: "for the daily digest ..." of
+    held "held for the daily digest ..."."""
+    first, _, rest = reason.partition(" ")
+    return rest if first == state and rest else reason
+
+
+def step_ends(s: Step, digests: Digests, now: int) -> list[tuple[int, str]]:
+    """When and how a step ended, in words: one end, or a hold and then its digest's carry; none
+    while it is open."""
+    if s.state in OPEN_STEP_STATES:
+        return []
+    if s.state is StepState.DIGESTED and s.digest_id is not None:
+        held = s.held_at if s.held_at is not None else s.updated_at
+        return [(held, said(StepState.HELD, s.reason)),
+                (s.updated_at, f"digested: {carried(s.digest_id, digests.get(s.digest_id), now)}")]
+    return [(s.updated_at, said(s.state, s.reason))]
+
+
+def status_view(n: Notification, now: int = 0, digests: Digests | None = None) -> dict[str, Any]:
+    """The API's status shape (GET /v1/notifications/{id}), with every step, its attempts and
+    its evidence, and the digest that carried a step (`digests`: read by the caller)."""
     resolution = None
     if n.resolved_at is not None:
         resolution = {"resolution": n.resolution, "resolved_at": iso(n.resolved_at),
@@ -75,14 +135,14 @@ def status_view(n: Notification, now: int = 0) -> dict[str, Any]:
         "delivered_via": delivered_via(n),
         "sent_via": sent_via(n),
         "resolution": resolution,
-        "steps": [_step_view(n, s) for s in n.steps],
+        "steps": [_step_view(n, s, digests or {}, now) for s in n.steps],
         "total_time_ms": total_time_ms(n),
         "pruned_at": iso(n.pruned_at),
         "event_id": n.event_id,
     }
 
 
-def _step_view(n: Notification, s: Step) -> dict[str, Any]:
+def _step_view(n: Notification, s: Step, digests: Digests, now: int) -> dict[str, Any]:
     return {
         "step_no": s.step_no,
         "channel": s.channel,
@@ -96,6 +156,8 @@ def _step_view(n: Notification, s: Step) -> dict[str, Any]:
         "pref_version": s.pref_version,
         "evidence": s.evidence,
         "timed_out": timed_out(n, s),
+        "digest": None if s.digest_id is None else digest_view(
+            s.digest_id, digests.get(s.digest_id), now),
         "receipts": [{"provider": p.provider, "event": p.event, "occurred_at": iso(p.occurred_at),
                       "received_at": iso(p.received_at), "detail": p.detail}
                      for p in n.proofs if p.step_no == s.step_no],
@@ -107,10 +169,11 @@ def _step_view(n: Notification, s: Step) -> dict[str, Any]:
     }
 
 
-def timeline(n: Notification, now: int = 0) -> list[str]:
+def timeline(n: Notification, now: int = 0, digests: Digests | None = None) -> list[str]:
     """Every decision on the notification, in the order it happened, each dated by the row
     written at the time: the plan at accept, each move of a step as it happened (events), each
-    attempt, each step's end; every escalation names its cause."""
+    attempt, each step's end (a held one's digest too: `digests`, read by the caller); every
+    escalation names its cause."""
     # (when, step or -1, order within the step, text): what shares a millisecond reads in the
     # order it happened, a step's end before the pull it causes in the step after it.
     ladder = "its steps pruned" if n.pruned_at is not None else plural(len(n.steps), "step")
@@ -125,7 +188,8 @@ def timeline(n: Notification, now: int = 0) -> list[str]:
             f"({n.outcome})")))
     for s in n.steps:
         moves = [e for e in n.events if e.step_no == s.step_no]
-        events += [(at, s.step_no, order, text) for at, order, text in _step_events(n, s, moves)]
+        events += [(at, s.step_no, order, text)
+                   for at, order, text in _step_events(n, s, moves, digests or {}, now)]
     if n.resolved_at is not None:
         events.append((n.resolved_at, -1, 1, f"resolved {n.resolution!r} by {n.resolved_by}"))
     for p in n.proofs:  # evidence, dated when it reached notifyd (the provider's time beside it)
@@ -160,7 +224,8 @@ def due_because(cause: Cause, happened: bool, start: str = "accept") -> str:
     return f"at {start}"
 
 
-def _step_events(n: Notification, s: Step, moves: list[Event]) -> list[tuple[int, int, str]]:
+def _step_events(n: Notification, s: Step, moves: list[Event], digests: Digests,
+                 now: int) -> list[tuple[int, int, str]]:
     tag = f"step {s.step_no} {s.channel}"
     start = "accept" if n.send_at is None else "send_at"
     planned = f"{tag}: planned for {iso(s.send_after if s.planned_at is None else s.planned_at)}"
@@ -173,7 +238,8 @@ def _step_events(n: Notification, s: Step, moves: list[Event]) -> list[tuple[int
         started = f"{tag}: attempt {a.attempt_no} started"
         if a.attempt_no == 1 and s.step_no > 0:  # an escalation: say what brought it on
             before = [e.what for e in moves if e.at <= a.started_at]
-            started += f" ({before[-1] if before else due_because(s.cause, True, start)})"
+            moved = before[-1] if before and not is_window_move(before[-1]) else None
+            started += f" ({moved or due_because(s.cause, True, start)})"
         if a.attempt_no == 1 and s.template:
             started += f"; message from template {s.template}"
         if a.attempt_no == 1 and s.pref_version is not None:
@@ -183,9 +249,10 @@ def _step_events(n: Notification, s: Step, moves: list[Event]) -> list[tuple[int
             ref = f" ref={a.provider_ref}" if a.provider_ref else ""
             why = f": {a.reason}" if a.reason else ""
             events.append((a.ended_at, 3, f"{tag}: attempt {a.attempt_no} {a.outcome}{why}{ref}"))
-    why = f": {s.reason}" if s.reason else ""
-    if s.state not in OPEN_STEP_STATES:
-        events.append((s.updated_at, 4, f"{tag}: {s.state}{why}"))
-    elif s.reason and (not moves or s.updated_at > moves[-1].at):  # open: why it waits now
-        events.append((s.updated_at, 4, f"{tag}: {s.state}{why}, due {iso(s.send_after)}"))
+    events += [(at, 4 + i, f"{tag}: {text}") for i, (at, text) in enumerate(
+        step_ends(s, digests, now))]
+    if s.state in OPEN_STEP_STATES and s.reason and (not moves or s.updated_at > moves[-1].at):
+        # open: why it waits now
+        events.append((s.updated_at, 4, f"{tag}: {said(s.state, s.reason)}, due "
+                                        f"{iso(s.send_after)}"))
     return events

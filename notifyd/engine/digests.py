@@ -3,7 +3,8 @@ wait in digest_items with the end of their window, computed in the recipient's t
 they were held; once a window has closed, its items become one notification of the digest kind,
 made through the same write path as an accept (its dedup key names the window), with the items
 marked carried in the same transaction. So a digest inherits preferences, dedupe and the audit
-trail, and rebuilding it can never notify the same items twice.
+trail, and rebuilding it can never notify the same items twice. An item's views read the
+digests that carried it (`carriers`).
 """
 
 from __future__ import annotations
@@ -23,12 +24,19 @@ from notifyd.core.models import AcceptInput, new_id
 from notifyd.core.steps import StepKey
 from notifyd.core.text import iso
 from notifyd.domain.ladder import window_end
+from notifyd.domain.views import carried_by
 from notifyd.engine.ingest import Ingest
-from notifyd.store import DigestDue, StorageError, Store
+from notifyd.store import DigestDue, Notification, StorageError, Store
 
 log = logging.getLogger("notifyd.digests")
 BATCH = 100  # windows made per query
 POLL_SEC = 30.0  # longest sleep: a window held by another process is found within it
+
+
+async def carriers(store: Store, n: Notification) -> dict[str, Notification | None]:
+    """The digests that carried n's items, read for its views (views.Digests): whether each
+    went out is part of the item's story."""
+    return {d: await store.get_notification(d) for d in carried_by(n)}
 
 
 class Digester:

@@ -44,7 +44,9 @@ class Metrics:
         self.sends = Counter("notifyd_sends", "Provider calls by channel and outcome.",
                              ["channel", "outcome"], registry=r)
         self.steps_ended = Counter("notifyd_steps_ended", "Steps that reached a final state, by "
-                                   "state and reason class.", ["state", "why"], registry=r)
+                                   "state and reason class (a step held for a digest counts "
+                                   "once, as held, when it is held).", ["state", "why"],
+                                   registry=r)
         self.escalation_depth = Histogram(
             "notifyd_escalation_depth", "Steps sent before a notification was resolved, by kind "
             "(0: resolved before anything went out).", ["kind"],

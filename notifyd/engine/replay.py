@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from notifyd.core.catalog import Catalog
 from notifyd.core.models import REPLAYED
+from notifyd.core.text import plural, them
 from notifyd.domain.recipients import dead_reason, has_contact
 from notifyd.store import DeadMatch, Store
 
@@ -40,6 +41,28 @@ async def replay_dead(store: Store, match: DeadMatch, by: str,
         progress(len(page))
         after = page[-1]
     return Replayed(total, replayed, late)
+
+
+def replayed_said(done: Replayed) -> str:
+    """What a bulk replay did, in one line: how many, and those that will end expired."""
+    late = late_said(done)
+    return f"replayed {plural(done.replayed, 'dead step')}" + (f"; {late}" if late else "")
+
+
+def late_said(done: Replayed) -> str:
+    """The replayed steps of notifications past their time to live, in words (the claim ends
+    them expired, unsent); '' when there are none."""
+    n = done.late
+    if not n:
+        return ""
+    owner = "a notification past its" if n == 1 else "notifications past their"
+    belong = "belongs" if n == 1 else "belong"
+    if n >= done.replayed:
+        who = "it" if n == 1 else f"all {n}"
+        return f"{who} {belong} to {owner} time to live: the claim ends {them(n)} expired, unsent"
+    those = "it" if n == 1 else "those"
+    return (f"{n} of them {belong} to {owner} time to live: the claim ends {those} expired, "
+            "unsent")
 
 
 async def blocked(store: Store, nid: str, catalog: Catalog) -> list[str]:

@@ -25,6 +25,7 @@ from notifyd.domain.recipients import (
 from notifyd.domain.validate import check_fields, get_str, parse_object
 from notifyd.domain.views import accepted_view, resolved_view, status_view
 from notifyd.engine import evidence, resolution
+from notifyd.engine.digests import carriers
 from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
 from notifyd.http import batch, decisions, events, people, topics, widget
@@ -84,7 +85,8 @@ async def _owned(request: web.Request, key: ApiKey, ref: Ref) -> Notification:
 async def get_notification(request: web.Request) -> web.Response:
     key = await authorise(request, "read")
     n = await _owned(request, key, Ref(notification_id=request.match_info["id"]))
-    return web.json_response(status_view(n, request.app[CTX].clock.now_ms()))
+    ctx = request.app[CTX]
+    return web.json_response(status_view(n, ctx.clock.now_ms(), await carriers(ctx.store, n)))
 
 
 async def _resolve(request: web.Request, key: ApiKey, ref: Ref,

@@ -83,14 +83,15 @@ def _counts(fields: dict[str, str]) -> dict[str, Any]:
 
 STATE_DOC = ("delivered (proved by a receipt) or resolved; <channel>_pending, <channel>_sending "
              "or <channel>_unknown for the first open step; or how the ladder ended: sent, "
-             "presumed_delivered (sent, unproven, past the time to live), held (for a digest; "
-             "a new notification of a kind that always digests is held from its accept), "
-             "expired, opted_out (nothing went: every step was suppressed, at least one by the "
-             "person's preferences), undeliverable (nothing went: failed, rejected or "
+             "presumed_delivered (sent, unproven, past the time to live), held (waiting for a "
+             "digest; a new notification of a kind that always digests is held from its "
+             "accept), digested (a digest carried it: its step's digest says whether that went "
+             "out), expired, opted_out (nothing went: every step was suppressed, at least one by "
+             "the person's preferences), undeliverable (nothing went: failed, rejected or "
              "suppressed)")
 _STATE = {"type": "string", "description": STATE_DOC, "pattern":
-          r"^(resolved|delivered|sent|presumed_delivered|held|expired|opted_out|undeliverable"
-          r"|.+_(pending|sending|unknown))$"}
+          r"^(resolved|delivered|sent|presumed_delivered|held|digested|expired|opted_out"
+          r"|undeliverable|.+_(pending|sending|unknown))$"}
 
 _QUIET = {"type": ["object", "null"], "required": ["start", "end"],
           "additionalProperties": False, "properties": {
@@ -125,6 +126,14 @@ SCHEMAS: dict[str, Any] = {
         "evidence": {"type": ["string", "null"], "enum": [None, "accepted", "delivered",
                                                           "shown", "opened"]},
         "timed_out": {"type": "boolean"},
+        "digest": {"type": ["object", "null"], "description": "the digest that carried it "
+                   "(status digested), and whether that went out", "required": [
+                       "notification_id", "current_state", "sent_via"], "properties": {
+            "notification_id": _STR,
+            "current_state": {**_STATE, "type": ["string", "null"], "description": "the "
+                              "digest's own state; null once it is no longer on record"},
+            "sent_via": {"type": "array", "items": _STR, "description": "the channels it "
+                         "went out on"}}},
         "receipts": {"type": "array", "items": {"type": "object"}},
         "attempt_log": {"type": "array", "items": {"type": "object"}}}},
     "Status": {"type": "object", "required": [

@@ -58,6 +58,7 @@ from notifyd.core.records import (
     SigningKey,
 )
 from notifyd.core.steps import Cause, StepKey
+from notifyd.core.text import iso
 from notifyd.domain.policy import decide_claim
 from notifyd.store import Store, StoreMissing, StoreUnavailable, base, is_postgres, open_store
 
@@ -448,8 +449,19 @@ class TestDelivery:
         at(clock, NOW + 45_000)  # sent late: the next step's 30 s run from now
         assert await store.complete(c, Completion(Outcome.SENT, StepState.SENT), RULES)
         n = await store.get_notification("n_1")
-        assert n is not None and [s.send_after for s in n.steps] == [NOW, NOW + 75_000]
+        assert n is not None and [s.send_after for s in n.steps] == [
+            NOW, NOW + 75_000, NOW + 135_000]
         assert n.steps[1].cause.window_of == 0 and n.steps[1].cause.window_sec == 30
+        # The rows say why each moved (the step after it moves with it), when it happened.
+        moved = [(f"window restarted: step 0 was sent at {iso(NOW + 45_000)}, and its 30 s "
+                  f"window counts from then; due {iso(NOW + 75_000)} instead of "
+                  f"{iso(NOW + 30_000)}"),
+                 (f"window restarted: step 1 moved to {iso(NOW + 75_000)}, and its 60 s "
+                  f"window counts from then; due {iso(NOW + 135_000)} instead of "
+                  f"{iso(NOW + 90_000)}")]
+        assert [(e.step_no, e.at, e.what) for e in n.events] == [
+            (1, NOW + 45_000, moved[0]), (2, NOW + 45_000, moved[1])]
+        assert [s.note for s in n.steps[1:]] == moved
 
     async def test_a_lease_is_taken_over_only_once_it_has_run_out(
             self, store: Store, clock: FakeClock) -> None:
@@ -725,6 +737,14 @@ class TestInboxAndDigests:
                                        [StepKey(m.notification_id, m.step_no) for m in members],
                                        window + 86_400_000)
         assert made.created and made.created_at == window
+        # Each carried item says so in its own rows: its step digested, by which digest, when,
+        # and still why it was held.
+        for nid in ("n_0", "n_1"):
+            n = await store.get_notification(nid)
+            assert n is not None and n.state == "digested"
+            [s] = n.steps
+            assert (s.state, s.reason, s.digest_id, s.held_at, s.updated_at) == (
+                StepState.DIGESTED, "held", "n_d", NOW, window)
         assert await store.due_digests(window, 10) == []
         assert await store.next_digest_at() is None
         again = DigestDue("acme", "u1", "daily", window, 2)
@@ -766,10 +786,12 @@ class TestOperations:
             assert await restarted.record_receipts([], RULES, token) == ["replayed"]
 
 
-def _windowed():  # noqa: ANN202 - a PlanFn: step 1 is due 30 s after step 0 goes out
+def _windowed():  # noqa: ANN202 - a PlanFn: step 1 is due 30 s after step 0 goes out, step 2
+    #                                   60 s after step 1
     def make(r: Recipient | None, now: int) -> tuple[list[PlannedStep], Lane]:
         return [PlannedStep(0, "a", now),
-                PlannedStep(1, "a", now + 30_000, cause=Cause(window_of=0, window_sec=30))
+                PlannedStep(1, "a", now + 30_000, cause=Cause(window_of=0, window_sec=30)),
+                PlannedStep(2, "a", now + 90_000, cause=Cause(window_of=1, window_sec=60))
                 ], Lane.BULK
     return make
 

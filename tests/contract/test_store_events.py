@@ -11,12 +11,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from store_support import BACKENDS, NOW, RULES, claim, opened, plan
+from store_support import BACKENDS, NOW, RULES, claim, inp, opened, plan
 
 from notifyd.core.clock import FakeClock
 from notifyd.core.events import Audience, EventInput, KindRoute, TopicGone, event_key
-from notifyd.core.models import Completion, Outcome, Recipient, StepState
+from notifyd.core.models import Completion, Decision, Outcome, Recipient, StepState, Verdict
 from notifyd.core.records import Aged, InboxEntry
+from notifyd.core.steps import StepKey
+from notifyd.domain import events
 from notifyd.store import Store
 
 DAY = 86_400_000
@@ -296,6 +298,28 @@ class TestRouteChunk:
         assert await store.event_counts("acme", "n") == {
             ("sent", None): 1, ("suppressed", "no_contact"): 1, ("suppressed", "preference"): 1}
         assert await store.event_counts("acme", "nothing") == {}
+
+    async def test_an_item_its_digest_carried_counts_digested_and_says_by_which(
+            self, store: Store, clock: FakeClock) -> None:
+        window = NOW + 3_600_000
+        hold = Decision(Verdict.HOLD, "held for the daily digest", until=window, digest="daily")
+        e = event("d", Audience.USERS, users=("a", "b"))
+        await store.accept_event(e)
+        await route_all(store, e)
+        assert await claim(store, rules=dataclasses.replace(RULES, decide=lambda c, n: hold)) \
+            == []
+        due = [d for d in await store.due_digests(window, 10) if d.user_id == "a"]
+        clock.ms = window
+        members = await store.digest_members(due[0])
+        assert (await store.make_digest(
+            due[0], inp(user="a", dedup="digest:daily", kind="daily"), "n_d", plan("a"), 3600,
+            None, [StepKey(m.notification_id, m.step_no) for m in members], 0)).created
+        assert await store.event_counts("acme", "d") == {("digested", None): 1,
+                                                         ("held", None): 1}
+        page = await store.event_notifications("acme", "d", ("", ""), 10)
+        assert [events.ladder_line(n, window).split("  ")[-1] for n in page] == [
+            "0 a digested in n_d (held for the daily digest)",
+            "0 a held (for the daily digest)"]
 
 
 class TestRetention:

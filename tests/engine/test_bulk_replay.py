@@ -104,8 +104,8 @@ async def test_replay_dead_picks_by_channel_kind_and_time_counts_and_keeps_each_
 
             rest = await _cli(e.url, config, "--dead")
             assert rest.stdout.startswith("replayed 3 dead steps")
-            assert ("warning: 1 of them belong to notifications past their time to live; the "
-                    "claim ends those expired, unsent") in rest.stderr
+            assert ("warning: 1 of them belongs to a notification past its time to live: the "
+                    "claim ends it expired, unsent") in rest.stderr
             e.clock.ms = SystemClock().now_ms()
             await e.run_dry()
             assert [(await e.step(n, 0))["state"] for n in (news, code, otp)] == [

@@ -19,6 +19,7 @@ from test_people import (
     REPORT_TEMPLATES,
     SETTINGS,
     auth,
+    carried_mention,
     people,
     post,
     put_prefs,
@@ -224,3 +225,22 @@ async def test_every_email_links_to_the_preference_centre(tmp_path: Path) -> Non
         assert prefs.status == 200
         broken = await s.client.get(link.group(1)[:-3] + "xyz")
         assert broken.status == 404 and "does not work" in await broken.text()
+
+
+async def test_a_digested_item_links_to_the_digest_that_carried_it(tmp_path: Path) -> None:
+    async with people(tmp_path) as s:
+        nid, digest_id, _ = await carried_mention(s)
+        cookie = await session(s, await admin_key(s))
+        link = f'<a href="/console/notifications/{digest_id}">{digest_id}</a>'
+
+        async def page() -> str:
+            r = await s.client.get(f"/console/notifications/{nid}", headers=cookie)
+            assert r.status == 200
+            return await r.text()
+
+        text = await page()
+        assert f"carried in digest {link} (email_pending)" in text
+        assert f"digested: carried in digest {digest_id}, not sent yet" in text  # the timeline
+        assert '<strong>digested</strong>' in text and "held: held" not in text
+        await s.e.run_dry()
+        assert f"went out in digest {link} (sent)" in await page()

@@ -676,6 +676,12 @@ async def test_the_next_steps_window_starts_when_the_step_before_it_was_sent(
             shown = "\n".join(timeline(await e.record(nid), e.now))
             assert "step 1 hook: attempt 1 started (step 0's 60 s window ended unresolved)" in shown
             assert "step 0 hook: timed out" in shown and "step 1 hook: timed out" not in shown
+            # inspect draws the plan that ran: the moved time, when and why it moved
+            moved = (f"window restarted: step 0 was sent at {iso(start + 50_000)}, and its 60 s "
+                     f"window counts from then; due {iso(start + 110_000)} instead of "
+                     f"{iso(start + 60_000)}")
+            assert f"  {iso(start + 50_000)}  step 1 hook: {moved}" in shown.splitlines()
+            assert (await e.step(nid, 1))["note"] == moved
 
 
 # --- the sender's own deadline and a stop past the grace --------------------------------------

@@ -94,8 +94,8 @@ async def test_an_event_reaches_each_member_once_and_preferences_decide_at_the_c
             "subject": "thread:42", "audience": {"kind": "topic", "topic": "thread-42",
                                                  "version": 1}}
         assert doc["notifications"] == {
-            "pending": 0, "held": 0, "sent": 1, "delivered": 0, "resolved": 0, "expired": 0,
-            "undeliverable": 0, "suppressed": {"no_contact": 1, "opted_out": 1,
+            "pending": 0, "held": 0, "digested": 0, "sent": 1, "delivered": 0, "resolved": 0,
+            "expired": 0, "undeliverable": 0, "suppressed": {"no_contact": 1, "opted_out": 1,
                                                "preference": 1}}
         # Everyone has the item in their inbox, whatever the preferences say of the sends.
         for user in ("ada", "bo", "cy", "nobody"):

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from stack_support import ADDRESS, PHONE, PUBLIC, TEMPLATES, Stack, stack
 
+from notifyd.cli import main
 from notifyd.core.models import AcceptInput, Lane, PlanFn
 from notifyd.core.records import InboxEntry
 from notifyd.core.text import iso
@@ -169,6 +171,65 @@ async def test_a_mention_storm_makes_200_inbox_rows_one_sms_and_one_digest(
         assert digest_id is not None
         assert (await s.status(digest_id))["kind"] == "social_digest"
         assert len(s.twilio.created) == 1
+
+
+async def carried_mention(s: Stack) -> tuple[str, str, int]:
+    """Two mentions: one goes by SMS, the other (over the limit) is held, and its window's
+    digest is made (not yet sent). The held one's id, the digest's, and the window's end."""
+    await s.user("ada")
+    ids = [await post(s, "mention", what=f"m{i}") for i in range(2)]
+    await s.e.run_dry()
+    held = [i for i in ids if (await s.status(i))["steps"][0]["status"] == "held"]
+    window_end = await s.e.store.next_digest_at()
+    assert len(held) == 1 and window_end is not None
+    s.e.clock.advance((window_end - s.e.now) / 1000)
+    assert await Digester(s.e.cfg, s.e.store, s.e.ingest, s.e.clock).run_once(s.e.now) == 1
+    digest_id = await s.e.store.find_by_dedup("default", "ada",
+                                              f"digest:social_digest:{window_end}")
+    assert digest_id is not None
+    return held[0], digest_id, window_end
+
+
+async def test_an_item_its_digest_carried_says_which_digest_and_whether_it_went_out(
+        tmp_path: Path) -> None:
+    """Not `held` forever: the status document, inspect's timeline and the event counts say
+    which digest carried the item, and tell a digest not sent yet from one that went out."""
+    async with people(tmp_path) as s:
+        nid, digest_id, window_end = await carried_mention(s)
+        carried_at = s.e.now
+
+        async def doc() -> dict[str, Any]:
+            r = await s.client.get(f"/v1/notifications/{nid}", headers=auth(s))
+            assert r.status == 200
+            return dict(await r.json())
+
+        async def inspected() -> list[str]:
+            shown = await asyncio.to_thread(CliRunner().invoke, main, ["inspect", nid], env={
+                "NOTIFYD_DB": str(s.e.url), "NOTIFYD_CONFIG": None})
+            assert shown.exit_code == 0, shown.output
+            return [line.strip() for line in shown.stdout.splitlines()]
+
+        before = await doc()
+        [step] = before["steps"]
+        assert (before["current_state"], step["status"]) == ("digested", "digested")
+        assert step["reason"].startswith(f"held for the social_digest digest of "
+                                         f"{iso(window_end)}: over the limit of 1 sms")
+        assert step["digest"] == {"notification_id": digest_id,
+                                  "current_state": "email_pending", "sent_via": []}
+        lines = await inspected()
+        assert f"{iso(carried_at)}  step 0 sms: digested: carried in digest {digest_id}, not " \
+               "sent yet (email_pending)" in lines
+        held = [ln for ln in lines if "step 0 sms: held for the social_digest digest" in ln]
+        assert len(held) == 1 and "held: held" not in "\n".join(lines)
+        assert lines[-1] == "state now: digested"
+
+        await s.e.run_dry()  # the digest goes by email
+        after = await doc()
+        assert after["steps"][0]["digest"] == {"notification_id": digest_id,
+                                               "current_state": "sent", "sent_via": ["email"]}
+        assert f"{iso(carried_at)}  step 0 sms: digested: went out in digest {digest_id} by " \
+               "email (sent)" in await inspected()
+        assert [s.state for s in (await s.e.record(nid)).steps] == ["digested"]  # the rows
 
 
 async def test_a_retry_does_not_spend_another_allowance(tmp_path: Path) -> None:

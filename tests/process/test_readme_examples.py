@@ -86,21 +86,83 @@ def sh_blocks() -> list[tuple[int, str | None, str]]:
             for m in SH.finditer(README)]
 
 
-RUN = [(line, code) for line, why, code in sh_blocks() if why is None]
+def _lines_of(heading: str) -> range:
+    """The README lines of the section under `heading`, up to the next one."""
+    start = README.index(f"\n{heading}\n")
+    end = README.find("\n## ", start + 1)
+    return range(README.count("\n", 0, start), README.count("\n", 0, end if end >= 0 else None))
+
+
+# The first walkthrough starts from `notifyd init` in a folder of its own (a test below runs it
+# in order); every other block runs beside a daemon on a plain config, built-in kinds and all.
+WALKTHROUGH = [n for heading in ("## Start it", "## Post a notification and watch it")
+               for n in _lines_of(heading)]
+WALK = [(line, why, code) for line, why, code in sh_blocks() if line in WALKTHROUGH]
+RUN = [(line, code) for line, why, code in sh_blocks() if why is None and line not in WALKTHROUGH]
 
 
 def test_every_shell_block_runs_or_says_why_it_cannot() -> None:
     blocks = sh_blocks()
     assert len(blocks) == README.count("```sh")
     assert all(why is None or len(why) > 10 for _, why, _ in blocks)
-    assert len(RUN) >= 5  # the ones that stopped being runnable say so, with a reason
+    # the ones that stopped being runnable say so, with a reason
+    assert len(RUN) >= 3 and len([why for _, why, _ in WALK if why is None]) >= 3
+
+
+def _reader_folder(folder: Path, curl: str) -> str:
+    """`.venv/bin/notifyd` in `folder`, as README's reader has it, and a bin/ with `notifyd`,
+    `python` and `curl` (which fails on an error status, as the examples' reader would notice
+    one); the PATH that puts that bin/ first."""
+    notifyd = f"{sys.executable} -m notifyd"
+    _shim(folder / ".venv" / "bin" / "notifyd", notifyd)
+    _shim(folder / "bin" / "notifyd", notifyd)
+    _shim(folder / "bin" / "python", sys.executable)
+    _shim(folder / "bin" / "curl", f"{curl} --fail-with-body --silent --show-error")
+    return f"{folder / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed here")
+def test_the_first_walkthrough_runs_from_init_to_resolve(tmp_path: Path) -> None:
+    """Start it and Post a notification, in order, in an empty folder: the init block, the
+    serve block as written (in the background), then the second terminal's blocks in one
+    shell, as the reader types them. Only the port differs (any free one, for the daemon
+    and the commands alike); the config is the one init wrote, found as the README says."""
+    curl = shutil.which("curl")
+    assert curl is not None
+    port = _free_port()
+    env = clean_env(NOTIFYD_SERVER_PORT=str(port), PATH=_reader_folder(tmp_path, curl))
+    [serve] = [code for _, why, code in WALK if why is not None and code.strip().endswith(" serve")]
+    init, *second_terminal = [code for _, why, code in WALK if why is None]
+    assert "notifyd init" in init
+
+    def run(script: str) -> str:
+        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c",
+                               script.replace(":7726", f":{port}")], capture_output=True,
+                              text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+        assert done.returncode == 0, f"{script}\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    run(init)
+    daemon = Daemon(tmp_path / "notifyd.db", env=env, argv=["bash", "-c", "exec " + serve.strip()])
+    try:
+        out = run("\n".join(second_terminal))
+        assert "payment_failed: email ok" in out  # templates check names the kind
+        assert "step 1 log: cancelled: resolved: paid" in out  # the reminder, never sent
+        assert "already accepted (the same dedup key)" in out  # notifyd send's retry
+        # the log channel wrote each message in the starter's words, as the README shows
+        [sent] = daemon.wait_for_line('subject="Payment failed: invoice 1009"')
+        assert "user=u_42" in sent and "we could not collect 9.90 EUR for invoice 1009" in sent
+        assert "Reference: payment_failed n_" in sent
+        [again] = daemon.wait_for_line('subject="Payment failed: invoice 1010"')
+        assert "user=u_7" in again and "https://example.com/i/1010" in again
+    finally:
+        assert daemon.stop() == 0, daemon.stderr()
 
 
 @dataclass
 class Playground:
-    """A folder as README's reader has it: a config, `.venv/bin/notifyd`, `examples/`, and a
-    daemon running on the config's port; `notifyd`, `python` and `curl` (which fails on an
-    error status, as the examples' reader would notice one) on the PATH."""
+    """A folder with a plain config (no kinds: the built-in `demo`), README's reader's
+    `.venv/bin/notifyd`, `examples/`, and a daemon running on the config's port."""
 
     folder: Path
     port: int
@@ -128,15 +190,10 @@ def playground(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Playground]
     port = _free_port()
     config = folder / "notifyd.toml"
     config.write_text(f'[server]\nport = {port}\n\n[store]\nurl = "notifyd.db"\n')
-    notifyd = f"{sys.executable} -m notifyd"
-    _shim(folder / ".venv" / "bin" / "notifyd", notifyd)
-    _shim(folder / "bin" / "notifyd", notifyd)
-    _shim(folder / "bin" / "python", sys.executable)
-    _shim(folder / "bin" / "curl", f"{curl} --fail-with-body --silent --show-error")
+    path = _reader_folder(folder, curl)
     (folder / "examples").symlink_to(ROOT / "examples")
     key = create_key(folder / "notifyd.db", config)
-    env = clean_env(NOTIFYD_CONFIG=str(config), KEY=key,
-                    PATH=f"{folder / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    env = clean_env(NOTIFYD_CONFIG=str(config), KEY=key, PATH=path)
     daemon = Daemon(folder / "notifyd.db", config, port=None)
     try:
         yield Playground(folder, port, env)

@@ -175,8 +175,9 @@ def test_inspect_an_unknown_ref_fails_and_says_what_forms_it_takes(
         result = run(db, "inspect", *ref.split())
         assert result.exit_code == 1 and "no notification" in result.output
         assert "user_id:dedup_key" in result.output
-    bad = run(db, "inspect", "n_missing")
-    assert bad.exit_code == 1 and "is not a notification id" in bad.output
+    bad = run(db, "inspect", "not one")  # no form of REF has a space
+    assert bad.exit_code == 1 and "'not one' is not a notification id" in bad.output
+    assert "user_id:dedup_key, or an event's id" in bad.output
 
 
 def test_a_user_id_with_colons_is_split_on_the_last_one(tmp_path: Path) -> None:

@@ -43,8 +43,8 @@ def test_users_delete_erases_and_says_what_it_did(tmp_path: Path) -> None:
         "  cancelled: 0 open notifications (0 steps that had not gone)",
         "  scrubbed: the params of 0 notifications, 0 frozen messages, the addresses of 0 "
         "receipts",
-        "  suppressions: 1 kept as one-way hashes, 0 left as they were (another person has the "
-        "address)",
+        "  suppressions: 1 kept as a one-way hash, 0 left as they were (another person has "
+        "the address)",
         "  user tokens made before now are refused"]
     listed = run(db, "suppressions", "list").stdout
     assert "a@x.example" not in listed and "sha256:" in listed

@@ -12,6 +12,7 @@ import pytest
 from jinja2.exceptions import SecurityError
 
 from notifyd.channels.base import RenderError
+from notifyd.engine.starter import write_starter
 from notifyd.engine.templates import (
     DEFAULT_MAX_OUTPUT_BYTES,
     MEDIA,
@@ -21,7 +22,6 @@ from notifyd.engine.templates import (
     TemplateError,
     Templates,
     locale_chain,
-    write_starter,
 )
 
 EMAIL = {"email.subject.j2": "Hi {{ name }}\n", "email.text.j2": "Text for {{ name }}\n"}

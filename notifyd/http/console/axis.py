@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from notifyd.core.models import OPEN_STEP_STATES
 from notifyd.core.records import Notification, Step
 from notifyd.core.text import iso
+from notifyd.domain.views import Digests, step_ends
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,10 @@ class Axis:
     ticks: tuple[Mark, ...]
 
 
-def axis(n: Notification, now: int) -> Axis:
-    """Every step's marks on one axis from the accept to the last mark (now, while open)."""
-    rows = [(s, _marks(n, s)) for s in n.steps]
+def axis(n: Notification, now: int, digests: Digests | None = None) -> Axis:
+    """Every step's marks on one axis from the accept to the last mark (now, while open); a
+    held step's digest (`digests`, as views.timeline reads them) among them."""
+    rows = [(s, _marks(n, s, digests or {}, now)) for s in n.steps]
     times = [n.created_at, *(m.at for _, marks in rows for m in marks)]
     if n.resolved_at is not None:
         times.append(n.resolved_at)
@@ -64,7 +66,7 @@ def axis(n: Notification, now: int) -> Axis:
     return Axis(start, end, placed, resolved, ticks)
 
 
-def _marks(n: Notification, s: Step) -> list[Mark]:
+def _marks(n: Notification, s: Step, digests: Digests, now: int) -> list[Mark]:
     planned = s.send_after if s.planned_at is None else s.planned_at
     marks = [Mark(planned, "planned", f"planned for {iso(planned)}"
                   + (f"; {s.plan_note}" if s.plan_note else ""))]
@@ -77,7 +79,5 @@ def _marks(n: Notification, s: Step) -> list[Mark]:
     marks += [Mark(p.received_at, "receipt", f"{p.provider} says {p.event}"
                    + (f" {p.detail}" if p.detail else "")) for p in n.proofs
               if p.step_no == s.step_no]
-    if s.state not in OPEN_STEP_STATES:
-        marks.append(Mark(s.updated_at, "end", f"{s.state}" + (f": {s.reason}" if s.reason
-                                                                else "")))
+    marks += [Mark(at, "end", text) for at, text in step_ends(s, digests, now)]
     return marks

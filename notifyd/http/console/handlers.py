@@ -22,6 +22,7 @@ from notifyd.domain import events, preferences, signed, suppressions
 from notifyd.domain.recipients import recipient_view
 from notifyd.domain.views import status_view, timeline
 from notifyd.engine import replay, resolution
+from notifyd.engine.digests import carriers
 from notifyd.http.console import session
 from notifyd.http.console.axis import axis
 from notifyd.http.console.overview import find_event
@@ -152,8 +153,10 @@ async def get_notification(request: web.Request) -> web.StreamResponse:
     ctx = request.app[CTX]
     n = await _notification(request, op)
     now = ctx.clock.now_ms()
-    return render("notification.html.j2", operator=op, n=n, status=status_view(n, now),
-                  axis=axis(n, now), lines=timeline(n, now)[1:], said=request.query.get("said"),
+    digests = await carriers(ctx.store, n)
+    return render("notification.html.j2", operator=op, n=n,
+                  status=status_view(n, now, digests), axis=axis(n, now, digests),
+                  lines=timeline(n, now, digests)[1:], said=request.query.get("said"),
                   replayable=[s.step_no for s in n.steps if s.state in REPLAYABLE],
                   open=any(s.state in OPEN_STEP_STATES for s in n.steps),
                   warnings=await replay.blocked(ctx.store, n.id, ctx.cfg.catalog))
@@ -218,8 +221,7 @@ async def post_dead_replay(request: web.Request) -> web.StreamResponse:
     log.info("console: %s replayed %d dead steps (channel=%s kind=%s since=%s)", op.by,
              done.replayed, printable(channel or "any"), printable(kind or "any"),
              since or "any")
-    raise _back("/console/dead", f"replayed {plural(done.replayed, 'dead step')}" + (
-        f"; {done.late} of them past their time to live end expired" if done.late else ""))
+    raise _back("/console/dead", replay.replayed_said(done))
 
 
 # --- the suppression list ---------------------------------------------------------------------
@@ -245,7 +247,8 @@ async def post_suppression(request: web.Request) -> web.StreamResponse:
     created = await ctx.store.suppress(op.tenant, channel_type, address, reason, op.by)
     log.info("console: %s suppressed %s %s for tenant %s", op.by, channel_type,
              printable(address), op.tenant)
-    raise _back("/console/suppressions", f"{address} {'added' if created else 'was listed'}")
+    raise _back("/console/suppressions", f"added {address}" if created
+                else f"{address} was on the list already")
 
 
 @page
@@ -258,7 +261,8 @@ async def post_unsuppress(request: web.Request) -> web.StreamResponse:
     if removed:
         log.info("console: %s removed %s %s from tenant %s's suppression list", op.by,
                  channel_type, printable(address), op.tenant)
-    raise _back("/console/suppressions", f"{address} {'removed' if removed else 'not listed'}")
+    raise _back("/console/suppressions", f"removed {address}" if removed
+                else f"{address} was not on the list")
 
 
 # --- a person ---------------------------------------------------------------------------------

@@ -40,17 +40,18 @@ def accept(tx: Tx, inp: AcceptInput, notification_id: str, params: str, plan: Pl
         (notification_id, s.step_no, s.channel, lane, s.send_after, s.state, s.reason, s.note,
          now, s.send_after, s.cause.text if s.cause else None, s.note) for s in steps])
     due = [s.send_after for s in steps if s.state == StepState.PENDING]
-    if due and q.NOTIFY_DUE:
-        tx.value(q.NOTIFY_DUE, (min(due),))
+    signals, locks = tx.features.notifies, tx.features.row_locks
+    if due and signals:
+        tx.value(signals.NOTIFY_DUE, (min(due),))
     state = current_state(False, ((s.channel, s.state) for s in steps))
     seq = badge = None
     if inbox is not None:  # the person's history, whatever the preferences say of the sends
-        if q.LOCK_INBOX:
-            tx.value(q.LOCK_INBOX, (inp.tenant, inp.user_id))
+        if locks:
+            tx.value(locks.LOCK_INBOX, (inp.tenant, inp.user_id))
         seq = tx.value(q.INSERT_INBOX, (inp.tenant, inp.user_id, notification_id, inp.kind,
                                         inbox.title, inbox.body, now))
-        if seq is not None and q.NOTIFY_INBOX:
-            tx.value(q.NOTIFY_INBOX, (inp.tenant, inp.user_id, seq))
+        if seq is not None and signals:
+            tx.value(signals.NOTIFY_INBOX, (inp.tenant, inp.user_id, seq))
         badge = inbox_rows.bump_badge(tx, inp.tenant, inp.user_id, 1)
     return AcceptResult(notification_id, True, state, first_due=min(due, default=None),
                         inbox_seq=seq, badge=badge, created_at=now)
@@ -60,10 +61,13 @@ def make_digest(tx: Tx, due: DigestDue, inp: AcceptInput, notification_id: str, 
                 plan: PlanFn, ttl_sec: int, inbox: Inbox, members: list[StepKey],
                 rollover: int) -> AcceptResult:
     """The digest accepted as any notification, and the held items it carries marked so in the
-    same transaction; items held for the window after `members` were read roll to the next."""
+    same transaction (the item, and its step `digested`); items held for the window after
+    `members` were read roll to the next."""
     result = accept(tx, inp, notification_id, params, plan, ttl_sec, inbox)
     if result.created:
         tx.many(tx.q.MARK_DIGESTED_ITEM, [(notification_id, m.notification_id, m.step_no)
+                                          for m in members])
+        tx.many(tx.q.MARK_DIGESTED_STEP, [(tx.now, m.notification_id, m.step_no)
                                           for m in members])
     tx.run(tx.q.ROLL_DIGEST, (rollover, due.tenant, due.user_id, due.digest_kind,
                               due.window_end))

@@ -37,6 +37,7 @@ from notifyd.core.steps import StepKey
 from notifyd.core.text import iso
 from notifyd.store.core import inbox, receipts, rows
 from notifyd.store.core.moves import pull_next, start_window
+from notifyd.store.core.queries import SharedBuckets
 from notifyd.store.core.rows import disabled, recipient
 from notifyd.store.core.tx import Row, Tx
 
@@ -66,12 +67,13 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
     claimed = Claimed([], [])
     sending: dict[str, int] = {}  # claimed in this transaction: a sibling in flight
     waiting: list[Row] = []  # left for the next scan: their person is locked elsewhere
+    buckets = tx.features.shared_buckets
     for want in wants:
         route = Route(want.channel, want.lane)
         n = budget.allow(route, want.n)
-        shared = tx.q.TAKE_TOKENS and budget.rates.get(want.channel)
-        if shared and n > 0:  # the deployment's bucket, locked until this claim commits
-            left = _take_tokens(tx, want.channel, shared)
+        shared = budget.rates.get(want.channel) if buckets else None
+        if buckets and shared and n > 0:  # the deployment's bucket, locked until this commits
+            left = _take_tokens(tx, buckets, want.channel, shared)
             if left is None:  # another process's claim holds it: nothing now
                 claimed.tokens[want.channel] = 0.0
                 continue
@@ -91,20 +93,21 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
             if len(rows) < n - taken + LOOKAHEAD or waiting:  # read again, they come again
                 break
         budget.spend(route, taken)
-        if shared and n > 0:
-            claimed.tokens[want.channel] = float(tx.value(tx.q.SPEND_TOKENS,
+        if buckets and shared and n > 0:
+            claimed.tokens[want.channel] = float(tx.value(buckets.SPEND_TOKENS,
                                                           (taken, want.channel)))
     return claimed
 
 
-def _take_tokens(tx: Tx, channel: str, rate: tuple[float, int]) -> float | None:
+def _take_tokens(tx: Tx, buckets: SharedBuckets, channel: str,
+                 rate: tuple[float, int]) -> float | None:
     """The tokens in the deployment's bucket of `channel` now, locked for this transaction;
     None while another holds it. Its first claim makes it, full."""
-    row = tx.one(tx.q.TAKE_TOKENS, (channel, *rate, tx.now))
+    row = tx.one(buckets.TAKE_TOKENS, (channel, *rate, tx.now))
     assert row is not None
     if row["tokens"] is not None or row["kept"]:
         return None if row["tokens"] is None else float(row["tokens"])
-    made = tx.value(tx.q.MAKE_BUCKET, (channel, rate[1], tx.now))
+    made = tx.value(buckets.MAKE_BUCKET, (channel, rate[1], tx.now))
     return None if made is None else float(made)
 
 
@@ -163,8 +166,9 @@ def _sent(tx: Tx, row: Row, rules: KindRules) -> tuple[tuple[LimitRule, int], ..
     if row["attempts"] > 0:
         return ()
     out = []
-    if tx.q.LOCK_PERSON and any(lim.covers(row["kind"], row["channel"]) for lim in rules.limits) \
-            and not tx.value(tx.q.LOCK_PERSON, (row["tenant"], row["user_id"])):
+    locks = tx.features.row_locks
+    if locks and any(lim.covers(row["kind"], row["channel"]) for lim in rules.limits) \
+            and not tx.value(locks.LOCK_PERSON, (row["tenant"], row["user_id"])):
         return None  # another process is counting this person's sends: this step waits
     for lim in rules.limits:
         if lim.covers(row["kind"], row["channel"]):

@@ -25,9 +25,9 @@ RESOLUTION = "erased"
 
 
 def erase_user(tx: Tx, tenant: str, user_id: str, by: str) -> Erased:
-    q = tx.q
-    if q.LOCK_PROFILE:  # no change of the profile slips between this read and the delete
-        tx.value(q.LOCK_PROFILE, (tenant, user_id))
+    q, locks = tx.q, tx.features.row_locks
+    if locks:  # no change of the profile slips between this read and the delete
+        tx.value(locks.LOCK_PROFILE, (tenant, user_id))
     r = load_recipient(tx, tenant, user_id)
     addresses = [a for f, a in (r.contacts.items() if r else ()) if f in BY_FIELD]
     hashed = kept = 0

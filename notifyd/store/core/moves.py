@@ -4,7 +4,7 @@ window restarted when the step it waits on went out; each move an event of the t
 from __future__ import annotations
 
 from notifyd.core.models import Rules
-from notifyd.core.steps import Cause
+from notifyd.core.steps import Cause, window_moved
 from notifyd.core.text import iso
 from notifyd.store.core.tx import Tx
 
@@ -19,8 +19,17 @@ def pull_next(tx: Tx, nid: str, what: str, no: int, at: int) -> None:
 
 def start_window(tx: Tx, nid: str, no: int, rules: Rules) -> None:
     """Step `no` went out now: the later steps whose windows run from it move as the ladder's
-    rule says (rules.windows); each keeps its planned cause, which still says why."""
+    rule says (rules.windows). Each keeps its planned cause; the move is an event, and the
+    step's note, saying from what its time now counts, so the timeline draws the plan that
+    runs and not only the one made at accept."""
     later = [(r["step_no"], r["send_after"], Cause.parse(r["cause"]))
              for r in tx.all(tx.q.SELECT_LATER_PENDING, (nid, no))]
+    planned = {step_no: (at, cause) for step_no, at, cause in later}
+    before, before_at = no, tx.now  # the step each moved one waits on, and its time now
     for step_no, at in rules.windows(no, tx.now, later):
-        tx.run(tx.q.DELAY_STEP, (at, tx.now, nid, step_no))
+        was, cause = planned[step_no]
+        why = window_moved(cause, before, before_at, before == no, at, was)
+        tx.run(tx.q.DELAY_STEP, (at, why, tx.now, nid, step_no))
+        tx.run(tx.q.INSERT_EVENT, (nid, step_no, tx.now, why))
+        before, before_at = step_no, at
+

@@ -57,5 +57,6 @@ def edit_preferences(tx: Tx, tenant: str, user_id: str, edit: PreferencesEdit,
 def lock_profile(tx: Tx, tenant: str, user_id: str) -> None:
     """Where writers run at once, the person's profile is held from here to the commit: what
     the change reads next is what it changes."""
-    if tx.q.LOCK_PROFILE:
-        tx.value(tx.q.LOCK_PROFILE, (tenant, user_id))
+    locks = tx.features.row_locks
+    if locks:
+        tx.value(locks.LOCK_PROFILE, (tenant, user_id))

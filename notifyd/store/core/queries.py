@@ -1,10 +1,16 @@
 """The statements every dialect names, and what each must do. A dialect is a module of constants
-with these names (store/sqlite/queries.py); the core's scripts use them through `tx.q` and never
-write SQL. Times are epoch milliseconds; arguments are positional, in the order each line gives.
+with these names: the shared ones written once (store/core/sql.py), and its own where it says
+them its own way (store/sqlite/queries.py, store/postgres/queries.py); the core's scripts use
+them through `tx.q` and never write SQL. Times are epoch milliseconds; arguments are
+positional, in the order each line gives.
+
+What only some dialects can do is a feature, named in `Features` with the statements it needs:
+a dialect without it writes none of them, and a script reaches them only through the flag.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 
@@ -73,7 +79,8 @@ class Queries(Protocol):
     #                     note, updated_at, planned_at, cause, plan_note)
     SELECT_NOTIFICATION: str  # (id) -> every column
     SELECT_STEP_STATES: str  # (notification_id) -> channel, state, reason, by step
-    SELECT_STEPS: str  # (notification_id) -> every column, by step
+    SELECT_STEPS: str  # (notification_id) -> every column, and digest_id and held_at of its
+    #                   digest item, by step
     SELECT_ATTEMPTS: str  # (notification_id) -> every column, by step and attempt
     SELECT_EVENTS: str  # (notification_id) -> step_no, at, what, in the order written
     INSERT_EVENT: str  # (notification_id, step_no, at, what)
@@ -107,7 +114,7 @@ class Queries(Protocol):
     PULL_NEXT: str  # (at, note, updated_at, notification_id, at, notification_id, step_no) ->
     #                  step_no of the next pending step after step_no, moved to `at` if later
     SELECT_LATER_PENDING: str  # (notification_id, step_no) -> step_no, send_after, cause
-    DELAY_STEP: str  # (send_after, at, notification_id, step_no)
+    DELAY_STEP: str  # (send_after, note, at, notification_id, step_no)
     SELECT_NEXT_DUE: str  # (channel, lane) -> the earliest send_after of its open steps
     SELECT_LEASED: str  # () -> how many steps are sending, and the last lease end
     REPLAY_STEPS: str  # (at, reason, at, notification_id, step_no, step_no) -> step_no of each
@@ -183,6 +190,7 @@ class Queries(Protocol):
     SELECT_DUE_DIGESTS: str  # (now, limit) -> tenant, user_id, digest_kind, window_end, count
     SELECT_DIGEST_MEMBERS: str  # (tenant, user_id, digest_kind, window_end) -> the held items
     MARK_DIGESTED_ITEM: str  # (digest_id, notification_id, step_no)
+    MARK_DIGESTED_STEP: str  # (at, notification_id, step_no): a held step carried
     ROLL_DIGEST: str  # (new window_end, tenant, user_id, digest_kind, window_end)
     NEXT_DIGEST: str  # () -> the earliest window_end of items still held
 
@@ -234,7 +242,8 @@ class Queries(Protocol):
     #   class of its steps), n: the event's notifications by how they stand
     SELECT_EVENT_PAGE: str  # (tenant, event_id, user_id, id, limit) -> every column of the
     #   event's notifications after (user_id, id), in that order
-    SELECT_STEPS_OF_MANY: str  # (ids JSON) -> every column of their steps, by id and step
+    SELECT_STEPS_OF_MANY: str  # (ids JSON) -> what SELECT_STEPS reads, of their steps, by id
+    #                           and step
 
     # --- topics: membership rows open from added_version until removed_version
     SELECT_TOPIC: str  # (tenant, name) -> every column
@@ -257,8 +266,11 @@ class Queries(Protocol):
     DELETE_MEMBER_ROW: str  # (tenant, topic, user_id, added_version)
     COUNT_AGED_MEMBERS: str  # (before)
 
-    # --- locks, for a backend whose writers run at once ('' where one writer is alone): each
-    #     is held until the commit of the transaction that took it
+
+class RowLocks(Protocol):
+    """Writers of several processes run at once: each lock is held until the commit of the
+    transaction that took it."""
+
     LOCK_PERSON: str  # (tenant, user_id) -> false if another transaction holds the person:
     #   a send limit's count is read after it, so two claims never both take the last send
     LOCK_PROFILE: str  # (tenant, user_id): the person's profile, taken before a change reads
@@ -266,7 +278,10 @@ class Queries(Protocol):
     LOCK_INBOX: str  # (tenant, user_id): the person's inbox sequence, taken before an item's
     #   seq, so a person's seqs grow in commit order (a stream resuming after one skips none)
 
-    # --- a channel's bucket for the whole deployment ('' where one process sends)
+
+class SharedBuckets(Protocol):
+    """A channel's rate is the deployment's: one bucket row, shared by every process."""
+
     TAKE_TOKENS: str  # (channel, rate_per_sec, burst, now) -> tokens (refilled since last, the
     #   bucket locked until the commit; NULL while another transaction holds it), kept (there
     #   is a bucket)
@@ -274,6 +289,21 @@ class Queries(Protocol):
     #   by another meanwhile
     SPEND_TOKENS: str  # (n, channel) -> tokens left after n were taken
 
-    # --- signals to the other processes on the database, sent at commit ('': one process)
+
+class Notifies(Protocol):
+    """Signals to the other processes on the database, sent at commit."""
+
     NOTIFY_DUE: str  # (at): a step is due at `at` (an accept): another process's scanner wakes
     NOTIFY_INBOX: str  # (tenant, user_id, seq): an inbox item was committed: streams read it
+
+
+@dataclass(frozen=True)
+class Features:
+    """What a dialect can do beyond what every dialect does, as Django's backends declare it:
+    each flag is the feature's statements where the dialect has it, None where it has not, so a
+    script tests the flag before it reaches them (mypy sees to it), and a dialect without the
+    feature writes none of them."""
+
+    row_locks: RowLocks | None = None  # writers of several processes run at once
+    shared_buckets: SharedBuckets | None = None  # one rate bucket per channel for them all
+    notifies: Notifies | None = None  # other processes hear an accept when it commits

@@ -69,7 +69,7 @@ def step(s: Row, attempts: tuple[Attempt, ...]) -> Step:
                 s["provider_ref"], s["destination"], s["payload"], s["claim_token"],
                 s["lease_until"], s["updated_at"], s["retry_base"], attempts, s["planned_at"],
                 Cause.parse(s["cause"]), s["template"], s["evidence"], s["pref_version"],
-                s["plan_note"])
+                s["plan_note"], s["digest_id"], s["held_at"])
 
 
 def notification(n: Row, steps: Sequence[Row], attempts: Sequence[Attempt],

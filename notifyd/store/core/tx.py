@@ -1,9 +1,10 @@
 """The transaction contract the core's scripts are written against, and what a backend brings.
 
 A script is a plain function of one `Tx`: it reads and writes through the dialect's named queries
-(`tx.q`) and records `tx.now`, the time of its own transaction, taken from the injected clock
-when the script starts inside it. So every recorded time agrees with the commit order: a script
-that commits later never records an earlier time (a backend keeps `now` from going back).
+(`tx.q`; a feature's, where the dialect has it, through `tx.features`) and records `tx.now`, the
+time of its own transaction, taken from the injected clock when the script starts inside it. So
+every recorded time agrees with the commit order: a script that commits later never records an
+earlier time (a backend keeps `now` from going back).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from notifyd.store.core.queries import Queries
+from notifyd.store.core.queries import Features, Queries
 
 T = TypeVar("T")
 Args = Sequence[Any] | dict[str, Any]
@@ -28,6 +29,7 @@ class Tx(Protocol):
     """One transaction, as a script sees it."""
 
     q: Queries  # the dialect's statements, by name
+    features: Features  # what the dialect can do beyond them, with their statements
     now: int  # epoch ms: the time this transaction records, taken inside it
 
     def one(self, sql: str, args: Args = ()) -> Row | None:

@@ -1,6 +1,6 @@
 """PostgreSQL's lifecycle under the store core: one database that several notifyd processes share.
 
-Writes go through one writer thread per process (store/sqlite/writer's group commit: every
+Writes go through one writer thread per process (store/core/writer's group commit: every
 script queued while the last commit ran, in one transaction), on a connection of its own at READ
 COMMITTED; what a script decides on is locked by the statement that reads it (postgres/
 queries.py), so scripts of several processes interleave safely. A batch that deadlocks with
@@ -22,7 +22,7 @@ import psycopg
 
 from notifyd.core.clock import Clock, SystemClock
 from notifyd.store.base import StorageError, StoreMissing, StoreUnavailable
-from notifyd.store.core.queries import Queries
+from notifyd.store.core.queries import Features, Queries
 from notifyd.store.core.tx import Args, Script
 from notifyd.store.postgres import queries
 from notifyd.store.postgres.migrate import migrate
@@ -32,6 +32,8 @@ from notifyd.store.postgres.writer import BATCH_LOCK_WAIT, PgWriter
 T = TypeVar("T")
 log = logging.getLogger("notifyd.store")
 QUERIES: Queries = queries  # type-checked: the module names every statement the core uses
+# Several processes write at once: each feature's statements are in queries.py (type-checked).
+FEATURES = Features(row_locks=queries, shared_buckets=queries, notifies=queries)
 WATCH_TICK_SEC = 1.0  # how often the listener looks at its stop event
 
 
@@ -62,7 +64,8 @@ class PostgresBackend:
         self.dsn = url
         self.url = redact(url)
         self.clock = clock or SystemClock()
-        self.writer = PgWriter(self.url, self._connect_writer, self.clock, self.q, max_queue)
+        self.writer = PgWriter(self.url, self._connect_writer, self.clock, self.q, FEATURES,
+                               max_queue)
         self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notifyd-pg-read")
         self._reader: psycopg.Connection[Any] | None = None
         self._peeker: psycopg.Connection[Any] | None = None
@@ -174,7 +177,7 @@ class PostgresBackend:
         def in_snapshot() -> T:
             conn = self._read()
             with conn.transaction():
-                return script(PgTx(conn, self.q, self.clock.now_ms()))
+                return script(PgTx(conn, self.q, FEATURES, self.clock.now_ms()))
 
         result: T = await self._on_reader(in_snapshot)
         return result

@@ -1,4 +1,4 @@
--- version = 3
+-- version = 4
 TABLE api_keys (
     key_hash text NOT NULL
     name text NOT NULL

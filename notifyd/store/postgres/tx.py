@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import RowMaker
 
-from notifyd.store.core.queries import Queries
+from notifyd.store.core.queries import Features, Queries
 from notifyd.store.core.tx import Args
 
 # `?`, `?8` or `:name` outside quotes; `::type` casts are not names.
@@ -83,10 +83,11 @@ def row_factory(cursor: psycopg.Cursor[Any]) -> RowMaker[Any]:
 
 
 class PgTx:
-    __slots__ = ("c", "many", "now", "q")
+    __slots__ = ("c", "features", "many", "now", "q")
 
-    def __init__(self, c: psycopg.Connection[Any], q: Queries, now: int) -> None:
-        self.c, self.q, self.now = c, q, now
+    def __init__(self, c: psycopg.Connection[Any], q: Queries, features: Features,
+                 now: int) -> None:
+        self.c, self.q, self.features, self.now = c, q, features, now
         self.many: Callable[[str, Iterable[Args]], object] = self._many
 
     def _many(self, sql: str, rows: Iterable[Args]) -> None:

@@ -1,6 +1,6 @@
-"""The PostgreSQL write path: SQLite's writer (one thread, group commit, a failing script
-replayed alone in a savepoint) on a psycopg connection, with what SQLite never needs, since
-other processes lock rows too:
+"""PostgreSQL's side of the write path (store/core/writer.py: one thread, group commit): a batch
+in one transaction, replayed with a savepoint around each op when one fails, so it fails alone;
+and what SQLite never needs, since other processes lock rows too:
 
 - a batch (one script or more) waits for a lock at most BATCH_LOCK_WAIT: a batch holds the
   locks of all its scripts, so two processes' batches can wait for each other (PostgreSQL finds
@@ -24,9 +24,9 @@ import psycopg
 from psycopg import errors
 
 from notifyd.core.clock import Clock
-from notifyd.store.core.queries import Queries
+from notifyd.store.core.queries import Features, Queries
+from notifyd.store.core.writer import Op, Outcome, Writer
 from notifyd.store.postgres.tx import PgTx
-from notifyd.store.sqlite.writer import Op, Writer
 
 log = logging.getLogger("notifyd.store")
 RETRIES = 8  # a script alone ended by a deadlock or a serialization failure runs again this often
@@ -45,17 +45,14 @@ def lost(e: BaseException) -> bool:
     return isinstance(e, psycopg.OperationalError) and not retryable(e)
 
 
-class PgWriter(Writer):
-    def __init__(self, url: str, connect: Callable[[], Any], clock: Clock, q: Queries,
-                 max_queue: int = 0) -> None:
+class PgWriter(Writer[psycopg.Connection[Any]]):
+    def __init__(self, url: str, connect: Callable[[], psycopg.Connection[Any]], clock: Clock,
+                 q: Queries, features: Features, max_queue: int = 0) -> None:
         super().__init__(url, connect, clock, max_queue)
-        self.q = q
+        self.q, self.features = q, features
         self.retried = 0  # batches run again after a deadlock, for tests and benchmarks
 
-    def _remember_file(self) -> None:
-        """No file: a database server."""
-
-    def _run(self, ops: list[Op], sheds: bool = False) -> list[tuple[bool, Any]]:
+    def _run(self, ops: list[Op]) -> list[Outcome]:
         try:
             try:
                 outcomes = self._batch(ops)
@@ -68,11 +65,9 @@ class PgWriter(Writer):
             if lost(e):
                 self._drop()
             return [(False, self._storage(e))] * len(ops)
-        if sheds and all(ok for ok, _ in outcomes):
-            self._fault = None
         return outcomes
 
-    def _single(self, op: Op) -> tuple[bool, Any]:
+    def _single(self, op: Op) -> Outcome:
         """One script in a transaction of its own, waiting for its locks as long as it must;
         run again if PostgreSQL ends it to break a deadlock."""
         conn = self._connection()
@@ -90,7 +85,7 @@ class PgWriter(Writer):
                 time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
         raise AssertionError("unreachable")
 
-    def _batch(self, ops: list[Op]) -> list[tuple[bool, Any]]:
+    def _batch(self, ops: list[Op]) -> list[Outcome]:
         """Every op in one transaction; if one raises, all again, each in a savepoint of its
         own, so that only that one fails. A lock waited for too long ends the batch."""
         conn = self._connection()
@@ -103,7 +98,7 @@ class PgWriter(Writer):
         with conn.transaction():
             return [self._alone(conn, op) for op in ops]
 
-    def _alone(self, conn: psycopg.Connection[Any], op: Op) -> tuple[bool, Any]:
+    def _alone(self, conn: psycopg.Connection[Any], op: Op) -> Outcome:
         try:
             with conn.transaction():
                 return True, op(self._tx(conn))
@@ -113,20 +108,18 @@ class PgWriter(Writer):
             return False, e
 
     def _connection(self) -> psycopg.Connection[Any]:
-        conn: Any = self._conn  # the base class's is a sqlite3 connection
+        conn = self._conn
         if conn is None or conn.closed:
             conn = self._conn = self._connect()
-        return conn  # type: ignore[no-any-return]
+        return conn
 
     def _drop(self) -> None:
         """Close a broken connection; the next batch connects again."""
         if self._conn is not None:
             self._conn.close()
 
-    def _tx(self, conn: Any) -> PgTx:  # type: ignore[override]
-        now = self.clock.now_ms()
-        self._last_now = now if now > self._last_now else self._last_now
-        return PgTx(conn, self.q, self._last_now)
+    def _tx(self, conn: psycopg.Connection[Any]) -> PgTx:
+        return PgTx(conn, self.q, self.features, self._now())
 
     def _fault_of(self, e: BaseException) -> str | None:
         if not lost(e):

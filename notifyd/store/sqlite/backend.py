@@ -25,7 +25,7 @@ from notifyd.store.core.tx import Args, Script, Tx
 from notifyd.store.sqlite.migrate import migrate
 from notifyd.store.sqlite.settings import SqliteSettings
 from notifyd.store.sqlite.tx import QUERIES, SqliteTx
-from notifyd.store.sqlite.writer import Writer, storage_fault
+from notifyd.store.sqlite.writer import SqliteWriter, storage_fault
 
 T = TypeVar("T")
 log = logging.getLogger("notifyd.store")
@@ -46,7 +46,7 @@ class SqliteBackend:
         settings = settings or SqliteSettings()
         self.synchronous = settings.synchronous
         self.busy_timeout_ms = settings.busy_timeout_ms
-        self.writer = Writer(self.path, self._connect, self.clock, max_queue)
+        self.writer = SqliteWriter(self.path, self._connect, self.clock, max_queue)
         self._reader: aiosqlite.Connection | None = None
         # Snapshot reads (a notification with its steps, attempts, events and receipts in one
         # transaction) on one thread and one connection kept open: a fresh connection per read

@@ -1,34 +1,22 @@
-"""SQLite's statements for the store core (store/core/queries.py says what each must do)."""
+"""SQLite's statements for the store core (store/core/queries.py says what each must do): the
+shared ones (store/core/sql.py), and below what SQLite says its own way. One writer is alone, so
+nothing here locks, and SQLite has none of the features (FEATURES, store/sqlite/tx.py) that need
+statements of their own."""
 
-# --- tenants, keys, recipients, accept and resolution --------------------------------------
+from notifyd.store.core.sql import *  # noqa: F403 - the shared statements; below, SQLite's own
+from notifyd.store.core.sql import GET_FANOUT_EVENT, INBOX_COLUMNS, OPEN_STATES, fill
 
-INSERT_TENANT = "INSERT INTO tenants (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING"
-SELECT_TENANTS = "SELECT name, created_at FROM tenants ORDER BY name"
-SELECT_TENANT = "SELECT name, created_at FROM tenants WHERE name = ?"
+# --- the fragments store/core/sql.py leaves to the dialect ------------------------------------
 
-INSERT_KEY = """INSERT INTO api_keys (key_hash, name, tenant, kinds, created_at, scopes)
-VALUES (?, ?, ?, ?, ?, ?)"""
-SELECT_KEY = "SELECT name, tenant, kinds, key_hash, scopes FROM api_keys WHERE key_hash = ? " \
-             "AND revoked_at IS NULL"
-SELECT_KEYS = """SELECT name, tenant, kinds, created_at, revoked_at, scopes, last_used_at
-FROM api_keys ORDER BY name"""
-SELECT_KEY_NAMED = """SELECT name, tenant, kinds, created_at, revoked_at, scopes, last_used_at
-FROM api_keys WHERE name = ?"""
-REVOKE_KEY = "UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"
-MARK_KEY_USED = "UPDATE api_keys SET last_used_at = ? WHERE key_hash = ?"
+JSON_VALUES = "SELECT value FROM json_each(?)"
+OF_KINDS = f"(? OR kind IN ({JSON_VALUES}))"
+DEAD_MATCHING = """FROM steps s JOIN notifications n ON n.id = s.notification_id
+WHERE s.state = 'dead' AND s.updated_at >= :since AND s.updated_at < :until
+    AND (:channel IS NULL OR s.channel = :channel) AND (:kind IS NULL OR n.kind = :kind)
+    AND (:tenant IS NULL OR n.tenant = :tenant)"""
 
-# created_at: the time of the write that made the row (?8 is `at` again; an update keeps it).
-UPSERT_RECIPIENT = """INSERT INTO recipients
-    (tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts, updated_at, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?8)
-ON CONFLICT (tenant, user_id) DO UPDATE SET timezone = excluded.timezone,
-    locale = excluded.locale, quiet_start = excluded.quiet_start,
-    quiet_end = excluded.quiet_end, contacts = excluded.contacts,
-    updated_at = excluded.updated_at"""
-SELECT_RECIPIENT = """SELECT tenant, user_id, timezone, locale, quiet_start, quiet_end, contacts,
-    preferences, pref_version
-FROM recipients WHERE tenant = ? AND user_id = ?"""
-SELECT_LOCALE = "SELECT locale FROM recipients WHERE tenant = ? AND user_id = ?"
+# --- recipients, a person erased, accept and resolution ---------------------------------------
+
 # Every change of preferences bumps the version the claim records with its decision.
 # With :version, only over that version (0: none chosen yet): a page saving what it showed never
 # overwrites a change it did not see. :hours set: the time zone and quiet hours change with them.
@@ -44,104 +32,29 @@ ON CONFLICT (tenant, user_id) DO UPDATE SET preferences = excluded.preferences,
     quiet_end = CASE WHEN :hours THEN excluded.quiet_end ELSE quiet_end END
 WHERE :version IS NULL OR recipients.pref_version = :version
 RETURNING pref_version"""
-# The suppressions of a user's addresses (a JSON list), in their tenant or for every tenant.
-SELECT_SUPPRESSED = """SELECT channel_type, address, reason FROM suppressions
-WHERE tenant IN (?, '*') AND address IN (SELECT value FROM json_each(?))"""
-SELECT_LISTED = """SELECT tenant, channel_type, address, reason, source, evidence, created_at
-FROM suppressions WHERE tenant IN (?, '*') AND address IN (SELECT value FROM json_each(?))"""
-SELECT_DEVICES = """SELECT device_id, kind, endpoint, p256dh, auth, state, reason FROM devices
-WHERE tenant = ? AND user_id = ? ORDER BY created_at, device_id"""
-# Registering a device again (the same endpoint) brings it back to life with its new keys.
-UPSERT_DEVICE = """INSERT INTO devices (tenant, user_id, device_id, kind, endpoint, p256dh, auth,
-    state, reason, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, 'live', NULL, ?, ?)
-ON CONFLICT (tenant, user_id, device_id) DO UPDATE SET p256dh = excluded.p256dh,
-    auth = excluded.auth, state = 'live', reason = NULL, updated_at = excluded.updated_at"""
-DELETE_DEVICE = "DELETE FROM devices WHERE tenant = ? AND user_id = ? AND device_id = ?"
-KILL_DEVICE = """UPDATE devices SET state = 'dead', reason = ?, updated_at = ?
-WHERE device_id = ? AND state = 'live'
-    AND (tenant, user_id) = (SELECT tenant, user_id FROM notifications WHERE id = ?)"""
-
-# --- a person erased ---------------------------------------------------------------------------
-
 # Only when the erased person's address is suppressed: a scan of the tenant's profiles (every
 # tenant's, for an account-wide entry), rare and short.
 ADDRESS_HELD = """SELECT EXISTS (SELECT 1 FROM recipients r, json_each(r.contacts) j
 WHERE (:tenant = '*' OR r.tenant = :tenant) AND j.value = :address
     AND NOT (r.tenant = :own_tenant AND r.user_id = :user_id))"""
-DELETE_RECIPIENT = """DELETE FROM recipients WHERE tenant = ? AND user_id = ?
-RETURNING pref_version"""
-DELETE_DEVICES = "DELETE FROM devices WHERE tenant = ? AND user_id = ?"
-DELETE_INBOX = "DELETE FROM inbox_items WHERE tenant = ? AND user_id = ?"
-DELETE_BADGE = "DELETE FROM inbox_badges WHERE tenant = ? AND user_id = ?"
-_OF_USER = "SELECT id FROM notifications WHERE tenant = ? AND user_id = ?"
 SELECT_OPEN_OF_USER = """SELECT n.id FROM notifications n
 WHERE n.tenant = ? AND n.user_id = ? AND n.resolved_at IS NULL
     AND (EXISTS (SELECT 1 FROM steps s WHERE s.notification_id = n.id
                  AND s.state IN ('pending', 'sending', 'unknown'))
          OR EXISTS (SELECT 1 FROM digest_items d WHERE d.notification_id = n.id
                     AND d.digest_id IS NULL))"""
-CANCEL_HELD = """UPDATE steps SET state = 'cancelled', reason = ?, updated_at = ?
-WHERE notification_id = ? AND state = 'held' AND EXISTS (SELECT 1 FROM digest_items d
-    WHERE d.notification_id = steps.notification_id AND d.step_no = steps.step_no
-    AND d.digest_id IS NULL)"""
-DELETE_HELD = """DELETE FROM digest_items WHERE tenant = ? AND user_id = ?
-    AND digest_id IS NULL"""
-SCRUB_PARAMS = """UPDATE notifications SET params = '{}'
-WHERE tenant = ? AND user_id = ? AND params != '{}'"""
-SCRUB_PAYLOADS = f"""UPDATE steps SET destination = NULL,
-    payload = CASE WHEN state = 'sending' THEN '{{}}' END
-WHERE notification_id IN ({_OF_USER})
-    AND (destination IS NOT NULL OR payload IS NOT NULL OR state = 'sending')"""
-SCRUB_RECEIPTS = f"""UPDATE receipts SET address = NULL, detail = NULL
-WHERE notification_id IN ({_OF_USER}) AND (address IS NOT NULL OR detail IS NOT NULL)"""
-RECORD_ERASURE = """INSERT INTO erasures (tenant, user_id, erased_at) VALUES (?, ?, ?)
-ON CONFLICT (tenant, user_id) DO UPDATE SET erased_at = excluded.erased_at"""
-SELECT_ERASED = "SELECT erased_at FROM erasures WHERE tenant = ? AND user_id = ?"
-
-SELECT_DEDUP = """SELECT id, request_hash, kind, outcome FROM notifications
-WHERE tenant = ? AND user_id = ? AND dedup_key = ?"""
-# Claims the dedup key and writes the row in one statement; no row changed means a retry.
-INSERT_NOTIFICATION = """INSERT INTO notifications
-    (id, tenant, user_id, kind, dedup_key, request_hash, params, key_name, created_at, expires_at,
-     send_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (tenant, user_id, dedup_key) DO NOTHING"""
-INSERT_STEP = """INSERT INTO steps (notification_id, step_no, channel, lane, send_after, state,
-    reason, note, updated_at, planned_at, cause, plan_note)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
-
-SELECT_NOTIFICATION = "SELECT * FROM notifications WHERE id = ?"
-SELECT_STEP_STATES = """SELECT channel, state, reason FROM steps WHERE notification_id = ?
-ORDER BY step_no"""
-SELECT_STEPS = "SELECT * FROM steps WHERE notification_id = ? ORDER BY step_no"
-SELECT_ATTEMPTS = """SELECT * FROM attempts WHERE notification_id = ?
-ORDER BY step_no, attempt_no"""
 SELECT_EVENTS = """SELECT step_no, at, what FROM events WHERE notification_id = ?
 ORDER BY at, rowid"""
-# Every move of a step after it was planned, written when it happens: the timeline's record.
-INSERT_EVENT = "INSERT INTO events (notification_id, step_no, at, what) VALUES (?, ?, ?, ?)"
-
-RESOLVE = """UPDATE notifications SET resolved_at = ?, resolution = ?, resolved_by = ?
-WHERE id = ? AND resolved_at IS NULL"""
 SELECT_RESOLUTION = """SELECT resolved_at, resolution, tenant, kind FROM notifications
 WHERE id = ?"""
-# The escalation depth at resolution: the last step that had gone out.
-SELECT_DEPTH = """SELECT coalesce(max(step_no) + 1, 0) FROM steps
-WHERE notification_id = ? AND state IN ('sent', 'delivered', 'sending', 'unknown')"""
-# The sweep is an optimisation: the claim re-checks resolution whether or not this ran.
-CANCEL_PENDING = """UPDATE steps SET state = 'cancelled', reason = ?, updated_at = ?
-WHERE notification_id = ? AND state IN ('pending', 'unknown')"""
 
+# --- the delivery engine ----------------------------------------------------------------------
 
-# --- the delivery engine's statements ---
 SELECT_LAPSED = """SELECT notification_id, step_no FROM steps
 WHERE state = 'sending' AND lease_until <= ?"""
 MARK_UNKNOWN = """UPDATE steps SET state = 'unknown', reason = ?, send_after = ?, claim_token = NULL,
     lease_until = NULL, updated_at = ?
 WHERE notification_id = ? AND step_no = ? AND state = 'sending'"""
-CLOSE_OPEN_ATTEMPTS = """UPDATE attempts SET ended_at = ?, outcome = 'unknown', reason = ?
-WHERE notification_id = ? AND step_no = ? AND ended_at IS NULL"""
 # A due step with everything the claim policy reads about it, in one statement: the notification,
 # the recipient's profile, whether the user has disabled contacts, and a sibling in flight.
 # Due steps in due order, skipping those whose notification has a step in flight (promise 4):
@@ -160,44 +73,13 @@ WHERE s.channel = ? AND s.lane = ? AND s.state IN ('pending', 'unknown') AND s.s
     AND NOT EXISTS (SELECT 1 FROM steps f
                     WHERE f.notification_id = s.notification_id AND f.state = 'sending')
 ORDER BY s.send_after LIMIT ?"""
-END_STEP = """UPDATE steps SET state = ?, reason = ?, updated_at = ?, pref_version = ?
-WHERE notification_id = ? AND step_no = ?"""
 HOLD_ITEM = """INSERT OR IGNORE INTO digest_items
     (notification_id, step_no, tenant, user_id, digest_kind, window_end, held_at)
 VALUES (?, ?, ?, ?, ?, ?, ?)"""
-# Sends (first attempts) to one person within a window, of the kinds and channels a limit counts.
-COUNT_SENDS = """SELECT count(*) FROM notifications n
-JOIN attempts a ON a.notification_id = n.id AND a.attempt_no = 1 AND a.started_at > ?
-JOIN steps s ON s.notification_id = a.notification_id AND s.step_no = a.step_no
-WHERE n.tenant = ? AND n.user_id = ?
-    AND (? = '[]' OR n.kind IN (SELECT value FROM json_each(?)))
-    AND (? = '[]' OR s.channel IN (SELECT value FROM json_each(?)))"""
-POSTPONE_STEP = """UPDATE steps SET send_after = ?, reason = ?, updated_at = ?
-WHERE notification_id = ? AND step_no = ?"""
-CLAIM_STEP = """UPDATE steps SET state = 'sending', attempts = ?, claim_token = ?, lease_until = ?,
-    reason = NULL, updated_at = ?, pref_version = COALESCE(pref_version, ?)
-WHERE notification_id = ? AND step_no = ?"""
-# Rendered after the claim, frozen before the first provider call; never changed once set.
-FREEZE_STEP = """UPDATE steps SET destination = ?, payload = ?, template = ?, updated_at = ?
-WHERE notification_id = ? AND step_no = ? AND claim_token = ? AND state = 'sending'
-    AND payload IS NULL"""
-INSERT_ATTEMPT = """INSERT INTO attempts
-    (notification_id, step_no, attempt_no, claim_token, started_at) VALUES (?, ?, ?, ?, ?)"""
-END_ATTEMPT = """UPDATE attempts SET ended_at = ?, outcome = ?, reason = ?, provider_ref = ?
-WHERE notification_id = ? AND step_no = ? AND attempt_no = ?"""
 # Completion only lands while the claim token is ours: a stale sender cannot overwrite evidence.
 COMPLETE_STEP = """UPDATE steps SET state = ?, reason = ?, provider_ref = COALESCE(?, provider_ref),
     send_after = COALESCE(?, send_after), claim_token = NULL, lease_until = NULL, updated_at = ?
 WHERE notification_id = ? AND step_no = ? AND claim_token = ? AND state = 'sending'"""
-# A permanent rejection of an address puts it on the suppression list (the first reason stays).
-SUPPRESS_SENT = """INSERT INTO suppressions
-    (tenant, channel_type, address, reason, source, evidence, created_at)
-SELECT tenant, ?, ?, ?, 'send', ?, ? FROM notifications WHERE id = ?
-ON CONFLICT DO NOTHING"""
-SUPPRESS = """INSERT INTO suppressions
-    (tenant, channel_type, address, reason, source, evidence, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"""
-UNSUPPRESS = "DELETE FROM suppressions WHERE tenant = ? AND channel_type = ? AND address = ?"
 # The one suppression list as people see it: addresses (tenant's own and account-wide '*'),
 # and the tenant's dead push devices, whose state lives with the device.
 SELECT_SUPPRESSIONS = """SELECT tenant, channel_type, address, reason, source, evidence,
@@ -208,20 +90,6 @@ SELECT tenant, 'push', device_id, coalesce(reason, 'dead'), kind, 'user ' || use
 FROM devices WHERE tenant = :tenant AND state = 'dead'
     AND (:address IS NULL OR device_id = :address)
 ORDER BY created_at DESC, address LIMIT :limit"""
-KILL_TENANT_DEVICE = """UPDATE devices SET state = 'dead', reason = ?, updated_at = ?
-WHERE tenant = ? AND device_id = ? AND state = 'live'"""
-REVIVE_DEVICE = """UPDATE devices SET state = 'live', reason = NULL, updated_at = ?
-WHERE tenant = ? AND device_id = ? AND state = 'dead'"""
-PULL_NEXT = """UPDATE steps SET send_after = ?, note = ?, updated_at = ?
-WHERE notification_id = ? AND send_after > ? AND step_no = (
-    SELECT min(step_no) FROM steps WHERE notification_id = ? AND step_no > ? AND state = 'pending')
-RETURNING step_no"""
-# The pending steps after a step just sent, in order, to start their windows from the send.
-SELECT_LATER_PENDING = """SELECT step_no, send_after, cause FROM steps
-WHERE notification_id = ? AND step_no > ? AND state = 'pending' ORDER BY step_no"""
-DELAY_STEP = "UPDATE steps SET send_after = ?, updated_at = ? WHERE notification_id = ? AND step_no = ?"
-SELECT_NEXT_DUE = """SELECT min(send_after) FROM steps
-WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown')"""
 # The earliest moment the scanner has work: a due step that may go (none of its notification's
 # steps in flight) on one of the given (channel, lane) pairs, or a lease's end. One statement
 # for all pairs, so a scanner about to sleep makes one read, not one per pair.
@@ -235,7 +103,8 @@ _NEXT_LAPSE = "SELECT min(lease_until) AS at FROM steps WHERE state = 'sending'"
 def next_due_sql(pairs: int) -> str:
     return "SELECT min(at) FROM (" + " UNION ALL ".join([_NEXT_DUE_PAIR] * pairs + [
         _NEXT_LAPSE]) + ")"
-SELECT_LEASED = "SELECT count(*), max(lease_until) FROM steps WHERE state = 'sending'"
+
+
 REPLAY_STEPS = """UPDATE steps SET state = 'pending', send_after = ?, retry_base = attempts,
     reason = ?, updated_at = ?
 WHERE notification_id = ? AND (? IS NULL OR step_no = ?) AND state IN ('dead', 'unknown')
@@ -245,50 +114,14 @@ SELECT_UNCONFIGURED = """SELECT s.notification_id, s.step_no, s.channel, s.lane,
 FROM steps s JOIN notifications n ON n.id = s.notification_id
 WHERE s.state IN ('pending', 'unknown') AND s.channel NOT IN (SELECT value FROM json_each(?))"""
 WRITE_PROBE = "INSERT OR REPLACE INTO probe (id, at) VALUES (1, ?)"
-# --- provider evidence ---
-# A redelivered event (same provider and event id) inserts nothing: harmless twice.
-INSERT_RECEIPT = """INSERT INTO receipts (provider, event_id, event, occurred_at, received_at,
-    provider_ref, step_key, message_id, address, channel_type, detail, notification_id, step_no,
-    tenant)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"""
-# One-time tokens: those past their window go as new ones come, a few at a time; a token still
-# kept is refused (no row changed), one past its window counts as new.
-PRUNE_WEBHOOK_TOKENS = """DELETE FROM webhook_tokens WHERE (provider, token) IN (
-    SELECT provider, token FROM webhook_tokens INDEXED BY webhook_tokens_until
-    WHERE provider = ? AND until < ? ORDER BY until LIMIT ?)"""
-CLAIM_WEBHOOK_TOKEN = """INSERT INTO webhook_tokens (provider, token, seen_at, until)
-VALUES (?, ?, ?, ?)
-ON CONFLICT (provider, token) DO UPDATE SET seen_at = excluded.seen_at, until = excluded.until
-WHERE webhook_tokens.until < ?"""
-STEP_BY_REF = "SELECT notification_id, step_no FROM steps WHERE provider_ref = ? LIMIT 1"
+
+# --- provider evidence, dead and stuck steps --------------------------------------------------
+
 SELECT_RECEIPT_STEP = """SELECT s.state, s.evidence, s.channel, s.destination, n.kind, n.tenant,
     n.resolved_at FROM steps s JOIN notifications n ON n.id = s.notification_id
 WHERE s.notification_id = ? AND s.step_no = ?"""
-MATCH_RECEIPT = """UPDATE receipts SET notification_id = ?, step_no = ?
-WHERE provider = ? AND event_id = ?"""
-SET_EVIDENCE = "UPDATE steps SET evidence = ? WHERE notification_id = ? AND step_no = ?"
-SELECT_ORPHANS = """SELECT provider, event_id, event, occurred_at, provider_ref, step_key,
-    message_id, address, channel_type, detail, tenant FROM receipts
-WHERE notification_id IS NULL AND provider_ref = ?
-    AND (tenant IS NULL OR tenant = (SELECT tenant FROM notifications WHERE id = ?))"""
-SELECT_RECEIPTS = """SELECT step_no, provider, event, occurred_at, received_at, detail
-FROM receipts WHERE notification_id = ? ORDER BY received_at, provider, event_id"""
-COUNT_ORPHANS = "SELECT count(*) FROM receipts WHERE notification_id IS NULL"
-
-SELECT_DEAD_COUNT = "SELECT count(*) FROM steps WHERE state = 'dead'"
 SELECT_DEAD = """SELECT notification_id, step_no, channel, attempts, reason, updated_at FROM steps
 WHERE state = 'dead' ORDER BY updated_at DESC LIMIT ?"""
-# A bulk replay's selection, a page at a time along the steps_dead index (updated_at, then the
-# key): the moment each step died, bounded by [since, until), on a channel and of a kind.
-_DEAD_MATCHING = """FROM steps s JOIN notifications n ON n.id = s.notification_id
-WHERE s.state = 'dead' AND s.updated_at >= :since AND s.updated_at < :until
-    AND (:channel IS NULL OR s.channel = :channel) AND (:kind IS NULL OR n.kind = :kind)
-    AND (:tenant IS NULL OR n.tenant = :tenant)"""
-SELECT_DEAD_MATCHING = f"""SELECT s.notification_id, s.step_no, s.updated_at, n.expires_at
-{_DEAD_MATCHING}
-    AND (s.updated_at, s.notification_id, s.step_no) > (:at, :nid, :step)
-ORDER BY s.updated_at, s.notification_id, s.step_no LIMIT :limit"""
-COUNT_DEAD_MATCHING = f"SELECT count(*) {_DEAD_MATCHING}"
 # The console's lists: a tenant's dead steps, newest first along steps_dead; its unknown steps
 # (few: sends whose outcome a crash or a timeout left open) among the open ones of steps_due.
 _STUCK = """SELECT s.notification_id, s.step_no, s.channel, n.kind, n.user_id, s.state,
@@ -298,12 +131,8 @@ WHERE {state} AND n.tenant = :tenant ORDER BY s.updated_at DESC LIMIT :limit"""
 SELECT_DEAD_OF = _STUCK.format(index="steps_dead", state="s.state = 'dead'")
 SELECT_UNKNOWN_OF = _STUCK.format(
     index="steps_due", state="s.state = 'unknown' AND s.state IN ('pending', 'unknown')")
-# A person's notifications, newest first (ids grow with time), along notifications_dedup.
-SELECT_NOTIFICATIONS_OF = """SELECT id, kind, dedup_key, created_at, resolution, resolved_at,
-    pruned_at FROM notifications WHERE tenant = :tenant AND user_id = :user_id
-ORDER BY id DESC LIMIT :limit"""
 
-# --- the inbox --------------------------------------------------------------------------------
+# --- the inbox, signing keys, digests ---------------------------------------------------------
 
 INSERT_INBOX = """INSERT OR IGNORE INTO inbox_items
     (tenant, user_id, notification_id, kind, title, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -311,11 +140,6 @@ RETURNING seq"""
 BUMP_BADGE = """INSERT INTO inbox_badges (tenant, user_id, unread) VALUES (?, ?, max(0, ?))
 ON CONFLICT (tenant, user_id) DO UPDATE SET unread = max(0, unread + ?)
 RETURNING unread"""
-SELECT_BADGE = "SELECT unread FROM inbox_badges WHERE tenant = ? AND user_id = ?"
-COUNT_UNREAD = """SELECT count(*) FROM inbox_items INDEXED BY inbox_unread
-WHERE tenant = ? AND user_id = ? AND read_at IS NULL AND archived_at IS NULL"""
-SET_BADGE = """INSERT INTO inbox_badges (tenant, user_id, unread) VALUES (?, ?, ?)
-ON CONFLICT (tenant, user_id) DO UPDATE SET unread = excluded.unread"""
 # Every badge recomputed from the rows (notifyd inbox rebuild-badges): how many were wrong.
 DRIFTED_BADGES = """SELECT b.tenant, b.user_id, b.unread, (SELECT count(*) FROM inbox_items i
     WHERE i.tenant = b.tenant AND i.user_id = b.user_id AND i.read_at IS NULL
@@ -325,60 +149,19 @@ SELECT DISTINCT i.tenant, i.user_id, NULL, (SELECT count(*) FROM inbox_items j
     WHERE j.tenant = i.tenant AND j.user_id = i.user_id AND j.read_at IS NULL
     AND j.archived_at IS NULL) FROM inbox_items i
 WHERE NOT EXISTS (SELECT 1 FROM inbox_badges b WHERE b.tenant = i.tenant AND b.user_id = i.user_id)"""
-INBOX_COLUMNS = "seq, notification_id, kind, title, body, created_at, read_at, archived_at"
-# A key limited to some kinds sees only those: ? is 1 for every kind, else a JSON array of them.
-OF_KINDS = "(? OR kind IN (SELECT value FROM json_each(?)))"
-COUNT_UNREAD_OF_KINDS = f"{COUNT_UNREAD} AND {OF_KINDS}"
 SELECT_INBOX_PAGE = f"""SELECT {INBOX_COLUMNS} FROM inbox_items INDEXED BY inbox_page
 WHERE tenant = ? AND user_id = ? AND (created_at, notification_id) < (?, ?)
     AND (? OR archived_at IS NULL) AND {OF_KINDS}
 ORDER BY created_at DESC, notification_id DESC LIMIT ?"""
-SELECT_INBOX_SINCE = f"""SELECT {INBOX_COLUMNS} FROM inbox_items INDEXED BY inbox_since
-WHERE tenant = ? AND user_id = ? AND seq > ? ORDER BY seq LIMIT ?"""
-SELECT_INBOX_ITEM = f"""SELECT {INBOX_COLUMNS} FROM inbox_items
-WHERE tenant = ? AND user_id = ? AND notification_id = ?"""
-READ_ITEM = """UPDATE inbox_items SET read_at = ?
-WHERE tenant = ? AND user_id = ? AND notification_id = ? AND read_at IS NULL
-RETURNING archived_at IS NULL"""
-ARCHIVE_ITEM = """UPDATE inbox_items SET archived_at = ?
-WHERE tenant = ? AND user_id = ? AND notification_id = ? AND archived_at IS NULL
-RETURNING read_at IS NULL"""
-# A resolution marks its notification's item read (a kind with read_on_resolve).
-READ_ITEM_OF = """UPDATE inbox_items SET read_at = ? WHERE notification_id = ? AND read_at IS NULL
-RETURNING tenant, user_id, archived_at IS NULL AS counted"""
-READ_ALL = f"""UPDATE inbox_items SET read_at = ?
-WHERE tenant = ? AND user_id = ? AND read_at IS NULL AND {OF_KINDS}
-RETURNING notification_id, kind, archived_at IS NULL AS counted"""
-
-# --- keys that sign links and user tokens, made on first use ---------------------------------
-
 INSERT_SIGNING_KEY = """INSERT OR IGNORE INTO signing_keys (name, secret, created_at)
 VALUES (?, ?, ?)"""
-SELECT_SIGNING_KEY = "SELECT secret, previous, previous_until FROM signing_keys WHERE name = ?"
-# The key it had stays as the previous one for the overlap; one before it is gone at once.
-ROTATE_SIGNING_KEY = """UPDATE signing_keys SET previous = secret, secret = ?, previous_until = ?,
-    created_at = ? WHERE name = ?"""
-
-# --- digests ----------------------------------------------------------------------------------
-
 # Recipients with held items whose window has closed, oldest window first.
 SELECT_DUE_DIGESTS = """SELECT tenant, user_id, digest_kind, window_end, count(*) AS n
 FROM digest_items WHERE digest_id IS NULL AND window_end <= ?
 GROUP BY tenant, user_id, digest_kind, window_end ORDER BY window_end LIMIT ?"""
-SELECT_DIGEST_MEMBERS = """SELECT d.notification_id, d.step_no, n.kind, n.params, n.created_at
-FROM digest_items d JOIN notifications n ON n.id = d.notification_id
-WHERE d.tenant = ? AND d.user_id = ? AND d.digest_kind = ? AND d.window_end = ?
-    AND d.digest_id IS NULL ORDER BY n.created_at, d.notification_id"""
-MARK_DIGESTED_ITEM = """UPDATE digest_items SET digest_id = ?
-WHERE notification_id = ? AND step_no = ? AND digest_id IS NULL"""
-# Items held for a window after its digest was read move to the next window: never dropped.
-ROLL_DIGEST = """UPDATE digest_items SET window_end = ?
-WHERE tenant = ? AND user_id = ? AND digest_kind = ? AND window_end = ? AND digest_id IS NULL"""
-NEXT_DIGEST = "SELECT min(window_end) FROM digest_items WHERE digest_id IS NULL"
 
-# --- retention ----------------------------------------------------------------------------------
+# --- retention, events ------------------------------------------------------------------------
 
-OPEN_STATES = "('pending', 'sending', 'unknown')"
 SELECT_AGED_LIVE = f"""SELECT n.id, n.resolved_at, n.resolution, n.expires_at,
     EXISTS (SELECT 1 FROM steps s WHERE s.notification_id = n.id
             AND s.state IN {OPEN_STATES}) AS open,
@@ -386,45 +169,6 @@ SELECT_AGED_LIVE = f"""SELECT n.id, n.resolved_at, n.resolution, n.expires_at,
             AND d.digest_id IS NULL) AS held
 FROM notifications n INDEXED BY notifications_live
 WHERE n.pruned_at IS NULL AND n.id > ? AND n.id < ? ORDER BY n.id LIMIT ?"""
-SELECT_OPEN_OF = f"""SELECT n.id FROM notifications n
-WHERE n.id IN (SELECT value FROM json_each(?))
-    AND (EXISTS (SELECT 1 FROM steps s WHERE s.notification_id = n.id
-                 AND s.state IN {OPEN_STATES})
-         OR EXISTS (SELECT 1 FROM digest_items d WHERE d.notification_id = n.id
-                    AND d.digest_id IS NULL))"""
-SELECT_STEPS_OF = """SELECT notification_id, channel, state, evidence, reason FROM steps
-WHERE notification_id IN (SELECT value FROM json_each(?)) ORDER BY notification_id, step_no"""
-DELETE_ATTEMPTS = "DELETE FROM attempts WHERE notification_id = ?"
-DELETE_EVENTS = "DELETE FROM events WHERE notification_id = ?"
-DELETE_DIGEST_ITEMS = "DELETE FROM digest_items WHERE notification_id = ?"
-DELETE_STEPS = "DELETE FROM steps WHERE notification_id = ?"
-BLANK_RECEIPTS = """UPDATE receipts SET address = NULL, detail = NULL
-WHERE notification_id = ? AND (address IS NOT NULL OR detail IS NOT NULL)"""
-KEEP_IDENTITY = "UPDATE notifications SET params = '{}', pruned_at = ?, outcome = ? WHERE id = ?"
-SELECT_AGED_IDS = """SELECT id, pruned_at FROM notifications WHERE id > ? AND id < ?
-ORDER BY id LIMIT ?"""
-DELETE_IDENTITY = "DELETE FROM notifications WHERE id = ? AND pruned_at IS NOT NULL"
-DELETE_AGED_RECEIPTS = """DELETE FROM receipts WHERE (provider, event_id) IN (
-    SELECT provider, event_id FROM receipts INDEXED BY receipts_received
-    WHERE received_at < ? ORDER BY received_at LIMIT ?)"""
-DONE_AT = "coalesce(read_at, archived_at)"
-IS_DONE = "(read_at IS NOT NULL OR archived_at IS NOT NULL)"
-SELECT_AGED_DONE_INBOX = f"""SELECT seq FROM inbox_items INDEXED BY inbox_done
-WHERE {IS_DONE} AND {DONE_AT} < ? ORDER BY {DONE_AT} LIMIT ?"""
-SELECT_OLDEST_INBOX = """SELECT seq, tenant, user_id, created_at,
-    read_at IS NULL AND archived_at IS NULL AS unread
-FROM inbox_items ORDER BY seq LIMIT ?"""
-DELETE_INBOX_ITEM = "DELETE FROM inbox_items WHERE seq = ?"
-COUNT_AGED_LIVE = f"""SELECT count(*) FROM notifications n INDEXED BY notifications_live
-WHERE n.pruned_at IS NULL AND n.id < ?
-    AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.notification_id = n.id
-                    AND s.state IN {OPEN_STATES})
-    AND NOT EXISTS (SELECT 1 FROM digest_items d WHERE d.notification_id = n.id
-                    AND d.digest_id IS NULL)"""
-COUNT_AGED_IDS = "SELECT count(*) FROM notifications WHERE id < ? AND pruned_at IS NOT NULL"
-COUNT_AGED_RECEIPTS = "SELECT count(*) FROM receipts WHERE received_at < ?"
-COUNT_AGED_DONE_INBOX = f"SELECT count(*) FROM inbox_items WHERE {IS_DONE} AND {DONE_AT} < ?"
-COUNT_OLD_INBOX = "SELECT count(*) FROM inbox_items WHERE created_at < ?"
 # Rows per class, and the oldest of each: a notification's time is read from its id.
 COUNT_ROWS = """SELECT 'notifications' AS class, (SELECT count(*) FROM notifications
         INDEXED BY notifications_live WHERE pruned_at IS NULL) AS n,
@@ -446,40 +190,7 @@ UNION ALL SELECT 'events', (SELECT count(*) FROM fanout_events),
     (SELECT min(accepted_at) FROM fanout_events)
 UNION ALL SELECT 'topic_members', (SELECT count(*) FROM topic_members),
     (SELECT min(added_at) FROM topic_members)"""
-
-# --- events and their fan-out ---------------------------------------------------------------
-
-INSERT_FANOUT_EVENT = """INSERT INTO fanout_events (tenant, event_id, type, subject, params, kinds,
-    request_hash, key_name, audience, topic, version, cutoff, users, size, accepted_at, send_at,
-    cursor, routed)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0)
-ON CONFLICT (tenant, event_id) DO NOTHING"""
-SELECT_FANOUT_EVENT = "SELECT * FROM fanout_events WHERE tenant = ? AND event_id = ?"
-GET_FANOUT_EVENT = SELECT_FANOUT_EVENT
-# Not `users`: an inline list is read by its chunks alone, not with every event still routing.
-SELECT_ROUTING = """SELECT tenant, event_id, type, subject, params, kinds, request_hash, key_name,
-    audience, topic, version, cutoff, size, cursor, routed, accepted_at, routed_at, send_at
-FROM fanout_events INDEXED BY fanout_events_routing
-WHERE routed_at IS NULL ORDER BY seq LIMIT ?"""
-SELECT_BACKLOG = """SELECT count(*), min(accepted_at) FROM fanout_events INDEXED BY
-    fanout_events_routing WHERE routed_at IS NULL"""
-ADVANCE_EVENT = """UPDATE fanout_events SET cursor = ?, routed = routed + ?, routed_at = ?
-WHERE tenant = ? AND event_id = ? AND routed_at IS NULL"""
-# The whole user base at an event's acceptance: the rows made before its time, and those made
-# in the same millisecond by a transaction that committed before it (listed on the event).
-COUNT_EVERYONE = "SELECT count(*) FROM recipients WHERE tenant = ? AND created_at < ?"
-SELECT_MADE_AT = "SELECT user_id FROM recipients WHERE tenant = ? AND created_at = ?"
-SELECT_EVERYONE = """SELECT user_id FROM recipients
-WHERE tenant = ? AND user_id > ? AND (created_at < ? OR (created_at = ?
-    AND user_id IN (SELECT value FROM json_each(?))))
-ORDER BY user_id LIMIT ?"""
-# A topic's members at a version: rows open at it (added at or before, not yet removed by it).
-SELECT_TOPIC_AUDIENCE = """SELECT user_id FROM topic_members
-WHERE tenant = ? AND topic = ? AND user_id > ? AND added_version <= ?
-    AND (removed_version IS NULL OR removed_version > ?)
-ORDER BY user_id LIMIT ?"""
-MARK_EVENT = """UPDATE notifications SET event_id = ?
-WHERE id IN (SELECT value FROM json_each(?))"""
+SELECT_FANOUT_EVENT = GET_FANOUT_EVENT  # no lock: the one writer is alone
 # How each of an event's notifications stands (as views.current_state would say, with an
 # undeliverable one whose every step was suppressed told apart), counted by state and reason.
 COUNT_EVENT_STATES = """SELECT state, CASE WHEN state = 'suppressed' THEN reason END AS reason,
@@ -493,6 +204,7 @@ COUNT_EVENT_STATES = """SELECT state, CASE WHEN state = 'suppressed' THEN reason
             THEN 'delivered'
         WHEN max(s.state = 'sent') THEN 'sent'
         WHEN max(s.state = 'held') THEN 'held'
+        WHEN max(s.state = 'digested') THEN 'digested'
         WHEN max(s.state = 'expired') THEN 'expired'
         WHEN min(s.state = 'suppressed') THEN 'suppressed'
         ELSE 'undeliverable' END AS state,
@@ -502,64 +214,5 @@ COUNT_EVENT_STATES = """SELECT state, CASE WHEN state = 'suppressed' THEN reason
     LEFT JOIN steps s ON s.notification_id = n.id
     WHERE n.tenant = ? AND n.event_id = ? GROUP BY n.id)
 GROUP BY 1, 2 ORDER BY 1, 2"""
-SELECT_EVENT_PAGE = """SELECT * FROM notifications INDEXED BY notifications_event
-WHERE tenant = ? AND event_id = ? AND (user_id, id) > (?, ?) ORDER BY user_id, id LIMIT ?"""
-SELECT_STEPS_OF_MANY = """SELECT * FROM steps
-WHERE notification_id IN (SELECT value FROM json_each(?)) ORDER BY notification_id, step_no"""
 
-# --- topics ---------------------------------------------------------------------------------
-
-SELECT_TOPIC = "SELECT * FROM topics WHERE tenant = ? AND name = ?"
-INSERT_TOPIC = """INSERT INTO topics (tenant, name, version, members, self_service, created_at,
-    updated_at) VALUES (?, ?, 0, 0, ?, ?, ?)"""
-# A deleted topic made again starts anew, but its versions go on (closed rows may remain).
-UPDATE_TOPIC = """UPDATE topics SET self_service = ?, updated_at = ?,
-    created_at = CASE WHEN deleted_at IS NULL THEN created_at ELSE ? END, deleted_at = NULL
-WHERE tenant = ? AND name = ?"""
-SET_TOPIC_VERSION = """UPDATE topics SET version = ?, members = members + ?, updated_at = ?
-WHERE tenant = ? AND name = ?"""
-DELETE_TOPIC = """UPDATE topics SET deleted_at = ?, updated_at = ?
-WHERE tenant = ? AND name = ? AND members = 0 AND deleted_at IS NULL"""
-ADD_MEMBER = """INSERT INTO topic_members (tenant, topic, user_id, added_version, added_at)
-VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (tenant, topic, user_id) WHERE removed_version IS NULL DO NOTHING"""
-REMOVE_MEMBER = """UPDATE topic_members SET removed_version = ?, removed_at = ?
-WHERE tenant = ? AND topic = ? AND user_id = ? AND removed_version IS NULL"""
-SELECT_MEMBERS = """SELECT user_id, added_at FROM topic_members INDEXED BY topic_members_open
-WHERE tenant = ? AND topic = ? AND user_id > ? AND removed_version IS NULL
-ORDER BY user_id LIMIT ?"""
-SELECT_FOLLOWING = """SELECT m.topic, t.self_service, m.added_at
-FROM topic_members m INDEXED BY topic_members_user
-JOIN topics t ON t.tenant = m.tenant AND t.name = m.topic
-WHERE m.tenant = ? AND m.user_id = ? AND m.removed_version IS NULL ORDER BY m.topic"""
-
-# --- events and memberships that age out ----------------------------------------------------
-
-SELECT_AGED_EVENTS = """SELECT seq FROM fanout_events
-WHERE routed_at IS NOT NULL AND accepted_at < ? ORDER BY seq LIMIT ?"""
-DELETE_FANOUT_EVENT = "DELETE FROM fanout_events WHERE seq = ?"
-COUNT_AGED_EVENTS = """SELECT count(*) FROM fanout_events
-WHERE routed_at IS NOT NULL AND accepted_at < ?"""
-# A membership open from version a until r is needed only by an event still routing that
-# pinned a version in [a, r); any event accepted from now on pins r or a later one.
-_CLOSED_UNPINNED = """FROM topic_members m INDEXED BY topic_members_closed
-WHERE m.removed_version IS NOT NULL AND m.removed_at < ?
-    AND NOT EXISTS (SELECT 1 FROM fanout_events e INDEXED BY fanout_events_pins
-                    WHERE e.tenant = m.tenant AND e.topic = m.topic AND e.routed_at IS NULL
-                    AND e.version >= m.added_version AND e.version < m.removed_version)"""
-SELECT_AGED_MEMBERS = f"""SELECT m.tenant, m.topic, m.user_id, m.added_version {_CLOSED_UNPINNED}
-ORDER BY m.removed_at LIMIT ?"""
-DELETE_MEMBER_ROW = """DELETE FROM topic_members
-WHERE tenant = ? AND topic = ? AND user_id = ? AND added_version = ?"""
-COUNT_AGED_MEMBERS = f"SELECT count(*) {_CLOSED_UNPINNED}"
-
-# --- locks: none; the one writer is alone ---------------------------------------------------
-
-LOCK_PERSON = ""
-LOCK_PROFILE = ""
-LOCK_INBOX = ""
-NOTIFY_DUE = ""
-NOTIFY_INBOX = ""
-TAKE_TOKENS = ""
-MAKE_BUCKET = ""
-SPEND_TOKENS = ""
+fill(globals())

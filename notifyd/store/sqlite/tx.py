@@ -6,19 +6,20 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from notifyd.store.core.queries import Queries
+from notifyd.store.core.queries import Features, Queries
 from notifyd.store.core.tx import Args
 from notifyd.store.sqlite import queries
 
 QUERIES: Queries = queries  # type-checked: the module names every statement the core uses
+FEATURES = Features()  # one writer, in one process: no locks, shared buckets or signals
 
 
 class SqliteTx:
-    __slots__ = ("c", "many", "now", "q")
+    __slots__ = ("c", "features", "many", "now", "q")
 
     def __init__(self, c: sqlite3.Connection, now: int) -> None:
         self.c, self.now = c, now
-        self.q = QUERIES
+        self.q, self.features = QUERIES, FEATURES
         # The connection's own: no call of ours in between, on every accept's steps.
         self.many: Callable[[str, Iterable[Args]], object] = c.executemany
 
