@@ -11,7 +11,8 @@ Migrating a schema is 60-140 ms of DDL, more than most tests that use it. So a m
 is made once and then used over: when the test that had it ends (`release`), the next one to
 ask gets it renamed, every table emptied and refilled from a template schema migrated once
 per run, and every sequence set back as the template's: the same rows, sequences and schema as
-a new one, for ~3 ms.
+a new one, for ~3 ms. One whose tables, columns, constraints, triggers or functions a test
+changed is dropped instead, and a new one made.
 """
 
 from __future__ import annotations
@@ -82,13 +83,17 @@ def migrated_url(folder: Path | None = None, name: str = "") -> str:
     schema = f"t_{secrets.token_hex(6)}_{name}"
     conn = _pool()
     with conn.transaction():
-        if _free:  # a test that left a transaction open fails here, not its next user
+        used = _free.pop() if _free else None
+        if used is not None and _shape(conn, used) != _shape(conn, TEMPLATE):
+            conn.execute(f"DROP SCHEMA {_quoted(used)} CASCADE")  # its test changed its tables
+            used = None
+        if used is None:
+            _make_migrated(conn, schema)
+        else:  # a test that left a transaction open fails here, not its next user
             conn.execute("SET LOCAL lock_timeout = '10s'")
-            conn.execute(f"ALTER SCHEMA {_quoted(_free.pop())} RENAME TO {_quoted(schema)}")
+            conn.execute(f"ALTER SCHEMA {_quoted(used)} RENAME TO {_quoted(schema)}")
             conn.execute(f"SET LOCAL search_path = {_quoted(schema)}")
             conn.execute(_refill(conn))
-        else:
-            _make_migrated(conn, schema)
     url = _schema_url(schema)
     if folder is not None:
         _made[(folder, name)] = url, schema
@@ -110,6 +115,7 @@ _made: dict[tuple[Path | None, str], tuple[str, str | None]] = {}
 _free: list[str] = []
 _conn: Any = None
 _script: str | None = None
+_shapes: dict[str, tuple[int, ...]] = {}
 
 
 def _pool() -> Any:
@@ -133,6 +139,28 @@ def _make_migrated(conn: Any, schema: str) -> None:
     conn.execute(f"CREATE SCHEMA {_quoted(schema)}")
     conn.execute(f"SET LOCAL search_path = {_quoted(schema)}")
     migrate(conn)
+
+
+def _shape(conn: Any, schema: str) -> tuple[int, ...]:
+    """What a test's DDL would change in a schema: its relations (tables, indexes, sequences),
+    their columns with types and nullability, constraints, triggers and functions, counted."""
+    if schema in _shapes:
+        return _shapes[schema]
+    row = conn.execute(
+        "WITH s AS (SELECT oid FROM pg_namespace WHERE nspname = %s), "
+        "c AS (SELECT * FROM pg_class WHERE relnamespace = (SELECT oid FROM s)), "
+        "a AS (SELECT * FROM pg_attribute WHERE attrelid IN (SELECT oid FROM c) "
+        "AND attnum > 0 AND NOT attisdropped) "
+        "SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM a), "
+        "(SELECT coalesce(sum(atttypid::int + atttypmod + attnotnull::int), 0) FROM a), "
+        "(SELECT count(*) FROM pg_constraint WHERE connamespace = (SELECT oid FROM s)), "
+        "(SELECT count(*) FROM pg_trigger WHERE tgrelid IN (SELECT oid FROM c)), "
+        "(SELECT count(*) FROM pg_proc WHERE pronamespace = (SELECT oid FROM s))",
+        (schema,)).fetchone()
+    shape = tuple(int(n) for n in row)
+    if schema == TEMPLATE:
+        _shapes[schema] = shape
+    return shape
 
 
 def _refill(conn: Any) -> str:

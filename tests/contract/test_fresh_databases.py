@@ -102,3 +102,21 @@ async def test_a_postgresql_url_with_another_name_names_no_database(tmp_path: Pa
     with pytest.raises(StoreMissing):
         await open_store(url.replace("contract.db", "missing.db"), FakeClock(NOW), create=False)
     await (await open_store(url, FakeClock(NOW), create=False)).close()
+
+
+@pytest.mark.skipif(pg_support.SERVER == "off", reason="no PostgreSQL for this run")
+async def test_a_postgresql_schema_whose_tables_a_test_changed_is_not_handed_out_again(
+        tmp_path: Path) -> None:
+    new = pg_support.fresh_url()
+    with connect(new) as conn:
+        migrate(conn)
+    first = tmp_path / "first"
+    first.mkdir()
+    url = pg_support.migrated_url(first, "n")
+    with connect(url) as conn:
+        conn.execute("ALTER TABLE notifications ADD COLUMN extra text")
+    changed = schema_oid(url)
+    pg_support.release(first)
+    again = pg_support.migrated_url(tmp_path / "second", "n")
+    assert schema_oid(again) != changed
+    assert pg_state(again) == pg_state(new)
