@@ -84,7 +84,7 @@ def migrated_url(folder: Path | None = None, name: str = "") -> str:
     conn = _pool()
     with conn.transaction():
         used = _free.pop() if _free else None
-        if used is not None and _shape(conn, used) != _shape(conn, TEMPLATE):
+        if used is not None and _shape(conn, used) != _template_shape(conn):
             conn.execute(f"DROP SCHEMA {_quoted(used)} CASCADE")  # its test changed its tables
             used = None
         if used is None:
@@ -115,7 +115,7 @@ _made: dict[tuple[Path | None, str], tuple[str, str | None]] = {}
 _free: list[str] = []
 _conn: Any = None
 _script: str | None = None
-_shapes: dict[str, tuple[int, ...]] = {}
+_shape_made: tuple[int, ...] | None = None
 
 
 def _pool() -> Any:
@@ -144,8 +144,6 @@ def _make_migrated(conn: Any, schema: str) -> None:
 def _shape(conn: Any, schema: str) -> tuple[int, ...]:
     """What a test's DDL would change in a schema: its relations (tables, indexes, sequences),
     their columns with types and nullability, constraints, triggers and functions, counted."""
-    if schema in _shapes:
-        return _shapes[schema]
     row = conn.execute(
         "WITH s AS (SELECT oid FROM pg_namespace WHERE nspname = %s), "
         "c AS (SELECT * FROM pg_class WHERE relnamespace = (SELECT oid FROM s)), "
@@ -157,10 +155,14 @@ def _shape(conn: Any, schema: str) -> tuple[int, ...]:
         "(SELECT count(*) FROM pg_trigger WHERE tgrelid IN (SELECT oid FROM c)), "
         "(SELECT count(*) FROM pg_proc WHERE pronamespace = (SELECT oid FROM s))",
         (schema,)).fetchone()
-    shape = tuple(int(n) for n in row)
-    if schema == TEMPLATE:
-        _shapes[schema] = shape
-    return shape
+    return tuple(int(n) for n in row)
+
+
+def _template_shape(conn: Any) -> tuple[int, ...]:
+    global _shape_made
+    if _shape_made is None:
+        _shape_made = _shape(conn, TEMPLATE)
+    return _shape_made
 
 
 def _refill(conn: Any) -> str:
