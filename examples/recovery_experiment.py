@@ -1,4 +1,4 @@
-"""The recovery experiment (README: The recovery experiment) on notifyd's real engine; the same as
+"""The recovery experiment (docs/recovery.md) on notifyd's real engine; the same as
 `notifyd experiment recovery`. Run: python examples/recovery_experiment.py [--timeout-before-accept]
 """
 

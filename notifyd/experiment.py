@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import tomli_w
@@ -39,14 +39,14 @@ from notifyd.channels.base import Message
 from notifyd.config import Config, load_config
 from notifyd.core.clock import FakeClock
 from notifyd.core.records import Notification, Step
-from notifyd.engine.ingest import Ingest
+from notifyd.engine.ingest import Ingest, IngestStore
 from notifyd.engine.render import load_templates
 from notifyd.engine.scanner import Scanner, Wakeups
 from notifyd.engine.sender import SenderPool, build_adapters
 from notifyd.http.app import make_app
 from notifyd.http.auth import KeyCache, hash_key, new_key
 from notifyd.http.kit import Context
-from notifyd.store import Store, open_store
+from notifyd.store import InboxStore, LookupStore, OperationsStore, ProfileStore, open_store
 
 TIMEOUT_SEC = 0.5  # the email channel's call timeout: the provider's lost reply outlasts it
 WHSEC = "whsec_" + base64.b64encode(b"recovery-experiment-secret-0001").decode()
@@ -155,13 +155,17 @@ class Provider:
 # --- notifyd, one process life over the files --------------------------------------------------
 
 
+class ReadBack(LookupStore, InboxStore, ProfileStore, OperationsStore, Protocol):
+    """What the experiment reads back of notifyd's side (and closes at the end)."""
+
+
 @dataclass
 class Notifyd:
     cfg: Config
-    store: Store
+    store: ReadBack
     pool: SenderPool
     scanner: Scanner
-    ingest: Ingest
+    ingest: Ingest[IngestStore]
     runner: web.AppRunner
     url: str
     key: str

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pg_support
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from engine_support import ENV_PREFIXES, Daemon
+from engine_support import ENV_PREFIXES, Daemon, clean_env
 from store_support import fresh_sqlite
 from support import START_MS, Api, make_config
 
@@ -21,6 +26,34 @@ from notifyd.http.auth import KeyCache
 from notifyd.http.kit import Context
 from notifyd.store import open_store, sqlite_path
 from notifyd.store.core.store import CoreStore
+
+# "HH:MM Zone" in a run under faketime (tests/process/test_time_of_day.py): the hour it shifted
+# the wall clock to. Read before no_config_from_the_shell clears NOTIFYD_ variables.
+WALL_CLOCK = os.environ.get("NOTIFYD_TEST_WALL_CLOCK")
+# The wall clock on a zone as time.time and datetime.now read it: "HH:MM HH:MM".
+READ_THE_HOUR = ("import datetime as d, sys, time, zoneinfo as z; tz = z.ZoneInfo(sys.argv[1]); "
+                 "print(d.datetime.fromtimestamp(time.time(), tz).strftime('%H:%M'), "
+                 "d.datetime.now(tz).strftime('%H:%M'))")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def the_clock_reads_the_hour_asked() -> None:
+    """Under faketime, the shift took, in the tests' process and in one started as the daemon
+    is (the environment carries it): time.time and datetime.now read the hour asked, give or
+    take the minutes the run takes. A run whose clock did not move would prove nothing."""
+    if not WALL_CLOCK:
+        return
+    hhmm, zone = WALL_CLOCK.split()
+    tz = ZoneInfo(zone)
+    reads = [datetime.fromtimestamp(time.time(), tz).strftime("%H:%M"),
+             datetime.now(tz).strftime("%H:%M")]
+    reads += subprocess.run([sys.executable, "-c", READ_THE_HOUR, zone], env=clean_env(),
+                            capture_output=True, text=True, timeout=60,
+                            check=True).stdout.split()
+    asked = int(hhmm[:2]) * 60 + int(hhmm[3:])
+    for read in reads:
+        late = (int(read[:2]) * 60 + int(read[3:]) - asked) % 1440
+        assert late <= 15, f"the clock reads {read} on {zone}, not {hhmm}: {reads}"
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from role_support import narrowed
 from store_support import BACKENDS
 
 from notifyd.channels import TYPES
@@ -66,7 +67,7 @@ from notifyd.engine.ingest import Ingest
 from notifyd.engine.scanner import Scanner, Wakeups
 from notifyd.engine.sender import SenderPool, build_adapters
 from notifyd.engine.templates import Templates
-from notifyd.store import Notification, open_store
+from notifyd.store import ClaimStore, Notification, SendStore, open_store
 from notifyd.store.core.store import CoreStore
 from notifyd.store.sqlite.settings import SqliteSettings
 
@@ -492,10 +493,12 @@ async def engine_for(cfg: Config, *, seed: int = 1, clock: FakeClock | None = No
     store = await open_store(cfg.store.url, clock, sqlite=cfg.store.sqlite)
     assert isinstance(store, CoreStore)
     wakeups = Wakeups()
-    pool = SenderPool(cfg, store, clock, build_adapters(cfg), rng=random.Random(seed),
-                      templates=templates, link_key=await store.signing_key(signed.LINKS_KEY),
-                      on_free=wakeups.freed)
-    scan = Scanner(cfg, store, pool, clock, wakeups)
+    # The sender pool and the scanner get the roles they hold, and nothing else of the store:
+    # every engine test shows, on every backend, that those are all they need.
+    pool = SenderPool(cfg, narrowed(store, SendStore), clock, build_adapters(cfg),
+                      rng=random.Random(seed), templates=templates,
+                      link_key=await store.signing_key(signed.LINKS_KEY), on_free=wakeups.freed)
+    scan = Scanner(cfg, narrowed(store, ClaimStore), pool, clock, wakeups)
     eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=wakeups.due,
                                                        templates=templates),
                  cfg.store.url)

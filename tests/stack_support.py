@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import tomli_w
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -54,7 +55,7 @@ class Stack:
 
     async def status(self, nid: str) -> dict[str, Any]:
         n = await self.e.record(nid)
-        return status_view(n, self.e.now, await carriers(self.e.store, n))
+        return msgspec.to_builtins(status_view(n, self.e.now, await carriers(self.e.store, n)))
 
 
 

@@ -1,16 +1,14 @@
-"""Channel types, one module each behind channels.base; this list is the registry.
+"""Channel types: each declared in channels/types/ (the registry, TYPES), each adapter in
+channels/<type>.py behind channels.base, imported only when a channel of its type is built.
 
-Adding a channel type: write its module (settings, contact, adapter, TYPE) and add it here.
+Adding a channel type: declare it (channels/types/<type>.py, listed in channels/types/__init__.py)
+and write its adapter (channels/<type>.py, with build(name, settings, limits)).
 """
 
 from __future__ import annotations
 
-from notifyd.channels import fcm, log, resend, slack, smtp, telegram, twilio, webhook, webpush
 from notifyd.channels.base import Channel, ChannelType, Limits
-
-TYPES: dict[str, ChannelType] = {t.name: t for t in (
-    log.TYPE, webhook.TYPE, smtp.TYPE, resend.TYPE, twilio.TYPE, webpush.TYPE, fcm.TYPE,
-    telegram.TYPE, slack.TYPE)}
+from notifyd.channels.types import TYPES
 
 
 def build_channel(name: str, type_name: str, settings: object, limits: Limits) -> Channel:

@@ -9,15 +9,18 @@ or settings): not retried, nothing disabled. Unknown: the request may have reach
 (timeout, connection lost after sending); retried under the same key. Adapters never touch the store and
 never decide retry policy; sender.py does.
 
-A channel type is one module that declares a `ChannelType`: its settings, the recipient contact it
-sends to, and how its adapter is built. channels/__init__.py lists the types.
+A channel type is declared in channels/types/<type>.py: a `ChannelType` with its settings, the
+recipient contact it sends to, the templates it renders, and the module of its adapter
+(channels/<type>.py), imported only when a channel of the type is built, so the config and the
+catalog load no adapter. channels/types/__init__.py lists the types.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from notifyd.channels.egress import DIRECT, Egress
 from notifyd.core.contacts import Contact
@@ -133,20 +136,35 @@ class Limits:
     egress: Egress = DIRECT  # the proxy an HTTP type's calls go through ([egress])
 
 
+Build = Callable[[str, Any, Limits], Channel]  # (channel name, its type's settings, limits)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A channel type's Build that imports its adapter module only when a channel is built:
+    the module's `build(name, settings, limits)` makes the channel."""
+
+    module: str  # notifyd.channels.<type>
+
+    def __call__(self, name: str, settings: Any, limits: Limits) -> Channel:
+        build = cast(Build, importlib.import_module(self.module).build)
+        return build(name, settings, limits)
+
+
 @dataclass(frozen=True)
 class ChannelType:
     """One kind of channel (`type = "..."` in a [channels.NAME] table)."""
 
     name: str
     summary: str  # one line, shown in the example config
-    # A frozen dataclass of this type's own keys, each declared with fields.doc(); it may define
-    # problems() -> list[(key, message)] for checks beyond the value's type.
+    # A frozen dataclass of this type's own keys (core/fields.Checked), each declared with
+    # fields.doc() and its bounds; rules() for checks across them.
     settings: type[Any]
     # What this type sends to (core/contacts.py: an address kind such as EMAIL, or the person's
     # devices of one kind), or None when it sends to no address of the person's (a producer's
     # webhook, the log).
     contact: Contact | None
-    build: Callable[[str, Any, Limits], Channel]
+    build: Build  # Adapter("notifyd.channels.<type>"): its adapter, imported when first built
     # Which templates it renders (RenderInput.content): "email", "sms", "push" or "chat"; None
     # for a type that sends the notification as data (webhook, log).
     medium: str | None = None

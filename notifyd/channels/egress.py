@@ -1,6 +1,6 @@
 """Where an HTTP channel's call goes out: straight to the provider, or through the egress proxy
-([egress] https_proxy / http_proxy / no_proxy; config.py fills each key the config leaves empty
-from HTTPS_PROXY / HTTP_PROXY / NO_PROXY). channels/wire.py asks `route` for every call.
+([egress] https_proxy / http_proxy / no_proxy; config/load.py fills each key the config leaves
+empty from HTTPS_PROXY / HTTP_PROXY / NO_PROXY). channels/wire.py asks `route` for every call.
 
 A proxy is an http:// one: an https origin is reached through a CONNECT tunnel, TLS running end to
 end through it (the proxy sees the host name, never the request); an http:// origin's request is

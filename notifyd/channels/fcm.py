@@ -38,18 +38,14 @@ import asyncio
 import base64
 import json
 import re
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
-from yarl import URL
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding
 
 from notifyd.channels.base import (
     Answer,
-    ChannelType,
     Failed,
     Fanout,
     Limits,
@@ -62,13 +58,18 @@ from notifyd.channels.base import (
     Sent,
 )
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
+from notifyd.channels.types.fcm import (
+    DEFAULT_TOKEN_URL,
+    FcmSettings,
+    KeyFileError,
+    ServiceAccount,
+)
+from notifyd.channels.types.fcm import (
+    TYPE as TYPE,
+)
 from notifyd.channels.wire import Client, NotSent, WireError
 from notifyd.core.clock import Clock, SystemClock
-from notifyd.core.contacts import FCM
-from notifyd.core.fields import doc
 
-DEFAULT_BASE_URL = "https://fcm.googleapis.com"
-DEFAULT_TOKEN_URL = "https://oauth2.googleapis.com/token"
 SCOPE = "https://www.googleapis.com/auth/firebase.messaging"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 ASSERTION_LIFETIME_SEC = 3600  # Google accepts at most one hour
@@ -85,105 +86,21 @@ CONNECTIONS_PER_SEND = 4
 KEY_FIELD = "notifyd_key"  # data key carrying "{idempotency_key}:{device_id}" for receipts
 FCM_ERROR = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
-PROJECT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,99}$")  # ids, numbers, domain:scoped
 FIELD_RE = re.compile(r"^[A-Za-z0-9_.\[\]]{1,80}$")  # a field path such as message.data[0].value
 HEADER_SAFE_RE = re.compile(r"^[\x21-\x7e]+$")
 
 
-@dataclass(frozen=True)
-class FcmSettings:
-    service_account_file: str = doc(
-        "Path to the Google service account JSON key (client_email, private_key, token_uri, "
-        "project_id). A secret: keep the file readable by notifyd alone.", "")
-    project_id: str = doc("The Firebase project id (default: the key file's project_id).", "")
-    base_url: str = doc("The FCM API (default: the real API; tests and proxies point elsewhere).",
-                        DEFAULT_BASE_URL)
-    token_url: str = doc("The OAuth 2.0 token endpoint (default: the key file's token_uri, "
-                         "normally https://oauth2.googleapis.com/token).", "")
-
-    def problems(self) -> list[tuple[str, str]]:
-        if not self.service_account_file:
-            return [("service_account_file",
-                     "an fcm channel needs the path to a Google service account JSON key")]
-        try:
-            account = ServiceAccount.load(self.service_account_file)
-        except KeyFileError as e:
-            return [("service_account_file", str(e))]
-        out = []
-        project = self.project_id or account.project_id
-        if not project:
-            out.append(("project_id", "not set, and the key file names no project_id"))
-        elif not PROJECT_RE.match(project):
-            out.append(("project_id", "is not a Firebase project id"))
-        if not _http_url(self.base_url):
-            out.append(("base_url", "must be an http(s) URL with a host"))
-        if not _http_url(self.token_url or account.token_uri or DEFAULT_TOKEN_URL):
-            out.append(("token_url", "must be an http(s) URL with a host (or the key file's "
-                                     "token_uri must be one)"))
-        return out
-
-
-def _http_url(value: str) -> bool:
-    try:
-        url = URL(value)
-    except (ValueError, TypeError):
-        return False
-    return url.scheme in ("http", "https") and bool(url.host)
-
-
-class KeyFileError(ValueError):
-    """The key file cannot be used; the message names what is wrong, never what the file holds."""
-
-
-@dataclass(frozen=True, repr=False)  # repr=False: the key must never reach a log line
-class ServiceAccount:
-    client_email: str
-    private_key: rsa.RSAPrivateKey
-    private_key_id: str | None
-    token_uri: str | None
-    project_id: str | None
-
-    @classmethod
-    def load(cls, path: str) -> ServiceAccount:
-        try:
-            raw = Path(path).read_bytes()
-        except OSError as e:
-            raise KeyFileError(f"cannot read the key file ({type(e).__name__})") from None
-        data = parse_json(raw)
-        if not isinstance(data, dict):
-            raise KeyFileError("the key file is not a JSON object")
-        if data.get("type", "service_account") != "service_account":
-            raise KeyFileError("the key file is not a service account key")
-        email, pem = data.get("client_email"), data.get("private_key")
-        if not isinstance(email, str) or not email:
-            raise KeyFileError("the key file has no client_email")
-        if not isinstance(pem, str) or not pem:
-            raise KeyFileError("the key file has no private_key")
-        try:
-            key = serialization.load_pem_private_key(pem.encode(), password=None)
-        except (ValueError, TypeError):  # the library's message may quote the key: not kept
-            key = None
-        if not isinstance(key, rsa.RSAPrivateKey):
-            raise KeyFileError("the key file's private_key is not an RSA private key in PEM")
-        return cls(email, key, _opt_str(data, "private_key_id"), _opt_str(data, "token_uri"),
-                   _opt_str(data, "project_id"))
-
-    def assertion(self, token_url: str, now: int) -> str:
-        """The signed JWT (RS256) that the token endpoint exchanges for an access token."""
-        header: dict[str, str] = {"alg": "RS256", "typ": "JWT"}
-        if self.private_key_id:
-            header["kid"] = self.private_key_id
-        claims = {"iss": self.client_email, "scope": SCOPE, "aud": token_url, "iat": now,
-                  "exp": now + ASSERTION_LIFETIME_SEC}
-        signing_input = f"{_b64(_compact(header))}.{_b64(_compact(claims))}"
-        signature = self.private_key.sign(signing_input.encode(), padding.PKCS1v15(),
-                                          hashes.SHA256())
-        return f"{signing_input}.{_b64(signature)}"
-
-
-def _opt_str(data: dict[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    return value if isinstance(value, str) and value else None
+def assertion(account: ServiceAccount, token_url: str, now: int) -> str:
+    """The signed JWT (RS256) that the token endpoint exchanges for an access token."""
+    header: dict[str, str] = {"alg": "RS256", "typ": "JWT"}
+    if account.private_key_id:
+        header["kid"] = account.private_key_id
+    claims = {"iss": account.client_email, "scope": SCOPE, "aud": token_url, "iat": now,
+              "exp": now + ASSERTION_LIFETIME_SEC}
+    signing_input = f"{_b64(_compact(header))}.{_b64(_compact(claims))}"
+    signature = account.private_key.sign(signing_input.encode(), padding.PKCS1v15(),
+                                         hashes.SHA256())
+    return f"{signing_input}.{_b64(signature)}"
 
 
 def _compact(obj: object) -> bytes:
@@ -250,7 +167,8 @@ class AccessTokens:
 
     async def _fetch(self, http: Client, timeout: float) -> tuple[str, float]:
         # Signing takes about a millisecond, once an hour; a thread keeps it off the loop anyway.
-        jwt = await asyncio.to_thread(self.account.assertion, self.token_url, int(self._now()))
+        jwt = await asyncio.to_thread(assertion, self.account, self.token_url,
+                                      int(self._now()))
         form = urlencode({"grant_type": JWT_BEARER, "assertion": jwt}).encode()
         try:
             answer = await http.post(self.token_url, form, {
@@ -464,10 +382,6 @@ def invalid_argument(reason: str, data: object) -> Answer:
     return Failed(f"{reason}{at}: FCM refused the message itself; the device is kept")
 
 
-def _build(name: str, settings: FcmSettings, limits: Limits) -> FcmChannel:
+def build(name: str, settings: FcmSettings, limits: Limits) -> FcmChannel:
     return FcmChannel(name, settings, limits)
-
-
-TYPE = ChannelType("fcm", "pushes to the user's Firebase Cloud Messaging tokens (HTTP v1 API)",
-                   FcmSettings, FCM, _build, medium="push")
 

@@ -6,16 +6,19 @@ Provider bodies are bytes: an adapter parses what it needs and never fails on wh
 
 from __future__ import annotations
 
+import base64
 import email.utils
-import json
 import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from notifyd.channels.base import Failed, Outcome, Unknown
+from notifyd.channels.types.checks import parse_json, url_problem
 from notifyd.channels.wire import Client, Lost, NotSent
+
+__all__ = ["MAX_BODY_BYTES", "basic_auth", "parse_json", "parse_retry_after", "post",
+           "provider_code", "url_problem"]
 
 MAX_BODY_BYTES = 64 * 1024  # a provider answer is read up to this, never whole
 CODE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -43,30 +46,6 @@ async def post(client: Client, url: str, body: bytes, headers: dict[str, str],
     return classify(answer.status, answer.headers, answer.body)
 
 
-def url_problem(base_url: str) -> str | None:
-    """What is wrong with a provider's base URL setting, or None: an http(s) origin, perhaps
-    with a path, and nothing that would leak or be ignored (query, fragment, credentials)."""
-    try:
-        parts = urlsplit(base_url)
-        parts.port  # noqa: B018 - raises on a port out of range
-    except ValueError:
-        return "must be an http(s) URL with a host"
-    if (parts.scheme not in ("http", "https") or not parts.hostname
-            or any(c.isspace() or ord(c) < 32 for c in base_url)):
-        return "must be an http(s) URL with a host"
-    if parts.query or parts.fragment or parts.username or parts.password:
-        return "must carry no query, fragment or credentials"
-    return None
-
-
-def parse_json(body: bytes) -> object:
-    """The body as JSON, or None when it is empty, truncated, not JSON or not UTF-8."""
-    try:
-        return json.loads(body) if body else None
-    except (ValueError, UnicodeDecodeError):
-        return None
-
-
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
     """Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 section 10.2.3)."""
     if not value:
@@ -91,3 +70,8 @@ def provider_code(data: object, keys: tuple[str, ...] = ("code", "error_code", "
             if isinstance(value, str | int) and CODE_RE.match(str(value)):
                 return f" {value}"
     return ""
+
+
+def basic_auth(user: str, password: str) -> str:
+    """RFC 7617 credentials for the Authorization header."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 
 from notifyd.channels.base import (
-    ChannelType,
     Limits,
     Message,
     Outcome,
@@ -21,27 +19,12 @@ from notifyd.channels.base import (
     Sent,
     standard_payload,
 )
-from notifyd.core.catalog import MEDIUMS
-from notifyd.core.fields import doc
+from notifyd.channels.types.log import TYPE as TYPE
+from notifyd.channels.types.log import LogSettings
 
 log = logging.getLogger("notifyd.channel.log")
 # Parts not logged: an email's html says what its text says, at many times the length.
 UNLOGGED_PARTS = frozenset({"html"})
-
-
-@dataclass(frozen=True)
-class LogSettings:
-    medium: str = doc(
-        "Empty: log ids and parameter names only. email, sms, push or chat: stand in for a "
-        "channel of that medium while none is set up: render the kind's templates of that "
-        "medium (so they must be there, and the person's preferences and the send limits of "
-        "that medium apply) and log the text (an email's subject and text). The text holds the "
-        "params' values: keep kinds that carry one-time codes off it in production.", "")
-
-    def problems(self) -> list[tuple[str, str]]:
-        if self.medium and self.medium not in MEDIUMS:
-            return [("medium", f"must be one of {', '.join(MEDIUMS)}, or empty")]
-        return []
 
 
 class LogChannel:
@@ -67,13 +50,5 @@ class LogChannel:
         return None
 
 
-def _build(name: str, _settings: LogSettings, _limits: Limits) -> LogChannel:
+def build(name: str, _settings: LogSettings, _limits: Limits) -> LogChannel:
     return LogChannel(name)
-
-
-def _medium(settings: LogSettings) -> str | None:
-    return settings.medium or None
-
-
-TYPE = ChannelType("log", "writes each message to the log (ids and parameter names; with a "
-                   "medium, its text)", LogSettings, None, _build, medium_of=_medium)

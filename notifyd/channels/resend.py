@@ -44,83 +44,28 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from email.utils import parseaddr
 from typing import Any
 
-from yarl import URL
-
 from notifyd.channels.base import (
-    ChannelType,
     Failed,
     Limits,
     Message,
     Outcome,
     Rejected,
     Rendered,
-    RenderError,
     RenderInput,
     Sent,
 )
 from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
+from notifyd.channels.mailapi import blames, email_of
+from notifyd.channels.types.resend import TYPE as TYPE
+from notifyd.channels.types.resend import ResendSettings
 from notifyd.channels.wire import Client
-from notifyd.core.contacts import EMAIL
-from notifyd.core.fields import doc, sensitive
 
-DEFAULT_BASE_URL = "https://api.resend.com"
 SHORT_RETRY_SEC = 1.0  # an overlapping attempt under the same key: wait for it, then ask again
 TAG_VALUE_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
-# Pragmatic, not RFC 5322: one @, no spaces, quotes, brackets or separators in the local part, a
-# dotted domain of letters, digits and hyphens (any script). What passes is sendable.
-_LABEL = r"[^\W_](?:[\w-]{0,61}[^\W_])?"
-ADDRESS_RE = re.compile(rf"^[^@\s<>()\[\],;:\"\\]{{1,64}}@{_LABEL}(?:\.{_LABEL})+$")
 NAMES_RECIPIENT_RE = re.compile(r"\binvalid `?to`? field", re.IGNORECASE)
-
-
-def valid_address(value: str) -> bool:
-    return len(value) <= 254 and bool(ADDRESS_RE.fullmatch(value)) and "\x00" not in value
-
-
-def _mailbox_problem(value: str) -> str | None:
-    """Why a configured "addr@host" or "Name <addr@host>" is unusable, or None."""
-    if "\r" in value or "\n" in value:
-        return "must be on one line"
-    _name, addr = parseaddr(value)
-    if not valid_address(addr):
-        return "must be an email address, optionally as Name <address>"
-    return None
-
-
-@dataclass(frozen=True)
-class ResendSettings:
-    api_key: str = sensitive("The Resend API key (re_...); a sending-only key is enough.", "")
-    from_address: str = doc("The sender: an address on a domain verified in Resend, optionally "
-                            "as Name <address>.", "")
-    reply_to: str = doc("Where replies go (an address, optionally as Name <address>); empty: "
-                        "the sender.", "")
-    base_url: str = doc("The API's base URL (default: Resend's real API; tests and proxies "
-                        "point elsewhere).", DEFAULT_BASE_URL)
-
-    def problems(self) -> list[tuple[str, str]]:
-        out: list[tuple[str, str]] = []
-        if not self.api_key:
-            out.append(("api_key", "a resend channel needs an API key"))
-        elif any(c.isspace() for c in self.api_key):
-            out.append(("api_key", "must not contain spaces or line breaks"))
-        if not self.from_address:
-            out.append(("from_address", "a resend channel needs a sender address"))
-        elif (why := _mailbox_problem(self.from_address)) is not None:
-            out.append(("from_address", why))
-        if self.reply_to and (why := _mailbox_problem(self.reply_to)) is not None:
-            out.append(("reply_to", why))
-        try:
-            url = URL(self.base_url)
-        except (ValueError, TypeError):
-            url = URL()
-        if url.scheme not in ("http", "https") or not url.host:
-            out.append(("base_url", "must be an http(s) URL with a host"))
-        return out
 
 
 class ResendChannel:
@@ -133,31 +78,18 @@ class ResendChannel:
         self.http = Client(max_connections, timeout_sec, egress)
 
     def render(self, step: RenderInput) -> Rendered:
-        address = (step.address or "").strip()
-        if not address:
-            raise RenderError("address", LookupError("the recipient has no email address"))
-        if not valid_address(address):
-            raise RenderError("address", ValueError("not a usable email address"))
-        subject = step.content.get("subject")
-        if not subject:
-            raise RenderError("subject", LookupError("the email has no subject"))
-        if "\r" in subject or "\n" in subject:
-            raise RenderError("subject", ValueError("a line break in the subject"))
-        text, html = step.content.get("text"), step.content.get("html")
-        if not text and not html:
-            raise RenderError("text", LookupError("the email has neither text nor html"))
-        payload: dict[str, Any] = {"from": self.settings.from_address, "to": [address],
-                                   "subject": subject}
-        if text:
-            payload["text"] = text
-        if html:
-            payload["html"] = html
+        email = email_of(step)
+        payload: dict[str, Any] = {"from": self.settings.from_address, "to": [email.to],
+                                   "subject": email.subject}
+        if email.text:
+            payload["text"] = email.text
+        if email.html:
+            payload["html"] = email.html
         if self.settings.reply_to:
             payload["reply_to"] = self.settings.reply_to
-        headers = _list_headers(step)
-        if headers:
-            payload["headers"] = headers
-        return Rendered(address, payload)
+        if email.headers:
+            payload["headers"] = email.headers
+        return Rendered(email.to, payload)
 
     async def send(self, message: Message) -> Outcome:
         tags = key_tags(message.idempotency_key)
@@ -170,20 +102,6 @@ class ResendChannel:
 
     async def close(self) -> None:
         await self.http.close()
-
-
-def _list_headers(step: RenderInput) -> dict[str, str]:
-    """List-Unsubscribe for mail that is not transactional; One-Click only for an HTTPS URI
-    (RFC 8058 section 3.1). A value that could break out of its header is never sent."""
-    url = step.unsubscribe_url
-    if step.transactional or not url:
-        return {}
-    if any(c in url for c in "\r\n<> \t") or not url.isprintable():
-        raise RenderError("unsubscribe_url", ValueError("not usable in a List-Unsubscribe header"))
-    headers = {"List-Unsubscribe": f"<{url}>"}
-    if url.lower().startswith("https://"):
-        headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
-    return headers
 
 
 def key_tags(key: str) -> list[dict[str, str]]:
@@ -211,7 +129,8 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> Outcome:
         return _conflict(name, reason, retry_after)
     if status == 429 or status >= 500:
         return Failed(reason, retry_after)
-    if status in (400, 422) and name == "validation_error" and _names_recipient(data):
+    message = data.get("message") if isinstance(data, dict) else None
+    if status in (400, 422) and name == "validation_error" and blames(message, NAMES_RECIPIENT_RE):
         return Rejected(f"{reason}: Resend refused the recipient address")
     return Failed(f"{reason}: Resend refused the request; check the channel's settings")
 
@@ -225,17 +144,7 @@ def _conflict(name: object, reason: str, retry_after: float | None) -> Failed:
     return Failed(reason, retry_after)
 
 
-def _names_recipient(data: object) -> bool:
-    """Whether Resend's message blames the `to` field. The message is read, never recorded: it
-    may quote the address."""
-    message = data.get("message") if isinstance(data, dict) else None
-    return isinstance(message, str) and bool(NAMES_RECIPIENT_RE.search(message))
-
-
-def _build(name: str, settings: ResendSettings, limits: Limits) -> ResendChannel:
+def build(name: str, settings: ResendSettings, limits: Limits) -> ResendChannel:
     return ResendChannel(name, settings, limits.timeout_sec, limits.max_connections,
                          limits.egress)
 
-
-TYPE = ChannelType("resend", "sends email through Resend's HTTP API", ResendSettings, EMAIL,
-                   _build, medium="email")

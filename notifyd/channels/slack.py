@@ -34,11 +34,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from notifyd.channels.base import (
-    ChannelType,
     Failed,
     Limits,
     Message,
@@ -51,14 +49,12 @@ from notifyd.channels.base import (
     Unknown,
 )
 from notifyd.channels.egress import DIRECT, Egress
-from notifyd.channels.http import parse_json, parse_retry_after, post, url_problem
+from notifyd.channels.http import parse_json, parse_retry_after, post
+from notifyd.channels.types.slack import TYPE as TYPE
+from notifyd.channels.types.slack import SlackSettings
 from notifyd.channels.wire import Client
-from notifyd.core.contacts import SLACK
-from notifyd.core.fields import doc, sensitive
 
-DEFAULT_BASE_URL = "https://slack.com"
 MAX_TEXT_CHARS = 40_000  # Slack truncates longer messages (chat.postMessage "Truncating content")
-TOKEN_RE = re.compile(r"xoxb-[A-Za-z0-9-]{10,250}")  # a bot token
 USER_ID_RE = re.compile(r"[UW][A-Z0-9]{2,30}")  # U... or W... (Enterprise Grid)
 CHANNEL_RE = re.compile(r"[CDG][A-Z0-9]{2,30}")
 CODE_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")  # channel_not_found, ratelimited, ...
@@ -77,24 +73,6 @@ OURS = frozenset({"not_authed", "invalid_auth", "account_inactive", "token_revok
                   "two_factor_setup_required", "messages_tab_disabled", "not_in_channel",
                   "restricted_action", "metadata_must_be_sent_from_app", "user_not_visible"})
 
-
-@dataclass(frozen=True)
-class SlackSettings:
-    bot_token: str = sensitive("The app's bot token, xoxb-... (a secret; scope chat:write).")
-    base_url: str = doc("The Slack API origin (default: Slack's; tests and proxies point "
-                        "elsewhere).", DEFAULT_BASE_URL)
-    unfurl: bool = doc("Let Slack unfurl links in the message (it fetches them: one-time links "
-                       "would be spent).", False)
-    metadata: bool = doc("Attach the step key as message metadata (event_type notifyd_step), to "
-                         "match a posted message to its step.", True)
-
-    def problems(self) -> list[tuple[str, str]]:
-        out = []
-        if not TOKEN_RE.fullmatch(self.bot_token):
-            out.append(("bot_token", "must be the app's bot token (xoxb-...)"))
-        if (why := url_problem(self.base_url)) is not None:
-            out.append(("base_url", why))
-        return out
 
 
 def escape(text: str) -> str:
@@ -168,10 +146,7 @@ def classify(status: int, headers: Any, body: bytes) -> Outcome:
     return Failed(reason, wait)  # 429 (Retry-After), 5xx, and anything else that is not Slack's
 
 
-def _build(name: str, settings: SlackSettings, limits: Limits) -> SlackChannel:
+def build(name: str, settings: SlackSettings, limits: Limits) -> SlackChannel:
     return SlackChannel(name, settings, limits.timeout_sec, limits.max_connections,
                         limits.egress)
 
-
-TYPE = ChannelType("slack", "sends direct messages from a Slack app's bot (chat.postMessage)",
-                   SlackSettings, SLACK, _build, medium="chat")

@@ -13,17 +13,13 @@ Wire facts relied on:
   start of the text: subject 1 addressing, 2 mailbox (2.2 full: persistent transient), 3 mail
   system, 6 content, 7 security or policy. RFC 4954 6: 530 5.7.0, 534 5.7.9, 535 5.7.8 and
   538 5.7.11 are AUTH faults: ours.
-- RFC 2045 6.7: quoted-printable lines are at most 76 characters and "=" is always encoded, so a
-  boundary starting "=_" cannot occur in a body (RFC 2046 5.1.1). RFC 2047 2: encoded-words of
-  at most 75 characters. RFC 5322 2.1.1: header lines at most 998.
+- The message's MIME bytes: channels/mime.py (shared with ses's raw content).
 - RFC 2369 and RFC 8058 (https://www.rfc-editor.org/rfc/rfc8058): List-Unsubscribe: <URI>, and
   List-Unsubscribe-Post: List-Unsubscribe=One-Click beside an HTTPS URI only. RFC 3834 3.1.7:
   Auto-Submitted: auto-generated keeps auto-responders quiet.
 - aiosmtplib (smtp.py, protocol.py, errors.py): mail(), rcpt() and data() raise
   SMTPSenderRefused, SMTPRecipientRefused and SMTPDataError with .code; a lost connection is
   SMTPServerDisconnected, a slow reply SMTPReadTimeoutError; a 421 reply closes the client.
-  email.policy.SMTP turns a long header without spaces (a URL) into encoded-words, which breaks
-  List-Unsubscribe: headers other than From, Subject and Reply-To are written as they are.
 
 Outcomes: 250 to DATA Sent (provider_ref: the Message-ID; detail: the server's queue id). A 5yz
 to RCPT or DATA Rejected, unless it is about us or the message rather than the address (x.7.x,
@@ -36,25 +32,21 @@ text (it echoes addresses).
 from __future__ import annotations
 
 import asyncio
-import binascii
-import email.policy
 import hashlib
 import json
 import re
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.headerregistry import Address
-from email.utils import format_datetime, parseaddr
+from email.utils import format_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiosmtplib
 
 from notifyd.channels.base import (
-    ChannelType,
     Failed,
     Limits,
     Message,
@@ -66,23 +58,21 @@ from notifyd.channels.base import (
     Sent,
     Unknown,
 )
-from notifyd.core.contacts import EMAIL
-from notifyd.core.fields import doc, sensitive
+from notifyd.channels.mime import build_message
+from notifyd.channels.types.smtp import (
+    DOT_ATOM,
+    LINE_BREAKS,
+    SmtpSettings,
+    mailbox,
+    parse_sender,
+)
+from notifyd.channels.types.smtp import (
+    TYPE as TYPE,
+)
 
-TLS_MODES = ("starttls", "tls", "none")
-LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 MAX_URL = 900  # List-Unsubscribe is written unfolded: keep it well under the 998-octet line
-FOLD_AT = 78
-HEADERS = email.policy.SMTP  # CRLF, folding at 78, RFC 2047 encoded-words
-FOLDED = frozenset({"From", "Subject", "Reply-To"})  # may need encoded-words; the rest is ASCII
 QUIT_TIMEOUT_SEC = 2.0
 
-# Header values must never break a line: CR and LF, and every other character that
-# str.splitlines() (which the email package folds with) treats as a line boundary.
-LINE_BREAKS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
-ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
-DOT_ATOM = re.compile(rf"^{ATEXT}(?:\.{ATEXT})*$")
-LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 URL_BAD = re.compile(r'[\x00-\x20\x7f<>"\\^`{|}]')
 ENHANCED = re.compile(r"^([245])\.(\d{1,3})\.(\d{1,3})(?![\d.])")
 QUEUE_ID = (re.compile(r"\bqueued as ([A-Za-z0-9._-]{1,64})", re.I),  # Postfix, SendGrid
@@ -91,158 +81,15 @@ QUEUE_ID = (re.compile(r"\bqueued as ([A-Za-z0-9._-]{1,64})", re.I),  # Postfix,
 AUTH_CODES = frozenset({530, 534, 535, 538})
 
 
-def mailbox(address: str) -> str:
-    """An addr-spec we can send to (domain as IDNA ASCII), or ValueError. Local parts are
-    dot-atoms of ASCII: a quoted or non-ASCII one would need SMTPUTF8, which we do not use."""
-    if LINE_BREAKS.search(address):
-        raise ValueError("a line break or control character in an address")
-    local, at, domain = address.rpartition("@")
-    if not at or not local or len(local) > 64 or not DOT_ATOM.match(local):
-        raise ValueError("not a mailbox: local@domain")
-    try:
-        domain = domain.encode("idna").decode("ascii")
-    except UnicodeError:
-        raise ValueError("not a domain name") from None
-    return f"{local}@{check_domain(domain)}"
-
-
-def check_domain(domain: str) -> str:
-    labels = domain.split(".")
-    if len(labels) < 2 or len(domain) > 253 or not all(LABEL.match(x) for x in labels):
-        raise ValueError("not a domain name")
-    return domain
-
-
-def parse_sender(value: str) -> Address:
-    """A "Name <addr@domain>" or "addr@domain" setting as a display name and checked address."""
-    if LINE_BREAKS.search(value):
-        raise ValueError("a line break in an address setting")
-    name, addr = parseaddr(value)
-    local, _, domain = mailbox(addr).rpartition("@")
-    return Address(display_name=name, username=local, domain=domain)
-
-
 def header_safe(what: str, value: str) -> str:
     if LINE_BREAKS.search(value):
         raise RenderError(what, ValueError("a line break or control character in a header"))
     return value
 
 
-@dataclass(frozen=True)
-class SmtpSettings:
-    host: str = doc("The SMTP server: a local relay or a provider's submission host.", "")
-    port: int = doc("Its port: 587 for STARTTLS submission, 465 for implicit TLS, 25 for a relay.",
-                    587)
-    tls: str = doc('"starttls" (upgrade after connecting; a server that does not offer it is an '
-                   'error, never a silent downgrade), "tls" (TLS from the first byte, usually '
-                   'port 465) or "none" (a relay on this host or a trusted network).', "starttls")
-    tls_verify: bool = doc("Check the server's certificate and name; turn off only for a relay "
-                           "you trust on a private network.", True)
-    ca_file: str = doc("A PEM file of CA certificates to trust instead of the system's (a "
-                       "private relay's CA). Empty: the system's.", "")
-    username: str = doc("SMTP AUTH user; the channel logs in only when this is set.", "")
-    password: str = sensitive("SMTP AUTH password (a secret: an app password or the provider's SMTP "
-                        "key).", "")
-    from_address: str = doc('The From header: "Name <addr@domain>" or "addr@domain". The key is '
-                            'from_address because "from" is a Python keyword.', "")
-    envelope_from: str = doc("The envelope sender (MAIL FROM), where bounces go. Empty: the From "
-                             "address.", "")
-    reply_to: str = doc("A Reply-To header, when replies should go elsewhere than From. Empty: "
-                        "none.", "")
-    message_id_domain: str = doc("The domain in Message-ID headers. Empty: the From address's "
-                                 "domain.", "")
-    helo_name: str = doc("The name this host gives in EHLO. Empty: its fully qualified name.", "")
-    relay: str = doc('The relay behind host, if its receipts should find their step by the key '
-                     'in its own metadata header: "sendgrid", "mailgun", "postmark" (which needs '
-                     'it) or "ses". Empty: receipts match by Message-ID only.', "")
-    connect_timeout_sec: float = doc("How long connecting, TLS and login may take (within the "
-                                     "channel's timeout_sec); a connect timeout is failed, "
-                                     "never unknown.", 10.0)
-    idle_timeout_sec: float = doc("A pooled connection idle this long is closed rather than "
-                                  "reused (servers drop idle sessions).", 60.0)
-    max_messages_per_connection: int = doc("Messages sent over one connection before it is "
-                                           "replaced (some providers cap it); 0: no limit.", 0)
-
-    def problems(self) -> list[tuple[str, str]]:
-        out = self._address_problems()
-        if not self.host or LINE_BREAKS.search(self.host) or " " in self.host:
-            out.append(("host", "an smtp channel needs the server's host name or address"))
-        if not 1 <= self.port <= 65535:
-            out.append(("port", "must be 1..65535"))
-        if self.relay and self.relay not in RELAY_HEADER:
-            out.append(("relay", f"must be one of {', '.join(RELAY_HEADER)}, or empty"))
-        if self.tls not in TLS_MODES:
-            out.append(("tls", f"must be one of {', '.join(TLS_MODES)}"))
-        if self.password and not self.username:
-            out.append(("password", "is set but username is empty"))
-        if self.username and self.tls == "none" and self.host not in LOOPBACK:
-            out.append(("tls", "with a username, tls = none would send the password in clear "
-                               "over the network: use starttls or tls"))
-        if self.connect_timeout_sec <= 0:
-            out.append(("connect_timeout_sec", "must be > 0"))
-        if self.idle_timeout_sec < 0:
-            out.append(("idle_timeout_sec", "must be >= 0"))
-        if self.max_messages_per_connection < 0:
-            out.append(("max_messages_per_connection", "must be >= 0"))
-        return out
-
-    def _address_problems(self) -> list[tuple[str, str]]:
-        out = []
-        for key in ("from_address", "envelope_from", "reply_to"):
-            value = getattr(self, key)
-            if value or key == "from_address":
-                try:
-                    parse_sender(value)
-                except ValueError:
-                    out.append((key, 'must be an email address: "addr@domain" or '
-                                     '"Name <addr@domain>"'))
-        if self.message_id_domain:
-            try:
-                check_domain(self.message_id_domain)
-            except ValueError:
-                out.append(("message_id_domain", "must be a domain name"))
-        return out
-
-
-def build_message(p: Mapping[str, Any]) -> bytes:
-    """The MIME bytes of a frozen payload: a pure function of it, so a retry sends the same
-    bytes. UTF-8 bodies in quoted-printable keep every line 7-bit and short, so no server
-    needs 8BITMIME or SMTPUTF8; the multipart boundary comes from the Message-ID."""
-    head = [("Date", p["date"]), ("From", p["from"]), ("To", p["to"]),
-            ("Subject", p["subject"]), ("Message-ID", p["message_id"]),
-            *((str(n), str(v)) for n, v in p["headers"]), ("MIME-Version", "1.0")]
-    out = "".join(header_line(n, v) for n, v in head).encode("ascii")
-    if p.get("html") is None:
-        return out + text_part(p["text"], "plain")
-    # "=_" never occurs in quoted-printable text, so this boundary cannot clash with a body.
-    boundary = f"=_notifyd_{hashlib.sha256(p['message_id'].encode()).hexdigest()[:32]}"
-    delimiter = f"\r\n--{boundary}\r\n".encode("ascii")
-    return b"".join([
-        out, f'Content-Type: multipart/alternative; boundary="{boundary}"\r\n'.encode("ascii"),
-        delimiter, text_part(p["text"], "plain"), delimiter, text_part(p["html"], "html"),
-        f"\r\n--{boundary}--\r\n".encode("ascii")])
-
-
-def text_part(text: str, subtype: str) -> bytes:
-    """A UTF-8 text/* entity in quoted-printable (binascii's encoder: lines of at most 76,
-    "=", trailing blanks and 8-bit bytes encoded; the email package's is pure Python and
-    made a message cost a millisecond). Line ends become CRLF, as on the wire."""
-    lines = text.encode("utf-8").splitlines()  # bytes: CR, LF or CRLF only
-    body = binascii.b2a_qp(b"\n".join(lines) + b"\n", istext=True).replace(b"\n", b"\r\n")
-    return (f'Content-Type: text/{subtype}; charset="utf-8"\r\n'
-            "Content-Transfer-Encoding: quoted-printable\r\n\r\n").encode("ascii") + body
-
-
-def header_line(name: str, value: str) -> str:
-    line = f"{name}: {value}"
-    if name not in FOLDED or (value.isascii() and len(line) <= FOLD_AT):
-        return line + "\r\n"  # ASCII that render checked: no fold needed, and none wanted
-    return str(HEADERS.header_factory(name, value).fold(policy=HEADERS))
-
-
 # The header each relay turns into metadata its event webhooks send back, with the step key in
 # it (receipts/<relay>.py reads it there): SendGrid unique_args, Mailgun user variables,
-# Postmark metadata, SES message tags (whose values allow no ':').
+# Postmark metadata, SES message tags (whose values allow no ':'). One for each of RELAYS.
 RELAY_HEADER: dict[str, Callable[[str], tuple[str, str]]] = {
     "sendgrid": lambda key: ("X-SMTPAPI", json.dumps({"unique_args": {"notifyd_key": key}})),
     "mailgun": lambda key: ("X-Mailgun-Variables", json.dumps({"notifyd_key": key})),
@@ -594,10 +441,6 @@ async def quit_politely(smtp: aiosmtplib.SMTP) -> None:
         smtp.close()
 
 
-def _build(name: str, settings: SmtpSettings, limits: Limits) -> SmtpChannel:
+def build(name: str, settings: SmtpSettings, limits: Limits) -> SmtpChannel:
     return SmtpChannel(name, settings, limits)
 
-
-TYPE = ChannelType("smtp", "sends email through an SMTP server (a relay or a provider's "
-                   "submission host), reusing connections", SmtpSettings, EMAIL, _build,
-                   medium="email")

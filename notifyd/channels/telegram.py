@@ -32,13 +32,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urlsplit
 
 from notifyd.channels.base import (
-    ChannelType,
     Failed,
     Limits,
     Message,
@@ -50,16 +48,13 @@ from notifyd.channels.base import (
     Sent,
 )
 from notifyd.channels.egress import DIRECT, Egress
-from notifyd.channels.http import parse_json, parse_retry_after, post, url_problem
+from notifyd.channels.http import parse_json, parse_retry_after, post
+from notifyd.channels.types.telegram import TYPE as TYPE
+from notifyd.channels.types.telegram import TelegramSettings
 from notifyd.channels.wire import Client
-from notifyd.core.contacts import TELEGRAM
-from notifyd.core.fields import doc, sensitive
 
-DEFAULT_BASE_URL = "https://api.telegram.org"
 MAX_TEXT_CHARS = 4096  # sendMessage: "1-4096 characters after entities parsing"
-TOKEN_RE = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{20,100}")  # BotFather's "123456:ABC-..."
 CHAT_ID_RE = re.compile(r"-?[0-9]{1,19}")  # a numeric chat id; bots cannot DM an @username
-PARSE_MODES = ("", "HTML")
 
 # (status, words in the description, short code): this chat is dead for this bot, and no retry
 # will change that until the person does something (unblocks, presses Start).
@@ -76,27 +71,6 @@ DEAD_CHAT: tuple[tuple[int, str, str], ...] = (
 STATUS_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                 409: "conflict", 429: "too_many_requests"}
 
-
-@dataclass(frozen=True)
-class TelegramSettings:
-    bot_token: str = sensitive("The bot's token from @BotFather (a secret: it is part of every "
-                            "request's URL).")
-    base_url: str = doc("The Bot API server (default: Telegram's; tests and local Bot API "
-                        "servers point elsewhere).", DEFAULT_BASE_URL)
-    parse_mode: str = doc('"" sends plain text; "HTML" lets templates use Telegram\'s HTML tags '
-                          "(the renderer must escape parameters).", "")
-    disable_link_preview: bool = doc("Send without a link preview, so Telegram never fetches a "
-                                     "link in the message (one-time links stay unused).", True)
-
-    def problems(self) -> list[tuple[str, str]]:
-        out = []
-        if not TOKEN_RE.fullmatch(self.bot_token):
-            out.append(("bot_token", "must be the token @BotFather gave the bot (digits:letters)"))
-        if (why := url_problem(self.base_url)) is not None:
-            out.append(("base_url", why))
-        if self.parse_mode not in PARSE_MODES:
-            out.append(("parse_mode", 'must be "" (plain text) or "HTML"'))
-        return out
 
 
 class TelegramChannel:
@@ -262,10 +236,7 @@ def check_html(text: str) -> int:
     return parser.chars
 
 
-def _build(name: str, settings: TelegramSettings, limits: Limits) -> TelegramChannel:
+def build(name: str, settings: TelegramSettings, limits: Limits) -> TelegramChannel:
     return TelegramChannel(name, settings, limits.timeout_sec, limits.max_connections,
                            limits.egress)
 
-
-TYPE = ChannelType("telegram", "sends chat messages from a Telegram bot (Bot API sendMessage)",
-                   TelegramSettings, TELEGRAM, _build, medium="chat")

@@ -31,17 +31,12 @@ Timeouts and connections lost after sending Unknown; refused connections Failed.
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from yarl import URL
-
 from notifyd.channels.base import (
-    ChannelType,
     Failed,
     Limits,
     Message,
@@ -53,22 +48,15 @@ from notifyd.channels.base import (
     Sent,
 )
 from notifyd.channels.egress import DIRECT, Egress
-from notifyd.channels.http import parse_json, parse_retry_after, post
+from notifyd.channels.http import basic_auth, parse_json, parse_retry_after, post
+from notifyd.channels.types.twilio import TYPE as TYPE
+from notifyd.channels.types.twilio import TwilioSettings
 from notifyd.channels.wire import Client
-from notifyd.core.contacts import PHONE
-from notifyd.core.fields import doc, sensitive
 
-DEFAULT_BASE_URL = "https://api.twilio.com"
 WEBHOOK_PATH = "/v1/webhooks/twilio"
 MAX_BODY_CHARS = 1600  # Twilio refuses longer bodies (21617)
 MAX_VALIDITY_SEC = 36000  # Twilio's ceiling and its default
 E164_RE = re.compile(r"^\+[1-9][0-9]{1,14}$")
-ACCOUNT_SID_RE = re.compile(r"^AC[0-9a-fA-F]{32}$")
-API_KEY_SID_RE = re.compile(r"^SK[0-9a-fA-F]{32}$")
-SERVICE_SID_RE = re.compile(r"^MG[0-9a-fA-F]{32}$")
-# A Twilio number (E.164), a short code, or an alphanumeric sender ID (up to 11, one letter).
-SENDER_RE = re.compile(
-    r"^(?:\+[1-9][0-9]{1,14}|[0-9]{3,8}|(?=[A-Za-z0-9 ]*[A-Za-z])[A-Za-z0-9 ]{1,11})$")
 DIGITS_RE = re.compile(r"^[0-9]{1,9}$")
 
 # The codes that say the recipient's number is dead or has opted out: the contact is disabled.
@@ -89,49 +77,6 @@ OURS = {
     21659: "the sender is not a usable Twilio sender",
     21661: "the sender is not SMS-capable",
 }
-
-
-@dataclass(frozen=True)
-class TwilioSettings:
-    account_sid: str = doc("The Account SID (AC...) that sends and pays.", "")
-    auth_token: str = sensitive("The account's Auth Token; empty when api_key_sid and api_key_secret "
-                          "are set.", "")
-    api_key_sid: str = doc("An API key SID (SK...) to authenticate with instead of the Auth "
-                           "Token.", "")
-    api_key_secret: str = sensitive("The API key's secret.", "")
-    from_number: str = doc("The sender: a Twilio number in E.164, a short code or an "
-                           "alphanumeric sender ID; or set messaging_service_sid.", "")
-    messaging_service_sid: str = doc("A Messaging Service (MG...) that picks the sender; or "
-                                     "set from_number.", "")
-    base_url: str = doc("The API's base URL (default: Twilio's real API; tests and proxies "
-                        "point elsewhere).", DEFAULT_BASE_URL)
-
-    def problems(self) -> list[tuple[str, str]]:
-        out: list[tuple[str, str]] = []
-        if not ACCOUNT_SID_RE.fullmatch(self.account_sid):
-            out.append(("account_sid", "must be an Account SID: AC and 32 hex digits"))
-        if self.api_key_sid or self.api_key_secret:
-            if not API_KEY_SID_RE.fullmatch(self.api_key_sid):
-                out.append(("api_key_sid", "must be an API key SID: SK and 32 hex digits"))
-            if not self.api_key_secret:
-                out.append(("api_key_secret", "an API key needs its secret"))
-        elif not self.auth_token:
-            out.append(("auth_token", "set auth_token, or api_key_sid and api_key_secret"))
-        if bool(self.from_number) == bool(self.messaging_service_sid):
-            out.append(("from_number", "set exactly one of from_number and messaging_service_sid"))
-        elif self.from_number and not SENDER_RE.fullmatch(self.from_number):
-            out.append(("from_number", "must be an E.164 number, a short code or an "
-                                       "alphanumeric sender ID"))
-        elif self.messaging_service_sid and not SERVICE_SID_RE.fullmatch(self.messaging_service_sid):
-            out.append(("messaging_service_sid", "must be a Messaging Service SID: MG and 32 "
-                                                 "hex digits"))
-        try:
-            url = URL(self.base_url)
-        except (ValueError, TypeError):
-            url = URL()
-        if url.scheme not in ("http", "https") or not url.host:
-            out.append(("base_url", "must be an http(s) URL with a host"))
-        return out
 
 
 class TwilioChannel:
@@ -185,11 +130,6 @@ class TwilioChannel:
         await self.http.close()
 
 
-def basic_auth(user: str, password: str) -> str:
-    """RFC 7617 credentials for the Authorization header."""
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-
-
 def twilio_code(data: object) -> int | None:
     """Twilio's numeric error code, or None; never the message beside it."""
     code = data.get("code") if isinstance(data, dict) else None
@@ -230,10 +170,7 @@ def _sent(data: object) -> Sent:
     return Sent(ref)
 
 
-def _build(name: str, settings: TwilioSettings, limits: Limits) -> TwilioChannel:
+def build(name: str, settings: TwilioSettings, limits: Limits) -> TwilioChannel:
     return TwilioChannel(name, settings, limits.timeout_sec, limits.max_connections,
                          limits.public_url, limits.egress)
 
-
-TYPE = ChannelType("twilio", "sends SMS through Twilio's Messages API", TwilioSettings, PHONE,
-                   _build, medium="sms")

@@ -15,13 +15,9 @@ import hashlib
 import hmac
 import json
 import time
-from dataclasses import dataclass
 from typing import Any
 
-from yarl import URL
-
 from notifyd.channels.base import (
-    ChannelType,
     Failed,
     Limits,
     Message,
@@ -33,42 +29,9 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
+from notifyd.channels.types.webhook import TYPE as TYPE
+from notifyd.channels.types.webhook import WebhookSettings, signing_key
 from notifyd.channels.wire import Client
-from notifyd.core.fields import doc, sensitive
-
-
-@dataclass(frozen=True)
-class WebhookSettings:
-    url: str = doc("The URL to POST to (http or https).", "")
-    secret: str = sensitive("Signs every request with Standard Webhooks headers (webhook-id, "
-                      "webhook-timestamp, webhook-signature) so the producer can verify it with "
-                      "any Standard Webhooks library: whsec_ and base64 (a secret). Empty: "
-                      "unsigned.", "")
-    previous_secret: str = sensitive("While rotating: the old secret, whose signature is sent too.",
-                               "")
-
-    def problems(self) -> list[tuple[str, str]]:
-        out = []
-        try:
-            url = URL(self.url)
-        except (ValueError, TypeError):
-            url = URL()
-        if url.scheme not in ("http", "https") or not url.host:
-            out.append(("url", "a webhook channel needs an http(s) URL with a host"))
-        for name in ("secret", "previous_secret"):
-            value = getattr(self, name)
-            if value and signing_key(value) is None:
-                out.append((name, "must be whsec_ followed by base64 (at least 16 bytes)"))
-        return out
-
-
-def signing_key(secret: str) -> bytes | None:
-    """The HMAC key a Standard Webhooks secret (whsec_<base64>) stands for."""
-    try:
-        key = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
-    except ValueError:
-        return None
-    return key if len(key) >= 16 else None
 
 
 def sign(keys: list[bytes], msg_id: str, timestamp: int, body: bytes) -> str:
@@ -123,10 +86,7 @@ def classify(status: int, headers: Any, body: bytes) -> Outcome:
     return Failed(reason, parse_retry_after(headers.get("Retry-After")))
 
 
-def _build(name: str, settings: WebhookSettings, limits: Limits) -> WebhookChannel:
+def build(name: str, settings: WebhookSettings, limits: Limits) -> WebhookChannel:
     return WebhookChannel(name, settings.url, limits.timeout_sec, limits.max_connections,
                           (settings.secret, settings.previous_secret), limits.egress)
 
-
-TYPE = ChannelType("webhook", "POSTs the notification as JSON to a producer's URL",
-                   WebhookSettings, None, _build)

@@ -57,7 +57,6 @@ from yarl import URL
 
 from notifyd.channels.base import (
     Answer,
-    ChannelType,
     Failed,
     Fanout,
     Limits,
@@ -71,47 +70,36 @@ from notifyd.channels.base import (
 )
 from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.http import parse_json, parse_retry_after, post, provider_code
+from notifyd.channels.types.webpush import (
+    KNOWN_PUSH_HOSTS as KNOWN_PUSH_HOSTS,
+)
+from notifyd.channels.types.webpush import (
+    P256_ORDER,
+    WebPushSettings,
+    unb64u,
+    vapid_scalar,
+)
+from notifyd.channels.types.webpush import (
+    TYPE as TYPE,
+)
 from notifyd.channels.wire import Client
-from notifyd.core.contacts import WEBPUSH
-from notifyd.core.fields import doc, sensitive
 from notifyd.core.text import iso
 
-KNOWN_PUSH_HOSTS = ("fcm.googleapis.com", "updates.push.services.mozilla.com",
-                    "*.notify.windows.com", "*.push.apple.com")
 MAX_PLAINTEXT = 3993  # RFC 8291 §4: 4096 octets less the header, delimiter and tag
-MAX_TTL_SEC = 30 * 86400  # autopush refuses more (errno 112); FCM keeps at most 28 days
-DEFAULT_TTL_MAX_SEC = 28 * 86400
 MAX_ENDPOINT_CHARS = 4096
 GONE = frozenset({404, 410})  # the subscription is dead: the device is disabled
 CODE_KEYS = ("reason", "errno", "error_code", "errorCode")  # Apple, autopush; never free text
 TOPIC_RE = re.compile(r"^[A-Za-z0-9]{1,32}$")
-_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
-HOST_RE = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$", re.IGNORECASE)
-HOST_PATTERN_RE = re.compile(rf"^(?:\*\.)?{_LABEL}(?:\.{_LABEL})*$", re.IGNORECASE)
-MAILTO_RE = re.compile(r"^mailto:[^\s<>@,;]+@[^\s<>@,;]+\.[^\s<>@,;.]+$", re.IGNORECASE)
-LOCAL_SUFFIXES = (".local", ".localhost", ".internal", ".test", ".invalid")
 SEED_BYTES = 32
-_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551  # P-256 group order
 
 
 def b64u(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
-def unb64u(text: str) -> bytes:
-    """base64url with or without padding; ValueError for anything else."""
-    if not isinstance(text, str) or not re.fullmatch(r"[A-Za-z0-9_-]*={0,2}", text):
-        raise ValueError("not base64url")
-    return base64.urlsafe_b64decode(text.rstrip("=") + "=" * (-len(text.rstrip("=")) % 4))
-
-
 def load_vapid_key(private_key: str) -> ec.EllipticCurvePrivateKey:
     """The VAPID private key from its base64url raw form (32 bytes, the P-256 scalar)."""
-    raw = unb64u(private_key.strip())
-    value = int.from_bytes(raw, "big")
-    if len(raw) != 32 or not 0 < value < _N:
-        raise ValueError("not a raw P-256 private key")
-    return ec.derive_private_key(value, ec.SECP256R1())
+    return ec.derive_private_key(vapid_scalar(private_key), ec.SECP256R1())
 
 
 def _public_raw(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -130,18 +118,6 @@ def generate_vapid_keys() -> tuple[str, str]:
 def vapid_public_key(private_key: str) -> str:
     """The applicationServerKey a web page subscribes with, for a configured private key."""
     return b64u(_public_raw(load_vapid_key(private_key)))
-
-
-def subject_ok(subject: str) -> bool:
-    if MAILTO_RE.match(subject):
-        return not subject.lower().endswith(LOCAL_SUFFIXES)
-    try:
-        url = URL(subject)
-    except (ValueError, TypeError):
-        return False
-    host = (url.host or "").lower()
-    return (url.scheme == "https" and "." in host and not host.endswith(LOCAL_SUFFIXES)
-            and not any(c.isspace() or c in "<>" for c in subject))
 
 
 def host_allowed(host: str, patterns: tuple[str, ...]) -> bool:
@@ -185,55 +161,6 @@ def registration_problem(channels: Mapping[str, WebPushSettings], endpoint: str)
     return f"channels.{name}: {why}; this device would never be sent to"
 
 
-@dataclass(frozen=True)
-class WebPushSettings:
-    vapid_private_key: str = sensitive(
-        "Secret. The VAPID private key: the raw 32-byte P-256 key as base64url (what `notifyd "
-        "vapid generate` prints, with the public key the web page subscribes with).", "")
-    vapid_subject: str = doc(
-        "Who runs this sender, for the push services (RFC 8292 sub): mailto:ops@example.com or "
-        "https://example.com; Apple refuses localhost and addresses with spaces or <>.", "")
-    allowed_hosts: tuple[str, ...] = doc(
-        "Push service hosts an endpoint may name: exact, or *.domain for its subdomains. A device "
-        "elsewhere is skipped: endpoints come from browsers, so from anyone.", KNOWN_PUSH_HOSTS)
-    allow_any_host: bool = doc(
-        "Send to an https endpoint on any host (a self-hosted push service); endpoints become "
-        "requests this server makes to wherever a subscriber says.", False)
-    http_hosts: tuple[str, ...] = doc(
-        "Exact hosts that may be reached over plain http (tests, a push service on a private "
-        "network); never a public push service.", ())
-    ttl_max_sec: int = doc(
-        "The longest TTL asked of a push service (the step's time to live, capped to this).",
-        DEFAULT_TTL_MAX_SEC)
-    vapid_token_sec: int = doc(
-        "How long each VAPID token is valid (at most 86400); one is reused for half of it.", 43200)
-
-    def problems(self) -> list[tuple[str, str]]:  # noqa: C901 - one check per key
-        out: list[tuple[str, str]] = []
-        if not self.vapid_private_key:
-            out.append(("vapid_private_key", "required (`notifyd vapid generate` makes one)"))
-        else:
-            try:
-                load_vapid_key(self.vapid_private_key)
-            except ValueError:
-                out.append(("vapid_private_key", "not a base64url raw P-256 private key"))
-        if not subject_ok(self.vapid_subject):
-            out.append(("vapid_subject", "must be mailto:someone@a.domain or an https:// URL on a "
-                                         "public domain, without spaces or <>"))
-        if not all(HOST_PATTERN_RE.match(p) for p in self.allowed_hosts):
-            out.append(("allowed_hosts", "each entry is a host name or *.domain (no scheme, port "
-                                         "or path)"))
-        if not all(HOST_RE.match(h) for h in self.http_hosts):
-            out.append(("http_hosts", "each entry is an exact host name or IPv4 address"))
-        if not (self.allowed_hosts or self.http_hosts or self.allow_any_host):
-            out.append(("allowed_hosts", "no push service host is allowed"))
-        if not 0 <= self.ttl_max_sec <= MAX_TTL_SEC:
-            out.append(("ttl_max_sec", f"must be 0..{MAX_TTL_SEC}"))
-        if not 60 <= self.vapid_token_sec <= 86400:
-            out.append(("vapid_token_sec", "must be 60..86400 (RFC 8292: at most 24 h)"))
-        return out
-
-
 def topic_for(collapse_key: str | None) -> str | None:
     """The Topic header: the collapse key itself when it is 1-32 of [A-Za-z0-9] (autopush's
     rule, stricter than RFC 8030's base64url), else a stable 32-character digest of it."""
@@ -274,7 +201,7 @@ def fit(data: dict[str, Any], longest_key: str) -> dict[str, Any]:
 def sender_keys(seed: bytes, device_id: str) -> tuple[bytes, ec.EllipticCurvePrivateKey]:
     """This device's salt and ECDH key pair for this message, from the step's frozen seed."""
     out = HKDF(hashes.SHA256(), 56, None, b"notifyd webpush v1\0" + device_id.encode()).derive(seed)
-    scalar = int.from_bytes(out[16:], "big") % (_N - 1) + 1  # 320 bits: no visible bias
+    scalar = int.from_bytes(out[16:], "big") % (P256_ORDER - 1) + 1  # 320 bits: no visible bias
     return out[:16], ec.derive_private_key(scalar, ec.SECP256R1())
 
 
@@ -464,10 +391,7 @@ def classify(status: int, headers: Any, body: bytes) -> Answer:
     return Failed(reason, parse_retry_after(headers.get("Retry-After")))
 
 
-def _build(name: str, settings: WebPushSettings, limits: Limits) -> WebPushChannel:
+def build(name: str, settings: WebPushSettings, limits: Limits) -> WebPushChannel:
     return WebPushChannel(name, settings, limits.timeout_sec, limits.max_connections,
                           egress=limits.egress)
 
-
-TYPE = ChannelType("webpush", "Web Push to the user's browsers (RFC 8030/8291/8292, VAPID)",
-                   WebPushSettings, WEBPUSH, _build, medium="push")

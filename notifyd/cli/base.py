@@ -21,6 +21,7 @@ from notifyd.config import Config, load_config
 from notifyd.core.clock import SystemClock
 from notifyd.core.errors import ConfigError
 from notifyd.store import (
+    KeyStore,
     Store,
     StoreUnavailable,
     open_store,
@@ -117,7 +118,7 @@ def with_store(ctx: click.Context, fn: Callable[[Store], Awaitable[T]], mode: st
     return result
 
 
-async def known_tenant(store: Store, name: str, everyone: bool = False) -> None:
+async def known_tenant(store: KeyStore, name: str, everyone: bool = False) -> None:
     """Refuse a tenant the database does not have (a typo must not make one): tenants are made
     with `notifyd tenants create`. With `everyone`, '*' (every tenant) is taken too."""
     if (everyone and name == "*") or await store.find_tenant(name) is not None:

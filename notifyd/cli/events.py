@@ -7,15 +7,16 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import Any, cast
 
 import click
+import msgspec
 
 from notifyd.cli.base import global_options, main, with_store
 from notifyd.core.clock import SystemClock
 from notifyd.core.events import EventRecord
 from notifyd.domain import events
-from notifyd.store import Store
+from notifyd.store import EventStore
 
 EVENT_PAGE = 500  # an event's notifications read at a time by inspect --event
 FOLLOW_SEC = 0.5  # events show --follow reads the event again this often
@@ -24,7 +25,7 @@ FOLLOW_SEC = 0.5  # events show --follow reads the event again this often
 def inspect_event(ctx: click.Context, tenant: str, event_id: str) -> None:
     """`inspect --event ID`: the event of that id in `tenant`, as `show_event` prints it."""
 
-    async def run(store: Store) -> None:
+    async def run(store: EventStore) -> None:
         e = await store.get_event(tenant, event_id)
         if e is None:
             raise click.ClickException(f"no event {event_id!r} in tenant {tenant!r} (--tenant)")
@@ -33,7 +34,7 @@ def inspect_event(ctx: click.Context, tenant: str, event_id: str) -> None:
     with_store(ctx, run)
 
 
-async def show_event(store: Store, e: EventRecord) -> None:
+async def show_event(store: EventStore, e: EventRecord) -> None:
     """The event's summary, then its notifications a page at a time, by recipient."""
     now = SystemClock().now_ms()
     click.echo("\n".join(events.summary(e, await store.event_counts(e.tenant, e.event_id), now)))
@@ -65,7 +66,7 @@ def events_show(ctx: click.Context, event_id: str, tenant: str, follow: bool) ->
     Example: notifyd events show launch-42 --tenant acme --follow
     """
 
-    async def run(store: Store) -> dict[str, Any]:
+    async def run(store: EventStore) -> dict[str, Any]:
         e = await store.get_event(tenant, event_id)
         if e is None:
             raise click.ClickException(f"no event {event_id!r} in tenant {tenant!r} (--tenant)")
@@ -82,7 +83,7 @@ def events_show(ctx: click.Context, event_id: str, tenant: str, follow: bool) ->
                     bar.update(e.size - shown)
             if e is None:
                 raise click.ClickException(f"event {event_id!r} is gone (pruned)")
-        return events.event_view(e, await store.event_counts(tenant, event_id),
-                                 SystemClock().now_ms())
+        return cast(dict[str, Any], msgspec.to_builtins(events.event_view(
+            e, await store.event_counts(tenant, event_id), SystemClock().now_ms())))
 
     click.echo(json.dumps(with_store(ctx, run), indent=2))

@@ -25,7 +25,7 @@ from notifyd.core.records import SigningKey
 from notifyd.core.text import iso
 from notifyd.domain import signed
 from notifyd.http.auth import hash_key, new_key
-from notifyd.store import Store, sqlite_path
+from notifyd.store import KeyStore, sqlite_path
 
 
 @main.group()
@@ -70,7 +70,7 @@ def keys_create(ctx: click.Context, name: str, tenant: str, kinds: str, scopes: 
     path = sqlite_path(cfg.store.url)
     new_database = path is not None and not Path(path).exists()
 
-    async def create(s: Store) -> bool:
+    async def create(s: KeyStore) -> bool:
         await known_tenant(s, tenant)
         if any(k.name == name for k in await s.list_keys()):
             return False
@@ -129,7 +129,7 @@ def tokens() -> None:
 
 
 def _tenant_key(ctx: click.Context, tenant: str) -> bytes:
-    async def key(s: Store) -> bytes:
+    async def key(s: KeyStore) -> bytes:
         await known_tenant(s, tenant)
         return await s.signing_key(signed.tenant_key_name(tenant))
 
@@ -146,7 +146,7 @@ def _b64(key: bytes) -> str:
 @click.pass_context
 def tokens_secret(ctx: click.Context, tenant: str) -> None:
     """Print the tenant's user-token key (base64url), made on first use, so a producer's
-    backend can sign user tokens itself (README: "User tokens"). Keep it like an API key.
+    backend can sign user tokens itself (docs/people.md: "User tokens"). Keep it like an API key.
 
     Example: notifyd tokens secret --tenant acme
     """
@@ -170,7 +170,7 @@ def tokens_rotate(ctx: click.Context, tenant: str, overlap_sec: int | None) -> N
     """
     overlap = config_of(ctx).tokens.max_ttl_sec if overlap_sec is None else overlap_sec
 
-    async def rotate(s: Store) -> SigningKey:
+    async def rotate(s: KeyStore) -> SigningKey:
         await known_tenant(s, tenant)
         return await s.rotate_signing_key(signed.tenant_key_name(tenant), overlap * 1000)
 

@@ -6,8 +6,10 @@ import json
 import re
 import sys
 from datetime import UTC, datetime
+from typing import Protocol
 
 import click
+import msgspec
 
 from notifyd.cli.base import (
     READ,
@@ -22,16 +24,35 @@ from notifyd.cli.events import inspect_event, show_event
 from notifyd.core.clock import SystemClock
 from notifyd.core.events import EventRecord
 from notifyd.core.text import iso, plural, them
-from notifyd.domain import events
 from notifyd.domain.views import status_view, timeline
 from notifyd.engine import replay as replays
 from notifyd.engine import resolution
 from notifyd.engine.digests import carriers
+from notifyd.shapes.events import EVENT_ID_PATTERN
 from notifyd.store import (
     DeadMatch,
+    EventStore,
+    KeyStore,
+    LookupStore,
     Notification,
-    Store,
+    ReplayStore,
 )
+
+
+class FindStore(KeyStore, LookupStore, Protocol):
+    """A notification found by REF: the tenant checked, then the lookup."""
+
+
+class InspectStore(FindStore, EventStore, Protocol):
+    """`inspect`: a notification, or else the event of that id."""
+
+
+class ResolveByRef(KeyStore, resolution.ResolverStore, Protocol):
+    """`resolve`: the tenant checked, then the notification resolved."""
+
+
+class ReplayByRef(FindStore, ReplayStore, replays.CheckStore, Protocol):
+    """`replay REF`: the steps put back, then what the claim will suppress."""
 
 
 def _ref(ref: str, tenant: str) -> tuple[resolution.Ref, str | None]:
@@ -49,7 +70,7 @@ def _no_such(ref: str, within: str | None) -> click.ClickException:
     return click.ClickException(f"no notification {ref!r}{where}; REF is {resolution.FORMS}")
 
 
-async def _find(store: Store, ref: str, tenant: str) -> Notification:
+async def _find(store: FindStore, ref: str, tenant: str) -> Notification:
     parsed, within = _ref(ref, tenant)
     if within is not None:
         await known_tenant(store, within)
@@ -64,7 +85,7 @@ INSPECTED = ("a notification id (n_ and 18 letters or digits), user_id:dedup_key
 EVENT_JSON = "--json with an event: notifyd events show ID prints the event's document"
 
 
-async def _inspected(store: Store, ref: str, tenant: str) -> Notification | EventRecord:
+async def _inspected(store: InspectStore, ref: str, tenant: str) -> Notification | EventRecord:
     """What REF names: a notification (its id in any tenant, user_id:dedup_key in `tenant`),
     else the event of that id in `tenant`; nothing, an error that says what was looked for."""
     try:
@@ -75,7 +96,7 @@ async def _inspected(store: Store, ref: str, tenant: str) -> Notification | Even
         n = await resolution.find(store, parsed, None if parsed.notification_id else tenant)
         if n is not None:
             return n
-    event_id = events.EVENT_ID_RE.match(ref) is not None
+    event_id = re.match(EVENT_ID_PATTERN, ref) is not None
     e = await store.get_event(tenant, ref) if event_id else None
     if e is not None:
         return e
@@ -119,7 +140,7 @@ def inspect(ctx: click.Context, ref: str | None, tenant: str, as_json: bool,
         return
     assert ref is not None
 
-    async def run(store: Store) -> None:
+    async def run(store: InspectStore) -> None:
         found = await _inspected(store, ref, tenant)
         if isinstance(found, EventRecord):
             if as_json:
@@ -127,7 +148,8 @@ def inspect(ctx: click.Context, ref: str | None, tenant: str, as_json: bool,
             await show_event(store, found)
             return
         digests, now = await carriers(store, found), SystemClock().now_ms()
-        click.echo(json.dumps(status_view(found, now, digests), indent=2) if as_json
+        click.echo(json.dumps(msgspec.to_builtins(status_view(found, now, digests)),
+                              indent=2) if as_json
                    else "\n".join(timeline(found, now, digests)))
 
     with_store(ctx, run)
@@ -148,7 +170,7 @@ def resolve(ctx: click.Context, ref: str, tenant: str, what: str) -> None:
     Example: notifyd resolve n_01j8... --resolution confirmed
     """
 
-    async def run(store: Store) -> str:
+    async def run(store: ResolveByRef) -> str:
         parsed, within = _ref(ref, tenant)
         if within is not None:
             await known_tenant(store, within)
@@ -228,7 +250,7 @@ def replay(ctx: click.Context, ref: str | None, tenant: str, every_dead: bool,
     step_ref = STEP_REF.fullmatch(ref)
     catalog = config_of(ctx).catalog
 
-    async def run(store: Store) -> tuple[str, int, list[str]]:
+    async def run(store: ReplayByRef) -> tuple[str, int, list[str]]:
         if step_ref is not None:
             nid, step = step_ref.group(1), int(step_ref.group(2))
             count = await store.replay(nid, step, "cli")
@@ -251,7 +273,7 @@ def _replay_dead(ctx: click.Context, match: DeadMatch, dry_run: bool) -> None:
         click.echo(f"warning: channel {match.channel!r} is not in this config; its replayed "
                    "steps end dead again when the daemon next starts", err=True)
 
-    async def run(store: Store) -> replays.Replayed:
+    async def run(store: replays.BulkReplayStore) -> replays.Replayed:
         if dry_run:
             return replays.Replayed(await store.dead_count(match), 0, 0)
         with click.progressbar(length=await store.dead_count(match), label="replaying",

@@ -22,7 +22,7 @@ from notifyd.core.records import Aged, Storage
 from notifyd.core.text import plural
 from notifyd.engine.retention import Retention, windows
 from notifyd.store import (
-    Store,
+    RetentionStore,
     StoreLocked,
     StoreUnavailable,
     hold,
@@ -121,7 +121,7 @@ def prune(ctx: click.Context, dry_run: bool) -> None:
     cfg = config_of(ctx)
     found = windows(cfg.retention)
 
-    async def run(store: Store) -> tuple[dict[Aged, int], Storage]:
+    async def run(store: RetentionStore) -> tuple[dict[Aged, int], Storage]:
         if dry_run:
             counts = {what: await store.prunable(what, ms) for what, ms in found}
         else:
@@ -177,7 +177,7 @@ def vacuum(ctx: click.Context, full: bool) -> None:
         except StoreUnavailable as e:
             raise click.ClickException(str(e)) from None
 
-    async def run(store: Store) -> tuple[int, int]:
+    async def run(store: RetentionStore) -> tuple[int, int]:
         before = (await store.storage(count=False)).bytes
         if full:
             await store.compact()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import click
 
 from notifyd.cli.base import WRITE, global_options, known_tenant, main, with_store
@@ -9,7 +11,11 @@ from notifyd.core.contacts import SUPPRESSION_TYPES
 from notifyd.core.errors import DomainError
 from notifyd.core.text import iso
 from notifyd.domain import suppressions
-from notifyd.store import Store, Suppression
+from notifyd.store import KeyStore, Suppression, SuppressionStore
+
+
+class ListStore(KeyStore, SuppressionStore, Protocol):
+    """What these commands use: the tenant checked, then the suppression list."""
 
 
 @main.group("suppressions")
@@ -44,7 +50,7 @@ def suppressions_list(ctx: click.Context, tenant: str, address: str | None, limi
 
     Example: notifyd suppressions list --address ada@example.com
     """
-    async def read(s: Store) -> list[Suppression]:
+    async def read(s: ListStore) -> list[Suppression]:
         await known_tenant(s, tenant, everyone=True)
         return await s.suppressions(tenant, address, limit)
 
@@ -73,7 +79,7 @@ def suppressions_add(ctx: click.Context, tenant: str, channel_type: str, address
     """
     address = _address(channel_type, address)
 
-    async def add(s: Store) -> bool:
+    async def add(s: ListStore) -> bool:
         await known_tenant(s, tenant, everyone=True)
         return await s.suppress(tenant, channel_type, address, reason, "cli")
 
@@ -95,7 +101,7 @@ def suppressions_remove(ctx: click.Context, tenant: str, channel_type: str, addr
     """
     address = _address(channel_type, address)
 
-    async def remove(s: Store) -> bool:
+    async def remove(s: ListStore) -> bool:
         await known_tenant(s, tenant, everyone=True)
         return await s.unsuppress(tenant, channel_type, address)
 

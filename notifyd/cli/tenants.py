@@ -9,7 +9,7 @@ from notifyd.cli.base import CREATE, config_of, global_options, main, with_store
 from notifyd.config import NAME_RE
 from notifyd.core.text import iso
 from notifyd.domain import signed
-from notifyd.store import Store
+from notifyd.store import KeyStore
 
 
 @main.group("tenants")
@@ -49,7 +49,7 @@ def tenants_list(ctx: click.Context) -> None:
     """
     settings = config_of(ctx).tenants
 
-    async def read(s: Store) -> list[str]:
+    async def read(s: KeyStore) -> list[str]:
         keys = [k for k in await s.list_keys() if k.revoked_at is None]
         found, lines = await s.tenants(), []
         for t in found:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import click
 
 from notifyd.cli.base import WRITE, global_options, known_tenant, main, with_store
 from notifyd.core.records import Erased
 from notifyd.core.text import iso, plural
-from notifyd.store import Store
+from notifyd.store import KeyStore, RecipientStore
+
+
+class EraseStore(KeyStore, RecipientStore, Protocol):
+    """What `users delete` uses: the tenant checked, then the person erased."""
 
 
 @main.group()
@@ -32,7 +38,7 @@ def users_delete(ctx: click.Context, user_id: str, tenant: str) -> None:
     Example: notifyd users delete ada --tenant acme
     """
 
-    async def erase(s: Store) -> Erased:
+    async def erase(s: EraseStore) -> Erased:
         await known_tenant(s, tenant)
         return await s.erase_user(tenant, user_id, "cli")
 

@@ -7,8 +7,7 @@ with the tenant's key, without a call. The client imports nothing of the daemon'
 pure token rules (domain/signed.py) and its own modules.
 """
 
-from notifyd.client.calls import NotifydError, sign_user_token
+from notifyd.client.calls import Event, NotifydError, sign_user_token
 from notifyd.client.sync import Client
-from notifyd.client.types import Event
 
 __all__ = ["Client", "Event", "NotifydError", "sign_user_token"]

@@ -14,11 +14,10 @@ from typing import Any, Unpack, cast
 import aiohttp
 
 from notifyd.client import calls
-from notifyd.client.calls import STREAM_READ_SEC, Call, EventReader, NotifydError
+from notifyd.client.calls import STREAM_READ_SEC, Call, Event, EventReader, NotifydError
 from notifyd.client.types import (
     Accepted,
     Device,
-    Event,
     InboxChange,
     InboxPage,
     ItemResult,

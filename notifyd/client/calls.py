@@ -13,13 +13,21 @@ import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
 
-from notifyd.client.types import Event
 from notifyd.domain import signed
 
 STREAM_READ_SEC = 60.0  # a stream says something at least every 25 s (a keepalive)
+
+
+class Event(NamedTuple):
+    """One Server-Sent Event: its name ("decision", "lost"; "item", "badge", ...), its data
+    read as JSON, and its id (an inbox item's seq) if it has one."""
+
+    name: str
+    data: dict[str, Any]
+    id: str | None = None
 
 
 class NotifydError(Exception):

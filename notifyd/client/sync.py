@@ -18,11 +18,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Unpack, cast
 
 from notifyd.client import calls
-from notifyd.client.calls import STREAM_READ_SEC, Call, EventReader, NotifydError
+from notifyd.client.calls import STREAM_READ_SEC, Call, Event, EventReader, NotifydError
 from notifyd.client.types import (
     Accepted,
     Device,
-    Event,
     InboxChange,
     InboxPage,
     ItemResult,

@@ -1,124 +1,146 @@
-"""The shapes the API takes and answers, as the client's methods type them (GET
-/v1/openapi.json is the whole truth; these name the fields a caller reads most)."""
+"""The shapes the API takes and answers, as the client's methods type them: made from the
+API's Structs (notifyd/shapes) by notifyd/shapes/typed.py; do not edit by hand. GET
+/v1/openapi.json is the whole truth."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
+
+from notifyd.client.calls import Event  # noqa: F401 - its name here, as before
 
 
 class Step(TypedDict):
-    """One step of a ladder ({channel, timeout_sec?}) in a fallback_chain."""
+    """One step of a ladder in a fallback_chain: a channel, and how long before the next."""
 
     channel: str
-    timeout_sec: NotRequired[float]
+    timeout_sec: NotRequired[float | None]
 
 
-class NotificationOptions(TypedDict, total=False):
+class NotificationOptions(TypedDict):
     """What a notification may carry beside its user, kind and params."""
 
-    dedup_key: str
-    send_at: str  # RFC 3339 with its offset: 2026-09-21T14:13:20Z
-    max_ttl_sec: int
-    fallback_chain: list[Step]
+    dedup_key: NotRequired[str | None]
+    fallback_chain: NotRequired[list[Step] | None]
+    max_ttl_sec: NotRequired[int | None]
+    send_at: NotRequired[str | None]
 
 
-class NotificationIn(NotificationOptions, total=False):
-    """One item of a batch: the body of POST /v1/notifications."""
+class NotificationIn(TypedDict):
+    """POST /v1/notifications: tell this user this kind of thing, once."""
 
+    dedup_key: NotRequired[str | None]
+    fallback_chain: NotRequired[list[Step] | None]
+    max_ttl_sec: NotRequired[int | None]
+    send_at: NotRequired[str | None]
     user_id: str
     kind: str
-    params: dict[str, Any]
+    params: NotRequired[dict[str, Any]]
 
 
-class ResolutionIn(TypedDict, total=False):
-    """One item of a resolutions batch."""
+class ResolutionIn(TypedDict):
+    """POST /v1/resolutions: the notification named by its user and dedup key."""
 
     user_id: str
     dedup_key: str
-    resolution: str
+    resolution: NotRequired[str | None]
 
 
-class Profile(TypedDict, total=False):
-    """A person's profile (PUT /v1/users/{id}): their addresses and how to reach them."""
+class Profile(TypedDict):
+    """PUT /v1/users/{user_id}: the whole profile (a field left out is cleared)."""
 
-    email: str
-    phone: str  # E.164
-    telegram_chat_id: str
-    slack_user_id: str
-    timezone: str  # IANA, e.g. Europe/Paris
-    locale: str
-    quiet_hours: dict[str, str]  # {"start": "22:00", "end": "07:00"}
+    timezone: NotRequired[str | None]
+    locale: NotRequired[str | None]
+    quiet_hours: NotRequired[QuietHours | None]
+    email: NotRequired[str | None]
+    phone: NotRequired[str | None]
+    telegram_chat_id: NotRequired[str | None]
+    slack_user_id: NotRequired[str | None]
 
 
 class Accepted(TypedDict):
+    """An accept: the notification's id and state, and whether this request made it."""
+
     notification_id: str
     state: str
     created: bool
 
 
 class ItemResult(TypedDict, total=False):
-    """One batch item's answer: its status, and the single call's body or its error."""
-
-    status: int
     notification_id: str
     state: str
     created: bool
+    status: Literal[200, 202] | Literal[200] | int
     resolution: str
-    resolved_at: str
+    resolved_at: str | None
     changed: bool
     cancelled_steps: int
-    error: dict[str, Any]
+    error: ErrorBody
 
 
 class Resolved(TypedDict):
+    """A resolution: the one that won (this, or an earlier one)."""
+
     notification_id: str
     resolution: str
-    resolved_at: str
+    resolved_at: str | None
     changed: bool
     cancelled_steps: int
 
 
-class Status(TypedDict, total=False):
+class Status(TypedDict):
+    """GET /v1/notifications/{id}: the notification with every step, from the rows alone."""
+
     notification_id: str
     user_id: str
     kind: str
     dedup_key: str | None
-    created_at: str
-    expires_at: str
+    created_at: str | None
     send_at: str | None
+    expires_at: str | None
     current_state: str
     delivered_via: str | None
-    resolution: dict[str, Any] | None
-    steps: list[dict[str, Any]]
+    sent_via: list[str]
+    resolution: ResolutionView | None
+    steps: list[StatusStep]
     total_time_ms: int | None
     pruned_at: str | None
+    event_id: str | None
 
 
 class Device(TypedDict):
+    """A device as the API shows it: never its keys, and a web push endpoint's host only."""
+
     device_id: str
     type: str
     host: str | None
-    state: str
+    state: Literal["live", "dead"]
     reason: str | None
 
 
-class UserView(TypedDict, total=False):
+class UserView(TypedDict):
+    """The profile as it is, with the contacts disabled now (and why) and the devices."""
+
     user_id: str
-    email: str
-    phone: str
-    telegram_chat_id: str
-    slack_user_id: str
     timezone: str | None
     locale: str | None
-    quiet_hours: dict[str, str] | None
+    quiet_hours: QuietHours | None
     disabled_contacts: dict[str, str]
     devices: list[Device]
+    email: NotRequired[str]
+    phone: NotRequired[str]
+    telegram_chat_id: NotRequired[str]
+    slack_user_id: NotRequired[str]
 
 
 class Preferences(TypedDict):
+    """What holds now: the person's switches over each category's defaults, and the version (also the
+    ETag)."""
+
     version: int
     opt_out: bool
-    categories: dict[str, dict[str, bool]]
+    categories: dict[str, CategoryView]
+    timezone: str | None
+    quiet_hours: QuietHours | None
 
 
 class InboxItem(TypedDict):
@@ -126,7 +148,7 @@ class InboxItem(TypedDict):
     kind: str
     title: str
     body: str | None
-    created_at: str
+    created_at: str | None
     read: bool
     read_at: str | None
     archived: bool
@@ -137,24 +159,89 @@ class InboxPage(TypedDict):
     next: str | None
 
 
-class InboxChange(TypedDict, total=False):
-    id: str
-    read: bool
-    archived: bool
+class InboxChange(TypedDict):
+    """A read or an archive: the item (if one), the badge now, and what a read resolved (one: whether;
+    read-all: how many)."""
+
+    id: NotRequired[str]
+    read: NotRequired[bool]
+    archived: NotRequired[bool]
     unread: int
-    resolved: bool | int
+    resolved: NotRequired[bool | int]
 
 
 class Token(TypedDict):
     token: str
     user_id: str
-    expires_at: str
+    expires_at: str | None
 
 
-class Event(NamedTuple):
-    """One Server-Sent Event: its name ("decision", "lost"; "item", "badge", ...), its data
-    read as JSON, and its id (an inbox item's seq) if it has one."""
+class QuietHours(TypedDict):
+    start: str
+    end: str
 
-    name: str
-    data: dict[str, Any]
-    id: str | None = None
+
+class ErrorBody(TypedDict):
+    code: str
+    message: str
+    field: str | None
+
+
+class ResolutionView(TypedDict):
+    resolution: str | None
+    resolved_at: str | None
+    resolved_by: str | None
+
+
+class StatusStep(TypedDict):
+    """One step of the ladder, its attempts and its evidence."""
+
+    step_no: int
+    channel: str
+    status: str
+    send_after: str | None
+    attempts: int
+    reason: str | None
+    note: str | None
+    provider_ref: str | None
+    template: str | None
+    pref_version: int | None
+    evidence: Literal["accepted", "delivered", "shown", "opened"] | None
+    timed_out: bool
+    digest: DigestView | None
+    receipts: list[ReceiptView]
+    updated_at: str | None
+    attempt_log: list[AttemptView]
+
+
+class CategoryView(TypedDict):
+    optional: bool
+    email: bool
+    sms: bool
+    push: bool
+    chat: bool
+
+
+class DigestView(TypedDict):
+    """The digest that carried a step: its id and whether it went out."""
+
+    notification_id: str
+    current_state: str | None
+    sent_via: list[str]
+
+
+class ReceiptView(TypedDict):
+    provider: str
+    event: str
+    occurred_at: str | None
+    received_at: str | None
+    detail: str | None
+
+
+class AttemptView(TypedDict):
+    attempt: int
+    started_at: str | None
+    ended_at: str | None
+    outcome: str | None
+    reason: str | None
+    provider_ref: str | None

@@ -12,19 +12,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from notifyd.core.contacts import Address, Contact
-from notifyd.core.fields import doc
+from notifyd.core.fields import MAX_SEC, Checked, doc
 
 MEDIUMS = ("email", "sms", "push", "chat")  # what a person turns on and off per category
 ALL_ON: Mapping[str, bool] = {m: True for m in MEDIUMS}
 
 
 @dataclass(frozen=True)
-class LadderStep:
+class LadderStep(Checked):
     """One rung of a kind's ladder, as configured ([kinds.NAME] ladder = [...])."""
 
     channel: str = field(metadata={"doc": "The channel this step sends on."})
-    after_sec: float | None = doc("Due this long after accept.", None)
-    timeout_sec: float | None = doc("This step's window: the next step is due when it ends.", None)
+    after_sec: float | None = doc("Due this long after accept.", None, ge=0, le=MAX_SEC)
+    timeout_sec: float | None = doc("This step's window: the next step is due when it ends.", None,
+                                    ge=0, le=MAX_SEC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +33,7 @@ class ChannelInfo:
     """One configured channel, as the rest of notifyd sees it."""
 
     name: str
-    type: str  # its channel type (channels/<type>.py)
+    type: str  # its channel type (channels/types/<type>.py)
     contact: Contact | None  # what it sends to (None: no address of the person's)
     medium: str | None  # which templates it renders: email, sms, push, chat (None: none)
 

@@ -33,4 +33,6 @@ class FakeClock:
         return self.ms
 
     def advance(self, seconds: float) -> None:
-        self.ms += int(seconds * 1000)
+        # Rounded, not truncated: advance((t - now) / 1000) must land on t, and x / 1000 * 1000
+        # is x less a hair for some x (a test moving to a window's end stopped 1 ms short).
+        self.ms += round(seconds * 1000)

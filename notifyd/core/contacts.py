@@ -3,7 +3,7 @@ checked and written, and which suppression list it goes on when it dies.
 
 A contact is an `Address` kept in the person's profile under its field (`email`, `phone`, ...)
 or the person's registered `Devices` of one kind (web push subscriptions, FCM tokens). A channel
-type names the contact it sends to (channels/<type>.py); a channel that sends to no address of
+type names the contact it sends to (channels/types/<type>.py); a channel that sends to no address of
 the person's (a producer's webhook, the log) names none. Adding a contact kind is one entry here
 (and `ADDRESSES`) and the channel module that sends to it.
 """

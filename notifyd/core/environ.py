@@ -1,7 +1,7 @@
 """Config from the environment and from secret files, laid over the config file's tables before
 they are checked: NOTIFYD_<SECTION>_<KEY> sets a key, and a secret may be read from a file
-(`KEY_file` in the file, NOTIFYD_..._KEY_FILE in the environment). config.py describes its tables
-(`table_of`) and calls `overlay` from load_config.
+(`KEY_file` in the file, NOTIFYD_..._KEY_FILE in the environment). config/load.py describes its
+tables (`table_of`) and calls `overlay` from load_config.
 
 A variable's name is the table's path and the key, upper case, joined by "_", with "-" and "."
 as "_": NOTIFYD_SERVER_PORT, NOTIFYD_STORE_SQLITE_BUSY_TIMEOUT_MS,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from notifyd.core.models import AcceptInput, AcceptResult, PlanFn
 from notifyd.core.records import InboxEntry
@@ -74,7 +74,7 @@ class EventRecord:
     send_at: int | None = None  # when its notifications' ladders start (a past time: at once)
 
     @property
-    def state(self) -> str:
+    def state(self) -> Literal["routing", "routed"]:
         return "routing" if self.routed_at is None else "routed"
 
     def lag_ms(self, now: int) -> int:

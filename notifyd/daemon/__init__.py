@@ -168,8 +168,8 @@ class Daemon:
         stop_claiming = asyncio.Event()
         try:
             async with asyncio.TaskGroup() as peers:
-                peers.create_task(self._serve_http(self.ctx, sock, self.guard, stop,
-                                                   stop_claiming), name="http")
+                peers.create_task(self._serve_http(self.ctx, store.url, sock, self.guard,
+                                                   stop, stop_claiming), name="http")
                 peers.create_task(self.guard.run(stop_claiming), name="connection-guard")
                 peers.create_task(shared.loop.run(stop_claiming), name="loop-lag")
                 peers.create_task(store.watch(shared.wakeups.due, shared.hub.poke,
@@ -283,8 +283,9 @@ class Daemon:
         finally:
             self._retiring.pop(old, None)
 
-    async def _serve_http(self, ctx: Context, sock: socket.socket, guard: ConnectionGuard,
-                          stop: asyncio.Event, stop_claiming: asyncio.Event) -> None:
+    async def _serve_http(self, ctx: Context, database: str, sock: socket.socket,
+                          guard: ConnectionGuard, stop: asyncio.Event,
+                          stop_claiming: asyncio.Event) -> None:
         """Serve until `stop`; then refuse new requests, stop the scanner claiming, and let the
         requests already running finish."""
         cfg = self.cfg
@@ -297,7 +298,7 @@ class Daemon:
         try:
             await GuardedSite(runner, sock, guard, self.clock).start()
             self.port = sock.getsockname()[1]
-            self._started(ctx)
+            self._started(database)
             # Start-up's objects (modules, config, templates) never become garbage: out of the
             # collector's sight, a full collection walks what requests make, not all of them
             # (measured: 25-36 ms gen-2 pauses in the loop down to ~2 ms; benchmarks/channels.py).
@@ -315,14 +316,14 @@ class Daemon:
             stop_claiming.set()  # what is accepted from here on waits, durable, for the next start
             await runner.cleanup()
 
-    def _started(self, ctx: Context) -> None:
+    def _started(self, database: str) -> None:
         cfg = self.cfg
         config = str(Path(self.config_path).resolve()) if self.config_path else "built-in"
         loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
         hooks = [name for name in evidence.PROVIDERS if cfg.webhook(name) is not None]
         log.info("notifyd %s listening on http://%s:%s; database %s; config %s; channels %s; "
                  "kinds %s; receipt webhooks %s; event loop %s", __version__, cfg.server.host,
-                 self.port, ctx.store.url, config,
+                 self.port, database, config,
                  ", ".join(f"{n} ({c.type})" for n, c in sorted(cfg.channels.items())),
                  ", ".join(sorted(cfg.kinds)), ", ".join(hooks) or "none", loop)
 

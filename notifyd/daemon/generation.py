@@ -45,7 +45,7 @@ class Generation:
     templates: Templates | None
     pool: SenderPool
     scanner: Scanner
-    ingest: Ingest
+    ingest: Ingest[Store]
     digester: Digester
     health: Health
     retention: Retention

@@ -7,48 +7,36 @@ type makes must be one of the key's kinds.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
+from msgspec import UNSET
 
 from notifyd.core.errors import DomainError
 from notifyd.core.events import EVENT_KEY_PREFIX, Audience, Counts, EventInput, EventRecord
 from notifyd.core.models import ApiKey
 from notifyd.core.records import Notification
 from notifyd.core.text import iso, plural
-from notifyd.domain.validate import check_depth, check_fields, get_str
+from notifyd.domain.validate import check_depth, request_hash
 from notifyd.domain.views import unsaid
+from notifyd.shapes import events as shapes
+from notifyd.shapes.decode import convert
 
-EVENT_FIELDS = frozenset({"event_id", "type", "audience", "params", "subject", "send_at"})
-MAX_SUBJECT = 256
-TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-# An event id goes in a URL path as it is (GET /v1/events/{event_id}): no slash, no space.
-EVENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+=~-]{0,255}$")
 SCOPE_OF = {Audience.USERS: "post", Audience.TOPIC: "topics", Audience.EVERYONE: "everyone"}
 WHOM = {Audience.USERS: "a list of users", Audience.TOPIC: "a topic",
         Audience.EVERYONE: "everyone (the whole user base)"}
-AUDIENCE_SHAPES = '{"user_ids": [...]}, {"topic": "name"} or {"everyone": true}'
-# How an event's notifications stand, in the order the document lists them; suppressed ones
-# are counted by the reason class of their step ("preference", "opted_out", "no_contact", ...).
-STATES = ("pending", "held", "digested", "sent", "delivered", "resolved", "expired",
-          "undeliverable")
+AUDIENCE_SHAPES = shapes.AUDIENCE_SHAPES
+STATES = shapes.STATES
 
 
-def check_topic(name: Any, where: str = "topic") -> str:
-    if not isinstance(name, str) or not TOPIC_RE.match(name):
-        raise DomainError("invalid_field", f"{where} must be a topic name: 1..128 letters, "
-                          "digits, _ . : - (starting with a letter or digit)", where)
-    return name
+def check_topic(name: str, where: str = "topic") -> str:
+    """A topic's name from a path, checked as a body's is."""
+    return str(convert(name, shapes.TopicName, where))
 
 
-def check_event_id(event_id: Any) -> str:
-    if not isinstance(event_id, str) or not EVENT_ID_RE.match(event_id):
-        raise DomainError("invalid_field", "event_id must be 1..256 letters, digits and "
-                          "_ . : @ + = ~ - (starting with a letter or digit)", "event_id")
-    return event_id
+def check_event_id(event_id: str) -> str:
+    """An event id from a path, checked as a body's is."""
+    return str(convert(event_id, shapes.EventId, "event_id"))
 
 
 def check_dedup_key(dedup_key: str | None) -> None:
@@ -58,64 +46,47 @@ def check_dedup_key(dedup_key: str | None) -> None:
                           "for the notifications of events (POST /v1/events)", "dedup_key")
 
 
-def user_list(raw: Any, where: str, most: int) -> tuple[str, ...]:
-    """A list of 1..`most` user ids, each checked as a request's user_id; sorted, each once."""
-    if not isinstance(raw, list) or not 1 <= len(raw) <= most:
+def user_list(users: list[str], where: str, most: int) -> tuple[str, ...]:
+    """1..`most` user ids (each checked by its Struct), sorted, each once."""
+    if not 1 <= len(users) <= most:
         raise DomainError("invalid_field", f"{where} must be a list of 1..{most} user ids", where)
-    for i, user in enumerate(raw):
-        get_str({f"{where}[{i}]": user}, f"{where}[{i}]")
-    return tuple(sorted(set(raw)))
+    return tuple(sorted(set(users)))
 
 
-def _audience(raw: Any, most: int) -> tuple[Audience, str | None, tuple[str, ...]]:
-    if not isinstance(raw, dict) or len(raw) != 1:
+def _audience(raw: shapes.Audience, most: int) -> tuple[Audience, str | None, tuple[str, ...]]:
+    named = [name for name in ("user_ids", "topic", "everyone")
+             if getattr(raw, name) is not UNSET]
+    if len(named) != 1:
         raise DomainError("invalid_field", f"audience must be one of {AUDIENCE_SHAPES}",
                           "audience")
-    [(name, value)] = raw.items()
-    if name == "user_ids":
-        return Audience.USERS, None, user_list(value, "audience.user_ids", most)
-    if name == "topic":
-        return Audience.TOPIC, check_topic(value, "audience.topic"), ()
-    if name == "everyone":
-        if value is not True:
-            raise DomainError("invalid_field", "audience.everyone must be true",
-                              "audience.everyone")
-        return Audience.EVERYONE, None, ()
-    raise DomainError("unknown_field", f"unknown audience {name!r}; it is one of "
-                      f"{AUDIENCE_SHAPES}", f"audience.{name}")
+    if raw.user_ids is not UNSET:
+        return Audience.USERS, None, user_list(raw.user_ids, "audience.user_ids", most)
+    if raw.topic is not UNSET:
+        return Audience.TOPIC, raw.topic, ()
+    return Audience.EVERYONE, None, ()
 
 
-def parse_event(data: dict[str, Any], key: ApiKey, types: Mapping[str, tuple[str, ...]],
+def parse_event(data: shapes.EventRequest, key: ApiKey, types: Mapping[str, tuple[str, ...]],
                 max_users: int, send_at: int | None = None) -> EventInput:
-    """The request checked and authorised for `key`: its type one of `types` (name -> its
-    kinds), its audience one the key may address, every kind one the key may post. `send_at`
-    is the request's, read and checked by the caller (it knows the time and the kinds)."""
-    check_fields(data, EVENT_FIELDS)
-    if data.get("event_id") is None:
-        raise DomainError("missing_field", "event_id is required", "event_id")
-    event_id, type_name = check_event_id(data["event_id"]), get_str(data, "type")
-    assert type_name is not None
+    """The request (its shape checked by its Struct) checked and authorised for `key`: its
+    type one of `types` (name -> its kinds), its audience one the key may address, every kind
+    one the key may post. `send_at` is the request's, read and checked by the caller (it knows
+    the time and the kinds)."""
+    type_name = data.type
     if type_name not in types:
         raise DomainError("unknown_event_type", f"unknown event type {type_name!r}; known: "
                           f"{', '.join(sorted(types)) or 'none ([events.TYPE] in the config)'}",
                           "type")
-    if "audience" not in data:
-        raise DomainError("missing_field", f"audience is required: {AUDIENCE_SHAPES}",
-                          "audience")
-    audience, topic, users = _audience(data["audience"], max_users)
-    params = data.get("params", {})
-    if not isinstance(params, dict):
-        raise DomainError("invalid_field", "params must be an object", "params")
-    check_depth(params, "params")
-    subject = get_str(data, "subject", required=False, max_len=MAX_SUBJECT)
+    audience, topic, users = _audience(data.audience, max_users)
+    check_depth(data.params, "params")
     kinds = types[type_name]
     authorise_event(key, audience, type_name, kinds)
-    compared: list[Any] = [type_name, audience.value, topic, users, params, subject]
+    compared: list[Any] = [type_name, audience.value, topic, users, data.params, data.subject]
     if send_at is not None:  # appended only when given, as for one notification
         compared.append(send_at)
-    canonical = orjson.dumps(compared, option=orjson.OPT_SORT_KEYS)
-    return EventInput(key.tenant, event_id, type_name, kinds, audience, params, subject,
-                      hashlib.sha256(canonical).hexdigest(), key.name, topic, users, send_at)
+    params, digest = request_hash(compared, 4)
+    return EventInput(key.tenant, data.event_id, type_name, kinds, audience, params,
+                      data.subject, digest, key.name, topic, users, send_at)
 
 
 def authorise_event(key: ApiKey, audience: Audience, type_name: str,
@@ -134,13 +105,14 @@ def authorise_event(key: ApiKey, audience: Audience, type_name: str,
                           "type")
 
 
-def audience_view(e: EventRecord) -> dict[str, Any]:
+def audience_view(e: EventRecord) -> shapes.UsersAudience | shapes.TopicAudience | \
+        shapes.EveryoneAudience:
     """Whom it concerns, as frozen at acceptance."""
     if e.audience is Audience.TOPIC:
-        return {"kind": "topic", "topic": e.topic, "version": e.version}
+        return shapes.TopicAudience(topic=e.topic, version=e.version)
     if e.audience is Audience.EVERYONE:
-        return {"kind": "everyone", "cutoff": iso(e.cutoff)}
-    return {"kind": "user_ids"}
+        return shapes.EveryoneAudience(cutoff=iso(e.cutoff))
+    return shapes.UsersAudience()
 
 
 def counts_view(counts: Counts) -> dict[str, Any]:
@@ -157,25 +129,23 @@ def counts_view(counts: Counts) -> dict[str, Any]:
     return view
 
 
-def event_view(e: EventRecord, counts: Counts, now: int) -> dict[str, Any]:
+def event_view(e: EventRecord, counts: Counts, now: int) -> shapes.Event:
     """The event as support reads it: its input, its frozen audience, how far routing has got,
     and how its notifications stand."""
-    return {
-        "event_id": e.event_id, "type": e.type, "subject": e.subject, "params": e.params,
-        "kinds": list(e.kinds), "audience": audience_view(e), "audience_size": e.size,
-        "routed": e.routed, "state": e.state, "accepted_at": iso(e.accepted_at),
-        "routed_at": iso(e.routed_at), "fanout_lag_ms": e.lag_ms(now),
-        "send_at": iso(e.send_at),
-        "notifications": counts_view(counts),
-    }
+    return shapes.Event(
+        event_id=e.event_id, type=e.type, subject=e.subject, params=e.params,
+        kinds=list(e.kinds), audience=audience_view(e), audience_size=e.size,
+        routed=e.routed, state=e.state,
+        accepted_at=iso(e.accepted_at), routed_at=iso(e.routed_at), fanout_lag_ms=e.lag_ms(now),
+        send_at=iso(e.send_at), notifications=counts_view(counts))
 
 
 def summary(e: EventRecord, counts: Counts, now: int) -> list[str]:
     """The event in a few lines, for `notifyd inspect --event`."""
-    view, aud = counts_view(counts), audience_view(e)
-    whom = {"topic": f"topic {e.topic} at version {e.version}",
-            "everyone": f"everyone made before {aud.get('cutoff')}",
-            "user_ids": "a list of users"}[aud["kind"]]
+    view = counts_view(counts)
+    whom = {Audience.TOPIC: f"topic {e.topic} at version {e.version}",
+            Audience.EVERYONE: f"everyone made before {iso(e.cutoff)}",
+            Audience.USERS: "a list of users"}[e.audience]
     states = [f"{n} {state}" for state, n in view.items() if state != "suppressed" and n]
     states += [f"{n} suppressed ({reason})" for reason, n in view["suppressed"].items()]
     routed = f"routed {iso(e.routed_at)}" if e.routed_at is not None else "routing"
@@ -198,7 +168,7 @@ def ladder_line(n: Notification, now: int) -> str:
     return f"{n.user_id}  {n.kind}  {n.id}  {n.state_at(now)}  {steps or 'steps pruned'}"
 
 
-def accepted_view(e: EventRecord, created: bool) -> dict[str, Any]:
+def accepted_view(e: EventRecord, created: bool) -> shapes.EventAccepted:
     """The answer to POST /v1/events: 202 once the event and its routing job are committed."""
-    return {"event_id": e.event_id, "state": e.state, "created": created,
-            "audience_size": e.size, "routed": e.routed}
+    return shapes.EventAccepted(event_id=e.event_id,
+                                state=e.state, created=created, audience_size=e.size, routed=e.routed)

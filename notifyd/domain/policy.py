@@ -70,10 +70,9 @@ def _preference(ctx: ClaimContext, now: int) -> Decision | None:
     """What the person chose, read at the last moment: a global opt-out (never for a
     transactional kind), then the category's switch for this medium. A category that may not
     be turned off (one-time codes, security alerts) ignores both. A retry goes under the
-    decision of the step's first claim (README: The recovery experiment): its earlier call
-    may already have reached the provider, and the key makes the retry the same message, so
-    an opt-out since then does not withdraw it; a step not yet tried reads the preferences as
-    they are now."""
+    decision of the step's first claim (docs/recovery.md): its earlier call may already have
+    reached the provider, and the key makes the retry the same message, so an opt-out since
+    then does not withdraw it; a step not yet tried reads the preferences as they are now."""
     rules, who = ctx.rules, ctx.recipient
     if rules is None or ctx.medium is None or not rules.optional or ctx.attempts > 0:
         return None

@@ -17,16 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from notifyd.core.catalog import MEDIUMS, Catalog
 from notifyd.core.errors import DomainError
 from notifyd.core.models import Recipient
 from notifyd.core.records import Hours
 from notifyd.core.text import whole_number
 from notifyd.domain.recipients import parse_quiet_hours, parse_timezone
-from notifyd.domain.validate import check_fields, merge_patch
-
-DOCUMENT = frozenset({"opt_out", "categories"})
-FIELDS = DOCUMENT | {"version", "timezone", "quiet_hours"}
+from notifyd.domain.validate import merge_patch
+from notifyd.shapes import people as shapes
 
 
 @dataclass(frozen=True)
@@ -39,66 +39,45 @@ class Change:
     hours: Hours | None
 
 
-def parse_change(catalog: Catalog, data: dict[str, Any], now: Recipient | None) -> Change:
-    """A PUT body; a DomainError names the first wrong field. A time zone or quiet hours left
-    out of a body that names the other stay as they are (`now`)."""
-    check_fields(data, FIELDS)
-    version = data.get("version")
-    if version is not None and (not isinstance(version, int) or isinstance(version, bool)
-                                or not 0 <= version < 2**62):
-        raise DomainError("invalid_field", "version must be the version the page read (a whole "
-                          "number), or left out", "version")
+def parse_change(catalog: Catalog, data: shapes.PreferencesRequest,
+                 now: Recipient | None) -> Change:
+    """A PUT body, its shape checked by its Struct; a DomainError names the first field the
+    catalog refuses. A time zone or quiet hours left out of a body that names the other stay
+    as they are (`now`)."""
     hours = None
-    if "timezone" in data or "quiet_hours" in data:
-        zone = parse_timezone(data["timezone"]) if "timezone" in data else (
-            now.timezone if now else None)
-        start, end = parse_quiet_hours(data["quiet_hours"]) if "quiet_hours" in data else (
-            (now.quiet_start, now.quiet_end) if now else (None, None))
+    if data.timezone is not msgspec.UNSET or data.quiet_hours is not msgspec.UNSET:
+        zone = now.timezone if now else None
+        if data.timezone is not msgspec.UNSET:
+            zone = parse_timezone(data.timezone)
+        start, end = (now.quiet_start, now.quiet_end) if now else (None, None)
+        if data.quiet_hours is not msgspec.UNSET:
+            start, end = parse_quiet_hours(data.quiet_hours)
         hours = Hours(zone, start, end)
-    document = {k: v for k, v in data.items() if k in DOCUMENT}
-    return Change(parse(catalog, document), version, hours)
+    document = {"opt_out": data.opt_out, "categories": msgspec.to_builtins(data.categories)}
+    return Change(parse(catalog, document), data.version, hours)
 
 
 def parse(catalog: Catalog, data: dict[str, Any]) -> dict[str, Any]:
-    """The preferences document ({opt_out, categories}); a DomainError names the first wrong
-    field."""
-    check_fields(data, DOCUMENT)
-    opt_out = data.get("opt_out", False)
-    if not isinstance(opt_out, bool):
-        raise DomainError("invalid_field", "opt_out must be true or false", "opt_out")
-    chosen = data.get("categories", {})
-    if not isinstance(chosen, dict):
-        raise DomainError("invalid_field", "categories must be an object: {category: {medium: "
-                       "true|false}}", "categories")
+    """The preferences document ({opt_out, categories}) of a valid shape, checked against the
+    catalog: every category one it has, none that may not be turned off turned off."""
     known = sorted(catalog.categories)
     out: dict[str, dict[str, bool]] = {}
-    for name, switches in chosen.items():
+    for name, switches in data.get("categories", {}).items():
         where = f"categories.{name}"
         if name not in known:
             raise DomainError("invalid_field", f"unknown category {name!r} (known: "
-                           f"{', '.join(known)})", where)
-        if not isinstance(switches, dict) or not all(
-                m in MEDIUMS and isinstance(v, bool) for m, v in switches.items()):
-            raise DomainError("invalid_field", f"{where} must map mediums ({', '.join(MEDIUMS)}) "
-                           "to true or false", where)
+                              f"{', '.join(known)})", where)
         if not catalog.category(name).optional and not all(switches.values()):
             raise DomainError("invalid_field", f"{name} may not be turned off (one-time codes "
-                           "and security alerts always go out)", where)
+                              "and security alerts always go out)", where)
         out[name] = dict(sorted(switches.items()))
-    return {"opt_out": opt_out, "categories": out}
+    return {"opt_out": bool(data.get("opt_out", False)), "categories": out}
 
 
 def check_patch(catalog: Catalog, patch: dict[str, Any]) -> None:
-    """A merge patch's own shape, before any If-Match decides: every name it holds is one a PUT
-    takes (a null one too: a misspelt name would otherwise change nothing, silently), and what
-    it sets (its members less the nulls, as it would write on nothing) is what a PUT takes."""
-    check_fields(patch, FIELDS)
-    chosen = patch.get("categories")
-    for name, switches in chosen.items() if isinstance(chosen, dict) else ():
-        if isinstance(switches, dict) and not set(switches) <= set(MEDIUMS):
-            raise DomainError("invalid_field", f"categories.{name} must map mediums "
-                              f"({', '.join(MEDIUMS)}) to true, false or null",
-                              f"categories.{name}")
+    """A merge patch (shapes.people.PreferencesPatch, as JSON), before any If-Match decides:
+    what it sets (its members less the nulls, as it would write on nothing) is what a PUT
+    takes."""
     parse(catalog, merge_patch({}, patch))
 
 
@@ -134,19 +113,21 @@ def if_match(header: str | None) -> frozenset[int] | None:
     return frozenset(versions)
 
 
-def view(catalog: Catalog, r: Recipient | None) -> dict[str, Any]:
+def view(catalog: Catalog, r: Recipient | None) -> shapes.Preferences:
     """What holds now: the person's switches over each category's defaults, and the version."""
     prefs = r.preferences if r is not None else {}
     chosen = prefs.get("categories") or {}
     shown = {}
     for name, cat in sorted(catalog.categories.items()):
         mine = chosen.get(name, {})
-        shown[name] = {"optional": cat.optional, **{
-            m: bool(mine.get(m, cat.defaults[m])) if cat.optional else True for m in MEDIUMS}}
-    quiet = {"start": r.quiet_start, "end": r.quiet_end} if r and r.quiet_start else None
-    return {"version": r.pref_version if r is not None else 0,
-            "opt_out": bool(prefs.get("opt_out", False)), "categories": shown,
-            "timezone": r.timezone if r is not None else None, "quiet_hours": quiet}
+        shown[name] = shapes.CategoryView(optional=cat.optional, **{
+            m: bool(mine.get(m, cat.defaults[m])) if cat.optional else True for m in MEDIUMS})
+    quiet = shapes.QuietHours(start=r.quiet_start, end=r.quiet_end) \
+        if r and r.quiet_start is not None and r.quiet_end is not None else None
+    return shapes.Preferences(version=r.pref_version if r is not None else 0,
+                              opt_out=bool(prefs.get("opt_out", False)), categories=shown,
+                              timezone=r.timezone if r is not None else None,
+                              quiet_hours=quiet)
 
 
 def unsubscribed(r: Recipient | None, category: str) -> dict[str, Any]:

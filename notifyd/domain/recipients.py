@@ -11,23 +11,23 @@ by an old one's bounce.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
+import msgspec
 from yarl import URL
 
-from notifyd.core.contacts import ADDRESSES, BY_FIELD, DEVICES, Address, Contact, Devices
+from notifyd.core.contacts import ADDRESSES, BY_FIELD, Address, Contact, Devices
 from notifyd.core.errors import DomainError
 from notifyd.core.models import Device, Recipient
 from notifyd.core.records import Erased
 from notifyd.core.text import iso
 from notifyd.domain.ladder import parse_hhmm, valid_timezone
-from notifyd.domain.validate import check_fields, get_str, merge_patch
+from notifyd.domain.validate import merge_patch
+from notifyd.shapes import people as shapes
+from notifyd.shapes.decode import convert
 
-USER_FIELDS = frozenset({*BY_FIELD, "timezone", "locale", "quiet_hours"})
-DEVICE_KINDS = tuple(d.kind for d in DEVICES)
-MAX_ENDPOINT = 2048
+USER_FIELDS = frozenset(f.encode_name for f in msgspec.structs.fields(shapes.User))
 
 
 def live_devices(r: Recipient | None, kind: str) -> tuple[Device, ...]:
@@ -60,26 +60,21 @@ def dead_reason(r: Recipient | None, contact: Contact) -> str | None:
     return dead_contacts(r).get(contact.field) if isinstance(contact, Address) else None
 
 
-def parse_recipient(tenant: str, user_id: str, data: dict[str, Any]) -> Recipient:
-    """A profile from a PUT body; an DomainError names the first field that is wrong."""
-    check_fields(data, USER_FIELDS)
+def parse_recipient(tenant: str, user_id: str, data: shapes.ProfileFields) -> Recipient:
+    """A profile from a PUT body (its shape checked by shapes.people.User); a DomainError names
+    the first field that is wrong."""
     contacts: dict[str, Any] = {}
     for kind in ADDRESSES:
-        value = get_str(data, kind.field, required=False)
-        if value is None:
-            continue
-        if not kind.valid(value):
-            raise DomainError("invalid_field", f"{kind.field} must be {kind.shape}", kind.field)
-        contacts[kind.field] = kind.normal(value) if kind.lower else value
-    tz = parse_timezone(data.get("timezone"))
-    start, end = parse_quiet_hours(data.get("quiet_hours"))
-    locale = get_str(data, "locale", required=False, max_len=35)
-    return Recipient(tenant, user_id, tz, locale, start, end, contacts)
+        value = getattr(data, kind.field)
+        if value is not None:
+            contacts[kind.field] = kind.normal(value) if kind.lower else value
+    tz = parse_timezone(data.timezone)
+    start, end = parse_quiet_hours(data.quiet_hours)
+    return Recipient(tenant, user_id, tz, data.locale, start, end, contacts)
 
 
-def parse_timezone(value: Any) -> str | None:
+def parse_timezone(tz: str | None) -> str | None:
     """An IANA time zone name, or None."""
-    tz = get_str({"timezone": value}, "timezone", required=False, max_len=64)
     if tz is not None and not valid_timezone(tz):
         raise DomainError("invalid_field", f"unknown timezone {tz!r} (use an IANA name such as "
                           "Europe/Paris)", "timezone")
@@ -96,98 +91,71 @@ def profile(r: Recipient | None) -> dict[str, Any]:
 
 
 def patch_recipient(tenant: str, user_id: str, current: Recipient | None,
-                    patch: dict[str, Any]) -> Recipient:
+                    patch: shapes.ProfilePatchFields) -> Recipient:
     """The profile with a JSON merge patch applied (RFC 7396: a field the patch leaves out is
     kept, null clears it), checked as a PUT body is. A name a PUT does not take is refused even
-    as null: misspelt, it would change nothing, silently."""
-    check_fields(patch, USER_FIELDS)
-    quiet = patch.get("quiet_hours")
-    if isinstance(quiet, dict) and not set(quiet) <= {"start", "end"}:
-        raise DomainError("invalid_field", "quiet_hours must be {start: 'HH:MM', end: 'HH:MM'} "
-                          "or null", "quiet_hours")
-    merged = merge_patch(profile(current), patch)
-    return parse_recipient(tenant, user_id, merged)
+    as null (by shapes.people.UserPatch): misspelt, it would change nothing, silently."""
+    merged = merge_patch(profile(current), msgspec.to_builtins(patch))
+    return parse_recipient(tenant, user_id, convert(merged, shapes.User))
 
 
-def parse_quiet_hours(quiet: Any) -> tuple[str | None, str | None]:
+def parse_quiet_hours(quiet: shapes.QuietHours | None) -> tuple[str | None, str | None]:
     """{start: "HH:MM", end: "HH:MM"} as (start, end), or null as (None, None)."""
     if quiet is None:
         return None, None
-    if not isinstance(quiet, dict) or set(quiet) != {"start", "end"}:
-        raise DomainError("invalid_field", "quiet_hours must be {start: 'HH:MM', end: 'HH:MM'} "
-                       "or null", "quiet_hours")
     try:
-        parse_hhmm(quiet["start"])
-        parse_hhmm(quiet["end"])
-    except (ValueError, TypeError, AttributeError) as e:
+        parse_hhmm(quiet.start)
+        parse_hhmm(quiet.end)
+    except ValueError as e:
         raise DomainError("invalid_field", f"quiet_hours: {e}", "quiet_hours") from None
-    return quiet["start"], quiet["end"]
+    return quiet.start, quiet.end
 
 
-def parse_device(data: dict[str, Any]) -> Device:
+def parse_device(data: shapes.WebPushDevice | shapes.FcmDevice) -> Device:
     """A device from a POST body: a browser's PushSubscription JSON ({endpoint, keys: {p256dh,
     auth}}, with type "webpush" or no type), or {type: "fcm", token}. Its id is derived from
     the endpoint, so registering it again is the same device."""
-    kind = data.get("type", "webpush")
-    if kind not in DEVICE_KINDS:
-        raise DomainError("invalid_field", f"type must be one of {', '.join(DEVICE_KINDS)}", "type")
-    if kind == "fcm":
-        check_fields(data, frozenset({"type", "token"}))
-        token = get_str(data, "token", max_len=4096)
-        assert token is not None
-        return Device(_device_id("fcm", token), "fcm", token)
-    check_fields(data, frozenset({"type", "endpoint", "keys", "expirationTime"}))
-    expires = data.get("expirationTime")
-    if expires is not None and (not isinstance(expires, int | float) or isinstance(expires, bool)):
-        raise DomainError("invalid_field", "expirationTime must be a number or null",
-                       "expirationTime")
-    endpoint = get_str(data, "endpoint", max_len=MAX_ENDPOINT)
-    assert endpoint is not None
+    if isinstance(data, shapes.FcmDevice):
+        return Device(_device_id("fcm", data.token), "fcm", data.token)
     try:
-        url = URL(endpoint)
+        url = URL(data.endpoint)
     except ValueError:
         url = URL()
     if url.scheme not in ("https", "http") or not url.host:
         raise DomainError("invalid_field", "endpoint must be the subscription's http(s) URL",
-                       "endpoint")
-    keys = data.get("keys")
-    if not isinstance(keys, dict):
-        raise DomainError("invalid_field", "keys must be {p256dh, auth} from the subscription",
-                       "keys")
-    check_fields(keys, frozenset({"p256dh", "auth"}))
-    p256dh, auth = get_str(keys, "p256dh", max_len=256), get_str(keys, "auth", max_len=256)
-    if not (B64URL.match(p256dh or "") and B64URL.match(auth or "")):
-        raise DomainError("invalid_field", "keys.p256dh and keys.auth must be base64url", "keys")
-    return Device(_device_id("webpush", endpoint), "webpush", endpoint, p256dh, auth)
-
-
-B64URL = re.compile(r"^[A-Za-z0-9_-]+={0,2}$")
+                          "endpoint")
+    return Device(_device_id("webpush", data.endpoint), "webpush", data.endpoint,
+                  data.keys.p256dh, data.keys.auth)
 
 
 def _device_id(kind: str, endpoint: str) -> str:
     return "d_" + hashlib.sha256(f"{kind}\n{endpoint}".encode()).hexdigest()[:16]
 
 
-def device_view(d: Device) -> dict[str, Any]:
+def device_view(d: Device) -> shapes.Device:
     """A device as the API shows it: never its keys, and the endpoint's host only."""
     where = URL(d.endpoint).host if d.kind == "webpush" else None
-    return {"device_id": d.device_id, "type": d.kind, "host": where, "state": d.state,
-            "reason": d.reason}
+    return shapes.Device(device_id=d.device_id, type=d.kind, host=where,
+                         state=cast(shapes.DeviceState, d.state), reason=d.reason)
 
 
-def erased_view(user_id: str, e: Erased) -> dict[str, Any]:
+def erased_view(user_id: str, e: Erased) -> shapes.Erased:
     """What erasing a person did, as DELETE /v1/users/{user_id} answers it."""
-    return {"user_id": user_id, "erased_at": iso(e.erased_at),
-            "removed": {"profile": e.profile, "preferences": e.preferences,
-                        "devices": e.devices, "inbox_items": e.inbox_items},
-            "cancelled": {"notifications": e.cancelled, "steps": e.cancelled_steps},
-            "scrubbed": {"params": e.params, "payloads": e.payloads, "receipts": e.receipts},
-            "suppressions": {"hashed": e.hashed, "kept": e.kept}}
+    return shapes.Erased(
+        user_id=user_id, erased_at=iso(e.erased_at),
+        removed=shapes.Removed(profile=e.profile, preferences=e.preferences,
+                               devices=e.devices, inbox_items=e.inbox_items),
+        cancelled=shapes.Cancelled(notifications=e.cancelled, steps=e.cancelled_steps),
+        scrubbed=shapes.Scrubbed(params=e.params, payloads=e.payloads, receipts=e.receipts),
+        suppressions=shapes.KeptSuppressions(hashed=e.hashed, kept=e.kept))
 
 
-def recipient_view(r: Recipient) -> dict[str, Any]:
+def recipient_view(r: Recipient) -> shapes.UserViewFields:
     """The profile as the API shows it, with the contacts that are disabled now and why."""
-    quiet = {"start": r.quiet_start, "end": r.quiet_end} if r.quiet_start else None
-    return {"user_id": r.user_id, **r.contacts, "timezone": r.timezone, "locale": r.locale,
-            "quiet_hours": quiet, "disabled_contacts": dead_contacts(r),
-            "devices": [device_view(d) for d in r.devices]}
+    quiet = shapes.QuietHours(start=r.quiet_start, end=r.quiet_end) \
+        if r.quiet_start is not None and r.quiet_end is not None else None
+    contacts = {name: value for name, value in r.contacts.items() if name in BY_FIELD}
+    return shapes.UserView(user_id=r.user_id, **contacts, timezone=r.timezone,
+                           locale=r.locale, quiet_hours=quiet,
+                           disabled_contacts=dead_contacts(r),
+                           devices=[device_view(d) for d in r.devices])

@@ -4,8 +4,8 @@ their preference centre (which opens it with a user token minted then).
 
 Both are base64url(JSON payload) + "." + base64url(HMAC-SHA256(key, "<prefix>" + payload part)),
 checked in constant time. A user token's key is its tenant's (`notifyd tokens secret` prints it,
-so a producer's backend can make tokens itself: README shows how in Python and JavaScript); a
-link's key is the daemon's own. The keys live in the store (signing_keys), made on first use.
+so a producer's backend can make tokens itself: docs/people.md shows how in Python and
+JavaScript); a link's key is the daemon's own. The keys live in the store (signing_keys), made on first use.
 
 A user token lives at most `max_ttl_sec` (tokens.max_ttl_sec): one whose `exp` is further away
 is refused, however it was signed. A token notifyd mints names the API key that asked for it

@@ -5,15 +5,13 @@ every tenant and only an operator lifts them."""
 
 from __future__ import annotations
 
-from typing import Any
+from msgspec import UNSET
 
 from notifyd.core.contacts import BY_SUPPRESSION, DEVICE_ID, SUPPRESSION_TYPES, normal_address
 from notifyd.core.errors import DomainError
 from notifyd.core.records import Suppression
 from notifyd.core.text import iso
-from notifyd.domain.validate import check_fields, get_str
-
-FIELDS = frozenset({"channel_type", "address", "reason"})
+from notifyd.shapes import people as shapes
 
 
 def check_address(channel_type: str, address: str) -> str:
@@ -31,17 +29,16 @@ def check_address(channel_type: str, address: str) -> str:
     return address
 
 
-def parse(data: dict[str, Any]) -> tuple[str, str, str]:
-    """(channel_type, address, reason) from a POST body."""
-    check_fields(data, FIELDS)
-    channel_type = get_str(data, "channel_type")
-    address = get_str(data, "address", max_len=320)
-    assert channel_type is not None and address is not None
-    reason = get_str(data, "reason", required=False, max_len=200) or "added by the API"
-    return channel_type, check_address(channel_type, address), reason
+def parse(data: shapes.SuppressionRequest) -> tuple[str, str, str]:
+    """(channel_type, address, reason) from a POST body (or the console's form)."""
+    address = check_address(data.channel_type, data.address)
+    return data.channel_type, address, data.reason or "added by the API"
 
 
-def view(s: Suppression) -> dict[str, Any]:
-    return {"channel_type": s.channel_type, "address": s.address, "reason": s.reason,
-            "source": s.source, "evidence": s.evidence, "created_at": iso(s.created_at),
-            "scope": "all tenants" if s.tenant == "*" else "tenant"}
+def view(s: Suppression, created: bool | None = None) -> shapes.Suppression:
+    """An entry as the API shows it; POST's answer says whether it `created` it."""
+    return shapes.Suppression(
+        channel_type=s.channel_type, address=s.address, reason=s.reason, source=s.source,
+        evidence=s.evidence, created_at=iso(s.created_at),
+        scope="all tenants" if s.tenant == "*" else "tenant",
+        created=UNSET if created is None else created)

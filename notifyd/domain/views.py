@@ -7,12 +7,16 @@ not?" without logs. Pure functions over the store's records.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import cast
+
+from msgspec.structs import asdict
 
 from notifyd.core.models import OPEN_STEP_STATES, AcceptResult, ResolveResult, StepState
-from notifyd.core.records import Event, Notification, Step
+from notifyd.core.records import Event, InboxItem, Notification, Step
 from notifyd.core.steps import Cause, is_window_move
 from notifyd.core.text import iso, plural
+from notifyd.shapes import notifications as shapes
+from notifyd.shapes.people import InboxItem as InboxItemView
 
 PROVEN = ("delivered", "shown", "opened")
 WENT_OUT = ("sent", "delivered", "presumed_delivered")  # how a ladder that went out ended
@@ -50,16 +54,25 @@ def total_time_ms(n: Notification) -> int | None:
     return max(s.updated_at for s in n.steps) - n.created_at
 
 
-def accepted_view(r: AcceptResult) -> dict[str, Any]:
+def accepted_view(r: AcceptResult) -> shapes.Accepted:
     """What an accept answers: the notification's id and state, and whether this made it."""
-    return {"notification_id": r.notification_id, "state": r.state, "created": r.created}
+    return shapes.Accepted(notification_id=r.notification_id, state=r.state, created=r.created)
 
 
-def resolved_view(r: ResolveResult) -> dict[str, Any]:
+def accepted_item(r: AcceptResult) -> shapes.AcceptedItem:
+    """A batch's answer for an accepted item: the single call's, with its status."""
+    return shapes.AcceptedItem(status=202 if r.created else 200, **asdict(accepted_view(r)))
+
+
+def resolved_view(r: ResolveResult) -> shapes.Resolved:
     """What a resolution answers: the one that won (this, or an earlier one)."""
-    return {"notification_id": r.notification_id, "resolution": r.resolution,
-            "resolved_at": iso(r.resolved_at), "changed": r.changed,
-            "cancelled_steps": r.cancelled_steps}
+    return shapes.Resolved(notification_id=r.notification_id, resolution=r.resolution,
+                           resolved_at=iso(r.resolved_at), changed=r.changed,
+                           cancelled_steps=r.cancelled_steps)
+
+
+def resolved_item(r: ResolveResult) -> shapes.ResolvedItem:
+    return shapes.ResolvedItem(status=200, **asdict(resolved_view(r)))
 
 
 def carried_by(n: Notification) -> list[str]:
@@ -67,11 +80,11 @@ def carried_by(n: Notification) -> list[str]:
     return list(dict.fromkeys(s.digest_id for s in n.steps if s.digest_id))
 
 
-def digest_view(digest_id: str, d: Notification | None, now: int) -> dict[str, Any]:
+def digest_view(digest_id: str, d: Notification | None, now: int) -> shapes.DigestView:
     """The digest that carried a step, as its status document shows it: whether it went out."""
-    return {"notification_id": digest_id,
-            "current_state": None if d is None else d.state_at(now),
-            "sent_via": [] if d is None else sent_via(d)}
+    return shapes.DigestView(notification_id=digest_id,
+                             current_state=None if d is None else d.state_at(now),
+                             sent_via=[] if d is None else sent_via(d))
 
 
 def carried(digest_id: str, d: Notification | None, now: int) -> str:
@@ -116,57 +129,67 @@ def step_ends(s: Step, digests: Digests, now: int) -> list[tuple[int, str]]:
     return [(s.updated_at, said(s.state, s.reason))]
 
 
-def status_view(n: Notification, now: int = 0, digests: Digests | None = None) -> dict[str, Any]:
+def status_view(n: Notification, now: int = 0, digests: Digests | None = None) -> shapes.Status:
     """The API's status shape (GET /v1/notifications/{id}), with every step, its attempts and
     its evidence, and the digest that carried a step (`digests`: read by the caller)."""
     resolution = None
     if n.resolved_at is not None:
-        resolution = {"resolution": n.resolution, "resolved_at": iso(n.resolved_at),
-                      "resolved_by": n.resolved_by}
-    return {
-        "notification_id": n.id,
-        "user_id": n.user_id,
-        "kind": n.kind,
-        "dedup_key": n.dedup_key,
-        "created_at": iso(n.created_at),
-        "send_at": iso(n.send_at),
-        "expires_at": iso(n.expires_at),
-        "current_state": n.state_at(now),
-        "delivered_via": delivered_via(n),
-        "sent_via": sent_via(n),
-        "resolution": resolution,
-        "steps": [_step_view(n, s, digests or {}, now) for s in n.steps],
-        "total_time_ms": total_time_ms(n),
-        "pruned_at": iso(n.pruned_at),
-        "event_id": n.event_id,
-    }
+        resolution = shapes.ResolutionView(resolution=n.resolution,
+                                           resolved_at=iso(n.resolved_at),
+                                           resolved_by=n.resolved_by)
+    return shapes.Status(
+        notification_id=n.id,
+        user_id=n.user_id,
+        kind=n.kind,
+        dedup_key=n.dedup_key,
+        created_at=iso(n.created_at),
+        send_at=iso(n.send_at),
+        expires_at=iso(n.expires_at),
+        current_state=n.state_at(now),
+        delivered_via=delivered_via(n),
+        sent_via=sent_via(n),
+        resolution=resolution,
+        steps=[_step_view(n, s, digests or {}, now) for s in n.steps],
+        total_time_ms=total_time_ms(n),
+        pruned_at=iso(n.pruned_at),
+        event_id=n.event_id,
+    )
 
 
-def _step_view(n: Notification, s: Step, digests: Digests, now: int) -> dict[str, Any]:
-    return {
-        "step_no": s.step_no,
-        "channel": s.channel,
-        "status": s.state,
-        "send_after": iso(s.send_after),
-        "attempts": s.attempts,
-        "reason": s.reason,
-        "note": s.note,
-        "provider_ref": s.provider_ref,
-        "template": s.template,
-        "pref_version": s.pref_version,
-        "evidence": s.evidence,
-        "timed_out": timed_out(n, s),
-        "digest": None if s.digest_id is None else digest_view(
+def _step_view(n: Notification, s: Step, digests: Digests, now: int) -> shapes.Step:
+    return shapes.Step(
+        step_no=s.step_no,
+        channel=s.channel,
+        status=s.state,
+        send_after=iso(s.send_after),
+        attempts=s.attempts,
+        reason=s.reason,
+        note=s.note,
+        provider_ref=s.provider_ref,
+        template=s.template,
+        pref_version=s.pref_version,
+        evidence=cast(shapes.Evidence, s.evidence),
+        timed_out=timed_out(n, s),
+        digest=None if s.digest_id is None else digest_view(
             s.digest_id, digests.get(s.digest_id), now),
-        "receipts": [{"provider": p.provider, "event": p.event, "occurred_at": iso(p.occurred_at),
-                      "received_at": iso(p.received_at), "detail": p.detail}
-                     for p in n.proofs if p.step_no == s.step_no],
-        "updated_at": iso(s.updated_at),
-        "attempt_log": [{
-            "attempt": a.attempt_no, "started_at": iso(a.started_at),
-            "ended_at": iso(a.ended_at), "outcome": a.outcome, "reason": a.reason,
-            "provider_ref": a.provider_ref} for a in s.attempt_log],
-    }
+        receipts=[shapes.ReceiptView(provider=p.provider, event=p.event,
+                                     occurred_at=iso(p.occurred_at),
+                                     received_at=iso(p.received_at), detail=p.detail)
+                  for p in n.proofs if p.step_no == s.step_no],
+        updated_at=iso(s.updated_at),
+        attempt_log=[shapes.AttemptView(
+            attempt=a.attempt_no, started_at=iso(a.started_at), ended_at=iso(a.ended_at),
+            outcome=a.outcome, reason=a.reason, provider_ref=a.provider_ref)
+            for a in s.attempt_log],
+    )
+
+
+def item_view(item: InboxItem) -> InboxItemView:
+    """An inbox item as a page, and a stream's item event, show it."""
+    return InboxItemView(id=item.notification_id, kind=item.kind, title=item.title,
+                         body=item.body, created_at=iso(item.created_at),
+                         read=item.read_at is not None, read_at=iso(item.read_at),
+                         archived=item.archived_at is not None)
 
 
 def timeline(n: Notification, now: int = 0, digests: Digests | None = None) -> list[str]:

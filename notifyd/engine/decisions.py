@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from typing import Any
 
 from notifyd.core.text import iso
+from notifyd.shapes.notifications import Decision
 
 QUEUE_MAX = 1000  # entries a follower may lag behind before it loses some
 FOLLOWERS_MAX = 32  # open feeds at once, across every tenant
@@ -36,11 +36,11 @@ class Entry:
     kind: str
     reason: str | None = None
 
-    def view(self) -> dict[str, Any]:
-        return {"at": iso(self.at), "decision": self.what,
-                "notification_id": self.notification_id, "step_no": self.step_no,
-                "channel": self.channel, "kind": self.kind, "user_id": self.user_id,
-                "reason": self.reason}
+    def view(self) -> Decision:
+        return Decision(at=iso(self.at), decision=self.what,
+                        notification_id=self.notification_id, step_no=self.step_no,
+                        channel=self.channel, kind=self.kind, user_id=self.user_id,
+                        reason=self.reason)
 
 
 @dataclass(frozen=True, slots=True)

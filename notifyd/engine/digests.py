@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+from typing import Protocol
 
 import orjson
 
@@ -25,22 +26,34 @@ from notifyd.core.steps import StepKey
 from notifyd.core.text import iso
 from notifyd.domain.ladder import window_end
 from notifyd.domain.views import carried_by
-from notifyd.engine.ingest import Ingest
-from notifyd.store import DigestDue, Notification, StorageError, Store
+from notifyd.engine.ingest import Ingest, IngestStore
+from notifyd.store import (
+    DigestDue,
+    DigestStore,
+    LookupStore,
+    Notification,
+    ProfileStore,
+    StorageError,
+)
 
 log = logging.getLogger("notifyd.digests")
 BATCH = 100  # windows made per query
 POLL_SEC = 30.0  # longest sleep: a window held by another process is found within it
 
 
-async def carriers(store: Store, n: Notification) -> dict[str, Notification | None]:
+class DigesterStore(DigestStore, ProfileStore, Protocol):
+    """What the digester uses: the windows, and the person's locale and time zone."""
+
+
+async def carriers(store: LookupStore, n: Notification) -> dict[str, Notification | None]:
     """The digests that carried n's items, read for its views (views.Digests): whether each
     went out is part of the item's story."""
     return {d: await store.get_notification(d) for d in carried_by(n)}
 
 
 class Digester:
-    def __init__(self, cfg: Config, store: Store, ingest: Ingest, clock: Clock) -> None:
+    def __init__(self, cfg: Config, store: DigesterStore, ingest: Ingest[IngestStore],
+                 clock: Clock) -> None:
         self.cfg, self.store, self.ingest, self.clock = cfg, store, ingest, clock
         self._warn = RateLimit(clock, 3_600_000)
 

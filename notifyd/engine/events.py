@@ -5,13 +5,21 @@ after that commit, and the fan-out (engine/fanout.py) takes it from there.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from notifyd.config import Config
 from notifyd.core.errors import DomainError
 from notifyd.core.events import EventAccepted, EventInput, EventRecord
 from notifyd.core.models import AcceptInput, ApiKey
 from notifyd.domain.events import parse_event
-from notifyd.domain.validate import parse_object
-from notifyd.engine.ingest import Ingest
+from notifyd.engine.ingest import Ingest, IngestStore
+from notifyd.shapes.decode import decode
+from notifyd.shapes.events import EventRequest
+from notifyd.store import EventStore
+
+
+class EventIntakeStore(IngestStore, EventStore, Protocol):
+    """What accepting an event uses, through ingest: the event's write beside ingest's own."""
 
 
 def types(cfg: Config) -> dict[str, tuple[str, ...]]:
@@ -19,18 +27,16 @@ def types(cfg: Config) -> dict[str, tuple[str, ...]]:
     return {name: t.kinds for name, t in cfg.events.items()}
 
 
-def parse(ingest: Ingest, body: bytes, key: ApiKey) -> EventInput:
+def parse(ingest: Ingest[IngestStore], body: bytes, key: ApiKey) -> EventInput:
     cfg = ingest.cfg
-    data = parse_object(body)
-    named = data.get("type")
-    kinds = types(cfg).get(named, ()) if isinstance(named, str) else ()
+    data = decode(body, EventRequest)
     send_at = None
-    for kind in kinds:  # as for one notification of each kind: no inbox kind, not too far
-        send_at = ingest.send_at_of(kind, data)
+    for kind in types(cfg).get(data.type, ()):  # as for one notification of each kind: no
+        send_at = ingest.send_at_of(kind, data.send_at)  # inbox kind, not too far ahead
     return parse_event(data, key, types(cfg), cfg.fanout.max_inline_users, send_at)
 
 
-async def check_inbox(ingest: Ingest, inp: EventInput) -> None:
+async def check_inbox(ingest: Ingest[IngestStore], inp: EventInput) -> None:
     """Params an inbox kind's template cannot render are the request's fault: 422 before
     anything is written, as for one notification (rendered here in the default locale)."""
     for kind in inp.kinds:
@@ -40,7 +46,7 @@ async def check_inbox(ingest: Ingest, inp: EventInput) -> None:
             await ingest.inbox_item(one, "n_check", ingest.cfg.templates.default_locale)
 
 
-async def accept(ingest: Ingest, inp: EventInput) -> EventAccepted:
+async def accept(ingest: Ingest[EventIntakeStore], inp: EventInput) -> EventAccepted:
     """The event accepted (or what holds its id: the same input again is answered with it);
     its fan-out is told at once."""
     await check_inbox(ingest, inp)

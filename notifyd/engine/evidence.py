@@ -15,7 +15,7 @@ from notifyd.channels.egress import DIRECT, Egress
 from notifyd.channels.wire import Client, WireError
 from notifyd.core.models import Recorded, Rules
 from notifyd.receipts import PROVIDERS, BadReceipt, BadSignature, RawRequest, ReceiptProvider
-from notifyd.store import Store
+from notifyd.store import ReceiptStore
 
 log = logging.getLogger("notifyd.webhooks")
 FETCH_TIMEOUT_SEC = 5.0
@@ -53,8 +53,8 @@ class Fetcher:
         await self.http.close()
 
 
-async def take(store: Store, provider: ReceiptProvider, settings: object, request: RawRequest,
-               now: int, fetch: Fetcher, rules: Rules) -> Counter[str]:
+async def take(store: ReceiptStore, provider: ReceiptProvider, settings: object,
+               request: RawRequest, now: int, fetch: Fetcher, rules: Rules) -> Counter[str]:
     """Verify and read the request, then store and apply what it reports, with its one-time
     token where the provider's scheme has one; how many receipts were applied, duplicates or
     orphans. A token seen before is a replay (BadSignature). BadSignature and BadReceipt

@@ -20,10 +20,10 @@ from notifyd.core.events import EventRecord, InboxFn, KindRoute, Routed
 from notifyd.core.logs import RateLimit
 from notifyd.core.models import AcceptInput
 from notifyd.core.records import InboxEntry
-from notifyd.engine.ingest import Ingest
+from notifyd.engine.ingest import Ingest, IngestStore
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.templates import TemplateError
-from notifyd.store import StorageError, Store
+from notifyd.store import EventStore, StorageError
 
 log = logging.getLogger("notifyd.fanout")
 POLL_SEC = 1.0  # longest sleep: an event another process accepted is found within it
@@ -31,7 +31,7 @@ SIDE_BY_SIDE = 100  # events routed in turn, a chunk each
 
 
 class Fanout:
-    def __init__(self, cfg: Config, store: Store, ingest: Ingest, clock: Clock,
+    def __init__(self, cfg: Config, store: EventStore, ingest: Ingest[IngestStore], clock: Clock,
                  metrics: Metrics | None = None) -> None:
         self.cfg, self.store, self.ingest, self.clock = cfg, store, ingest, clock
         self.metrics = metrics or Metrics()

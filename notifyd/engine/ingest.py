@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 from collections.abc import Callable
-from typing import Any
-
-import orjson
+from typing import Any, Generic, Protocol, TypeVar
 
 from notifyd.config import Config
 from notifyd.core.catalog import LadderStep
@@ -28,38 +25,35 @@ from notifyd.core.models import (
     StepState,
     new_id,
 )
-from notifyd.core.records import Acceptance, InboxEntry
-from notifyd.core.text import iso
+from notifyd.core.records import Acceptance, InboxEntry, InboxItem
 from notifyd.domain.events import check_dedup_key
 from notifyd.domain.ladder import plan_steps
 from notifyd.domain.recipients import dead_contacts
-from notifyd.domain.validate import (
-    check_depth,
-    check_fields,
-    get_str,
-    get_time,
-    header_value,
-    parse_object,
-)
+from notifyd.domain.validate import check_depth, header_value, request_hash, time_ms
+from notifyd.domain.views import item_view
 from notifyd.engine.decisions import Entry, Feed
 from notifyd.engine.paramcheck import ParamCheck
 from notifyd.engine.stream import Event, Hub
 from notifyd.engine.templates import TemplateError, Templates, why
-from notifyd.store import Store
-
-MAX_TTL_SEC = 30 * 86400
-ACCEPT_FIELDS = frozenset({"user_id", "kind", "params", "dedup_key", "fallback_chain",
-                           "max_ttl_sec", "send_at"})
+from notifyd.shapes.decode import decode
+from notifyd.shapes.notifications import AcceptRequest, ChainStep
+from notifyd.store import IntakeStore, ProfileStore
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+class IngestStore(IntakeStore, ProfileStore, Protocol):
+    """What ingest uses of the store: the accept, and the recipient's locale."""
 
 
-class Ingest:
+# The store ingest was given, as its holders know it: ingest itself uses only IngestStore, and
+# the HTTP face, which reaches the store through its ingest, asks for an Ingest over the roles
+# it uses (http/kit.Context).
+S = TypeVar("S", bound=IngestStore, covariant=True)
+
+
+class Ingest(Generic[S]):
     """The write path: four things, validate, claim the key, write the rows, ack."""
 
-    def __init__(self, cfg: Config, store: Store, clock: Clock,
+    def __init__(self, cfg: Config, store: S, clock: Clock,
                  wake: Callable[[int], None] | None = None, templates: Templates | None = None,
                  hub: Hub | None = None, feed: Feed | None = None) -> None:
         self.cfg = cfg
@@ -73,50 +67,42 @@ class Ingest:
         self.params = ParamCheck(cfg, templates, store)  # the ladder's templates, at accept
 
     def parse(self, body: bytes, key: ApiKey, idempotency_key: str | None) -> AcceptInput:
-        return self.parse_item(parse_object(body), key, idempotency_key)
+        return self.parse_item(decode(body, AcceptRequest), key, idempotency_key)
 
-    def parse_item(self, data: dict[str, Any], key: ApiKey,
+    def parse_item(self, req: AcceptRequest, key: ApiKey,
                    idempotency_key: str | None = None) -> AcceptInput:
-        """One request's fields (a POST's body, or one item of a batch) checked."""
-        check_fields(data, ACCEPT_FIELDS)
-        user_id = get_str(data, "user_id")
-        kind = get_str(data, "kind")
-        assert user_id is not None and kind is not None
+        """One request (a POST's body, or one item of a batch), its shape checked by its
+        Struct, checked against the config and the key."""
+        kind, params = req.kind, req.params
         if kind not in self.cfg.kinds:
             raise DomainError("unknown_kind", f"unknown kind {kind!r}; known: "
-                           f"{', '.join(sorted(self.cfg.kinds))}", "kind")
+                              f"{', '.join(sorted(self.cfg.kinds))}", "kind")
         if not key.allows(kind):
-            raise DomainError("kind_not_allowed", f"this API key may not post kind {kind!r}", "kind")
-        params = data.get("params", {})
-        if not isinstance(params, dict):
-            raise DomainError("invalid_field", "params must be an object", "params")
+            raise DomainError("kind_not_allowed", f"this API key may not post kind {kind!r}",
+                              "kind")
         check_depth(params, "params")
-        dedup_key = get_str(data, "dedup_key", required=False)
+        dedup_key = req.dedup_key
         idempotency_key = header_value(idempotency_key, "Idempotency-Key")
         if idempotency_key is not None:
             if dedup_key is not None and dedup_key != idempotency_key:
                 raise DomainError("invalid_field", "dedup_key differs from the Idempotency-Key "
-                               "header; send one or make them equal", "dedup_key")
+                                  "header; send one or make them equal", "dedup_key")
             dedup_key = idempotency_key
         check_dedup_key(dedup_key)  # events' notifications have keys of their own form
-        chain = self._parse_chain(kind, data.get("fallback_chain"))
-        ttl = data.get("max_ttl_sec")
-        if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool)
-                                or not 0 < ttl <= MAX_TTL_SEC):
-            raise DomainError("invalid_field", f"max_ttl_sec must be an integer 1..{MAX_TTL_SEC}",
-                           "max_ttl_sec")
-        send_at = self.send_at_of(kind, data)
-        compared: list[Any] = [user_id, kind, params, chain, ttl]
+        chain = self._parse_chain(kind, req.fallback_chain)
+        ttl = req.max_ttl_sec
+        send_at = self.send_at_of(kind, req.send_at)
+        compared: list[Any] = [req.user_id, kind, params, chain, ttl]
         if send_at is not None:  # appended only when given: older requests' hashes stay
             compared.append(send_at)
-        canonical = orjson.dumps(compared, option=orjson.OPT_SORT_KEYS)
-        return AcceptInput(key.tenant, user_id, kind, params, dedup_key, chain, ttl,
-                           hashlib.sha256(canonical).hexdigest(), key.name, key.kinds, send_at)
+        params, digest = request_hash(compared, 2)
+        return AcceptInput(key.tenant, req.user_id, kind, params, dedup_key, chain, ttl,
+                           digest, key.name, key.kinds, send_at)
 
-    def send_at_of(self, kind: str, data: dict[str, Any]) -> int | None:
+    def send_at_of(self, kind: str, text: str | None) -> int | None:
         """When the ladder starts, if the request says (a time already past: at accept); an
         event's too, checked for each kind it makes."""
-        send_at = get_time(data, "send_at")
+        send_at = time_ms(text, "send_at")
         if send_at is None:
             return None
         if self.cfg.kinds[kind].inbox:
@@ -129,38 +115,22 @@ class Ingest:
                               "days) ahead; the most is server.max_schedule_sec", "send_at")
         return send_at
 
-    def _parse_chain(self, kind: str,
-                     raw: Any) -> tuple[tuple[str, float | None], ...] | None:
-        if raw is None:
+    def _parse_chain(self, kind: str, steps: list[ChainStep] | None
+                     ) -> tuple[tuple[str, float | None], ...] | None:
+        if steps is None:
             return None
         if not self.cfg.kinds[kind].allow_override:
             raise DomainError("override_not_allowed", f"kind {kind!r} does not allow "
-                           "fallback_chain", "fallback_chain")
-        if not isinstance(raw, list) or not raw or len(raw) > 16:
-            raise DomainError("invalid_field", "fallback_chain must be a list of 1..16 steps",
-                           "fallback_chain")
-        chain = []
-        for i, step in enumerate(raw):
+                              "fallback_chain", "fallback_chain")
+        for i, step in enumerate(steps):
             where = f"fallback_chain[{i}]"
-            if not isinstance(step, dict):
-                raise DomainError("invalid_field", f"{where} must be an object", where)
-            check_fields(step, frozenset({"channel", "timeout_sec"}))
-            channel = step.get("channel")
-            if not isinstance(channel, str):
-                raise DomainError("missing_field" if channel is None else "invalid_field",
-                               f"{where}.channel must be a string", f"{where}.channel")
-            if channel not in self.cfg.channels:
-                raise DomainError("unknown_channel", f"unknown channel {channel!r}",
-                               f"{where}.channel")
-            timeout = step.get("timeout_sec")
-            if timeout is not None and (not _number(timeout) or not 0 <= timeout <= MAX_TTL_SEC):
-                raise DomainError("invalid_field", f"{where}.timeout_sec must be a number "
-                               f"0..{MAX_TTL_SEC} or null", f"{where}.timeout_sec")
-            if timeout is None and i < len(raw) - 1:
+            if step.channel not in self.cfg.channels:
+                raise DomainError("unknown_channel", f"unknown channel {step.channel!r}",
+                                  f"{where}.channel")
+            if step.timeout_sec is None and i < len(steps) - 1:
                 raise DomainError("invalid_field", f"{where}.timeout_sec is needed: a step is "
-                               "due when the one before it times out", f"{where}.timeout_sec")
-            chain.append((channel, None if timeout is None else float(timeout)))
-        return tuple(chain)
+                                  "due when the one before it times out", f"{where}.timeout_sec")
+        return tuple((step.channel, step.timeout_sec) for step in steps)
 
     def ttl_sec(self, inp: AcceptInput) -> int:
         kind_ttl = self.cfg.kinds[inp.kind].ttl_sec
@@ -224,9 +194,8 @@ class Ingest:
                                 inp.user_id, inp.kind))
         if inbox is None or result.inbox_seq is None:
             return
-        item = {"id": result.notification_id, "kind": inp.kind, "title": inbox.title,
-                "body": inbox.body, "created_at": iso(result.created_at), "read": False,
-                "archived": False}
+        item = item_view(InboxItem(result.inbox_seq, result.notification_id, inp.kind,
+                                   inbox.title, inbox.body, at, None, None))
         self.hub.publish(inp.tenant, inp.user_id,
                          Event("item", item, result.inbox_seq),
                          Event("badge", {"unread": result.badge}))

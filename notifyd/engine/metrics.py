@@ -4,7 +4,7 @@ Counters move where things happen (accepts in web, claim decisions in the scanne
 provider-call times in the sender, resolutions in web); gauges that the rows answer better (due
 lag, dead letters) are read from the store at scrape time. Everything that counts since start is
 a counter Prometheus can rate, never a ratio of its own. One registry per daemon, so tests can
-run several; README's list of metrics is `table()`, and a test holds them together.
+run several; the docs' list of metrics (docs/monitoring.md) is `table()`, and a test holds them together.
 """
 
 from __future__ import annotations
@@ -151,8 +151,8 @@ PROCESS_ROW = ("| `process_*` | | | The standard process metrics: CPU seconds, r
 
 
 def table() -> str:
-    """README's list of metrics, from what a Metrics registers: name as scraped, type, labels,
-    help. (prometheus_client keeps a metric's label names only in `_labelnames`.)"""
+    """The docs' list of metrics (docs/monitoring.md), from what a Metrics registers: name as
+    scraped, type, labels, help. (prometheus_client keeps a metric's label names only in `_labelnames`.)"""
     rows = ["| metric | type | labels | what it is |", "| --- | --- | --- | --- |"]
     for metric in vars(Metrics()).values():
         if not isinstance(metric, MetricWrapperBase):

@@ -18,14 +18,14 @@ from notifyd.core.errors import DomainError
 from notifyd.core.models import AcceptInput
 from notifyd.engine.render import would_link
 from notifyd.engine.templates import TemplateError, Templates, why
-from notifyd.store import Store
+from notifyd.store import ProfileStore
 
 PASSED_MAX = 4096  # shapes remembered as rendering; past it the oldest is forgotten
 LINK = "https://example.invalid/unsubscribe"  # stands in for a kind's unsubscribe link
 
 
 class ParamCheck:
-    def __init__(self, cfg: Config, templates: Templates | None, store: Store) -> None:
+    def __init__(self, cfg: Config, templates: Templates | None, store: ProfileStore) -> None:
         self.cfg, self.templates, self.store = cfg, templates, store
         self._media = {name: _media(cfg, tuple(s.channel for s in kind.ladder))
                        for name, kind in cfg.kinds.items()}

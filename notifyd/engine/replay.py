@@ -8,16 +8,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from notifyd.core.catalog import Catalog
 from notifyd.core.models import REPLAYED
 from notifyd.core.text import plural, them
 from notifyd.domain.recipients import dead_reason, has_contact
-from notifyd.store import DeadMatch, Store
+from notifyd.store import DeadLetterStore, DeadMatch, LookupStore, ProfileStore, ReplayStore
 
 # Steps per write of a bulk replay: about 25 ms of the writer each (measured on 30k dead steps,
 # two shared cores), so the daemon's own writes (accepts, claims) go between the batches.
 BATCH = 200
+
+
+class BulkReplayStore(DeadLetterStore, ReplayStore, Protocol):
+    """What a bulk replay uses: the dead steps a page at a time, and the replay."""
+
+
+class CheckStore(LookupStore, ProfileStore, Protocol):
+    """What the check after a replay reads: the notification and its recipient."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +36,7 @@ class Replayed:
     late: int  # of them, of notifications past their time to live: the claim ends them expired
 
 
-async def replay_dead(store: Store, match: DeadMatch, by: str,
+async def replay_dead(store: BulkReplayStore, match: DeadMatch, by: str,
                       progress: Callable[[int], None] = lambda n: None) -> Replayed:
     """Every dead step `match` picks, back to pending a batch at a time (each its own short
     write, so a running daemon's accepts and claims go between), along a cursor: the batches
@@ -65,7 +74,7 @@ def late_said(done: Replayed) -> str:
             "unsent")
 
 
-async def blocked(store: Store, nid: str, catalog: Catalog) -> list[str]:
+async def blocked(store: CheckStore, nid: str, catalog: Catalog) -> list[str]:
     """Replayed steps that the claim will suppress as things stand, and why: replaying does not
     bring a dead address back, and saying nothing would look like a send."""
     n = await store.get_notification(nid)

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
 from notifyd.core.models import ResolveResult
-from notifyd.store import Notification, Store
+from notifyd.store import LookupStore, Notification, ResolveStore
 
 DEFAULT_RESOLUTION = "resolved"
+
+
+class ResolverStore(LookupStore, ResolveStore, Protocol):
+    """What resolving by reference uses: the dedup key's lookup, then the resolution."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ def parse_ref(text: str) -> Ref:
     return Ref(user_id=user_id, dedup_key=dedup_key)
 
 
-async def find(store: Store, ref: Ref, tenant: str | None) -> Notification | None:
+async def find(store: LookupStore, ref: Ref, tenant: str | None) -> Notification | None:
     """The notification `ref` names, if it is in `tenant` (None: any tenant, for operators).
     A user and dedup key are looked up within the tenant given."""
     nid = ref.notification_id
@@ -59,7 +64,7 @@ async def find(store: Store, ref: Ref, tenant: str | None) -> Notification | Non
     return n
 
 
-async def resolve(store: Store, ref: Ref, resolution: str, by: str,
+async def resolve(store: ResolverStore, ref: Ref, resolution: str, by: str,
                   tenant: str | None = None, kinds: tuple[str, ...] = (),
                   read_kinds: frozenset[str] = frozenset()) -> ResolveResult | None:
     """Resolve once; a later call reports the first resolution unchanged. With `tenant` (and
@@ -77,7 +82,7 @@ async def resolve(store: Store, ref: Ref, resolution: str, by: str,
     return await store.resolve(nid, resolution, by, tenant, kinds, read_kinds)
 
 
-async def resolve_keys(store: Store, tenant: str, keys: list[tuple[str, str, str]], by: str,
+async def resolve_keys(store: ResolveStore, tenant: str, keys: list[tuple[str, str, str]], by: str,
                        kinds: tuple[str, ...] = (), read_kinds: frozenset[str] = frozenset()
                        ) -> list[ResolveResult | None]:
     """Resolve each (user_id, dedup_key, resolution) of `tenant` as `resolve` would, all in one

@@ -18,7 +18,7 @@ from notifyd.config import RetentionConfig
 from notifyd.core.clock import Clock
 from notifyd.core.records import Aged
 from notifyd.engine.metrics import Metrics
-from notifyd.store import StorageError, Store
+from notifyd.store import RetentionStore, StorageError
 
 log = logging.getLogger("notifyd.retention")
 RECLAIM_BYTES = 2 << 20  # given back per write: a few ms of the writer's time
@@ -43,7 +43,7 @@ def windows(cfg: RetentionConfig) -> list[tuple[Aged, int]]:
 
 
 class Retention:
-    def __init__(self, cfg: RetentionConfig, store: Store, clock: Clock,
+    def __init__(self, cfg: RetentionConfig, store: RetentionStore, clock: Clock,
                  metrics: Metrics | None = None) -> None:
         self.cfg, self.store, self.clock = cfg, store, clock
         self.metrics = metrics or Metrics()

@@ -20,7 +20,7 @@ from notifyd.core.models import ENDED, Decided, Route, Verdict, Want
 from notifyd.core.text import iso
 from notifyd.engine.decisions import Entry
 from notifyd.engine.sender import SenderPool
-from notifyd.store import StorageError, Store
+from notifyd.store import ClaimStore, StorageError
 
 log = logging.getLogger("notifyd.scanner")
 # How loud each claim decision is: failures warn; normal progress is info; routine is debug.
@@ -58,7 +58,7 @@ class Wakeups:
 
 
 class Scanner:
-    def __init__(self, cfg: Config, store: Store, pool: SenderPool, clock: Clock,
+    def __init__(self, cfg: Config, store: ClaimStore, pool: SenderPool, clock: Clock,
                  wakeups: Wakeups) -> None:
         self.cfg, self.store, self.pool, self.clock = cfg, store, pool, clock
         self.wakeups = wakeups

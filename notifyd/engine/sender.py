@@ -57,7 +57,7 @@ from notifyd.engine.decisions import Entry, Feed
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.render import Renderer
 from notifyd.engine.templates import Templates, why
-from notifyd.store import StorageError, Store
+from notifyd.store import SendStore, StorageError
 
 log = logging.getLogger("notifyd.sender")
 LANES = (Lane.URGENT, Lane.BULK, Lane.BROADCAST)  # asked in this order
@@ -245,7 +245,7 @@ class SenderPool:
     and the sends they have in flight, so a reload resets no rate limit and no breaker of a
     channel it did not change; `adapters` are for the other channels."""
 
-    def __init__(self, cfg: Config, store: Store, clock: Clock, adapters: dict[str, Channel],
+    def __init__(self, cfg: Config, store: SendStore, clock: Clock, adapters: dict[str, Channel],
                  rng: random.Random | None = None, metrics: Metrics | None = None,
                  templates: Templates | None = None, rules: Rules | None = None,
                  link_key: bytes | None = None,

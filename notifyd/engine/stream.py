@@ -24,26 +24,27 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
+import msgspec
 
 from notifyd.engine.metrics import Metrics
 
 QUEUE_MAX = 256  # events a stream may lag behind before it is closed to catch up from the rows
 PER_PERSON = 8  # server.max_streams_per_user's default
 MAX_OPEN = 10_000  # server.max_streams, when nothing sized it to the open-files limit
+ENCODE = msgspec.json.Encoder().encode
 
 
 @dataclass(frozen=True)
 class Event:
     name: str  # "item" or "badge"
-    data: Mapping[str, Any]
+    data: Mapping[str, Any] | msgspec.Struct  # an item: shapes.people.InboxItem
     id: int | None = None  # an item's seq
 
     @functools.cached_property
     def wire(self) -> bytes:
         """As a stream sends it: encoded once, whichever streams it goes to."""
         head = f"id: {self.id}\n" if self.id is not None else ""
-        return f"{head}event: {self.name}\ndata: ".encode() + orjson.dumps(self.data) + b"\n\n"
+        return f"{head}event: {self.name}\ndata: ".encode() + ENCODE(self.data) + b"\n\n"
 
 
 CLOSE = Event("close", {})  # the last event of a stream the hub closed: it ends, the page returns

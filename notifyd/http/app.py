@@ -6,7 +6,6 @@ import logging
 import time
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from notifyd.channels import webpush
@@ -22,7 +21,6 @@ from notifyd.domain.recipients import (
     patch_recipient,
     recipient_view,
 )
-from notifyd.domain.validate import check_fields, get_str, parse_object
 from notifyd.domain.views import accepted_view, resolved_view, status_view
 from notifyd.engine import evidence, resolution
 from notifyd.engine.digests import carriers
@@ -34,18 +32,31 @@ from notifyd.http.console.session import SIGN_INS, SignIns
 from notifyd.http.errors import ApiError, status_of
 from notifyd.http.kit import (
     CTX,
+    ENCODE,
     Context,
     Handler,
+    answer,
     authorise,
     error_response,
     errors_middleware,
     no_notification,
+    read_as,
     read_body,
-    read_object,
     resolved,
     user_id_of,
 )
 from notifyd.http.openapi import spec
+from notifyd.shapes.decode import decode
+from notifyd.shapes.notifications import Health, Ready, ResolutionRequest, ResolveRequest
+from notifyd.shapes.people import (
+    DEVICES_BY_TYPE,
+    Devices,
+    DeviceType,
+    SuppressionRequest,
+    Suppressions,
+    User,
+    UserPatch,
+)
 from notifyd.store import Notification, Overloaded, StorageError
 
 
@@ -69,7 +80,7 @@ async def post_notification(request: web.Request) -> web.Response:
     finally:
         ctx.metrics.accepts.labels(outcome).inc()
         ctx.metrics.accept_seconds.observe(time.perf_counter() - started)
-    return web.Response(body=orjson.dumps(accepted_view(result)),
+    return web.Response(body=ENCODE(accepted_view(result)),
                         status=202 if result.created else 200, content_type="application/json")
 
 
@@ -86,35 +97,33 @@ async def get_notification(request: web.Request) -> web.Response:
     key = await authorise(request, "read")
     n = await _owned(request, key, Ref(notification_id=request.match_info["id"]))
     ctx = request.app[CTX]
-    return web.json_response(status_view(n, ctx.clock.now_ms(), await carriers(ctx.store, n)))
+    return answer(status_view(n, ctx.clock.now_ms(), await carriers(ctx.store, n)))
 
 
 async def _resolve(request: web.Request, key: ApiKey, ref: Ref,
-                   data: dict[str, Any]) -> web.Response:
+                   what: str | None) -> web.Response:
     ctx = request.app[CTX]
-    what = get_str(data, "resolution", required=False, max_len=200)
     r = await resolution.resolve(ctx.store, ref, what or resolution.DEFAULT_RESOLUTION,
                                  f"key:{key.name}", key.tenant, key.kinds,
                                  ctx.cfg.catalog.read_on_resolve)
     if r is None:
         raise no_notification(ref)
     resolved(ctx, r)
-    return web.json_response(resolved_view(r))
+    return answer(resolved_view(r))
 
 
 async def resolve_notification(request: web.Request) -> web.Response:
     key = await authorise(request, "resolve")
-    data = await read_object(request)
-    check_fields(data, frozenset({"resolution"}))
-    return await _resolve(request, key, Ref(notification_id=request.match_info["id"]), data)
+    req = await read_as(request, ResolveRequest)
+    return await _resolve(request, key, Ref(notification_id=request.match_info["id"]),
+                          req.resolution)
 
 
 async def post_resolution(request: web.Request) -> web.Response:
     key = await authorise(request, "resolve")
-    data = await read_object(request)
-    check_fields(data, frozenset({"user_id", "dedup_key", "resolution"}))
-    user_id, dedup_key = get_str(data, "user_id"), get_str(data, "dedup_key")
-    return await _resolve(request, key, Ref(user_id=user_id, dedup_key=dedup_key), data)
+    req = await read_as(request, ResolutionRequest)
+    return await _resolve(request, key, Ref(user_id=req.user_id, dedup_key=req.dedup_key),
+                          req.resolution)
 
 
 async def put_user(request: web.Request) -> web.Response:
@@ -136,15 +145,15 @@ async def _change_user(request: web.Request, patch: bool) -> web.Response:
     if not body:
         raise ApiError("body_not_object", "send the profile as a JSON object ({} " + (
             "changes nothing)" if patch else "clears it)"))
-    doc = parse_object(body)
     if patch:
+        changes = decode(body, UserPatch)
         await ctx.store.edit_recipient(tenant, user_id, lambda current: patch_recipient(
-            tenant, user_id, current, doc))
+            tenant, user_id, current, changes))
     else:
-        await ctx.store.put_recipient(parse_recipient(tenant, user_id, doc))
+        await ctx.store.put_recipient(parse_recipient(tenant, user_id, decode(body, User)))
     stored = await ctx.store.get_recipient(tenant, user_id)
     assert stored is not None
-    return web.json_response(recipient_view(stored))
+    return answer(recipient_view(stored))
 
 
 async def delete_user(request: web.Request) -> web.Response:
@@ -159,7 +168,7 @@ async def delete_user(request: web.Request) -> web.Response:
     user_id = user_id_of(request)
     erased = await ctx.store.erase_user(key.tenant, user_id, f"key:{key.name}")
     ctx.hub.close_person(key.tenant, user_id, "erased")
-    return web.json_response(erased_view(user_id, erased))
+    return answer(erased_view(user_id, erased))
 
 
 async def get_user(request: web.Request) -> web.Response:
@@ -169,14 +178,15 @@ async def get_user(request: web.Request) -> web.Response:
     r = await ctx.store.get_recipient(key.tenant, user_id)
     if r is None:
         raise ApiError("not_found", f"no user {user_id!r}", "user_id")
-    return web.json_response(recipient_view(r))
+    return answer(recipient_view(r))
 
 
 async def post_device(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     key = await authorise(request, "users")
     user_id = user_id_of(request)
-    device = parse_device(await read_object(request))
+    body = await read_body(request) or b"{}"
+    device = parse_device(decode(body, DEVICES_BY_TYPE[decode(body, DeviceType).type]))
     if device.kind == "webpush":
         pushers = {name: c.settings for name, c in ctx.cfg.channels.items()
                    if c.type == "webpush"}
@@ -186,14 +196,14 @@ async def post_device(request: web.Request) -> web.Response:
     await ctx.store.put_device(key.tenant, user_id, device)
     stored = await ctx.store.get_recipient(key.tenant, user_id)
     shown = next(d for d in (stored.devices if stored else ()) if d.device_id == device.device_id)
-    return web.json_response(device_view(shown), status=201)
+    return answer(device_view(shown), status=201)
 
 
 async def get_devices(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     key = await authorise(request, "users")
     r = await ctx.store.get_recipient(key.tenant, user_id_of(request))
-    return web.json_response({"devices": [device_view(d) for d in (r.devices if r else ())]})
+    return answer(Devices(devices=[device_view(d) for d in (r.devices if r else ())]))
 
 
 async def delete_device(request: web.Request) -> web.Response:
@@ -215,7 +225,7 @@ async def get_suppressions(request: web.Request) -> web.Response:
     address = request.query.get("address")
     limit = _limit(request.query.get("limit"))
     found = await ctx.store.suppressions(key.tenant, address, limit)
-    return web.json_response({"suppressions": [suppressions.view(s) for s in found]})
+    return answer(Suppressions(suppressions=[suppressions.view(s) for s in found]))
 
 
 def _limit(text: str | None, most: int = 1000) -> int:
@@ -230,15 +240,15 @@ def _limit(text: str | None, most: int = 1000) -> int:
 async def post_suppression(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     key = await authorise(request, "users")
-    channel_type, address, reason = suppressions.parse(await read_object(request))
+    channel_type, address, reason = suppressions.parse(
+        await read_as(request, SuppressionRequest))
     created = await ctx.store.suppress(key.tenant, channel_type, address, reason,
                                        f"key:{key.name}")
     shown = next((s for s in await ctx.store.suppressions(key.tenant, address, 1000)
                   if s.channel_type == channel_type), None)
     if shown is None:  # a push device that is not the tenant's
         raise ApiError("not_found", f"no device {address!r}", "address")
-    return web.json_response({**suppressions.view(shown), "created": created},
-                             status=201 if created else 200)
+    return answer(suppressions.view(shown, created), status=201 if created else 200)
 
 
 async def delete_suppression(request: web.Request) -> web.Response:
@@ -315,12 +325,13 @@ def _refusal(err: ApiError, status: int) -> web.Response:
 async def get_openapi(request: web.Request) -> web.Response:
     cfg = request.app[CTX].cfg
     return web.json_response(spec(sorted(cfg.kinds), sorted(cfg.channels),
-                                  cfg.tokens.max_ttl_sec, cfg.fanout.max_inline_users))
+                                  cfg.tokens.max_ttl_sec, cfg.fanout.max_inline_users),
+                             dumps=lambda doc: ENCODE(doc).decode())
 
 
 async def get_health(request: web.Request) -> web.Response:
     """Liveness: the process answers. It touches nothing."""
-    return web.json_response({"status": "draining" if request.app[CTX].draining else "ok"})
+    return answer(Health(status="draining" if request.app[CTX].draining else "ok"))
 
 
 async def get_ready(request: web.Request) -> web.Response:
@@ -335,8 +346,8 @@ async def get_ready(request: web.Request) -> web.Response:
     if ctx.draining:
         checks["draining"] = "shutting down"
     ok = all(v == "ok" for v in checks.values())
-    return web.json_response({"status": "ready" if ok else "not_ready", "checks": checks},
-                             status=200 if ok else 503)
+    return answer(Ready(status="ready" if ok else "not_ready", checks=checks),
+                  status=200 if ok else 503)
 
 
 async def get_metrics(request: web.Request) -> web.Response:

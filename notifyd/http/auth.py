@@ -15,7 +15,7 @@ from notifyd.core.clock import Clock
 from notifyd.core.models import ApiKey
 from notifyd.core.records import KeyRecord, SigningKey
 from notifyd.domain import signed
-from notifyd.store import Store
+from notifyd.store import KeyStore
 
 KEY_PREFIX = "nfy_"
 CACHE_MS = 5000  # a revoked key (or a rotated one) stops working within this long in a daemon
@@ -35,7 +35,7 @@ class KeyCache:
     """Known keys by hash, remembered briefly so the accept path skips a read per request. Only
     what exists is remembered: a lookup for a made-up key or tenant leaves nothing behind."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: KeyStore, clock: Clock) -> None:
         self.store = store
         self.clock = clock
         self._hits: dict[str, tuple[int, ApiKey]] = {}

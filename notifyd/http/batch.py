@@ -11,33 +11,46 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
+from msgspec import Raw
 
 from notifyd.core.errors import DomainError
 from notifyd.core.models import AcceptInput, AcceptResult, ApiKey
-from notifyd.domain.validate import check_fields, get_str, parse_items
-from notifyd.domain.views import accepted_view, resolved_view
+from notifyd.domain.views import accepted_item, resolved_item
 from notifyd.engine import resolution
-from notifyd.engine.ingest import Ingest
+from notifyd.engine.ingest import Ingest, IngestStore
 from notifyd.engine.resolution import Ref
 from notifyd.http.errors import ApiError, body_of, status_of
 from notifyd.http.kit import (
     CTX,
+    answer,
     authorise,
-    json_response,
     no_notification,
     read_body,
     resolved,
 )
+from notifyd.shapes.common import BATCH_MAX, AnyItems, Refused
+from notifyd.shapes.decode import convert, decode
+from notifyd.shapes.notifications import (
+    AcceptBatch,
+    AcceptedItem,
+    AcceptRequest,
+    AcceptResults,
+    ResolutionBatch,
+    ResolutionRequest,
+    ResolutionResults,
+    ResolvedItem,
+)
 from notifyd.store import Overloaded, StorageError
 
-MAX_ITEMS = 1000
-RESOLUTION_FIELDS = frozenset({"user_id", "dedup_key", "resolution"})
+MAX_ITEMS = BATCH_MAX
 Key = tuple[str, str, str]  # (user_id, dedup_key, resolution)
 
 
-async def read_items(request: web.Request) -> list[Any]:
+async def read_items(request: web.Request, envelope: type[AcceptBatch | ResolutionBatch]
+                     ) -> list[Any]:
     """The envelope's items, read within server.max_batch_body_bytes instead of the single
-    calls' server.max_body_bytes."""
+    calls' server.max_body_bytes: each raw, to be decoded as the body of its call (as JSON,
+    for a body nested past what msgspec reads raw)."""
     limit = request.app[CTX].cfg.server.max_batch_body_bytes
     try:
         body = await read_body(request.clone(client_max_size=limit))
@@ -45,15 +58,25 @@ async def read_items(request: web.Request) -> list[Any]:
         raise ApiError("body_too_large", f"the request body is larger than "
                        f"server.max_batch_body_bytes ({limit} bytes); send fewer items per "
                        "batch") from None
-    return parse_items(body, MAX_ITEMS)
+    return decode(body, envelope, deep=AnyItems).items
 
 
-def refused(e: DomainError) -> dict[str, Any]:
-    return {"status": status_of(e), **body_of(e)}
+def _item(item: Any, shape: type[Any], call: str) -> Any:
+    """One item decoded as the body of `call`; a refusal is answered in its place, but for JSON
+    orjson does not read (a number past a double's range): the whole body is not JSON."""
+    try:
+        return decode(item, shape) if isinstance(item, Raw) else convert(item, shape)
+    except DomainError as e:
+        if e.code == "invalid_json":
+            raise
+        if e.code == "body_not_object":
+            return DomainError("body_not_object", f"each item must be a JSON object: the body "
+                               f"of {call}")
+        return e
 
 
-def _not_object(call: str) -> DomainError:
-    return DomainError("body_not_object", f"each item must be a JSON object: the body of {call}")
+def refused(e: DomainError) -> Refused:
+    return Refused(status=status_of(e), error=body_of(e).error)
 
 
 async def post_notifications(request: web.Request) -> web.Response:
@@ -65,32 +88,32 @@ async def post_notifications(request: web.Request) -> web.Response:
     if "Idempotency-Key" in request.headers:
         raise ApiError("invalid_field", "Idempotency-Key names one notification: give each "
                        "item its dedup_key instead", "Idempotency-Key")
-    parsed = [_parse(ingest, key, item) for item in await read_items(request)]
+    parsed = [_parse(ingest, key, item) for item in await read_items(request, AcceptBatch)]
     inputs = [p for p in parsed if isinstance(p, AcceptInput)]
     try:
         answers = iter(await ingest.accept_many(inputs) if inputs else [])
     except (Overloaded, StorageError):
         ctx.metrics.accepts.labels("unavailable").inc(len(parsed))
         raise
-    results = []
+    results: list[AcceptedItem | Refused] = []
     for p in parsed:
         outcome = next(answers) if isinstance(p, AcceptInput) else p
         if isinstance(outcome, AcceptResult):
             ctx.metrics.accepts.labels("created" if outcome.created else "retry").inc()
-            results.append({"status": 202 if outcome.created else 200,
-                            **accepted_view(outcome)})
+            results.append(accepted_item(outcome))
         else:
             ctx.metrics.accepts.labels("conflict" if outcome.code == "dedup_conflict"
                                        else "refused").inc()
             results.append(refused(outcome))
-    return json_response({"results": results})
+    return answer(AcceptResults(results=results))
 
 
-def _parse(ingest: Ingest, key: ApiKey, item: Any) -> AcceptInput | DomainError:
-    if not isinstance(item, dict):
-        return _not_object("POST /v1/notifications")
+def _parse(ingest: Ingest[IngestStore], key: ApiKey, item: Any) -> AcceptInput | DomainError:
+    req = _item(item, AcceptRequest, "POST /v1/notifications")
+    if isinstance(req, DomainError):
+        return req
     try:
-        return ingest.parse_item(item, key)
+        return ingest.parse_item(req, key)
     except DomainError as e:
         return e
 
@@ -98,12 +121,12 @@ def _parse(ingest: Ingest, key: ApiKey, item: Any) -> AcceptInput | DomainError:
 async def post_resolutions(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     key = await authorise(request, "resolve")
-    parsed = [_resolution(item) for item in await read_items(request)]
+    parsed = [_resolution(item) for item in await read_items(request, ResolutionBatch)]
     keys = [p for p in parsed if isinstance(p, tuple)]
     found = iter(await resolution.resolve_keys(
         ctx.store, key.tenant, keys, f"key:{key.name}", key.kinds,
         ctx.cfg.catalog.read_on_resolve) if keys else [])
-    results = []
+    results: list[ResolvedItem | Refused] = []
     for p in parsed:
         if isinstance(p, DomainError):
             results.append(refused(p))
@@ -113,19 +136,13 @@ async def post_resolutions(request: web.Request) -> web.Response:
             results.append(refused(no_notification(Ref(user_id=p[0], dedup_key=p[1]))))
             continue
         resolved(ctx, r)
-        results.append({"status": 200, **resolved_view(r)})
-    return json_response({"results": results})
+        results.append(resolved_item(r))
+    return answer(ResolutionResults(results=results))
 
 
 def _resolution(item: Any) -> Key | DomainError:
     """One item of a resolution batch, checked as POST /v1/resolutions checks its body."""
-    if not isinstance(item, dict):
-        return _not_object("POST /v1/resolutions")
-    try:
-        check_fields(item, RESOLUTION_FIELDS)
-        user_id, dedup_key = get_str(item, "user_id"), get_str(item, "dedup_key")
-        what = get_str(item, "resolution", required=False, max_len=200)
-    except DomainError as e:
-        return e
-    assert user_id is not None and dedup_key is not None
-    return user_id, dedup_key, what or resolution.DEFAULT_RESOLUTION
+    req = _item(item, ResolutionRequest, "POST /v1/resolutions")
+    if isinstance(req, DomainError):
+        return req
+    return req.user_id, req.dedup_key, req.resolution or resolution.DEFAULT_RESOLUTION

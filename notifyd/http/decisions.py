@@ -13,11 +13,12 @@ import asyncio
 
 from aiohttp import web
 
-from notifyd.domain.validate import get_str
 from notifyd.engine.decisions import FOLLOWERS_MAX, Filter
 from notifyd.engine.stream import Event
 from notifyd.http.errors import ApiError
 from notifyd.http.kit import CTX, authorise
+from notifyd.shapes.common import Id
+from notifyd.shapes.decode import convert
 
 KEEPALIVE_SEC = 25.0  # a comment on an idle stream, so proxies keep it open
 QUERY = ("kind", "channel", "user_id")
@@ -29,7 +30,8 @@ def _filter(request: web.Request, tenant: str, key_kinds: tuple[str, ...]) -> Fi
     if unknown:
         raise ApiError("unknown_field", f"unknown query parameter {unknown[0]!r} (known: "
                        f"{', '.join(QUERY)})", unknown[0])
-    picked = {name: get_str(dict(request.query), name, required=False) for name in QUERY}
+    picked = {name: None if request.query.get(name) is None else
+              str(convert(request.query[name], Id, name)) for name in QUERY}
     kind, channel = picked["kind"], picked["channel"]
     if kind is not None and kind not in cfg.kinds:
         raise ApiError("unknown_kind", f"unknown kind {kind!r}; known: "

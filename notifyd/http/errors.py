@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from notifyd.core.errors import DomainError
+from notifyd.shapes.common import Error, ErrorBody
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,15 @@ def status_of(e: DomainError) -> int:
     return CATALOG[e.code].status
 
 
-def body_of(e: DomainError) -> dict[str, object]:
+def body_of(e: DomainError) -> Error:
     """{error: {code, message, field}}, as every error is answered."""
-    return {"error": {"code": e.code, "message": e.message, "field": e.field}}
+    return Error(error=ErrorBody(code=e.code, message=e.message, field=e.field))
+
+
+def table() -> str:
+    """The docs' list of error codes (docs/api.md), from the catalog, by status then code; a test
+    holds the two together."""
+    rows = ["| code | status | what it means |", "| --- | --- | --- |"]
+    for code, spec in sorted(CATALOG.items(), key=lambda item: (item[1].status, item[0])):
+        rows.append(f"| `{code}` | {spec.status} | {spec.message} |")
+    return "\n".join(rows) + "\n"

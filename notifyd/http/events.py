@@ -11,7 +11,7 @@ from notifyd.core.models import ApiKey
 from notifyd.domain.events import accepted_view, check_event_id, event_view
 from notifyd.engine import events
 from notifyd.http.errors import ApiError
-from notifyd.http.kit import CTX, Handler, authorise, json_response, read_body
+from notifyd.http.kit import CTX, Handler, answer, authorise, read_body
 
 
 async def _key(request: web.Request) -> ApiKey:
@@ -31,8 +31,7 @@ async def post_event(request: web.Request) -> web.Response:
     inp = events.parse(ingest, await read_body(request), key)
     done = await events.accept(ingest, inp)
     assert done.event is not None
-    return json_response(accepted_view(done.event, done.created),
-                         status=202 if done.created else 200)
+    return answer(accepted_view(done.event, done.created), status=202 if done.created else 200)
 
 
 async def get_event(request: web.Request) -> web.Response:
@@ -45,7 +44,7 @@ async def get_event(request: web.Request) -> web.Response:
     if e is None or not events.readable(key, e):
         raise ApiError("not_found", f"no event {event_id!r}", "event_id")
     counts = await ctx.store.event_counts(key.tenant, event_id)
-    return json_response(event_view(e, counts, ctx.clock.now_ms()))
+    return answer(event_view(e, counts, ctx.clock.now_ms()))
 
 
 ROUTES: list[tuple[str, str, Handler]] = [

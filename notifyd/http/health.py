@@ -14,17 +14,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from typing import Protocol
 
 from notifyd.config import Config
 from notifyd.core.clock import Clock, MonotonicClock
 from notifyd.engine.metrics import Metrics
 from notifyd.engine.scanner import Scanner
 from notifyd.engine.sender import SenderPool
-from notifyd.store import StorageError, Store
+from notifyd.store import DeadLetterStore, MonitorStore, StorageError
 
 PING_TIMEOUT_SEC = 2.0
 LAG_EVERY_MS = 500  # how often the loop's lateness is measured
 LAG_WINDOW_MS = 10_000  # /readyz reads the worst lateness of this long: a probe's period
+
+
+class HealthStore(MonitorStore, DeadLetterStore, Protocol):
+    """What health reads: the monitor's figures, and how many steps are dead."""
 
 
 class LoopLag:
@@ -68,7 +73,7 @@ class LoopLag:
 
 
 class Health:
-    def __init__(self, cfg: Config, store: Store, pool: SenderPool, scanner: Scanner,
+    def __init__(self, cfg: Config, store: HealthStore, pool: SenderPool, scanner: Scanner,
                  clock: Clock, loop: LoopLag | None = None) -> None:
         self.cfg, self.store, self.pool, self.scanner, self.clock = cfg, store, pool, scanner, clock
         self.metrics: Metrics = pool.metrics

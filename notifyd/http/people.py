@@ -14,31 +14,33 @@ import html
 import logging
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from notifyd.core.models import Recipient
 from notifyd.core.records import Cursor, InboxItem
 from notifyd.core.text import iso, whole_number
 from notifyd.domain import preferences, signed
-from notifyd.domain.validate import check_fields, parse_object
+from notifyd.domain.views import item_view
 from notifyd.engine.stream import CATCH_UP, CLOSE, Event, Stream
 from notifyd.http.errors import ApiError
 from notifyd.http.kit import (
     CTX,
     Handler,
+    answer,
     authorise,
     error_response,
-    json_response,
+    read_as,
     read_body,
-    read_object,
     user_id_of,
 )
+from notifyd.shapes import people as shapes
+from notifyd.shapes.decode import decode
 
 log = logging.getLogger("notifyd.people")
 PAGE_MAX = 100
 PAGE_DEFAULT = 50
 TOKEN_TTL_DEFAULT = 3600
-TOKEN_TTL_MIN = 60
 KEEPALIVE_SEC = 25.0  # a comment on an idle stream, so proxies keep it open
 BACKLOG_PAGE = 500  # items read at a time for a stream that resumes with Last-Event-ID
 KEEPALIVE = b": keepalive\n\n"
@@ -116,20 +118,19 @@ async def post_token(request: web.Request) -> web.Response:
     if key.kinds:  # the token opens the person's whole inbox and preferences
         _every_kind(key.kinds)
     user_id = user_id_of(request)
-    data = await read_object(request)
-    check_fields(data, frozenset({"ttl_sec"}))
+    ttl = (await read_as(request, shapes.TokenRequest)).ttl_sec
     longest = ctx.cfg.tokens.max_ttl_sec
-    ttl = data.get("ttl_sec", min(TOKEN_TTL_DEFAULT, longest))
-    if not isinstance(ttl, int) or isinstance(ttl, bool) or not TOKEN_TTL_MIN <= ttl <= longest:
-        raise ApiError("invalid_field", f"ttl_sec must be an integer {TOKEN_TTL_MIN}..{longest} "
-                       "(tokens.max_ttl_sec)", "ttl_sec")
+    if ttl is msgspec.UNSET:
+        ttl = min(TOKEN_TTL_DEFAULT, longest)
+    elif ttl > longest:
+        raise ApiError("invalid_field", f"ttl_sec must be an integer "
+                       f"{shapes.TOKEN_TTL_MIN}..{longest} (tokens.max_ttl_sec)", "ttl_sec")
     secret = await ctx.store.signing_key(signed.tenant_key_name(key.tenant))
     now = ctx.clock.now_ms() // 1000
     expires = now + ttl
-    return json_response({"token": signed.make_user_token(secret, key.tenant, user_id,
-                                                               expires, key.name, now),
-                              "user_id": user_id, "expires_at": iso(expires * 1000)},
-                             status=201)
+    return answer(shapes.Token(token=signed.make_user_token(secret, key.tenant, user_id,
+                                                            expires, key.name, now),
+                               user_id=user_id, expires_at=iso(expires * 1000)), status=201)
 
 
 # --- preferences ------------------------------------------------------------------------------
@@ -144,8 +145,8 @@ async def _preferences(request: web.Request, tenant: str, user_id: str) -> web.R
     """The preferences as they hold now, with their version as the ETag."""
     ctx = request.app[CTX]
     shown = preferences.view(ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id))
-    response = json_response(shown)
-    response.headers["ETag"] = preferences.etag(shown["version"])
+    response = answer(shown)
+    response.headers["ETag"] = preferences.etag(shown.version)
     return response
 
 
@@ -168,15 +169,16 @@ async def _change_preferences(request: web.Request, patch: bool) -> web.Response
     body = await read_body(request)
     if not body:
         raise ApiError("body_not_object", "send the preferences as a JSON object")
-    doc, catalog = parse_object(body), ctx.cfg.catalog
+    catalog = ctx.cfg.catalog
     wanted = preferences.if_match(request.headers.get("If-Match"))
     hours = None
     if patch:  # its shape too: a bad body is a 422, whatever If-Match says
+        doc = msgspec.to_builtins(decode(body, shapes.PreferencesPatch))
         preferences.check_patch(catalog, doc)
         whole = None
     else:  # a page may name the version it showed, and set the time zone and quiet hours
-        change = preferences.parse_change(catalog, doc, await ctx.store.get_recipient(
-            tenant, user_id))
+        change = preferences.parse_change(catalog, decode(body, shapes.PreferencesRequest),
+                                          await ctx.store.get_recipient(tenant, user_id))
         whole, hours = change.document, change.hours
         if wanted is None and change.version is not None:
             wanted = frozenset({change.version})
@@ -194,13 +196,6 @@ async def _change_preferences(request: web.Request, patch: bool) -> web.Response
 
 
 # --- the inbox --------------------------------------------------------------------------------
-
-
-def item_view(item: InboxItem) -> dict[str, Any]:
-    return {"id": item.notification_id, "kind": item.kind, "title": item.title,
-            "body": item.body, "created_at": iso(item.created_at),
-            "read": item.read_at is not None, "read_at": iso(item.read_at),
-            "archived": item.archived_at is not None}
 
 
 def _cursor(item: InboxItem) -> str:
@@ -245,14 +240,14 @@ async def get_inbox(request: web.Request) -> web.Response:
                                        limit + 1, archived == "true", _kinds(request))
     more = len(items) > limit
     items = items[:limit]
-    return json_response({"items": [item_view(i) for i in items],
-                              "next": _cursor(items[-1]) if more else None})
+    return answer(shapes.InboxPage(items=[item_view(i) for i in items],
+                                   next=_cursor(items[-1]) if more else None))
 
 
 async def get_badge(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id = await person(request)
-    return json_response({"unread": await ctx.store.badge(tenant, user_id, _kinds(request))})
+    return answer(shapes.Badge(unread=await ctx.store.badge(tenant, user_id, _kinds(request))))
 
 
 async def _unread(request: web.Request, badge: int) -> int:
@@ -281,9 +276,9 @@ async def post_read(request: web.Request) -> web.Response:
     if change.changed:
         ctx.hub.publish(tenant, user_id, Event("read", {"id": item_id}),
                         Event("badge", {"unread": change.badge}))
-    return json_response({"id": item_id, "read": True,
-                          "unread": await _unread(request, change.badge),
-                              "resolved": bool(change.resolved)})
+    return answer(shapes.InboxChange(id=item_id, read=True,
+                                     unread=await _unread(request, change.badge),
+                                     resolved=bool(change.resolved)))
 
 
 async def post_read_all(request: web.Request) -> web.Response:
@@ -291,8 +286,8 @@ async def post_read_all(request: web.Request) -> web.Response:
     tenant, user_id = await person(request)
     change = await ctx.store.read_all(tenant, user_id, _stops_on_read(request), _kinds(request))
     ctx.hub.publish(tenant, user_id, Event("badge", {"unread": change.badge}))
-    return json_response({"unread": await _unread(request, change.badge),
-                          "resolved": len(change.resolved)})
+    return answer(shapes.InboxChange(unread=await _unread(request, change.badge),
+                                     resolved=len(change.resolved)))
 
 
 async def post_archive(request: web.Request) -> web.Response:
@@ -305,8 +300,8 @@ async def post_archive(request: web.Request) -> web.Response:
     if change.changed:
         ctx.hub.publish(tenant, user_id, Event("archived", {"id": item_id}),
                         Event("badge", {"unread": change.badge}))
-    return json_response({"id": item_id, "archived": True,
-                          "unread": await _unread(request, change.badge)})
+    return answer(shapes.InboxChange(id=item_id, archived=True,
+                                     unread=await _unread(request, change.badge)))
 
 
 async def get_stream(request: web.Request) -> web.StreamResponse:

@@ -16,13 +16,13 @@ from notifyd.domain.topics import (
     following_view,
     member_view,
     parse_change,
-    parse_topic,
     topic_view,
 )
 from notifyd.http.errors import ApiError
-from notifyd.http.kit import CTX, Handler, authorise, json_response, read_object, user_id_of
+from notifyd.http.kit import CTX, Handler, answer, authorise, read_as, user_id_of
 from notifyd.http.people import person
-from notifyd.store import Store
+from notifyd.shapes import events as shapes
+from notifyd.store import TopicStore
 
 PAGE_MAX = 1000
 PAGE_DEFAULT = 100
@@ -32,7 +32,7 @@ def _topic(request: web.Request) -> str:
     return check_topic(request.match_info["topic"])
 
 
-async def _managed(request: web.Request) -> tuple[Store, str, str]:
+async def _managed(request: web.Request) -> tuple[TopicStore, str, str]:
     """(the store, the key's tenant, the path's topic) for a key with the topics scope."""
     key = await authorise(request, "topics")
     return request.app[CTX].store, key.tenant, _topic(request)
@@ -45,8 +45,9 @@ def _no_topic(name: str) -> ApiError:
 async def put_topic(request: web.Request) -> web.Response:
     """Make a topic (201) or change whether people may follow it themselves (200)."""
     store, tenant, name = await _managed(request)
-    found, made = await store.put_topic(tenant, name, parse_topic(await read_object(request)))
-    return json_response(topic_view(found), status=201 if made else 200)
+    wanted = (await read_as(request, shapes.TopicRequest)).self_service
+    found, made = await store.put_topic(tenant, name, wanted)
+    return answer(topic_view(found), status=201 if made else 200)
 
 
 async def get_topic(request: web.Request) -> web.Response:
@@ -54,7 +55,7 @@ async def get_topic(request: web.Request) -> web.Response:
     found = await store.get_topic(tenant, name)
     if found is None:
         raise _no_topic(name)
-    return json_response(topic_view(found))
+    return answer(topic_view(found))
 
 
 async def delete_topic(request: web.Request) -> web.Response:
@@ -72,11 +73,11 @@ async def post_members(request: web.Request) -> web.Response:
     """Add and remove members as one change: the answer names the topic's new version (an
     event accepted from now on pins it)."""
     store, tenant, name = await _managed(request)
-    add, remove = parse_change(await read_object(request))
+    add, remove = parse_change(await read_as(request, shapes.MembersRequest))
     changed = await store.change_members(tenant, name, add, remove)
     if changed is None:
         raise _no_topic(name)
-    return json_response(change_view(changed))
+    return answer(change_view(changed))
 
 
 async def get_members(request: web.Request) -> web.Response:
@@ -94,8 +95,8 @@ async def get_members(request: web.Request) -> web.Response:
         raise _no_topic(name)
     found = await store.topic_members(tenant, name, request.query.get("after", ""), limit + 1)
     page = found[:limit]
-    return json_response({"members": [member_view(m) for m in page],
-                          "next": page[-1].user_id if len(found) > limit else None})
+    return answer(shapes.Members(members=[member_view(m) for m in page],
+                                 next=page[-1].user_id if len(found) > limit else None))
 
 
 # --- a person's own topics ----------------------------------------------------------------------
@@ -129,9 +130,9 @@ async def _follow(request: web.Request, on: bool) -> web.Response:
     if changed.refused:
         raise ApiError("not_self_service", f"topic {name!r} is not self-service: only the "
                        "producer changes its members", "topic")
-    return json_response({"topic": name, "following": on,
-                          "changed": bool(changed.added or changed.removed),
-                          "version": changed.topic.version})
+    return answer(shapes.Following(topic=name, following=on,
+                                   changed=bool(changed.added or changed.removed),
+                                   version=changed.topic.version))
 
 
 async def put_following(request: web.Request) -> web.Response:
@@ -145,8 +146,8 @@ async def delete_following(request: web.Request) -> web.Response:
 async def get_following(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     tenant, user_id, _ = await _who(request)
-    return json_response({"topics": [following_view(f)
-                                     for f in await ctx.store.following(tenant, user_id)]})
+    return answer(shapes.Followed(topics=[following_view(f)
+                                          for f in await ctx.store.following(tenant, user_id)]))
 
 
 ROUTES: list[tuple[str, str, Handler]] = [

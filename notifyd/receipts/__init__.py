@@ -1,12 +1,14 @@
-"""Providers' delivery webhooks, one module each behind receipts.base; this list is the registry.
+"""Providers' delivery webhooks: each declared in receipts/providers/ (the registry,
+PROVIDERS), each parser in receipts/<provider>.py behind receipts.base, imported at the first
+request its webhook takes.
 
-Adding a provider: write its module (settings, parse, PROVIDER) and add it here; its settings
-become the [webhooks.NAME] table and its route POST /v1/webhooks/NAME.
+Adding a provider: declare it (receipts/providers/<provider>.py: settings, PROVIDER; listed in
+receipts/providers/__init__.py) and write its parser (receipts/<provider>.py: parse); its
+settings become the [webhooks.NAME] table and its route POST /v1/webhooks/NAME.
 """
 
 from __future__ import annotations
 
-from notifyd.receipts import mailgun, postmark, receipt, resend, sendgrid, ses, twilio
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,
@@ -15,10 +17,7 @@ from notifyd.receipts.base import (
     ReceiptProvider,
     Reply,
 )
-
-PROVIDERS: dict[str, ReceiptProvider] = {p.name: p for p in (
-    twilio.PROVIDER, resend.PROVIDER, sendgrid.PROVIDER, mailgun.PROVIDER, postmark.PROVIDER,
-    ses.PROVIDER, receipt.PROVIDER)}
+from notifyd.receipts.providers import PROVIDERS
 
 __all__ = ["PROVIDERS", "BadReceipt", "BadSignature", "Fetch", "RawRequest", "ReceiptProvider",
            "Reply"]

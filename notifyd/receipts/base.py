@@ -7,13 +7,18 @@ and logs one line without the body), raises BadReceipt (a verified request notif
 400), or returns the receipts it carries (a batch for SendGrid, one for most). It never touches
 the store; receipts/__init__.py lists the providers; the web handler stores what it returns
 before answering 2xx, and the store matches each receipt to its step.
+
+A provider is declared in receipts/providers/<provider>.py (its settings, the answers it wants,
+the module of its parser), which the config reads without importing the parser:
+receipts/<provider>.py is imported at the first request its webhook takes.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from notifyd.core.bounded import TooDeep, load_json
 from notifyd.core.models import Evidence, Nonce, Receipt, message_key
@@ -88,14 +93,28 @@ class ReceiptProvider:
 
     name: str
     summary: str  # one line, shown in the example config
-    # A frozen dataclass of this provider's keys, each declared with fields.doc() (its secret
-    # among them); enabled() says whether it is configured; problems() -> [(key, message)].
+    # A frozen dataclass of this provider's keys (core/fields.Checked), each declared with
+    # fields.doc() and its bounds (its secret among them); enabled() says whether it is
+    # configured; rules() for checks across its keys.
     settings: type[Any]
-    parse: Parser
+    # Its parser's module, notifyd.receipts.<provider>: its `parse` (and `nonce`, if it keeps
+    # one-time tokens), imported at the first request.
+    adapter: str
     reply: Reply = Reply()
     # What to answer a request that fails verification, and one that is verified but unreadable:
     # the status that makes this provider stop or keep retrying as its docs say (Mailgun stops
     # on 406; Postmark retries a 401 and stops on 403).
     bad_signature_status: int = 401
     bad_receipt_status: int = 400
-    nonce: NonceOf | None = None
+    one_time_tokens: bool = False  # its scheme leaves the event unsigned: the adapter's nonce
+
+    @property
+    def parse(self) -> Parser:
+        return cast(Parser, importlib.import_module(self.adapter).parse)
+
+    @property
+    def nonce(self) -> NonceOf | None:
+        """The one-time token of a verified request, for a scheme that needs one kept."""
+        if not self.one_time_tokens:
+            return None
+        return cast(NonceOf, importlib.import_module(self.adapter).nonce)

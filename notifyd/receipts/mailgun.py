@@ -42,10 +42,8 @@ import hashlib
 import hmac
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
-from notifyd.core.fields import doc, sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,
@@ -54,13 +52,11 @@ from notifyd.receipts.base import (
     Nonce,
     RawRequest,
     Receipt,
-    ReceiptProvider,
     json_of,
 )
+from notifyd.receipts.providers.mailgun import NAME, MailgunSettings
+from notifyd.receipts.providers.mailgun import PROVIDER as PROVIDER
 
-NAME = "mailgun"
-DEFAULT_TOLERANCE_SEC = 300
-MAX_TOLERANCE_SEC = 86400
 KEY_VARIABLE = "notifyd_key"  # v:notifyd_key / X-Mailgun-Variables {"notifyd_key": ...}
 
 SIMPLE = {
@@ -83,26 +79,6 @@ HEX_RE = re.compile(r"^[0-9a-fA-F]{1,128}$")
 ENHANCED_RE = re.compile(r"^[245]\.[0-9]{1,3}\.[0-9]{1,3}$")
 WORD_RE = re.compile(r"^[a-z0-9-]{1,40}$")
 KEY_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
-
-
-@dataclass(frozen=True)
-class MailgunSettings:
-    signing_key: str = sensitive("Mailgun's HTTP webhook signing key (Sending > Webhooks; not the API "
-                           "key; a secret). Empty: the webhook is off.", "")
-    tolerance_sec: int = doc("How far the signed timestamp may be from our clock, either way, in "
-                             "seconds; a token is refused a second time within it.",
-                             DEFAULT_TOLERANCE_SEC)
-
-    def enabled(self) -> bool:
-        return bool(self.signing_key)
-
-    def problems(self) -> list[tuple[str, str]]:
-        out = []
-        if self.signing_key and not self.signing_key.isascii():
-            out.append(("signing_key", "must be the ASCII key Mailgun shows"))
-        if not 1 <= self.tolerance_sec <= MAX_TOLERANCE_SEC:
-            out.append(("tolerance_sec", f"must be between 1 and {MAX_TOLERANCE_SEC}"))
-        return out
 
 
 def verify(body: Any, settings: MailgunSettings, now: int) -> None:
@@ -246,7 +222,3 @@ def clean_address(value: Any) -> str | None:
     text = value.strip()
     return text if "@" in text and len(text) <= 320 else None
 
-
-PROVIDER = ReceiptProvider(NAME, "Mailgun webhooks (HMAC-SHA256 of timestamp + token; tokens "
-                           "refused twice)", MailgunSettings, parse,
-                           bad_receipt_status=406, nonce=nonce)

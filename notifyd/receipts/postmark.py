@@ -49,11 +49,9 @@ import hashlib
 import hmac
 import json
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from notifyd.core.fields import doc, sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,
@@ -61,11 +59,11 @@ from notifyd.receipts.base import (
     Fetch,
     RawRequest,
     Receipt,
-    ReceiptProvider,
     json_of,
 )
+from notifyd.receipts.providers.postmark import NAME, PostmarkSettings
+from notifyd.receipts.providers.postmark import PROVIDER as PROVIDER
 
-NAME = "postmark"
 KEY_FIELD = "notifyd_key"  # Metadata {"notifyd_key": ...}; X-PM-Metadata-notifyd_key over SMTP
 
 BOUNCE_TYPES = {
@@ -89,48 +87,8 @@ BOUNCE_TYPES = {
 SUPPRESSION_REASONS = {"HardBounce": Event.BOUNCED, "SpamComplaint": Event.COMPLAINED}
 WHEN = {"Delivery": "DeliveredAt", "Bounce": "BouncedAt", "SpamComplaint": "BouncedAt",
         "Open": "ReceivedAt", "SubscriptionChange": "ChangedAt"}
-TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")  # an HTTP field name (RFC 9110)
-VALUE_RE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$")  # visible ASCII, no edges
 WORD_RE = re.compile(r"^[A-Za-z0-9]{1,40}$")
 KEY_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
-
-
-@dataclass(frozen=True)
-class PostmarkSettings:
-    username: str = doc("Basic auth user written into the webhook URL Postmark calls "
-                        "(https://user:pass@host/v1/webhooks/postmark). Empty: no basic auth.", "")
-    password: str = sensitive("Basic auth password for that URL (a secret: long and random; use "
-                        "letters and digits so the URL needs no escaping).", "")
-    header_name: str = doc("A custom header set on the Postmark webhook (HttpHeaders), e.g. "
-                           "X-Webhook-Secret. Empty: none.", "")
-    header_value: str = sensitive("That header's value (a secret: long and random).", "")
-
-    def basic(self) -> bool:
-        return bool(self.username and self.password)
-
-    def header(self) -> bool:
-        return bool(self.header_name and self.header_value)
-
-    def enabled(self) -> bool:
-        return self.basic() or self.header()
-
-    def problems(self) -> list[tuple[str, str]]:
-        out = []
-        if bool(self.username) != bool(self.password):
-            out.append(("password" if self.username else "username",
-                        "basic auth needs both username and password"))
-        if ":" in self.username:
-            out.append(("username", "must not contain ':' (basic auth splits on it)"))
-        if bool(self.header_name) != bool(self.header_value):
-            out.append(("header_value" if self.header_name else "header_name",
-                        "a custom header needs both its name and its value"))
-        if self.header_name and not TOKEN_RE.match(self.header_name):
-            out.append(("header_name", "must be an HTTP header name (letters, digits, '-')"))
-        elif self.basic() and self.header_name.lower() == "authorization":
-            out.append(("header_name", "basic auth already uses Authorization"))
-        if self.header_value and not VALUE_RE.match(self.header_value):
-            out.append(("header_value", "must be printable ASCII without surrounding spaces"))
-        return out
 
 
 def same(presented: bytes, expected: str) -> bool:
@@ -247,7 +205,3 @@ def clean_address(value: Any) -> str | None:
     text = value.strip()
     return text if "@" in text and len(text) <= 320 else None
 
-
-PROVIDER = ReceiptProvider(NAME, "Postmark webhooks (basic auth in the URL and/or a secret "
-                           "header; unsigned)", PostmarkSettings, parse,
-                           bad_receipt_status=403)

@@ -39,12 +39,9 @@ import hashlib
 import hmac
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from notifyd.channels.webhook import signing_key
-from notifyd.core.fields import docf, sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,
@@ -52,11 +49,13 @@ from notifyd.receipts.base import (
     Fetch,
     RawRequest,
     Receipt,
-    ReceiptProvider,
     json_of,
 )
+from notifyd.receipts.providers.receipt import NAME
+from notifyd.receipts.providers.receipt import PROVIDER as PROVIDER
+from notifyd.receipts.providers.receipt import Settings as Settings
+from notifyd.receipts.providers.receipt import TenantSecret as TenantSecret
 
-NAME = "delivery-receipt"
 TOLERANCE_MS = 5 * 60 * 1000  # Standard Webhooks: 5 minutes either way
 MAX_SIGNATURES = 8  # entries read from one signature header; rotation needs two
 EVENT_ID_RE = re.compile(r"[\x21-\x7e]{1,256}")  # printable ASCII, no spaces
@@ -67,77 +66,10 @@ MAX_STEP = 999_999
 KEY_RE = re.compile(r"(n_[0-9a-z]{18}):([0-9]{1,6})(?::(d_[0-9a-f]{16}))?")
 PROVIDER_RE = re.compile(r"[a-z0-9_-]{1,32}")
 FIELD_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
-TENANT_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")  # as API keys' tenants are named
 
 STATUS = {"delivered": Event.DELIVERED, "shown": Event.SHOWN, "opened": Event.OPENED}
 ID_FIELDS = frozenset({"notification_id", "step_no", "device_id"})
 FIELDS = ID_FIELDS | {"key", "status", "timestamp", "provider"}
-
-
-@dataclass(frozen=True)
-class TenantSecret:
-    """[webhooks.delivery-receipt.tenants.NAME]: one tenant's own secret."""
-
-    secret: str = sensitive("This tenant's secret, whsec_ and base64 (a secret), for its "
-                            "backend alone.", "")
-    previous_secret: str = sensitive("While rotating: this tenant's old secret, still accepted "
-                                     "(a secret).", "")
-
-    def hmac_keys(self) -> list[bytes]:
-        return [k for k in map(signing_key, (self.secret, self.previous_secret)) if k]
-
-    def problems(self) -> list[tuple[str, str]]:
-        out = _unreadable(self.secret, self.previous_secret)
-        if not self.secret:
-            out.append(("secret", "set it; previous_secret only helps a rotation"
-                        if self.previous_secret else "set it, or remove the table"))
-        return out
-
-
-def _unreadable(secret: str, previous_secret: str) -> list[tuple[str, str]]:
-    return [(name, "must be whsec_ followed by base64 (at least 16 bytes)")
-            for name, value in (("secret", secret), ("previous_secret", previous_secret))
-            if value and signing_key(value) is None]
-
-
-@dataclass(frozen=True)
-class Settings:
-    secret: str = sensitive("Verifies the Standard Webhooks signature (webhook-id, webhook-timestamp, "
-                      "webhook-signature) of delivery receipts sent by your backend: whsec_ "
-                      "and base64 (a secret). A receipt it verifies may match any tenant's "
-                      "notifications: with several tenants, give each its own secret instead "
-                      "and leave this empty. Empty, and no tenant has one: the endpoint is "
-                      "off.", "")
-    previous_secret: str = sensitive("While rotating: the old secret, still accepted (a secret).", "")
-    tenants: dict[str, TenantSecret] = docf("A tenant's own secret: a receipt it verifies "
-                                            "matches only that tenant's notifications.", dict)
-
-    def signers(self) -> list[tuple[str | None, bytes]]:
-        """(the tenant it binds, or None for any, key) for every key that verifies, the
-        shared secret's first."""
-        shared = TenantSecret(self.secret, self.previous_secret).hmac_keys()
-        return [(None, k) for k in shared] + [
-            (name, k) for name, t in sorted(self.tenants.items()) for k in t.hmac_keys()]
-
-    def enabled(self) -> bool:
-        return bool(self.secret) or any(t.secret for t in self.tenants.values())
-
-    def problems(self) -> list[tuple[str, str]]:
-        out = _unreadable(self.secret, self.previous_secret)
-        if self.previous_secret and not self.secret:
-            out.append(("previous_secret", "set secret too; previous_secret only helps a "
-                        "rotation"))
-        owner = {key: "the shared secret" for tenant, key in self.signers() if tenant is None}
-        for name, tenant in sorted(self.tenants.items()):
-            if not TENANT_RE.fullmatch(name):
-                out.append(("tenants", "tenant names are lower-case letters, digits, _ . -"))
-                continue
-            out += [(f"tenants.{name}.{key}", why) for key, why in tenant.problems()]
-            for key in tenant.hmac_keys():
-                if owner.setdefault(key, f"tenants.{name}") != f"tenants.{name}":
-                    out.append((f"tenants.{name}", f"has the same secret as {owner[key]}: "
-                                "each tenant needs its own"))
-        return out
 
 
 def verify_standard(request: RawRequest, keys: Sequence[bytes], now: int,
@@ -269,6 +201,3 @@ def _step_of(data: dict[str, Any]) -> tuple[str, int, str | None]:
         raise BadReceipt("device_id must be d_ and 16 hex digits")
     return nid, step, device
 
-
-PROVIDER = ReceiptProvider(NAME, "receipts from your own apps and push clients (delivered, shown, "
-                                 "opened), Standard Webhooks signed", Settings, parse)

@@ -37,22 +37,21 @@ skipped. occurred_at is the event's created_at; detail never holds the bounce me
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
-from notifyd.channels.webhook import signing_key
-from notifyd.core.fields import sensitive
+from notifyd.channels.types.webhook import signing_key
 from notifyd.receipts.base import (
     BadReceipt,
     Event,
     Fetch,
     RawRequest,
     Receipt,
-    ReceiptProvider,
 )
+from notifyd.receipts.providers.resend import NAME
+from notifyd.receipts.providers.resend import PROVIDER as PROVIDER
+from notifyd.receipts.providers.resend import Settings as Settings
 from notifyd.receipts.receipt import NOTIFICATION_ID_RE, iso_ms, read_json, verify_standard
 
-NAME = "resend"
 HEADER_FAMILIES = ("svix", "webhook")
 TOKEN_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 STEP_RE = re.compile(r"[0-9]{1,6}")
@@ -64,20 +63,6 @@ SIMPLE = {"email.sent": Event.ACCEPTED, "email.delivered": Event.DELIVERED,
           "email.opened": Event.OPENED}
 REPORTED = frozenset({*SIMPLE, "email.bounced", "email.failed", "email.suppressed",
                       "email.clicked"})
-
-
-@dataclass(frozen=True)
-class Settings:
-    secret: str = sensitive("The Resend webhook's signing secret, whsec_ and base64, shown with the "
-                      "webhook in Resend's dashboard (a secret). Empty: the webhook is off.", "")
-
-    def enabled(self) -> bool:
-        return bool(self.secret)
-
-    def problems(self) -> list[tuple[str, str]]:
-        if self.secret and signing_key(self.secret) is None:
-            return [("secret", "must be whsec_ followed by base64 (at least 16 bytes)")]
-        return []
 
 
 async def parse(request: RawRequest, settings: Settings, now: int, fetch: Fetch) -> list[Receipt]:
@@ -159,6 +144,3 @@ def _message_id(value: Any) -> str | None:
     bare = value.strip().strip("<>")
     return bare if REF_RE.fullmatch(bare) else None
 
-
-PROVIDER = ReceiptProvider(NAME, "Resend email events (Svix / Standard Webhooks signed)",
-                           Settings, parse)

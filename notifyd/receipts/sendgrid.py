@@ -35,16 +35,12 @@ import binascii
 import hashlib
 import json
 import re
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.serialization import load_der_public_key
 
-from notifyd.core.fields import doc
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,
@@ -52,15 +48,13 @@ from notifyd.receipts.base import (
     Fetch,
     RawRequest,
     Receipt,
-    ReceiptProvider,
     json_of,
 )
+from notifyd.receipts.providers.sendgrid import NAME, SendgridSettings, load_key
+from notifyd.receipts.providers.sendgrid import PROVIDER as PROVIDER
 
-NAME = "sendgrid"
 SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"
 TIMESTAMP_HEADER = "X-Twilio-Email-Event-Webhook-Timestamp"
-DEFAULT_TOLERANCE_SEC = 300
-MAX_TOLERANCE_SEC = 86400
 MAX_SIGNATURE_CHARS = 200  # a DER P-256 signature is at most 72 bytes: 96 base64 characters
 KEY_ARG = "notifyd_key"  # the custom arg (custom_args / X-SMTPAPI unique_args) holding the step key
 
@@ -85,40 +79,6 @@ ENHANCED_RE = re.compile(r"^[245]\.[0-9]{1,3}\.[0-9]{1,3}$")
 SMTP_CODE_RE = re.compile(r"^([245][0-9]{2})\b")
 CODE_WORDS_RE = re.compile(r"^[A-Za-z0-9 ._-]{1,40}$")  # SendGrid's own short reason phrases
 KEY_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
-PEM_LINE_RE = re.compile(r"-----[A-Z ]+-----")
-
-
-@dataclass(frozen=True)
-class SendgridSettings:
-    public_key: str = doc("The Event Webhook's verification key, as SendGrid shows it under Mail "
-                          "Settings > Event Webhook > Signature verification (base64 DER, an "
-                          "ECDSA P-256 public key). Empty: the webhook is off.", "")
-    tolerance_sec: int = doc("How far the signed timestamp may be from our clock, either way, in "
-                             "seconds (SendGrid documents none).", DEFAULT_TOLERANCE_SEC)
-
-    def enabled(self) -> bool:
-        return bool(self.public_key)
-
-    def problems(self) -> list[tuple[str, str]]:
-        out = []
-        if self.public_key and load_key(self.public_key) is None:
-            out.append(("public_key", "must be SendGrid's base64 DER ECDSA P-256 public key"))
-        if not 1 <= self.tolerance_sec <= MAX_TOLERANCE_SEC:
-            out.append(("tolerance_sec", f"must be between 1 and {MAX_TOLERANCE_SEC}"))
-        return out
-
-
-@lru_cache(maxsize=8)
-def load_key(text: str) -> ec.EllipticCurvePublicKey | None:
-    """The P-256 key a base64 DER setting stands for (PEM armour and line breaks tolerated)."""
-    body = "".join(PEM_LINE_RE.sub("", text).split())
-    try:
-        key = load_der_public_key(base64.b64decode(body, validate=True))
-    except (ValueError, binascii.Error, TypeError):
-        return None
-    if isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
-        return key
-    return None
 
 
 def verify(request: RawRequest, settings: SendgridSettings, now: int) -> None:
@@ -255,6 +215,3 @@ def clean_address(value: Any) -> str | None:
     text = value.strip()
     return text if "@" in text and len(text) <= 320 else None
 
-
-PROVIDER = ReceiptProvider(NAME, "SendGrid's signed Event Webhook (ECDSA P-256)",
-                           SendgridSettings, parse)

@@ -63,7 +63,6 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from notifyd.core.fields import doc
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,
@@ -71,16 +70,14 @@ from notifyd.receipts.base import (
     Fetch,
     RawRequest,
     Receipt,
-    ReceiptProvider,
     json_of,
 )
+from notifyd.receipts.providers.ses import NAME, REGION
+from notifyd.receipts.providers.ses import PROVIDER as PROVIDER
+from notifyd.receipts.providers.ses import Settings as Settings
 
-NAME = "ses"
 TYPE_HEADER = "x-amz-sns-message-type"
 TOPIC_HEADER = "x-amz-sns-topic-arn"
-DEFAULT_TOLERANCE_SEC = 3600 + 300  # SNS's hard cap on an HTTP/S retry policy, plus clock skew
-MIN_TOLERANCE_SEC = 60
-MAX_TOLERANCE_SEC = 86400
 FUTURE_SKEW_SEC = 300
 CERT_CACHE_MAX = 32  # SNS signs with one certificate per region at a time; rotation adds one
 
@@ -93,43 +90,13 @@ SIGNED_FIELDS = {"Notification": NOTIFICATION_FIELDS,
 OPTIONAL_FIELDS = frozenset({"Subject"})
 HASHES: dict[str, Callable[[], hashes.HashAlgorithm]] = {"1": hashes.SHA1, "2": hashes.SHA256}
 
-REGION = r"[a-z]{2}(?:-[a-z]+)+-\d{1,2}"
 SNS_HOST = re.compile(rf"sns\.{REGION}\.amazonaws\.com(?:\.cn)?")
 CERT_PATH = re.compile(r"(?:/[A-Za-z0-9_-][A-Za-z0-9._-]*)+\.pem")
-TOPIC_ARN = re.compile(rf"arn:aws(?:-[a-z]+)*:sns:{REGION}:\d{{12}}:[A-Za-z0-9_-]{{1,256}}"
-                       r"(?:\.fifo)?")
 URL_BAD = re.compile(r"[\x00-\x20\x7f\\]")
 KEY = re.compile(r"(n_[A-Za-z0-9]{1,64})[:-](\d{1,9})")
 ADDRESS = re.compile(r"[^\s@]{1,64}@[^\s@]{1,255}")
 TOKEN_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 STATUS = re.compile(r"[245]\.\d{1,3}\.\d{1,3}")
-
-
-@dataclass(frozen=True)
-class Settings:
-    topic_arns: tuple[str, ...] = doc(
-        "The SNS topic ARNs whose messages are accepted (arn:aws:sns:REGION:ACCOUNT:NAME): the "
-        "topics SES publishes to. Empty: the ses webhook refuses everything.", ())
-    tolerance_sec: int = doc(
-        "How old an SNS message may be (its Timestamp, which stays the same on retries). SNS "
-        "retries an HTTP(S) delivery for at most 3,600 s; the default adds 300 s of clock skew.",
-        DEFAULT_TOLERANCE_SEC)
-
-    def enabled(self) -> bool:
-        return bool(self.topic_arns)
-
-    def problems(self) -> list[tuple[str, str]]:
-        out: list[tuple[str, str]] = []
-        for i, arn in enumerate(self.topic_arns):
-            if not isinstance(arn, str) or not TOPIC_ARN.fullmatch(arn):
-                out.append(("topic_arns", f"entry {i + 1} is not an SNS topic ARN "
-                                          "(arn:aws:sns:REGION:ACCOUNT:NAME)"))
-        tol = self.tolerance_sec
-        if (isinstance(tol, bool) or not isinstance(tol, int)
-                or not MIN_TOLERANCE_SEC <= tol <= MAX_TOLERANCE_SEC):
-            out.append(("tolerance_sec", f"must be {MIN_TOLERANCE_SEC} to {MAX_TOLERANCE_SEC} "
-                                         "seconds"))
-        return out
 
 
 # -- the signing certificate --
@@ -523,6 +490,3 @@ async def parse(request: RawRequest, settings: Settings, now: int, fetch: Fetch)
         return []
     return read_receipts(env)
 
-
-PROVIDER = ReceiptProvider(NAME, "Amazon SES events and notifications through an SNS HTTPS "
-                                 "subscription", Settings, parse)

@@ -45,10 +45,8 @@ import hashlib
 import hmac
 import json
 import re
-from dataclasses import dataclass
 from urllib.parse import parse_qs, parse_qsl, urlsplit
 
-from notifyd.core.fields import sensitive
 from notifyd.receipts.base import (
     BadReceipt,
     BadSignature,
@@ -56,12 +54,13 @@ from notifyd.receipts.base import (
     Fetch,
     RawRequest,
     Receipt,
-    ReceiptProvider,
-    Reply,
     json_of,
 )
+from notifyd.receipts.providers.twilio import EMPTY_TWIML as EMPTY_TWIML
+from notifyd.receipts.providers.twilio import NAME
+from notifyd.receipts.providers.twilio import PROVIDER as PROVIDER
+from notifyd.receipts.providers.twilio import Settings as Settings
 
-NAME = "twilio"
 SIGNATURE_HEADER = "X-Twilio-Signature"
 SHARED_KEY_HEADER = "X-Twilio-Webhooks-Signature-Settings"
 MAX_FIELDS = 500  # Twilio sends a few dozen; more is not Twilio
@@ -77,25 +76,8 @@ STATUS = {"sent": Event.ACCEPTED, "delivered": Event.DELIVERED, "read": Event.OP
 FAILED = frozenset({"failed", "undelivered"})
 OPT_OUT = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "REVOKE",
                      "OPTOUT"})
-EMPTY_TWIML = b'<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
 
 Params = dict[str, list[str]]
-
-
-@dataclass(frozen=True)
-class Settings:
-    auth_token: str = sensitive("The account's primary Auth Token, which signs Twilio's callbacks "
-                          "(X-Twilio-Signature), even when the channel sends with an API key "
-                          "(a secret). Empty: the webhook is off.", "")
-
-    def enabled(self) -> bool:
-        return bool(self.auth_token)
-
-    def problems(self) -> list[tuple[str, str]]:
-        token = self.auth_token
-        if token and (not token.isprintable() or any(c.isspace() for c in token)):
-            return [("auth_token", "must not contain spaces, line breaks or control characters")]
-        return []
 
 
 async def parse(request: RawRequest, settings: Settings, now: int, fetch: Fetch) -> list[Receipt]:
@@ -233,6 +215,3 @@ def _inbound(params: Params, sid: str) -> list[Receipt]:
     return [Receipt(NAME, sid, Event.UNSUBSCRIBED, None, address=sender,
                     channel_type="sms", detail=word)]
 
-
-PROVIDER = ReceiptProvider(NAME, "Twilio SMS status callbacks and STOP replies (X-Twilio-Signature)",
-                           Settings, parse, Reply(200, EMPTY_TWIML, "text/xml"))

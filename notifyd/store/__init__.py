@@ -1,5 +1,6 @@
-"""The store: everything above it speaks the `Store` interface (store/base.py); only store/ speaks
-SQL, and only a dialect's folder (store/sqlite/) holds it.
+"""The store: everything above it speaks the `Store` interface (store/base.py), each caller
+through the roles it uses; only store/ speaks SQL, and only a dialect's folder (store/sqlite/)
+holds it.
 
 `open_store` picks the backend from a URL, importing only that backend: `sqlite:///path` or a
 bare path is the SQLite file; `postgresql://user@host/db` (or `postgres://`) a PostgreSQL
@@ -32,13 +33,33 @@ from notifyd.core.records import (
     TenantRecord,
 )
 from notifyd.store.base import (
+    ClaimStore,
+    DeadLetterStore,
+    DeliveryStore,
+    DigestStore,
+    EventStore,
+    InboxStore,
+    IntakeStore,
+    KeyStore,
+    LookupStore,
+    MonitorStore,
+    OperationsStore,
     Overloaded,
+    ProfileStore,
+    ReceiptStore,
+    RecipientStore,
+    ReplayStore,
+    ResolveStore,
+    RetentionStore,
+    SendStore,
     StorageError,
     Store,
     StoreClosed,
     StoreLocked,
     StoreMissing,
     StoreUnavailable,
+    SuppressionStore,
+    TopicStore,
 )
 
 if TYPE_CHECKING:
@@ -136,4 +157,9 @@ __all__ = ["Attempt", "DeadLetter", "DeadMatch", "DeadStep", "DigestDue", "Diges
            "Notification", "Overloaded", "Proof", "Step",
            "StorageError", "Store", "StoreClosed", "StoreLocked", "StoreMissing",
            "StoreUnavailable", "Stuck", "Suppression", "TenantRecord", "hold", "is_postgres",
-           "open_store", "restore", "sqlite_path"]
+           "open_store", "restore", "sqlite_path",
+           # the roles callers hold (store/base.py)
+           "ClaimStore", "DeadLetterStore", "DeliveryStore", "DigestStore", "EventStore",
+           "InboxStore", "IntakeStore", "KeyStore", "LookupStore", "MonitorStore",
+           "OperationsStore", "ProfileStore", "ReceiptStore", "RecipientStore", "ReplayStore",
+           "ResolveStore", "RetentionStore", "SendStore", "SuppressionStore", "TopicStore"]

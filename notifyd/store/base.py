@@ -5,6 +5,11 @@ contract suite (tests/contract/test_store_contract.py), whose concurrency sectio
 store instances over one database. The store holds no policy: the rules come in as `Rules`
 (the compiled catalog and the domain's pure decisions) and the ladder as a `PlanFn`.
 
+Callers hold roles: each module above the store names the narrowest role it calls (or a
+combination of roles, declared as a Protocol where it is used), so mypy proves it needs no more
+and a test's stand-in need only be that role. `Store`, every role at once, is held by the
+composition root alone (tests/unit/test_store_roles.py keeps it so).
+
 Isolation, in the words each method uses:
 - *one write*: the method is one transaction; it commits whole or not at all, and it answers
   only after its commit is durable.
@@ -172,8 +177,19 @@ class KeyStore(Protocol):
         ...
 
 
-class RecipientStore(Protocol):
-    """People: profiles, devices and preferences, and erasing a person."""
+class ProfileStore(Protocol):
+    """A person's profile as the engine reads it: to plan a ladder, render in their locale, make
+    a digest or warn of a replay the claim will suppress."""
+
+    async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None:
+        """The profile, its disabled contacts and devices; None if the user has none of them."""
+        ...
+
+    async def locale_of(self, tenant: str, user_id: str) -> str | None: ...
+
+
+class RecipientStore(ProfileStore, Protocol):
+    """People: profiles, devices and preferences written, and erasing a person."""
 
     async def erase_user(self, tenant: str, user_id: str, by: str) -> Erased:
         """One write, serialized with claim_due and with every write of the person's rows:
@@ -203,12 +219,6 @@ class RecipientStore(Protocol):
         raises writes nothing and is raised here."""
         ...
 
-    async def get_recipient(self, tenant: str, user_id: str) -> Recipient | None:
-        """The profile, its disabled contacts and devices; None if the user has none of them."""
-        ...
-
-    async def locale_of(self, tenant: str, user_id: str) -> str | None: ...
-
     async def put_device(self, tenant: str, user_id: str, device: Device) -> None:
         """One write: registered (again: the same endpoint is the same device, live once more)."""
         ...
@@ -236,8 +246,8 @@ class RecipientStore(Protocol):
         ...
 
 
-class DeliveryStore(Protocol):
-    """A notification's life: accepted, claimed, frozen, completed, resolved, replayed."""
+class IntakeStore(Protocol):
+    """The write path in: a notification accepted with its whole ladder, alone or in a batch."""
 
     async def accept(self, inp: AcceptInput, notification_id: str, plan: PlanFn, ttl_sec: int,
                      inbox_item: Inbox = None) -> AcceptResult:
@@ -256,6 +266,77 @@ class DeliveryStore(Protocol):
         per item, all after the one commit. May raise Overloaded before anything is written:
         the batch waits as one write."""
         ...
+
+
+class ClaimStore(Protocol):
+    """What the scanner does to due steps: claim them under a lease, take over lapsed leases, end
+    those of a channel gone, and learn when to look again."""
+
+    async def claim_due(self, wants: list[Want], lease_ms: int, rules: Rules,
+                        budget: Budget | None = None) -> Claimed:
+        """One write, serialized with every other write to the steps it reads: lapsed leases
+        become unknown, then up to `n` due steps per (channel, lane), within the shared budget,
+        are each judged by `rules.decide` on what this transaction reads (the resolution, the
+        recipient, its preferences and suppressions, a sibling in flight, the sends that count
+        against a limit) and leased when it says send; every other decision is applied here too
+        and returned. Two claimers never lease one step twice nor two steps of one notification
+        at once (promise 4), and sends counted against a limit include those claimed by any
+        transaction that committed before."""
+        ...
+
+    async def lapse_leases(self) -> int:
+        """One write: sending steps whose lease has ended become unknown (retried under the same
+        key); a step within its lease is left alone, another process may be sending it."""
+        ...
+
+    async def leased(self) -> Leases:
+        """How many steps are in flight under a lease, and when the last lease ends."""
+        ...
+
+    async def next_due(self, routes: list[Route]) -> int | None:
+        """The earliest send_after of a step on those routes that may go (none of its
+        notification's steps in flight), or a lease's end: one read."""
+        ...
+
+    async def end_unconfigured(self, channels: list[str], decide: DecideFn) -> list[Decided]:
+        """One write: open steps on channels not in `channels`, judged by `decide` as such."""
+        ...
+
+
+class SendStore(Protocol):
+    """What the sender pool does to a claimed step: freeze its message, then complete it."""
+
+    async def freeze(self, frozen: list[Freeze]) -> list[bool]:
+        """One write: each message fixed on its step while its claim token is still the
+        step's; True for each fixed. Nothing frozen is ever changed."""
+        ...
+
+    async def complete(self, claim: Claim, done: Completion, rules: Rules) -> bool:
+        """One write: the attempt recorded, and `done` applied only while the claim token is
+        the step's (False otherwise: a lease taken over). A sent step restarts the windows of
+        the steps after it (`rules.windows`); receipts that arrived before this answer named
+        its message are applied now."""
+        ...
+
+
+class LookupStore(Protocol):
+    """Notifications found: by id or dedup key, read whole, or a person's listed."""
+
+    async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None: ...
+
+    async def get_notification(self, notification_id: str) -> Notification | None:
+        """The notification with its steps, attempts, moves and receipts, read in one snapshot
+        so that they agree."""
+        ...
+
+    async def notifications_of(self, tenant: str, user_id: str, limit: int) -> list[Listed]:
+        """Up to `limit` of the person's notifications, newest first (pruned ones too): one
+        read."""
+        ...
+
+
+class ResolveStore(Protocol):
+    """Resolutions written from outside: a notification no longer needs delivering."""
 
     async def resolve(self, notification_id: str, resolution: str, by: str,
                       tenant: str | None = None, kinds: tuple[str, ...] = (),
@@ -276,50 +357,9 @@ class DeliveryStore(Protocol):
         nothing the tenant (and `kinds`) holds."""
         ...
 
-    async def find_by_dedup(self, tenant: str, user_id: str, dedup_key: str) -> str | None: ...
 
-    async def get_notification(self, notification_id: str) -> Notification | None:
-        """The notification with its steps, attempts, moves and receipts, read in one snapshot
-        so that they agree."""
-        ...
-
-    async def claim_due(self, wants: list[Want], lease_ms: int, rules: Rules,
-                        budget: Budget | None = None) -> Claimed:
-        """One write, serialized with every other write to the steps it reads: lapsed leases
-        become unknown, then up to `n` due steps per (channel, lane), within the shared budget,
-        are each judged by `rules.decide` on what this transaction reads (the resolution, the
-        recipient, its preferences and suppressions, a sibling in flight, the sends that count
-        against a limit) and leased when it says send; every other decision is applied here too
-        and returned. Two claimers never lease one step twice nor two steps of one notification
-        at once (promise 4), and sends counted against a limit include those claimed by any
-        transaction that committed before."""
-        ...
-
-    async def freeze(self, frozen: list[Freeze]) -> list[bool]:
-        """One write: each message fixed on its step while its claim token is still the
-        step's; True for each fixed. Nothing frozen is ever changed."""
-        ...
-
-    async def complete(self, claim: Claim, done: Completion, rules: Rules) -> bool:
-        """One write: the attempt recorded, and `done` applied only while the claim token is
-        the step's (False otherwise: a lease taken over). A sent step restarts the windows of
-        the steps after it (`rules.windows`); receipts that arrived before this answer named
-        its message are applied now."""
-        ...
-
-    async def lapse_leases(self) -> int:
-        """One write: sending steps whose lease has ended become unknown (retried under the same
-        key); a step within its lease is left alone, another process may be sending it."""
-        ...
-
-    async def leased(self) -> Leases:
-        """How many steps are in flight under a lease, and when the last lease ends."""
-        ...
-
-    async def next_due(self, routes: list[Route]) -> int | None:
-        """The earliest send_after of a step on those routes that may go (none of its
-        notification's steps in flight), or a lease's end: one read."""
-        ...
+class ReplayStore(Protocol):
+    """Dead or unknown steps put back to pending under their key."""
 
     async def replay(self, notification_id: str, step_no: int | None,
                      by: str | None = None) -> int:
@@ -334,13 +374,38 @@ class DeliveryStore(Protocol):
         writer (and, on SQLite, the database) while it runs."""
         ...
 
-    async def end_unconfigured(self, channels: list[str], decide: DecideFn) -> list[Decided]:
-        """One write: open steps on channels not in `channels`, judged by `decide` as such."""
+
+class DeliveryStore(IntakeStore, ClaimStore, SendStore, LookupStore, ResolveStore, ReplayStore,
+                    Protocol):
+    """A notification's life: accepted, claimed, frozen, completed, resolved, replayed; each
+    caller holds the one of these roles it uses."""
+
+
+class DeadLetterStore(Protocol):
+    """Steps that ended dead or unknown, as an operator reads them and a bulk replay pages
+    them."""
+
+    async def dead_letters(self, limit: int) -> list[DeadLetter]: ...
+
+    async def dead_count(self, match: DeadMatch | None = None) -> int:
+        """How many steps are dead (that `match`, when given)."""
+        ...
+
+    async def dead_steps(self, match: DeadMatch, after: DeadStep | None,
+                         limit: int) -> list[DeadStep]:
+        """Up to `limit` dead steps that `match`, in the order they died, then by key, after
+        `after` (None: from the first): one read. Paging on while the steps of earlier pages
+        are replayed neither skips nor repeats one."""
+        ...
+
+    async def stuck_steps(self, tenant: str, state: str, limit: int) -> list[Stuck]:
+        """Up to `limit` of the tenant's steps in `state` ("dead" or "unknown"), the latest
+        to get there first: one read."""
         ...
 
 
 class ReceiptStore(Protocol):
-    """Provider evidence and the suppression list."""
+    """Provider evidence, stored and applied before the provider is answered."""
 
     async def record_receipts(self, receipts: list[Receipt], rules: Rules,
                               once: Nonce | None = None) -> list[Recorded]:
@@ -353,6 +418,10 @@ class ReceiptStore(Protocol):
         until its `until` in the same write; a token kept already (by any process, before any
         restart) makes it [REPLAYED] and stores nothing."""
         ...
+
+
+class SuppressionStore(Protocol):
+    """The suppression list: addresses that must not be sent to."""
 
     async def suppress(self, tenant: str, channel_type: str, address: str, reason: str,
                        source: str) -> bool:
@@ -369,8 +438,6 @@ class ReceiptStore(Protocol):
         """The tenant's list with the account-wide one, newest first; with `address`, its
         entries (one an erasure keeps hashed too, shown as its hashed_address)."""
         ...
-
-    async def orphan_count(self) -> int: ...
 
 
 class InboxStore(Protocol):
@@ -427,7 +494,7 @@ class DigestStore(Protocol):
 
 
 class OperationsStore(Protocol):
-    """Lifecycle, health and the operator's reads."""
+    """Lifecycle: opened, closed, backed up, and the other processes' signals heard."""
 
     url: str  # where it keeps its data, for log lines (never holding a secret)
 
@@ -439,10 +506,6 @@ class OperationsStore(Protocol):
 
     async def backup(self, dest: str) -> None:
         """A consistent copy at `dest`, made beside the running daemon."""
-        ...
-
-    async def ping(self) -> None:
-        """Return once the store has committed a write: it can take writes now."""
         ...
 
     @property
@@ -458,37 +521,27 @@ class OperationsStore(Protocol):
         once where no other process writes (SQLite); a lost signal is found by the poll."""
         ...
 
+
+class MonitorStore(Protocol):
+    """What health and metrics read: whether the store takes writes, what went wrong with the
+    storage, and the backlogs (due steps, orphan receipts, events routing)."""
+
+    async def ping(self) -> None:
+        """Return once the store has committed a write: it can take writes now."""
+        ...
+
     @property
     def fault(self) -> str | None:
         """What recently went wrong with the storage (disk full, file gone), if anything."""
-        ...
-
-    async def dead_letters(self, limit: int) -> list[DeadLetter]: ...
-
-    async def dead_count(self, match: DeadMatch | None = None) -> int:
-        """How many steps are dead (that `match`, when given)."""
-        ...
-
-    async def dead_steps(self, match: DeadMatch, after: DeadStep | None,
-                         limit: int) -> list[DeadStep]:
-        """Up to `limit` dead steps that `match`, in the order they died, then by key, after
-        `after` (None: from the first): one read. Paging on while the steps of earlier pages
-        are replayed neither skips nor repeats one."""
         ...
 
     async def oldest_due(self, routes: list[Route]) -> dict[Route, int]:
         """The earliest send_after among open steps, per route that has any."""
         ...
 
-    async def stuck_steps(self, tenant: str, state: str, limit: int) -> list[Stuck]:
-        """Up to `limit` of the tenant's steps in `state` ("dead" or "unknown"), the latest
-        to get there first: one read."""
-        ...
+    async def orphan_count(self) -> int: ...
 
-    async def notifications_of(self, tenant: str, user_id: str, limit: int) -> list[Listed]:
-        """Up to `limit` of the person's notifications, newest first (pruned ones too): one
-        read."""
-        ...
+    async def routing_backlog(self) -> Backlog: ...
 
 
 class RetentionStore(Protocol):
@@ -599,9 +652,10 @@ class EventStore(Protocol):
         """The event's notifications with their steps, by (user_id, id) after `after`."""
         ...
 
-    async def routing_backlog(self) -> Backlog: ...
 
-
-class Store(KeyStore, RecipientStore, DeliveryStore, ReceiptStore, InboxStore, DigestStore,
-            RetentionStore, OperationsStore, TopicStore, EventStore, Protocol):
-    """Everything a daemon needs of its database."""
+class Store(KeyStore, RecipientStore, DeliveryStore, DeadLetterStore, ReceiptStore,
+            SuppressionStore, InboxStore, DigestStore, RetentionStore, OperationsStore,
+            MonitorStore, TopicStore, EventStore, Protocol):
+    """Everything a daemon needs of its database. Only the composition root (daemon/), the
+    command line's store for one command (cli/base.with_store) and the store itself hold it
+    whole; everything else holds the roles it uses (tests/unit/test_store_roles.py)."""

@@ -84,6 +84,12 @@ TWILIO_TOKEN = "twiliotoken0c0ntract0secret00001"
 RESEND_KEY = "re_contract_s3cret_key_0001"
 TELEGRAM_TOKEN = "987654321:AAcontract-Secret_token_value_0001"
 SLACK_TOKEN = "xoxb-2222222222-3333333333-ContractSecretTokenValue"
+SES_KEY_ID = "ASIACONTRACTKEY00001"
+SES_SECRET = "contract/Secret+Access/Key0000000000000001"
+SES_TOKEN = "IQoJcontractSessionToken//////////0001"
+SENDGRID_KEY = "SG.contract.s3cret-key-value-0001"
+MAILGUN_KEY = "key-contract0s3cret0value0001"
+POSTMARK_TOKEN = "postmark-contract-s3cret-token-0001"
 SMTP_USER, SMTP_PASSWORD = "mailer", "smtp-s3cret-contract-pw"
 HOOK_PATH = "hooks/T0k3nInThePath-contract"
 WHSEC = "whsec_" + base64.b64encode(b"contract-signing-key-0001-abcdef").decode()
@@ -274,9 +280,33 @@ def _slack(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
     return {"bot_token": SLACK_TOKEN, "base_url": w.base}, [SLACK_TOKEN, "ContractSecretToken"]
 
 
+def _ses(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
+    return {"region": "eu-west-1", "access_key_id": SES_KEY_ID, "secret_access_key": SES_SECRET,
+            "session_token": SES_TOKEN, "from_address": "Acme <alerts@acme.example>",
+            "base_url": w.base}, [SES_SECRET, SES_TOKEN]
+
+
+def _sendgrid(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
+    return {"api_key": SENDGRID_KEY, "from_address": "Acme <alerts@acme.example>",
+            "base_url": w.base}, [SENDGRID_KEY]
+
+
+def _mailgun(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
+    basic = base64.b64encode(f"api:{MAILGUN_KEY}".encode()).decode()
+    return {"api_key": MAILGUN_KEY, "domain": "mg.acme.example",
+            "from_address": "Acme <alerts@mg.acme.example>", "base_url": w.base}, [
+        MAILGUN_KEY, basic]
+
+
+def _postmark(w: Where, env: Env) -> tuple[dict[str, Any], list[str]]:
+    return {"server_token": POSTMARK_TOKEN, "from_address": "Acme <alerts@acme.example>",
+            "base_url": w.base}, [POSTMARK_TOKEN]
+
+
 SPECS: dict[str, SettingsFn] = {
     "log": _log, "webhook": _webhook, "smtp": _smtp, "resend": _resend, "twilio": _twilio,
     "webpush": _webpush, "fcm": _fcm, "telegram": _telegram, "slack": _slack,
+    "ses": _ses, "sendgrid": _sendgrid, "mailgun": _mailgun, "postmark": _postmark,
 }
 
 

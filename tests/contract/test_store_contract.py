@@ -3,7 +3,8 @@
 One class, run against every backend in store_support.BACKENDS; it calls every method of the
 interface (a test below checks that it does), and test_store_concurrency.py races two instances.
 No SQL here: a backend is correct if these pass, whatever it keeps underneath. Every recorded
-time is the clock's at the write: the store takes it inside the transaction.
+time is the clock's at the write: the store takes it inside the transaction. A stand-in for one
+role (tests/role_support.py) passes that role's tests too: TestKeys runs on MemoryKeys.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from role_support import MemoryKeys, members
 from store_support import (
     BACKENDS,
     LEASE,
@@ -60,7 +62,15 @@ from notifyd.core.records import (
 from notifyd.core.steps import Cause, StepKey
 from notifyd.core.text import iso
 from notifyd.domain.policy import decide_claim
-from notifyd.store import Store, StoreMissing, StoreUnavailable, base, is_postgres, open_store
+from notifyd.store import (
+    KeyStore,
+    Store,
+    StoreMissing,
+    StoreUnavailable,
+    base,
+    is_postgres,
+    open_store,
+)
 
 
 @pytest.fixture
@@ -84,9 +94,38 @@ def at(clock: FakeClock, ms: int) -> int:
     return ms
 
 
-class TestKeysAndPeople:
+class TestKeys:
+    """KeyStore's contract, on every backend and on the in-memory keys that stand in for them
+    where a test needs keys alone (role_support.MemoryKeys)."""
+
+    @pytest.fixture(params=[*sorted(BACKENDS), "memory"])
+    async def store(self, request: pytest.FixtureRequest, tmp_path: Path,
+                    clock: FakeClock) -> AsyncIterator[KeyStore]:
+        if request.param == "memory":
+            yield MemoryKeys(clock)
+            return
+        async with opened(BACKENDS[request.param](tmp_path, "contract.db"), clock) as s:
+            yield s
+
+    def test_the_memory_keys_are_the_whole_role(self) -> None:
+        """The stand-in has every method of KeyStore, called as the role says."""
+        for name in members(KeyStore):
+            role, fake = getattr(KeyStore, name), getattr(MemoryKeys, name, None)
+            assert fake is not None, name
+            assert inspect.signature(fake) == inspect.signature(role), name
+
+    async def test_tenants_are_made_once_and_default_is_always_there(
+            self, store: KeyStore) -> None:
+        assert [t.name for t in await store.tenants()] == ["default"]
+        assert await store.find_tenant("acme") is None
+        assert await store.create_tenant("acme")
+        assert not await store.create_tenant("acme")
+        found = await store.find_tenant("acme")
+        assert found is not None and (found.name, found.created_at) == ("acme", NOW)
+        assert [t.name for t in await store.tenants()] == ["acme", "default"]
+
     async def test_keys_are_found_by_hash_listed_by_name_and_revoked(
-            self, store: Store, clock: FakeClock) -> None:
+            self, store: KeyStore, clock: FakeClock) -> None:
         await store.create_key("h1", "billing", "acme", ("k",), frozenset({"post"}))
         key = await store.find_key("h1")
         assert key is not None and (key.name, key.tenant, key.kinds, key.scopes) == (
@@ -100,7 +139,7 @@ class TestKeysAndPeople:
         assert (await store.list_keys())[0].revoked_at == NOW + 1
 
     async def test_a_keys_last_use_is_kept_for_keys_list(
-            self, store: Store, clock: FakeClock) -> None:
+            self, store: KeyStore, clock: FakeClock) -> None:
         await store.create_key("h1", "billing", "acme", ())
         await store.create_key("h2", "ops", "acme", ())
         at(clock, NOW + 5_000)
@@ -112,14 +151,14 @@ class TestKeysAndPeople:
         assert found is not None and found.last_used_at == NOW + 5_000
 
     async def test_a_signing_key_is_made_once_and_only_found_once_made(
-            self, store: Store) -> None:
+            self, store: KeyStore) -> None:
         assert await store.find_signing_key("links") is None
         made = await store.signing_key("links")
         assert len(made) == 32 and await store.signing_key("links") == made
         assert await store.find_signing_key("links") == SigningKey(made)
 
     async def test_a_key_is_found_by_name_revoked_or_not(
-            self, store: Store, clock: FakeClock) -> None:
+            self, store: KeyStore, clock: FakeClock) -> None:
         assert await store.find_key_named("billing") is None
         await store.create_key("h1", "billing", "acme", (), frozenset({"users"}))
         found = await store.find_key_named("billing")
@@ -130,7 +169,7 @@ class TestKeysAndPeople:
         assert found is not None and found.revoked_at == NOW + 7
 
     async def test_a_rotated_key_verifies_for_its_overlap_then_is_gone(
-            self, store: Store, clock: FakeClock) -> None:
+            self, store: KeyStore, clock: FakeClock) -> None:
         made = await store.rotate_signing_key("tokens:acme", 60_000)  # never made: just made
         assert made.previous is None and await store.signing_key("tokens:acme") == made.secret
         at(clock, NOW + 5)
@@ -143,6 +182,9 @@ class TestKeysAndPeople:
         assert turned.verifying(NOW + 60_005) == [turned.secret]
         again = await store.rotate_signing_key("tokens:acme", 0)  # the oldest goes at once
         assert again.previous == turned.secret and again.verifying(NOW + 5) == [again.secret]
+
+
+class TestPeople:
 
     async def test_a_profile_and_its_disabled_contacts_round_trip(self, store: Store) -> None:
         assert await store.get_recipient("acme", "nobody") is None

@@ -1,6 +1,6 @@
-"""The store contract for a person and their tenant, on every backend: tenants made on purpose,
-a profile or preferences edited from what the write itself reads (If-Match on the version),
-an inbox item read by its notification's resolution, a person erased."""
+"""The store contract for a person, on every backend: a profile or preferences edited from what
+the write itself reads (If-Match on the version), an inbox item read by its notification's
+resolution, a person erased. (Tenants, made on purpose: test_store_contract.py, TestKeys.)"""
 
 from __future__ import annotations
 
@@ -42,16 +42,6 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path,
                 clock: FakeClock) -> AsyncIterator[Store]:
     async with opened(BACKENDS[request.param](tmp_path, "people.db"), clock) as s:
         yield s
-
-
-async def test_tenants_are_made_once_and_default_is_always_there(store: Store) -> None:
-    assert [t.name for t in await store.tenants()] == ["default"]
-    assert await store.find_tenant("acme") is None
-    assert await store.create_tenant("acme")
-    assert not await store.create_tenant("acme")
-    found = await store.find_tenant("acme")
-    assert found is not None and (found.name, found.created_at) == ("acme", NOW)
-    assert [t.name for t in await store.tenants()] == ["acme", "default"]
 
 
 async def test_an_edit_gets_the_profile_its_write_reads(store: Store) -> None:

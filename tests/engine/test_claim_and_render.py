@@ -31,12 +31,9 @@ from notifyd.channels.base import (
     standard_payload,
 )
 from notifyd.config import ChannelConfig, KindConfig, LadderStep
-from notifyd.core.clock import FakeClock
 from notifyd.core.contacts import EMAIL
 from notifyd.core.models import ClaimContext, Lane, Recipient, Verdict, Want
 from notifyd.domain.policy import decide_claim
-from notifyd.http.auth import KeyCache, hash_key, new_key
-from notifyd.store import open_store
 
 
 @dataclass(frozen=True)
@@ -145,47 +142,6 @@ def test_the_policy_reads_plain_records_and_answers_in_its_order() -> None:
     assert (gone.verdict, gone.pull_next_at) == (Verdict.DEAD, 5_000)
     expired = decide_claim(dataclasses.replace(ctx, expires_at=1_000, resolution=None), 1_000)
     assert expired.verdict is Verdict.EXPIRE
-
-
-async def test_the_key_cache_runs_on_the_injected_clock(tmp_path: Path) -> None:
-    store = await open_store(str(tmp_path / "k.db"))
-    try:
-        clock = FakeClock()
-        key = new_key()
-        await store.create_key(hash_key(key), "k", "acme", ())
-        cache = KeyCache(store, clock)
-        assert await cache.find(f"Bearer {key}") is not None
-        assert await store.revoke_key("k")
-        clock.advance(4)
-        assert await cache.find(f"Bearer {key}") is not None  # cached for 5 s
-        clock.advance(2)
-        assert await cache.find(f"Bearer {key}") is None  # gone on the clock the daemon keeps
-    finally:
-        await store.close()
-
-
-async def test_a_keys_use_is_written_once_a_minute_for_keys_list(tmp_path: Path) -> None:
-    clock = FakeClock()
-    store = await open_store(str(tmp_path / "k.db"), clock)
-    try:
-        key = new_key()
-        await store.create_key(hash_key(key), "k", "acme", ())
-        assert [k.last_used_at for k in await store.list_keys()] == [None]
-        cache = KeyCache(store, clock)
-        first = clock.now_ms()
-        for _ in range(3):  # three requests in a minute: one write
-            assert await cache.find(f"Bearer {key}") is not None
-            await cache.settle()
-            clock.advance(10)
-        assert [k.last_used_at for k in await store.list_keys()] == [first]
-        clock.advance(30)
-        assert await cache.find(f"Bearer {key}") is not None
-        await cache.settle()
-        assert [k.last_used_at for k in await store.list_keys()] == [first + 60_000]
-        assert await cache.find("Bearer nfy_made-up") is None  # no key: nothing written
-        assert len(await store.list_keys()) == 1
-    finally:
-        await store.close()
 
 
 async def test_a_webhook_answer_is_read_up_to_a_bound_never_whole(tmp_path: Path) -> None:

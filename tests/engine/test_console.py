@@ -227,6 +227,7 @@ async def test_every_email_links_to_the_preference_centre(tmp_path: Path) -> Non
         assert broken.status == 404 and "does not work" in await broken.text()
 
 
+@pytest.mark.time_of_day
 async def test_a_digested_item_links_to_the_digest_that_carried_it(tmp_path: Path) -> None:
     async with people(tmp_path) as s:
         nid, digest_id, _ = await carried_mention(s)

@@ -52,7 +52,7 @@ async def mint(s: Stack) -> str:
 
 
 def signed_by_backend(secret: bytes, exp: int, iat: int | None = None) -> str:
-    """A user token as README's recipe makes it (with iat, or without as older backends do)."""
+    """A user token as the docs' recipe makes it (with iat, or without as older backends do)."""
     def b64(data: bytes) -> str:
         return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
     body = {"t": "default", "u": "ada", "exp": exp, **({"iat": iat} if iat is not None else {})}

@@ -133,6 +133,7 @@ async def test_security_messages_cannot_be_turned_off_and_a_global_opt_out_spare
 # --- attention: a mention storm -----------------------------------------------------------------
 
 
+@pytest.mark.time_of_day
 async def test_a_mention_storm_makes_200_inbox_rows_one_sms_and_one_digest(
         tmp_path: Path) -> None:
     async with people(tmp_path) as s:
@@ -190,6 +191,7 @@ async def carried_mention(s: Stack) -> tuple[str, str, int]:
     return held[0], digest_id, window_end
 
 
+@pytest.mark.time_of_day
 async def test_an_item_its_digest_carried_says_which_digest_and_whether_it_went_out(
         tmp_path: Path) -> None:
     """Not `held` forever: the status document, inspect's timeline and the event counts say
@@ -232,6 +234,7 @@ async def test_an_item_its_digest_carried_says_which_digest_and_whether_it_went_
         assert [s.state for s in (await s.e.record(nid)).steps] == ["digested"]  # the rows
 
 
+@pytest.mark.time_of_day
 async def test_a_retry_does_not_spend_another_allowance(tmp_path: Path) -> None:
     """The held decision is recorded: scanning again never reconsiders it."""
     async with people(tmp_path) as s:
@@ -408,7 +411,7 @@ async def test_a_key_limited_to_some_kinds_sees_and_changes_only_their_items(
 
 
 async def test_a_backend_signs_a_user_token_itself(tmp_path: Path) -> None:
-    """The README's recipe, in a few lines of hmac: the tenant's key, then the token."""
+    """The docs' recipe, in a few lines of hmac: the tenant's key, then the token."""
     async with people(tmp_path) as s:
         from notifyd.domain import signed
         secret = await s.e.store.signing_key(signed.tenant_key_name("default"))
@@ -425,7 +428,7 @@ async def test_a_backend_signs_a_user_token_itself(tmp_path: Path) -> None:
 
 
 def self_signed(secret: bytes, exp: int, user: str = "ada", **extra: Any) -> str:
-    """A token as a producer's backend makes one (README: "User tokens")."""
+    """A token as a producer's backend makes one (docs/people.md: "User tokens")."""
     def b64(data: bytes) -> str:
         return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 

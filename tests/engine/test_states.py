@@ -82,6 +82,7 @@ async def test_opting_out_of_every_medium_reads_opted_out(tmp_path: Path) -> Non
         assert (r.status, (await r.json())["state"]) == (200, "opted_out")  # a retry says so
 
 
+@pytest.mark.time_of_day
 async def test_an_always_digest_kind_answers_held(tmp_path: Path) -> None:
     async with states(tmp_path) as s:
         accepted = await post(s, "news")

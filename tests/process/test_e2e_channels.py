@@ -13,18 +13,16 @@ nothing sleeps and hopes. The daemon runs the code of the repository this file l
 
 from __future__ import annotations
 
-import asyncio
 import email
 import email.policy
 import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from pathlib import Path
@@ -39,6 +37,7 @@ from engine_support import Daemon, clean_env, notifyd_cmd, reaped
 from fake_push import FakePushService
 from fake_smtp import FakeSmtp
 from fake_twilio import ACCOUNT, TOKEN, FakeTwilio, twilio_app
+from loop_support import LoopThread
 
 from notifyd.channels.webpush import generate_vapid_keys
 
@@ -59,23 +58,6 @@ T = TypeVar("T")
 
 
 # --- the peers, on an event loop of their own ------------------------------------------------------
-
-
-class LoopThread:
-    """An asyncio loop on a daemon thread, for servers that a subprocess daemon talks to."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=30)
-        self.loop.close()
 
 
 class TimedPush(FakePushService):

@@ -49,7 +49,7 @@ def test_the_layer_table_of_architecture_md_is_the_contract() -> None:
     assert _layers_in_architecture() == _layers_in_pyproject()
 
 
-PURE = ("notifyd.core", "notifyd.domain")
+PURE = ("notifyd.core", "notifyd.domain", "notifyd.shapes")
 IMPURE = ("notifyd.channels", "notifyd.receipts", "notifyd.config", "notifyd.store",
           "notifyd.engine", "notifyd.http", "aiohttp", "sqlite3", "_sqlite3", "aiosqlite",
           "jinja2", "asyncio", "socket")

@@ -17,12 +17,15 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 import tomli_w
+from docs_support import example
 from engine_support import Daemon, clean_env, create_key, notifyd_cmd
 
 from notifyd.domain import signed
@@ -238,17 +241,26 @@ def test_the_console_signs_in_finds_draws_and_replays_a_dead_step(site: Site, pa
         look(page, name)
 
 
+# A product's page with the three lines the docs give (docs/people.md, The inbox widget), where
+# the product's backend gave an expired token and hands a fresh one through the page.
 HOST = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>A product</title>
-<script src="{url}/inbox.js"></script></head><body><main><h1>A product's page</h1>
-<div id="bell"></div></main><script>
-NotifydInbox.mount("#bell", {{userId: "{user}", token: "nut1.expired.x",
-                             refreshToken: () => window.freshToken()}});
-</script></body></html>"""
+</head><body><main><h1>A product's page</h1><script>
+const token = "nut1.expired.x";
+const fetchUserToken = () => window.freshToken();
+</script>
+WIDGET</main></body></html>"""
+
+
+def host_page(url: str, user: str) -> str:
+    widget = example("inbox widget").code
+    assert widget.count("https://notify.example.com") == 1 and widget.count('"u_42"') == 1
+    return HOST.replace("WIDGET", widget.replace("https://notify.example.com", url)
+                        .replace('"u_42"', f'"{user}"'))
 
 
 def test_the_widget_shows_items_live_marks_read_and_survives_a_restart(
         site: Site, page: Any) -> None:
-    site.hook.host_page = HOST.format(url=site.url, user="bea")
+    site.hook.host_page = host_page(site.url, "bea")
     asked: list[str] = []
 
     def fresh() -> str:
@@ -287,6 +299,7 @@ def test_the_widget_shows_items_live_marks_read_and_survives_a_restart(
     look(page, "widget-after-restart")
 
 
+@pytest.mark.time_of_day
 def test_the_preference_centre_saves_with_its_version_and_decides_the_next_send(
         site: Site, page: Any) -> None:
     site.api("PUT", "/v1/users/cy", {"email": "cy@example.org"})
@@ -304,6 +317,13 @@ def test_the_preference_centre_saves_with_its_version_and_decides_the_next_send(
 
     page.get_by_label("news: email").uncheck()
     page.get_by_label("Hold messages that can wait during quiet hours").check()
+    assert (page.locator("#quiet_start").input_value(),
+            page.locator("#quiet_end").input_value()) == ("22:00", "07:00")  # the page's own
+    # Hours that start an hour from now: the news is decided now at any hour of the day (in
+    # quiet hours it would wait for their end).
+    start, end = hours_from_now("Europe/Berlin", 1, 2)
+    page.locator("#quiet_start").fill(start)
+    page.locator("#quiet_end").fill(end)
     page.get_by_label("Time zone").fill("Europe/Berlin")
     page.get_by_role("button", name="Save").click()
     status.get_by_text("Saved (version 1)").wait_for()
@@ -318,7 +338,13 @@ def test_the_preference_centre_saves_with_its_version_and_decides_the_next_send(
     assert step["status"] == "suppressed" and step["pref_version"] == 1, step
     prefs = site.api("GET", "/v1/users/cy/preferences")
     assert (prefs["timezone"], prefs["quiet_hours"]) == (
-        "Europe/Berlin", {"start": "22:00", "end": "07:00"})
+        "Europe/Berlin", {"start": start, "end": end})
+
+
+def hours_from_now(zone: str, *hours: int) -> list[str]:
+    """The wall clock on `zone` that many hours from now, as HH:MM."""
+    now = datetime.now(ZoneInfo(zone))
+    return [(now + timedelta(hours=h)).strftime("%H:%M") for h in hours]
 
 
 def test_the_demo_page_shows_the_widget(site: Site, page: Any) -> None:

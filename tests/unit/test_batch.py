@@ -9,6 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from support import ALERT_STEPS, START_MS, Api, holding_the_writer, make_config, query, queued
 
@@ -236,3 +237,25 @@ async def test_a_resolution_batch_is_one_write(api: Api, store: CoreStore) -> No
     assert query(api.db_path, "SELECT count(*) FROM notifications WHERE resolved_at IS NULL"
                  ) == [(0,)]
 
+
+
+async def test_an_item_nested_deep_is_refused_in_its_place(api: Api) -> None:
+    """Nesting msgspec does not read raw (nearly orjson's 1,024 levels) is read as JSON: the
+    batch is still answered item by item, the deep one refused as its single call would be."""
+    deep = b'{"a":' * 999 + b"1" + b"}" * 999
+    body = b'{"items": [' + orjson.dumps(BODY) + b', {"user_id": "u1", "kind": "alert", ' \
+        b'"params": ' + deep + b"}]}"
+    status, answer = await api.call("POST", ACCEPTS, raw=body)
+    assert status == 200
+    assert [(r["status"], r.get("error", {}).get("field")) for r in answer["results"]] == [
+        (202, None), (422, "params")]
+    assert api.count("notifications") == 1
+
+
+async def test_a_number_json_cannot_hold_in_an_item_refuses_the_whole_batch(api: Api) -> None:
+    """1e400 is no JSON number orjson reads: the body is not JSON, as for a single call."""
+    body = b'{"items": [' + orjson.dumps(BODY) + b', {"user_id": "u1", "kind": "alert", ' \
+        b'"params": {"n": 1e400}}]}'
+    status, answer = await api.call("POST", ACCEPTS, raw=body)
+    assert (status, answer["error"]["code"]) == (400, "invalid_json")
+    assert api.count("notifications") == 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
 from pathlib import Path
 from typing import Any
 
@@ -97,10 +99,15 @@ def test_the_log_channel_is_always_there_and_demo_only_without_kinds(tmp_path: P
 
 
 def _config_dataclasses() -> list[type]:
-    """The config's tables: its own, and a SQLite database's ([store.sqlite])."""
-    return [obj for obj in vars(config_module).values()
-            if isinstance(obj, type) and dataclasses.is_dataclass(obj)
-            and obj.__module__ == config_module.__name__] + [SqliteSettings]
+    """The config's tables, from every module of the package that declares them, and a SQLite
+    database's ([store.sqlite])."""
+    modules = [importlib.import_module(f"notifyd.config.{m.name}")
+               for m in pkgutil.iter_modules(config_module.__path__)]
+    found = [obj for mod in modules for obj in vars(mod).values()
+             if isinstance(obj, type) and dataclasses.is_dataclass(obj)
+             and obj.__module__ == mod.__name__]
+    assert len(found) > 10, found  # the tables, not a stray class or two
+    return found + [SqliteSettings]
 
 
 def _keys(cls: type) -> list[dataclasses.Field[object]]:

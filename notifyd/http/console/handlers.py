@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
+from msgspec import to_builtins
 from multidict import MultiDictProxy
 
 from notifyd.config import NAME_RE
@@ -30,6 +31,8 @@ from notifyd.http.console.pages import page, render
 from notifyd.http.console.session import Operator
 from notifyd.http.errors import ApiError
 from notifyd.http.kit import CTX, no_notification
+from notifyd.shapes.decode import convert
+from notifyd.shapes.people import SuppressionRequest
 from notifyd.store import DeadMatch, Notification
 
 log = logging.getLogger("notifyd.console")
@@ -240,9 +243,9 @@ async def get_suppressions(request: web.Request) -> web.StreamResponse:
 async def post_suppression(request: web.Request) -> web.StreamResponse:
     """Added as POST /v1/suppressions adds, its source naming the operator."""
     op, form = await _form(request)
-    channel_type, address, reason = suppressions.parse({
+    channel_type, address, reason = suppressions.parse(convert({
         "channel_type": _text(form, "channel_type", 32), "address": _text(form, "address"),
-        "reason": _text(form, "reason", 200) or "added in the console"})
+        "reason": _text(form, "reason", 200) or "added in the console"}, SuppressionRequest))
     ctx = request.app[CTX]
     created = await ctx.store.suppress(op.tenant, channel_type, address, reason, op.by)
     log.info("console: %s suppressed %s %s for tenant %s", op.by, channel_type,
@@ -295,10 +298,11 @@ async def get_person(request: web.Request) -> web.StreamResponse:
     if r is None and not sent:
         raise ApiError("not_found", f"no user {user_id!r} in tenant {op.tenant}", "user_id")
     profile = recipient_view(r) if r is not None else None
+    shown = to_builtins(profile) if profile is not None else {}
     inbox = await ctx.store.inbox_page(op.tenant, user_id, None, 50, archived=True)
     return render("person.html.j2", operator=op, user_id=user_id, profile=profile,
                   prefs=preferences.view(ctx.cfg.catalog, r), inbox=inbox,
                   badge=await ctx.store.badge(op.tenant, user_id), sent=sent,
-                  contacts={k: v for k, v in (profile or {}).items() if k not in (
+                  contacts={k: v for k, v in shown.items() if k not in (
                       "user_id", "timezone", "locale", "quiet_hours", "disabled_contacts",
                       "devices")})

@@ -49,7 +49,7 @@ def page(handler: PageHandler) -> PageHandler:
         try:
             return await handler(request)
         except DomainError as e:
-            error = body_of(e)["error"]
+            error = body_of(e).error
             return render("error.html.j2", status_of(e), error=error, operator=None)
 
     return wrapped

@@ -1,20 +1,20 @@
-"""The README's examples do what it says: every shell block runs as written against a running
-daemon (or says, in a comment just above it, why it cannot be run as it is: it installs a
-system service, it runs until stopped, it needs its section's config); the user-token recipes
+"""The docs' examples do what they say: every shell block of the reference pages runs as written
+against a running daemon (or says, in a comment just above it, why it cannot be run as it is:
+it installs a system service, it runs until stopped, it needs its section's config; README and
+Getting started run in order, in tests/process/test_five_minutes.py); the user-token recipes
 make tokens notifyd accepts (Python always, JavaScript where node is installed); the batch and
 client examples, run against the daemon, print what their comments say; the browser snippet, in
 node, reads an inbox and hears a new item on its stream; the events and topics commands run
-against a daemon with their section's config."""
+against a daemon with their section's config; the recovery experiment's pages show what it
+prints."""
 
 from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -25,27 +25,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from docs_support import ROOT, WALKTHROUGH_PAGES, Block, all_blocks, example, free_port, named, reader_folder
 from engine_support import Daemon, clean_env, create_key, inbox_config
 
 from notifyd.domain import signed
+from notifyd.experiment import main as experiment
 
-ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
-TOKENS = README[README.index("**User tokens.**"):]
-BATCHES = README[README.index("**Batches.**"):]
-CLIENTS = README[README.index("## Clients"):]
-# A shell block, and the comment above it that says why the tests cannot run it, if one does.
-SH = re.compile(r"(?:<!-- not run as is: (?P<why>[^\n]*?) -->\n)?```sh\n(?P<code>.*?)```", re.S)
 KEY = secrets.token_bytes(32)
 SECRET = base64.urlsafe_b64encode(KEY).decode().rstrip("=")
 MAX_TTL_SEC = 86400  # tokens.max_ttl_sec's default
 
 
 def test_the_python_recipe_makes_a_token_notifyd_accepts() -> None:
-    code = re.search(r"```python\n(.*?)```", TOKENS, re.S)
-    assert code is not None
     names: dict[str, Any] = {}
-    exec(code.group(1), names)  # noqa: S102 - our own README's example
+    exec(example("user token in python").code, names)  # noqa: S102 - our own docs' example
     token = names["user_token"](SECRET, "acme", "ada", 600)
     now = int(time.time())
     who = signed.read_user_token(token, [KEY], now, MAX_TTL_SEC)
@@ -55,9 +48,7 @@ def test_the_python_recipe_makes_a_token_notifyd_accepts() -> None:
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed here")
 def test_the_javascript_recipe_makes_a_token_notifyd_accepts() -> None:
-    code = re.search(r"```js\n(.*?)```", TOKENS, re.S)
-    assert code is not None
-    program = code.group(1).replace('import { createHmac } from "node:crypto";',
+    program = example("user token in javascript").code.replace('import { createHmac } from "node:crypto";',
                                     'const { createHmac } = require("node:crypto");')
     program += f'\nconsole.log(userToken("{SECRET}", "acme", "ada"));\n'
     done = subprocess.run(["node", "-e", program], capture_output=True, text=True, timeout=60,
@@ -68,11 +59,10 @@ def test_the_javascript_recipe_makes_a_token_notifyd_accepts() -> None:
 
 def test_the_batch_example_prints_what_its_comments_say(tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    code = re.search(r"```python\n(.*?)```", BATCHES, re.S)
-    assert code is not None
-    said = re.findall(r"^print\(.*?\)  # (\[[^]]*\])", code.group(1), re.M)
+    code = example("batches").code
+    said = re.findall(r"^print\(.*?\)  # (\[[^]]*\])", code, re.M)
     assert len(said) == 2
-    names = _run_against_a_daemon(code.group(1), tmp_path)
+    names = _run_against_a_daemon(code, tmp_path)
     assert capsys.readouterr().out.splitlines() == said
     assert names["results"][0]["state"] == "log_pending"
 
@@ -80,88 +70,19 @@ def test_the_batch_example_prints_what_its_comments_say(tmp_path: Path,
 # --- the shell blocks --------------------------------------------------------------------------
 
 
-def sh_blocks() -> list[tuple[int, str | None, str]]:
-    """(line, why it is not run or None, the code) of every ```sh block."""
-    return [(README.count("\n", 0, m.start("code")), m.group("why"), m.group("code"))
-            for m in SH.finditer(README)]
+# README and Getting started run in order from `notifyd init` (tests/process/test_five_minutes.py);
+# every other page's shell blocks run beside a daemon on a plain config, built-in kinds and all.
+RUN = [b for b in all_blocks() if b.lang == "sh" and b.why is None and named(b) is None
+       and b.page not in WALKTHROUGH_PAGES]
 
 
-def _lines_of(heading: str) -> range:
-    """The README lines of the section under `heading`, up to the next one."""
-    start = README.index(f"\n{heading}\n")
-    end = README.find("\n## ", start + 1)
-    return range(README.count("\n", 0, start), README.count("\n", 0, end if end >= 0 else None))
-
-
-# The first walkthrough starts from `notifyd init` in a folder of its own (a test below runs it
-# in order); every other block runs beside a daemon on a plain config, built-in kinds and all.
-WALKTHROUGH = [n for heading in ("## Start it", "## Post a notification and watch it")
-               for n in _lines_of(heading)]
-WALK = [(line, why, code) for line, why, code in sh_blocks() if line in WALKTHROUGH]
-RUN = [(line, code) for line, why, code in sh_blocks() if why is None and line not in WALKTHROUGH]
-
-
-def test_every_shell_block_runs_or_says_why_it_cannot() -> None:
-    blocks = sh_blocks()
-    assert len(blocks) == README.count("```sh")
-    assert all(why is None or len(why) > 10 for _, why, _ in blocks)
-    # the ones that stopped being runnable say so, with a reason
-    assert len(RUN) >= 3 and len([why for _, why, _ in WALK if why is None]) >= 3
-
-
-def _reader_folder(folder: Path, curl: str) -> str:
-    """`.venv/bin/notifyd` in `folder`, as README's reader has it, and a bin/ with `notifyd`,
-    `python` and `curl` (which fails on an error status, as the examples' reader would notice
-    one); the PATH that puts that bin/ first."""
-    notifyd = f"{sys.executable} -m notifyd"
-    _shim(folder / ".venv" / "bin" / "notifyd", notifyd)
-    _shim(folder / "bin" / "notifyd", notifyd)
-    _shim(folder / "bin" / "python", sys.executable)
-    _shim(folder / "bin" / "curl", f"{curl} --fail-with-body --silent --show-error")
-    return f"{folder / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
-
-
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed here")
-def test_the_first_walkthrough_runs_from_init_to_resolve(tmp_path: Path) -> None:
-    """Start it and Post a notification, in order, in an empty folder: the init block, the
-    serve block as written (in the background), then the second terminal's blocks in one
-    shell, as the reader types them. Only the port differs (any free one, for the daemon
-    and the commands alike); the config is the one init wrote, found as the README says."""
-    curl = shutil.which("curl")
-    assert curl is not None
-    port = _free_port()
-    env = clean_env(NOTIFYD_SERVER_PORT=str(port), PATH=_reader_folder(tmp_path, curl))
-    [serve] = [code for _, why, code in WALK if why is not None and code.strip().endswith(" serve")]
-    init, *second_terminal = [code for _, why, code in WALK if why is None]
-    assert "notifyd init" in init
-
-    def run(script: str) -> str:
-        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c",
-                               script.replace(":7726", f":{port}")], capture_output=True,
-                              text=True, env=env, cwd=tmp_path, timeout=300, check=False)
-        assert done.returncode == 0, f"{script}\n{done.stdout}\n{done.stderr}"
-        return done.stdout
-
-    run(init)
-    daemon = Daemon(tmp_path / "notifyd.db", env=env, argv=["bash", "-c", "exec " + serve.strip()])
-    try:
-        out = run("\n".join(second_terminal))
-        assert "payment_failed: email ok" in out  # templates check names the kind
-        assert "step 1 log: cancelled: resolved: paid" in out  # the reminder, never sent
-        assert "already accepted (the same dedup key)" in out  # notifyd send's retry
-        # the log channel wrote each message in the starter's words, as the README shows
-        [sent] = daemon.wait_for_line('subject="Payment failed: invoice 1009"')
-        assert "user=u_42" in sent and "we could not collect 9.90 EUR for invoice 1009" in sent
-        assert "Reference: payment_failed n_" in sent
-        [again] = daemon.wait_for_line('subject="Payment failed: invoice 1010"')
-        assert "user=u_7" in again and "https://example.com/i/1010" in again
-    finally:
-        assert daemon.stop() == 0, daemon.stderr()
+def test_there_are_shell_blocks_to_run() -> None:
+    assert len(RUN) >= 3 and {b.page for b in RUN} >= {"docs/people.md", "docs/operations.md"}
 
 
 @dataclass
 class Playground:
-    """A folder with a plain config (no kinds: the built-in `demo`), README's reader's
+    """A folder with a plain config (no kinds: the built-in `demo`), the docs' reader's
     `.venv/bin/notifyd`, `examples/`, and a daemon running on the config's port."""
 
     folder: Path
@@ -169,28 +90,16 @@ class Playground:
     env: dict[str, str]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _shim(path: Path, command: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"#!/bin/sh\nexec {command} \"$@\"\n")
-    path.chmod(0o755)
-
-
 @pytest.fixture(scope="module")
 def playground(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Playground]:
     curl = shutil.which("curl")
     if curl is None:
         pytest.skip("curl is not installed here")
-    folder = tmp_path_factory.mktemp("readme")
-    port = _free_port()
+    folder = tmp_path_factory.mktemp("docs")
+    port = free_port()
     config = folder / "notifyd.toml"
     config.write_text(f'[server]\nport = {port}\n\n[store]\nurl = "notifyd.db"\n')
-    path = _reader_folder(folder, curl)
+    path = reader_folder(folder, curl)
     (folder / "examples").symlink_to(ROOT / "examples")
     key = create_key(folder / "notifyd.db", config)
     env = clean_env(NOTIFYD_CONFIG=str(config), KEY=key, PATH=path)
@@ -201,13 +110,13 @@ def playground(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Playground]
         assert daemon.stop() == 0, daemon.stderr()
 
 
-@pytest.mark.parametrize(("line", "code"), RUN, ids=[f"line {line}" for line, _ in RUN])
-def test_a_shell_block_runs_as_written(playground: Playground, line: int, code: str) -> None:
-    script = code.replace(":7726", f":{playground.port}")
+@pytest.mark.parametrize("block", RUN, ids=str)
+def test_a_shell_block_runs_as_written(playground: Playground, block: Block) -> None:
+    script = block.code.replace(":7726", f":{playground.port}")
     done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], capture_output=True,
                           text=True, env=playground.env, cwd=playground.folder, timeout=300,
                           check=False)
-    assert done.returncode == 0, f"README.md line {line}:\n{code}\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, f"{block}:\n{block.code}\n{done.stdout}\n{done.stderr}"
 
 
 # --- the clients -------------------------------------------------------------------------------
@@ -215,11 +124,10 @@ def test_a_shell_block_runs_as_written(playground: Playground, line: int, code: 
 
 def test_the_python_client_example_prints_what_its_comments_say(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = re.search(r"```python\n(.*?)```", CLIENTS, re.S)
-    assert code is not None
-    said = re.findall(r"^\s*print\(.*\)  # (.*)$", code.group(1), re.M)
+    code = example("python client").code
+    said = re.findall(r"^\s*print\(.*\)  # (.*)$", code, re.M)
     assert len(said) == 3
-    _run_against_a_daemon(code.group(1), tmp_path)
+    _run_against_a_daemon(code, tmp_path)
     assert capsys.readouterr().out.splitlines() == said
 
 
@@ -263,8 +171,7 @@ def _node_has_event_source() -> bool:
 
 @pytest.mark.skipif(not _node_has_event_source(), reason="no node with EventSource here")
 def test_the_browser_snippet_reads_the_inbox_and_hears_a_new_item(tmp_path: Path) -> None:
-    blocks = re.findall(r"```js\n(.*?)```", CLIENTS, re.S)
-    assert len(blocks) == 1
+    browser = example("browser").code
     config = inbox_config(tmp_path, "Note {{ n }}")
     db = tmp_path / "n.db"
     key = create_key(db, config)
@@ -274,7 +181,7 @@ def test_the_browser_snippet_reads_the_inbox_and_hears_a_new_item(tmp_path: Path
         token = _call(daemon.url, key, "/v1/users/ada/tokens", {})["token"]
         _call(daemon.url, key, "/v1/notifications", {"user_id": "ada", "kind": "note",
                                                      "params": {"n": 1}})
-        program = (blocks[0].replace("https://notifyd.example.com", daemon.url)
+        program = (browser.replace("https://notifyd.example.com", daemon.url)
                    + f"const TOKEN = {json.dumps(token)};\n" + HARNESS)
         node = subprocess.Popen(["node", "--experimental-eventsource", "--no-warnings", "-e",
                                  program], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -300,23 +207,16 @@ def _call(url: str, key: str, path: str, body: dict[str, Any]) -> Any:
         return json.load(answer)
 
 
-EVENTS = README[README.index("## Events and topics"):]
-EVENTS = EVENTS[:EVENTS.index("\n## ")]
-
-
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed here")
 def test_the_events_and_topics_examples_run_against_the_daemon(tmp_path: Path) -> None:
-    """The section's config and commands, as a reader runs them beside `notifyd serve`: the
-    daemon on a free port, the README's notifyd on this checkout; every call must succeed."""
-    toml = re.search(r"```toml\n(.*?)```", EVENTS, re.S)
-    script = re.search(r"```sh\n(.*?)```", EVENTS, re.S)
-    assert toml is not None and script is not None
+    """The page's config and commands, as a reader runs them beside `notifyd serve`: the
+    daemon on a free port, the docs' notifyd on this checkout; every call must succeed."""
     config, db = tmp_path / "notifyd.toml", tmp_path / "notifyd.db"
-    config.write_text(toml.group(1))
+    config.write_text(example("events config").code)
     daemon = Daemon(db, config)
     try:
         notifyd = f"{sys.executable} -m notifyd --config {config} --db {db}"
-        commands = (script.group(1).replace("http://127.0.0.1:7726", daemon.url)
+        commands = (example("events commands").code.replace("http://127.0.0.1:7726", daemon.url)
                     .replace(".venv/bin/notifyd", notifyd)
                     .replace("curl -s ", "curl -sS --fail-with-body "))
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", commands], capture_output=True,
@@ -331,3 +231,14 @@ def test_the_events_and_topics_examples_run_against_the_daemon(tmp_path: Path) -
         assert '"following":true' in out and '"topic":"release-notes"' in out
     finally:
         assert daemon.stop() == 0, daemon.stderr()
+
+
+# --- the recovery experiment -------------------------------------------------------------------
+
+
+def test_the_recovery_experiments_page_shows_what_it_prints() -> None:
+    """Its whole output, and the lines that differ with a timeout before accept."""
+    printed = list(experiment())
+    assert example("recovery output").code.splitlines() == printed
+    differ = [line for line in experiment(timeout_before_accept=True) if line not in printed]
+    assert example("recovery output, timeout before accept").code.splitlines() == differ
