@@ -18,6 +18,11 @@ Quick: /work/main/.venv/bin/python benchmarks/overload.py --quick
 3. Memory and files: the daemon's VmRSS and open files (/proc/PID/fd) before the flood, their
    peak (sampled every 100 ms on a thread; and the kernel's VmHWM), and --settle seconds after
    the flood's last request was due.
+--strangers N: the stranger's case beside the flood (benchmarks/strangers.py): N sockets with no
+   API key, half dribbling a sign-in form's body, half pipelining requests and never reading an
+   answer, each reopened as soon as the daemon ends it, hold every place a stranger may while
+   the flood's producers post; what the stranger saw and the daemon's own counts are printed.
+   The flood's --connections then share max_connections with them: give it fewer (200).
 4. Nothing lost: after the daemon stops, every notification_id answered 202 must be a row in the
    SQLite file, read directly; and the other way, the share of the flood's rows (committed
    notifications) whose 202 reached the client, beside the 202s a second as a share of the
@@ -570,6 +575,9 @@ def arguments() -> argparse.Namespace:
                     help="server.max_connections (default: notifyd's, 1000)")
     ap.add_argument("--files", type=int,
                     help="the daemon's open-files limit (default: this process's, raised)")
+    ap.add_argument("--strangers", type=int, default=0,
+                    help="stranger sockets with no key beside the flood (dribbled bodies, "
+                         "unread pipelines)")
     ap.add_argument("--quick", action="store_true", help="a smoke test: 5 s flood, 2 s capacity, "
                     "3 s settle and client timeout, unless given")
     args = ap.parse_args()
@@ -604,7 +612,8 @@ def sampling(pid: int, fds: bool = False) -> Iterator[Sampler]:
 def main() -> None:
     args = arguments()
     files = raise_nofile()
-    header(f"overload: {args.factor:g}x capacity for {args.seconds:g} s, open loop")
+    header(f"overload: {args.factor:g}x capacity for {args.seconds:g} s, open loop"
+           + (f", beside {args.strangers} stranger sockets" if args.strangers else ""))
     if args.files:
         print(f"the daemon's open-files limit: {args.files}")
     store = f"max_pending_writes = {args.max_pending}" if args.max_pending else ""
@@ -636,7 +645,8 @@ def run(args: argparse.Namespace, d: Daemon, files: int) -> None:
     with sampling(d.pid, fds=True) as sampler:
         time.sleep(0.3)
         before, fds_before = proc_status(d.pid, "VmRSS"), fd_count(d.pid)
-        mono_offset = asyncio.run(flood_phase(d.port, flood, args.connections, maker))
+        with beside(d, args.strangers) as stranger_report:
+            mono_offset = asyncio.run(flood_phase(d.port, flood, args.connections, maker))
         flood_end = flood.start + flood.seconds + mono_offset  # the last request's due time
         cpu = sampler.cpu(flood.start + mono_offset, flood_end)
         at_end = proc_status(d.pid, "VmRSS")
@@ -684,6 +694,8 @@ def run(args: argparse.Namespace, d: Daemon, files: int) -> None:
           f"database, {acked - found} missing; {rows} flood rows in all, {unacked} of them "
           f"without a 202 answer (given up, reset or still queued)")
     print(f"  notifyd exit status after SIGTERM: {code}")
+    for line in stranger_report:
+        print(f"  {line}")
     for line in d.warnings():
         print(f"  daemon log: {line}")
     print(f"  answers delivered: {acked} of the {rows} notifications the flood committed "
@@ -691,6 +703,22 @@ def run(args: argparse.Namespace, d: Daemon, files: int) -> None:
           f"{counts['202'] / span / max(rps, 1) * 100:.0f}% of capacity")
     if acked != found:
         raise SystemExit(f"LOST: {acked - found} accepted notifications are not in the database")
+
+
+@contextlib.contextmanager
+def beside(d: Daemon, strangers: int) -> Iterator[list[str]]:
+    """The stranger's sockets for as long as the block runs (none if `strangers` is 0); the
+    list is filled with what it saw and the daemon's own counts when the block ends."""
+    out: list[str] = []
+    if not strangers:
+        yield out
+        return
+    from strangers import Strangers, daemon_counts  # it imports this module
+
+    with Strangers(d.port, strangers) as stranger:
+        yield out
+        out.append(f"the daemon's own counts at the flood's end: {daemon_counts(d.port, d.key)}")
+        out[:0] = stranger.report().lines()
 
 
 async def flood_phase(port: int, flood: Flood, connections: int,

@@ -18,6 +18,12 @@ Quick: /work/main/.venv/bin/python benchmarks/slowloris.py --quick
    sockets are closed, and its open files (/proc/PID/fd) at peak; both sampled every 100 ms on a
    thread.
 
+--strangers N: the stranger's case instead (benchmarks/strangers.py): N sockets with no API key,
+half dribbling a sign-in form's body a byte every --dribble seconds, half pipelining requests and
+never reading an answer, each reopened as soon as the daemon ends it, so that they hold every
+place a stranger may; the same healthy client (a producer posting on its keep-alive connection, a
+new connection asking /healthz --probe-rate times a second) runs beside them.
+
 notifyd runs this checkout's code from a scratch folder (see benchmarks/overload.py), with its
 defaults (server.max_connections 1000, server.header_timeout_sec 10) unless --max-connections or
 --header-timeout. notifyd raises its own open-files soft limit to the hard one at start (--files
@@ -60,6 +66,7 @@ from overload import (  # noqa: E402
     raise_nofile,
     sampling,
 )
+from strangers import Strangers, daemon_counts  # noqa: E402
 
 HEAD = b"POST /v1/notifications HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
 DRIBBLE = b"X-Slow: o\r\n"  # sent a byte at a time: the headers never end
@@ -369,6 +376,9 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--header-timeout", type=float, help="server.header_timeout_sec")
     ap.add_argument("--files", type=int,
                     help="the daemon's open-files limit (default: this process's, raised)")
+    ap.add_argument("--strangers", type=int, default=0,
+                    help="the stranger's case: this many sockets with no key dribbling bodies "
+                         "and pipelining unread requests, instead of the slowloris")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke test: 3 s baseline, 6 s attack, 3 s settle unless given")
     args = ap.parse_args()
@@ -382,17 +392,48 @@ def arguments() -> argparse.Namespace:
 def main() -> None:
     args = arguments()
     files = raise_nofile()
-    header(f"slowloris: {args.sockets} sockets, a byte every {args.dribble:g} s, "
-           f"{'reopened when closed' if args.reopen else 'one wave'}")
+    header(f"strangers: {args.strangers} sockets with no key, a byte every {args.dribble:g} s"
+           if args.strangers else f"slowloris: {args.sockets} sockets, a byte every "
+           f"{args.dribble:g} s, {'reopened when closed' if args.reopen else 'one wave'}")
     server = []
     if args.max_connections:
         server.append(f"max_connections = {args.max_connections}")
     if args.header_timeout:
         server.append(f"header_timeout_sec = {args.header_timeout}")
-    if files < args.sockets + 100:
-        raise SystemExit(f"this process may open {files} files: too few for {args.sockets} sockets")
+    sockets = args.strangers or args.sockets
+    if files < sockets + 100:
+        raise SystemExit(f"this process may open {files} files: too few for {sockets} sockets")
     with Daemon(server_toml="\n".join(server), files=args.files) as d:
-        run(args, d, files)
+        (beside_strangers if args.strangers else run)(args, d, files)
+
+
+def beside_strangers(args: argparse.Namespace, d: Daemon, files: int) -> None:
+    """The healthy client alone, then beside the stranger's sockets."""
+    print(f"notifyd pid {d.pid}: server.max_connections {args.max_connections or 'default (1000)'}"
+          f"; its open-files limit {daemon_nofile(d.pid)}; this process may open {files}")
+    with sampling(d.pid, fds=True) as sampler:
+        base = asyncio.run(healthy(d.port, d.key, args.baseline, args.probe_rate))
+        print("\n".join(base.report("healthy client alone")), flush=True)
+        before, fds_before = proc_status(d.pid, "VmRSS"), fd_count(d.pid)
+        with Strangers(d.port, args.strangers, args.dribble) as stranger:
+            began = time.monotonic()
+            during = asyncio.run(healthy(d.port, d.key, args.attack, args.probe_rate))
+            counts = daemon_counts(d.port, d.key)
+            cpu = sampler.cpu(began, time.monotonic())
+            seen = stranger.report()
+        peak, fds_peak = sampler.peak(began, time.monotonic())
+    print("\n".join(seen.lines()))
+    print("\n".join(during.report("healthy client beside the stranger")))
+    print("summary")
+    print(f"  healthy client: {ratio(base, during)}")
+    print(f"  the daemon's own counts at the attack's end: {counts}")
+    print(f"  CPU during the attack: {cpu}")
+    print(f"  daemon RSS: before {mib(before)}, peak {mib(peak)}; open files: before "
+          f"{fds_before}, peak {fds_peak}")
+    print(f"  load average {load_now()} at the end; notifyd exit status after SIGTERM: "
+          f"{d.stop()}")
+    for line in d.warnings():
+        print(f"  daemon log: {line}")
 
 
 def run(args: argparse.Namespace, d: Daemon, files: int) -> None:

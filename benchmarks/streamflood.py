@@ -14,6 +14,11 @@ Quick: /work/main/.venv/bin/python benchmarks/streamflood.py --quick
    or answered, the same producers run again.
 3. after: the attacker closes its sockets; --settle seconds later the producers run once more.
 
+--strangers N: the stranger's case during the attack too (benchmarks/strangers.py): N more
+sockets with no API key, half dribbling a sign-in form's body, half pipelining requests and
+never reading an answer, each reopened as soon as the daemon ends it, so that they hold every
+place a stranger may while the streams are opened and the producers post.
+
 Each phase prints the others' accept p50/p99, the victim's POSTs (p50/p99 and the time for all),
 the daemon's open files and RSS (peak in the phase, sampled every 100 ms on a thread), and the
 daemon's stream counts from /metrics (open, closed by reason) where it has them. The daemon runs
@@ -57,6 +62,7 @@ from overload import (  # noqa: E402
     raise_nofile,
     sampling,
 )
+from strangers import Strangers, daemon_counts  # noqa: E402
 
 CONFIG = """
 [store]
@@ -258,6 +264,9 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--items", type=int, default=200, help="the victim's POSTs in each phase")
     ap.add_argument("--settle", type=float, default=5.0, help="seconds between attack and after")
     ap.add_argument("--per-user", type=int, help="server.max_streams_per_user")
+    ap.add_argument("--strangers", type=int, default=0,
+                    help="stranger sockets with no key during the attack (dribbled bodies, "
+                         "unread pipelines)")
     ap.add_argument("--quick", action="store_true", help="a smoke test: 4 s phases, 2 s settle")
     args = ap.parse_args()
     if args.quick:
@@ -294,23 +303,29 @@ def run(args: argparse.Namespace, d: Daemon) -> None:
         child = ctx.Process(target=attacker, name="streamflood", daemon=True, args=(
             d.port, args.streams, f"/v1/users/victim/inbox/stream?token={token}", there, stop,
             args.seconds * 3 + 120))
-        child.start()
-        try:
-            if not here.poll(120):
-                raise SystemExit("the attacker did not open its streams within 120 s")
-            opened = here.recv()
-            print(f"attacker: {args.streams} streams asked in {opened['took']:.1f} s; answers "
-                  f"{opened['answers']}; daemon open files now {fd_count(d.pid)}; "
-                  f"{stream_counts(d)}", flush=True)
-            produce(d, args, phases[1])
-            print("\n".join(phases[1].report(sampler)), flush=True)
-        finally:
-            stop.set()
-            if here.poll(30):
-                here.recv()
-            child.join(15)
-            if child.is_alive():
-                child.kill()
+        with contextlib.ExitStack() as strangers:
+            stranger = strangers.enter_context(Strangers(d.port, args.strangers)) \
+                if args.strangers else None
+            child.start()
+            try:
+                if not here.poll(120):
+                    raise SystemExit("the attacker did not open its streams within 120 s")
+                opened = here.recv()
+                print(f"attacker: {args.streams} streams asked in {opened['took']:.1f} s; "
+                      f"answers {opened['answers']}; daemon open files now {fd_count(d.pid)}; "
+                      f"{stream_counts(d)}", flush=True)
+                produce(d, args, phases[1])
+                print("\n".join(phases[1].report(sampler)), flush=True)
+                if stranger is not None:
+                    print(f"  the daemon's own counts: {daemon_counts(d.port, d.key)}")
+                    print("\n".join(stranger.report().lines()), flush=True)
+            finally:
+                stop.set()
+                if here.poll(30):
+                    here.recv()
+                child.join(15)
+                if child.is_alive():
+                    child.kill()
         time.sleep(args.settle)
         produce(d, args, phases[2])
         print("\n".join(phases[2].report(sampler)), flush=True)

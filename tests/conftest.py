@@ -11,9 +11,11 @@ from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import pg_support
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from engine_support import ENV_PREFIXES, Daemon, clean_env
+from store_support import fresh_sqlite
 from support import START_MS, Api, make_config
 
 from notifyd.config import PROXY_VARIABLES, Config
@@ -22,7 +24,7 @@ from notifyd.engine.ingest import Ingest
 from notifyd.http.app import make_app
 from notifyd.http.auth import KeyCache
 from notifyd.http.kit import Context
-from notifyd.store import open_store
+from notifyd.store import open_store, sqlite_path
 from notifyd.store.core.store import CoreStore
 
 # "HH:MM Zone" in a run under faketime (tests/process/test_time_of_day.py): the hour it shifted
@@ -52,6 +54,16 @@ def the_clock_reads_the_hour_asked() -> None:
     for read in reads:
         late = (int(read[:2]) * 60 + int(read[3:]) - asked) % 1440
         assert late <= 15, f"the clock reads {read} on {zone}, not {hhmm}: {reads}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """Once a test's fixtures are down (its stores closed, its daemons stopped), the
+    PostgreSQL schemas it was handed for its folder can be handed to another test."""
+    folder = getattr(item, "funcargs", {}).get("tmp_path")
+    yield
+    if isinstance(folder, Path):
+        pg_support.release(folder)
 
 
 @pytest.fixture(autouse=True)
@@ -93,6 +105,9 @@ def cfg(db_path: Path) -> Config:
 
 @pytest.fixture
 async def store(cfg: Config, clock: FakeClock) -> AsyncIterator[CoreStore]:
+    where = sqlite_path(cfg.store.url)
+    if where is not None:  # a migrated copy, as the store would have made it
+        fresh_sqlite(Path(where).parent, Path(where).name)
     s = await open_store(cfg.store.url, clock, sqlite=cfg.store.sqlite)
     assert isinstance(s, CoreStore)
     yield s

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ipaddress
+import socket
 import ssl
 from collections import deque
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ class FakeSmtp:
         self.sessions: list[SMTP] = []
         self.server: asyncio.Server | None = None
         self.port = 0
+        self._held: socket.socket | None = None  # the port kept refusing while down
 
     async def start(self, *, tls: ssl.SSLContext | None = None,
                     starttls: ssl.SSLContext | None = None,
@@ -61,12 +63,16 @@ class FakeSmtp:
             # does not warn; the client logs in because it is configured to.
             kwargs.update(authenticator=self._authenticator(credentials),
                           auth_require_tls=False)
+        self._release()
         self.server = await loop.create_server(lambda: _Session(self, **kwargs), "127.0.0.1",
                                                port, ssl=tls)
         self.port = self.server.sockets[0].getsockname()[1]
         return self
 
-    async def stop(self) -> None:
+    async def stop(self, *, keep_port: bool = False) -> None:
+        """Close the server. With `keep_port`, its port stays bound (not listening) until
+        start() brings it back: connections are refused, and no other server on this machine
+        (another test, in this process or another) can take the port meanwhile."""
         for event in (self.hold, self.hold_rcpt):
             if event is not None:
                 event.set()
@@ -74,6 +80,17 @@ class FakeSmtp:
         if self.server is not None:
             self.server.close()
             await self.server.wait_closed()
+        self._release()
+        if keep_port:
+            held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            held.bind(("127.0.0.1", self.port))
+            self._held = held
+
+    def _release(self) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     def drop_connections(self) -> None:
         """The server closes every open session, as one does after its idle timeout."""

@@ -48,11 +48,25 @@ class ServerConfig(Checked):
                                "whole request within a quarter second gives its place to them. "
                                "Each needs a file descriptor: lowered to fit the open-files "
                                "limit, with a warning.", 1000, ge=1)
+    producer_share: float = doc("The share of max_connections kept for connections that have "
+                                "presented an API key or a console session: the others "
+                                "(webhooks, unsubscribe links, a person's pages, the console's "
+                                "sign-in, health checks, anyone) hold the rest at most, so "
+                                "that no stranger can take every place. Past that a stranger's "
+                                "request is answered 503 too_many_connections (a health check "
+                                "is answered as usual) and its connection closed. 0: no "
+                                "places kept.", 0.25, ge=0, le=0.9)
     header_timeout_sec: float = doc("A connection must start each request this soon after "
                                     "opening or after its last request (slow headers, idle "
                                     "keep-alive), or it is closed.", 10.0, gt=0)
     body_timeout_sec: float = doc("A request's body must arrive this soon once its handler "
-                                  "reads it, or the answer is 408 request_timeout.", 10.0, gt=0)
+                                  "reads it, or the answer is 408 request_timeout; the body of "
+                                  "a request answered without reading it, this soon after the "
+                                  "answer, or its connection is closed.", 10.0, gt=0)
+    write_timeout_sec: float = doc("An answer the client leaves unread this long once it has "
+                                   "filled the connection's buffers (a client that stops "
+                                   "reading, or sends requests and never reads their answers) "
+                                   "closes its connection.", 10.0, gt=0)
     max_streams: int = doc("Most inbox streams (GET .../inbox/stream) open at once; they do not "
                            "count against max_connections, but each needs a file descriptor. "
                            "0: what the open-files limit leaves beside max_connections, the "

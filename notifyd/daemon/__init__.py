@@ -51,6 +51,7 @@ from notifyd.http.guard import ConnectionGuard
 from notifyd.http.kit import Context
 from notifyd.http.listener import BACKLOG, GuardedSite
 from notifyd.http.serverlog import AccessLog, ServerLog
+from notifyd.http.vouch import vouched
 from notifyd.store import Held, Store, StoreUnavailable, hold, open_store
 
 log = logging.getLogger("notifyd")
@@ -161,8 +162,7 @@ class Daemon:
                         Hub(fit.streams, cfg.server.max_streams_per_user, metrics,
                             shared=store.shared))
         self.gen = build(cfg, self.templates, shared)
-        self.guard = ConnectionGuard(self.clock, fit.connections, cfg.server.header_timeout_sec,
-                                     metrics)
+        self.guard = ConnectionGuard(self.clock, fit.connections, cfg.server, vouched, metrics)
         self.ctx = Context(cfg, self.gen.ingest, KeyCache(store, self.clock), self.clock,
                            self.gen.health, link_key=shared.link_key, guard=self.guard)
         stop_claiming = asyncio.Event()
@@ -259,7 +259,7 @@ class Daemon:
             log.warning("%s changed; takes effect at the next restart", key)
         self.ctx.use(gen.cfg, gen.ingest, gen.health)  # requests from here on
         fit = self._fit(gen.cfg)
-        self.guard.resize(fit.connections, gen.cfg.server.header_timeout_sec)
+        self.guard.resize(fit.connections, gen.cfg.server)
         self.ctx.hub.resize(fit.streams, gen.cfg.server.max_streams_per_user)
         await old.stop()  # it claims no more; its sends go on
         self.gen, self.cfg, self.templates = gen, gen.cfg, gen.templates
@@ -290,7 +290,7 @@ class Daemon:
         requests already running finish."""
         cfg = self.cfg
         access = logging.getLogger("notifyd.access") if self.access_log else None
-        runner = web.AppRunner(make_app(ctx, [guard.middleware]), access_log=access,
+        runner = web.AppRunner(make_app(ctx, [guard.middleware, guard.share.middleware]), access_log=access,
                                access_log_class=AccessLog, handle_signals=False,
                                shutdown_timeout=cfg.daemon.grace_sec,
                                logger=ServerLog(self.clock))

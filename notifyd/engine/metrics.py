@@ -74,10 +74,20 @@ class Metrics:
                              "did not send.", registry=r)
         self.connections_open = Gauge("notifyd_connections_open", "HTTP connections open now "
                                       "(at most server.max_connections).", registry=r)
+        self.connections_strangers = Gauge(
+            "notifyd_connections_strangers", "HTTP connections open now that have presented no "
+            "API key or console session (at most server.max_connections less "
+            "server.producer_share).", registry=r)
+        self.connections_unread = Gauge(
+            "notifyd_connections_unread", "HTTP connections whose answers fill their buffers now "
+            "(the client reads nothing; closed past server.write_timeout_sec).", registry=r)
         self.connections_closed = Counter(
             "notifyd_connections_closed", "Connections the guard closed: evicted (no whole request "
             "within a quarter second, for a newcomer waiting at server.max_connections), "
-            "timed_out (no request within server.header_timeout_sec).", ["why"], registry=r)
+            "timed_out (no request within server.header_timeout_sec), unread (an answer not "
+            "read within server.write_timeout_sec), body (a body not sent within "
+            "server.body_timeout_sec after its answer), over_share (a stranger's, answered and "
+            "closed while strangers held their whole share).", ["why"], registry=r)
         self.streams_open = Gauge("notifyd_streams_open", "Inbox streams open now (at most "
                                   "server.max_streams).", registry=r)
         self.streams_closed = Counter(

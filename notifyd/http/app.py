@@ -46,7 +46,7 @@ from notifyd.http.kit import (
     resolved,
     user_id_of,
 )
-from notifyd.http.openapi import spec
+from notifyd.http.openapi import encoded
 from notifyd.shapes.decode import decode
 from notifyd.shapes.notifications import Health, Ready, ResolutionRequest, ResolveRequest
 from notifyd.shapes.people import (
@@ -352,9 +352,9 @@ def _refusal(err: ApiError, status: int) -> web.Response:
 
 async def get_openapi(request: web.Request) -> web.Response:
     cfg = request.app[CTX].cfg
-    return web.json_response(spec(sorted(cfg.kinds), sorted(cfg.channels),
-                                  cfg.tokens.max_ttl_sec, cfg.fanout.max_inline_users),
-                             dumps=lambda doc: ENCODE(doc).decode())
+    return web.Response(body=encoded(tuple(sorted(cfg.kinds)), tuple(sorted(cfg.channels)),
+                                     cfg.tokens.max_ttl_sec, cfg.fanout.max_inline_users),
+                        content_type="application/json")
 
 
 async def get_health(request: web.Request) -> web.Response:
@@ -410,15 +410,16 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/metrics", get_metrics),
 ]
 ROUTES += events.ROUTES + topics.ROUTES  # http/events.py, http/topics.py
+EVERY_ROUTE = [*ROUTES, *people.ROUTES, *unsubscribe.ROUTES, *widget.ROUTES, *CONSOLE_ROUTES]
 
 
 def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:
-    """The app; `outer` middlewares (the connection guard's) run before the error catalog's."""
+    """The app; `outer` middlewares (the connection guard's and the strangers' share) run
+    before the error catalog's."""
     app = web.Application(middlewares=[*(outer or []), people.cors_middleware, errors_middleware],
                           client_max_size=ctx.cfg.server.max_body_bytes)
     app[CTX] = ctx
     app[SIGN_INS] = SignIns(ctx.clock)
-    for method, path, handler in [*ROUTES, *people.ROUTES, *unsubscribe.ROUTES, *widget.ROUTES,
-                                  *CONSOLE_ROUTES]:
+    for method, path, handler in EVERY_ROUTE:
         app.router.add_route(method, path, handler)
     return app

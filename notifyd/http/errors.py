@@ -62,6 +62,8 @@ CATALOG: dict[str, ErrorSpec] = {
                                  "the same dedup key (nothing was accepted)"),
     "storage_unavailable": ErrorSpec(503, "the database cannot take writes now; retry after "
                                           "Retry-After (nothing was accepted)"),
+    "too_many_connections": ErrorSpec(503, "every place for connections without an API key "
+                                           "is taken; retry after Retry-After"),
     "provider_unreachable": ErrorSpec(503, "verifying the webhook needs a file from the provider "
                                            "that could not be fetched; retry later (nothing was "
                                            "stored)"),

@@ -1,5 +1,5 @@
-"""The connections' guard: a bounded number of them, none held idle, none closed with a request on
-it.
+"""The connections' guard: a bounded number of them, none held idle or unread, none closed for a
+newcomer with a request on it, and strangers within their share (http/share.py).
 
 Every connection must start a request within server.header_timeout_sec of opening, and of its
 previous request ending (that is also the keep-alive idle timeout): a connection that dribbles its
@@ -10,11 +10,16 @@ head (a slowloris socket, a client that connected and said nothing) gives up its
 has sent a request is never closed for a newcomer: its request may be running, its answer on its
 way, its next request in flight (closing those lost answers whose requests were committed). A
 request whose client has already gone is not run: its answer could not arrive.
-A connection that became an inbox stream leaves the count; the bytes it may hold unsent are
-bounded: a stream that stays past the bound (its page reads nothing) for header_timeout_sec is
-closed, and resumes from the rows when its page comes back.
-Bodies have their own timeout (web.read_body). A malformed request is answered in the API's
-error shape.
+An answer the client does not read is bounded too: once its unsent bytes fill the socket's and
+the transport's buffers (pause_writing), they must all go within server.write_timeout_sec or the
+connection is closed, so a client that pipelines requests and never reads the answers loses its
+place. A connection that became an inbox stream leaves the count; the bytes it may hold unsent
+are bounded: a stream that stays past the bound (its page reads nothing) for header_timeout_sec
+is closed, and resumes from the rows when its page comes back.
+Bodies have their own timeout: handlers read them under it (kit.bounded), and the rest of a body
+that a handler answered without reading (aiohttp reads it, to keep the connection) must arrive
+within server.body_timeout_sec of the answer, or the connection is closed. A malformed request
+is answered in the API's error shape.
 """
 
 from __future__ import annotations
@@ -30,14 +35,19 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
 
+from notifyd.config import ServerConfig
 from notifyd.core.clock import Clock
+from notifyd.core.logs import Throttled
 from notifyd.engine.metrics import Metrics
 from notifyd.http.errors import CATALOG
+from notifyd.http.share import Share, Vouch
 
 log = logging.getLogger("notifyd.http")
-SWEEP_SEC = 1.0
+SWEEP_SEC = 1.0  # the sweep's period, or a quarter of the shortest timeout when that is less
+SWEEP_MIN_SEC = 0.02
 # A connection may give its place to a waiting newcomer once it has been open this long without
 # sending a whole request head (or having one unread in its socket): a client sends its request
 # as its connect completes, a slowloris never finishes one. The shorter, the sooner newcomers
@@ -52,6 +62,7 @@ HEAD_END = b"\r\n\r\n"
 STREAM_SNDBUF = 64 * 1024
 STREAM_BUFFER_MAX = 256 * 1024
 CLIENT_GONE = 499  # the access log's status for a request not run: its client had left
+REQUEST_TIMEOUT = 408  # a body past server.body_timeout_sec (kit.bounded)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -69,6 +80,8 @@ class Guarded(asyncio.Protocol):
         self.stream = False  # an inbox stream now: out of the count, its unsent bytes bounded
         self.on_lost: Callable[[], None] | None = None  # a stream's: its page is gone
         self.behind_since = 0  # a stream's: when its unsent bytes passed the bound (ms)
+        self.unread_since: int | None = None  # when its answer's bytes last filled the buffers
+        self.body: StreamReader | None = None  # an answered request's body still arriving
         self._tail = b""  # the last bytes received, for a head's end split across reads
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -102,6 +115,8 @@ class Guarded(asyncio.Protocol):
     def pause_writing(self) -> None:
         if self.stream:
             self.guard.behind(self, True)
+        else:
+            self.guard.filled(self)
         if self.inner is not None:
             self.inner.pause_writing()
 
@@ -113,25 +128,37 @@ class Guarded(asyncio.Protocol):
 
 
 class ConnectionGuard:
-    def __init__(self, clock: Clock, max_connections: int, header_timeout_sec: float,
+    def __init__(self, clock: Clock, max_connections: int, server: ServerConfig, vouch: Vouch,
                  metrics: Metrics | None = None) -> None:
         self.clock = clock
         self.metrics = metrics or Metrics()
+        self.share = Share(vouch, self.metrics, Throttled(log, clock))
         self.open: dict[asyncio.BaseTransport, Guarded] = {}
         # Admitted and no request head yet, oldest first: the only ones a newcomer may replace.
         self.fresh: dict[asyncio.BaseTransport, Guarded] = {}
         self.arriving = 0  # accepted, not yet admitted
         self.slow: dict[asyncio.BaseTransport, Guarded] = {}  # streams past their bound
+        # Connections whose answers filled the buffers, since the last sweep that saw them empty.
+        self.unsent: dict[asyncio.BaseTransport, Guarded] = {}
         self.freed = asyncio.Event()  # set when a place frees (the listener waits on it)
         self.evicted = self.timed_out = 0
-        self.resize(max_connections, header_timeout_sec)
+        self.resize(max_connections, server)
 
-    def resize(self, max_connections: int, header_timeout_sec: float) -> None:
+    def resize(self, max_connections: int, server: ServerConfig) -> None:
         """New bounds (a reload's): connections over a lower ceiling stay until they end; the
-        next sweep times out by the new timeout."""
+        next sweep times out by the new timeouts."""
         self.max_connections = max_connections
-        self.timeout_ms = int(header_timeout_sec * 1000)
+        self.timeout_ms = int(server.header_timeout_sec * 1000)
+        self.body_ms = int(server.body_timeout_sec * 1000)
+        self.write_ms = int(server.write_timeout_sec * 1000)
+        self.share.resize(max_connections, server.producer_share)
         self.freed.set()
+
+    @property
+    def period(self) -> float:
+        """How often the sweep runs: often enough for the shortest timeout to hold."""
+        shortest = min(self.timeout_ms, self.body_ms, self.write_ms) / 1000
+        return max(SWEEP_MIN_SEC, min(SWEEP_SEC, shortest / 4))
 
     def protocol(self, make: Callable[[], RequestHandler]) -> Guarded:
         return Guarded(self, make)
@@ -175,6 +202,8 @@ class ConnectionGuard:
         if conn is None:
             return
         self.fresh.pop(transport, None)
+        self.unsent.pop(transport, None)
+        self.share.forget(transport)
         self.freed.set()
         conn.stream = True
         sock = transport.get_extra_info("socket")
@@ -194,10 +223,21 @@ class ConnectionGuard:
         else:
             self.slow.pop(conn.transport, None)
 
+    def filled(self, conn: Guarded) -> None:
+        """An answer's unsent bytes filled the socket's and the transport's buffers: from now
+        the client has server.write_timeout_sec to read them all."""
+        if conn.transport is not None and conn.transport not in self.unsent:
+            conn.unread_since = self.clock.now_ms()
+            self.unsent[conn.transport] = conn
+            self.metrics.connections_unread.set(len(self.unsent))
+
     def forget(self, conn: Guarded) -> None:
         if conn.transport is None:
             return
         self.slow.pop(conn.transport, None)
+        if self.unsent.pop(conn.transport, None) is not None:
+            self.metrics.connections_unread.set(len(self.unsent))
+        self.share.forget(conn.transport)
         if self.open.pop(conn.transport, None) is not None:
             self.fresh.pop(conn.transport, None)
             self.freed.set()
@@ -216,42 +256,68 @@ class ConnectionGuard:
         conn = self.open.get(request.transport)
         if conn is not None:
             self.heard(conn)  # a head this guard did not see end (bare LF line ends)
-            conn.idle_since = None
+            conn.idle_since, conn.body = None, None
         try:
             response = await handler(request)
-            with contextlib.suppress(ConnectionResetError):  # the client left: nothing to send
+            if response.status == REQUEST_TIMEOUT and not response.prepared:
+                response.force_close()  # its body came too slowly: no waiting for the rest
+            with contextlib.suppress(ConnectionError):  # the client left, or was closed
                 await response.prepare(request)  # aiohttp's own prepare and write_eof are then
                 await response.write_eof()  # no-ops
+            if not response.keep_alive and not request.content.is_eof():
+                request.protocol.force_close()  # it ends here: the rest of its body is not read
             return response
         finally:
             if conn is not None:
                 conn.idle_since = self.clock.now_ms()
+                if not request.content.is_eof():  # answered unread: aiohttp reads the rest
+                    conn.body = request.content
 
     def sweep(self) -> int:
         """Close connections idle past the timeout (no request started in time; one whose
-        request head just arrived is about to start it, and is left alone), and streams past
-        their bound for as long."""
+        request head just arrived is about to start it, and is left alone), streams past
+        their bound for as long, answers left unread past the write timeout and unread bodies
+        past the body timeout."""
         now = self.clock.now_ms()
         cutoff = now - self.timeout_ms
         stale = [c for c in self.open.values()
                  if c.idle_since is not None and c.idle_since <= cutoff
                  and (c.head_at is None or c.head_at <= now - HEAD_GRACE_MS)]
-        for conn in stale:
-            self._close(conn)
+        self._close_all(stale, "timed_out")
         slow = [c for c in self.slow.values() if c.behind_since <= cutoff]
         for conn in slow:  # its page has read nothing for the timeout: it resumes from the rows
             self._close(conn)
         self.metrics.streams_closed.labels("slow").inc(len(slow))
+        self._close_all(self._unread_too_long(now), "unread")
+        self._close_all([c for c in self.open.values() if c.body is not None
+                         and c.idle_since is not None and c.idle_since <= now - self.body_ms
+                         and not c.body.is_eof()], "body")
         self.timed_out += len(stale)
-        self.metrics.connections_closed.labels("timed_out").inc(len(stale))
         self.metrics.connections_open.set(len(self.open))
+        self.metrics.connections_unread.set(len(self.unsent))
         return len(stale)
+
+    def _unread_too_long(self, now: int) -> list[Guarded]:
+        """Connections whose answers stayed unsent past the write timeout; those whose buffers
+        emptied since are no longer watched."""
+        late = []
+        for transport, conn in list(self.unsent.items()):
+            if not transport.get_write_buffer_size():  # type: ignore[attr-defined]
+                del self.unsent[transport]
+            elif conn.unread_since is not None and conn.unread_since <= now - self.write_ms:
+                late.append(conn)
+        return late
+
+    def _close_all(self, conns: list[Guarded], why: str) -> None:
+        for conn in conns:
+            self._close(conn)
+        self.metrics.connections_closed.labels(why).inc(len(conns))
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             self.sweep()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), SWEEP_SEC)
+                await asyncio.wait_for(stop.wait(), self.period)
 
 
 def _unread(conn: Guarded) -> bool:

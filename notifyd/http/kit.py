@@ -11,6 +11,8 @@ from typing import Protocol, TypeVar
 
 import msgspec
 from aiohttp import web
+from aiohttp.web_request import FileField
+from multidict import MultiDictProxy
 
 from notifyd.config import Config
 from notifyd.core.clock import Clock
@@ -26,7 +28,7 @@ from notifyd.engine.resolution import Ref
 from notifyd.engine.stream import Event, Hub
 from notifyd.http.auth import KeyCache
 from notifyd.http.errors import ApiError, body_of, status_of
-from notifyd.http.guard import ConnectionGuard
+from notifyd.http.guard import CLIENT_GONE, ConnectionGuard
 from notifyd.http.health import Health
 from notifyd.shapes.common import Id
 from notifyd.shapes.decode import convert, decode
@@ -114,6 +116,10 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return await handler(request)
     except DomainError as e:
         return error_response(e)
+    except ClientGone:  # nothing to answer: no one is there to read it
+        log.debug("%s %s: the client left before its body arrived", request.method,
+                  printable(request.path))
+        return web.Response(status=CLIENT_GONE)
     except Overloaded:
         return error_response(ApiError("overloaded"))
     except StorageError as e:
@@ -175,13 +181,31 @@ def not_every_kind(key: ApiKey, what: str) -> ApiError:
                     "kind)")
 
 
-async def read_body(request: web.Request) -> bytes:
-    """The body, within server.body_timeout_sec: a client dribbling it holds nothing long."""
+class ClientGone(Exception):  # noqa: N818 - a fact about the client, not an error of ours
+    """The client closed its connection before its request's body had arrived."""
+
+
+async def bounded(request: web.Request, read: Callable[[], Awaitable[T]]) -> T:
+    """What `read` takes of the request's body, within server.body_timeout_sec: the one way
+    every handler reads a body, so a client dribbling one holds nothing long, and one that
+    leaves midway is ClientGone (a debug line), not an error of ours."""
     try:
         async with asyncio.timeout(request.app[CTX].cfg.server.body_timeout_sec):
-            return await request.read()
+            return await read()
     except TimeoutError:
         raise ApiError("request_timeout") from None
+    except ConnectionResetError:  # aiohttp's own when the connection is lost mid-body
+        raise ClientGone from None
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The body's bytes, within the body timeout."""
+    return await bounded(request, request.read)
+
+
+async def read_form(request: web.Request) -> MultiDictProxy[str | bytes | bytearray | FileField]:
+    """A form post's fields, within the body timeout."""
+    return await bounded(request, request.post)
 
 
 async def read_as(request: web.Request, shape: type[T]) -> T:

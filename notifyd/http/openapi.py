@@ -370,3 +370,12 @@ def spec(kinds: list[str] | None = None, channels: list[str] | None = None,
     schemas["TokenRequest"]["properties"]["ttl_sec"]["maximum"] = token_ttl_max
     schemas["Audience"]["properties"]["user_ids"]["maxItems"] = max_inline_users
     return doc
+
+
+@functools.lru_cache(maxsize=4)
+def encoded(kinds: tuple[str, ...], channels: tuple[str, ...], token_ttl_max: int,
+            max_inline_users: int) -> bytes:
+    """The document as JSON, made once per config: anyone may ask for it, and making it takes
+    milliseconds that a client asking again and again would take from every other request."""
+    return msgspec.json.encode(spec(list(kinds), list(channels), token_ttl_max,
+                                    max_inline_users))

@@ -32,8 +32,8 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,12 +113,13 @@ RANDOMIZED = {"webpush": {"seed"}}  # frozen on purpose: the same frozen payload
 # --- the peers -----------------------------------------------------------------------------------
 
 
-def closed_port() -> int:
-    """A port that nothing listens on (bound, then released)."""
+@contextmanager
+def closed_port() -> Iterator[int]:
+    """A port that nothing listens on: bound and not listening for as long as the test runs,
+    so connections to it are refused and no other server can take it meanwhile."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
+        yield s.getsockname()[1]
 
 
 @dataclass
@@ -530,15 +531,15 @@ async def test_render_gives_a_json_payload_and_a_destination_the_same_each_time(
 @pytest.mark.parametrize("type_name", ALL_TYPES)
 async def test_nothing_listening_is_failed(type_name: str, tmp_path: Path,
                                            rsa_key: rsa.RSAPrivateKey) -> None:
-    port = closed_port()
-    async with built(type_name, Where(f"http://127.0.0.1:{port}", port), tmp_path,
-                     rsa_key) as b:
-        answers, took = await send(b)
-        if type_name == "log":
-            only(answers, Sent)  # the log channel reaches no server: nothing can fail
-        else:
-            only(answers, Failed)
-        assert took < TIMEOUT + LATE
+    with closed_port() as port:
+        async with built(type_name, Where(f"http://127.0.0.1:{port}", port), tmp_path,
+                         rsa_key) as b:
+            answers, took = await send(b)
+    if type_name == "log":
+        only(answers, Sent)  # the log channel reaches no server: nothing can fail
+    else:
+        only(answers, Failed)
+    assert took < TIMEOUT + LATE
 
 
 # --- (c) no answer -------------------------------------------------------------------------------

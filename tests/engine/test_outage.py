@@ -212,7 +212,7 @@ async def test_an_email_posted_while_the_relay_is_down_is_sent_once_when_it_retu
     async with stack(tmp_path, kinds) as s:
         await s.user("ada", email="ada@example.org")
         port = s.smtp.port
-        await s.smtp.stop()  # connection refused from here on
+        await s.smtp.stop(keep_port=True)  # connection refused from here on, port kept
         posted = await s.client.post("/v1/notifications", json={
             "user_id": "ada", "kind": "alert", "params": {"what": "disk full"}},
             headers={"Authorization": f"Bearer {s.key}"})

@@ -80,9 +80,11 @@ def test_a_slowloris_cannot_keep_a_healthy_client_out(tmp_path: Path) -> None:
     assert "Traceback" not in d.stderr()
 
 
-def _ask(s: socket.socket, path: str = "/healthz") -> bytes:
-    """One request on a keep-alive connection; the answer's head and body."""
-    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+def _ask(s: socket.socket, path: str = "/healthz", key: str = "") -> bytes:
+    """One request on a keep-alive connection (with the API key, if one is given); the
+    answer's head and body."""
+    auth = f"Authorization: Bearer {key}\r\n" if key else ""
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode())
     return _answer(s)
 
 
@@ -104,13 +106,14 @@ def test_a_connection_that_made_a_request_keeps_its_place_and_a_newcomer_waits(
         tmp_path: Path) -> None:
     """At server.max_connections, connections that made requests are never closed for a
     newcomer (their next request may be on its way): newcomers wait in the backlog until a
-    place frees, and one whose client left while it waited is not run."""
+    place frees, and one whose client left while it waited is not run. The clients are a
+    producer's (they present its key): strangers could hold only their share of the places."""
     key = create_key(tmp_path / "n.db", _config(tmp_path, max_connections=4))
     d = Daemon(tmp_path / "n.db", config=_config(tmp_path, max_connections=4))
     clients = [socket.create_connection(("127.0.0.1", _port(d)), timeout=10) for _ in range(4)]
     try:
         for s in clients:
-            assert _ask(s).startswith(b"HTTP/1.1 200")
+            assert _ask(s, key=key).startswith(b"HTTP/1.1 200")
         body = json.dumps({"user_id": "u1", "kind": "demo", "params": {},
                            "dedup_key": "gone"}).encode()
         with socket.create_connection(("127.0.0.1", _port(d)), timeout=10) as gone:
@@ -120,7 +123,7 @@ def test_a_connection_that_made_a_request_keeps_its_place_and_a_newcomer_waits(
         late = socket.create_connection(("127.0.0.1", _port(d)), timeout=10)
         late.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         for s in clients:  # every one still open and served
-            assert _ask(s).startswith(b"HTTP/1.1 200")
+            assert _ask(s, key=key).startswith(b"HTTP/1.1 200")
         clients.pop().close()  # a place frees: the newcomers are taken in turn
         clients.append(late)
         assert _answer(late).startswith(b"HTTP/1.1 200")

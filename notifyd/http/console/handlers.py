@@ -29,7 +29,7 @@ from notifyd.http.console.pages import page, render
 from notifyd.http.console.session import Operator
 from notifyd.http.console.signins import SignInRefused
 from notifyd.http.errors import ApiError
-from notifyd.http.kit import CTX, no_notification
+from notifyd.http.kit import CTX, no_notification, read_form
 from notifyd.http.names import names_of
 from notifyd.shapes.decode import convert
 from notifyd.shapes.people import SuppressionRequest
@@ -76,7 +76,7 @@ def _next(path: str | None) -> str:
 
 @page
 async def post_sign_in(request: web.Request) -> web.StreamResponse:
-    form = await request.post()
+    form = await read_form(request)
     given = form.get("csrf")
     signin.check_form(request, given if isinstance(given, str) else None)
     credential = session.field(form, "credential", 200)
@@ -103,7 +103,7 @@ async def post_sign_in(request: web.Request) -> web.StreamResponse:
 async def post_sign_out(request: web.Request) -> web.StreamResponse:
     """The session ends for good, not only in this browser: a copy of its cookie is refused."""
     s = await session.required(request)
-    given = (await request.post()).get("csrf")
+    given = (await read_form(request)).get("csrf")
     session.check_csrf(request, s, given if isinstance(given, str) else None)
     await session.sign_out(request, s)
     response = web.HTTPSeeOther(session.SIGN_IN)

@@ -23,7 +23,7 @@ from multidict import MultiDictProxy
 from notifyd.core.models import ADMIN
 from notifyd.domain import signed
 from notifyd.http.errors import ApiError
-from notifyd.http.kit import CTX
+from notifyd.http.kit import CTX, read_form
 
 log = logging.getLogger("notifyd.console")
 COOKIE = "notifyd_console"
@@ -147,7 +147,7 @@ async def operator(request: web.Request) -> tuple[signed.Session, Operator]:
 async def form(request: web.Request) -> tuple[Operator, MultiDictProxy[str | bytes | Any]]:
     """A form post of a signed-in session's own page (its CSRF token), and who posted it."""
     s, op = await operator(request)
-    posted = await request.post()
+    posted = await read_form(request)
     given = posted.get("csrf")
     check_csrf(request, s, given if isinstance(given, str) else None)
     return op, posted
