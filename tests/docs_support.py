@@ -34,6 +34,7 @@ EXAMPLES = {
     "user token in javascript": ("docs/people.md", "User tokens", "js", 0),
     "erasure answer": ("docs/people.md", "Erasure", "json", 0),
     "inbox widget": ("docs/people.md", "The inbox widget", "html", 0),
+    "names file": ("docs/people.md", "Names a person reads", "toml", 0),
     "recovery output": ("docs/recovery.md", "What it prints", "text", 0),
     "recovery output, timeout before accept": ("docs/recovery.md", "With a timeout before accept",
                                                "text", 0),

@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 from role_support import narrowed
 from store_support import BACKENDS
 
@@ -57,16 +59,23 @@ from notifyd.config import (
     ScannerConfig,
     ServerConfig,
     StoreConfig,
+    load_config,
     validate,
 )
 from notifyd.core.clock import FakeClock
 from notifyd.core.contacts import EMAIL
 from notifyd.core.models import ApiKey, Claim, Lane, Want
 from notifyd.domain import signed
+from notifyd.domain.views import status_view
+from notifyd.engine.digests import carriers
 from notifyd.engine.ingest import Ingest
+from notifyd.engine.render import load_templates
 from notifyd.engine.scanner import Scanner, Wakeups
 from notifyd.engine.sender import SenderPool, build_adapters
 from notifyd.engine.templates import Templates
+from notifyd.http.app import make_app
+from notifyd.http.auth import KeyCache, hash_key, new_key
+from notifyd.http.kit import Context
 from notifyd.store import ClaimStore, Notification, SendStore, open_store
 from notifyd.store.core.store import CoreStore
 from notifyd.store.sqlite.settings import SqliteSettings
@@ -449,6 +458,13 @@ class Engine:
         assert n is not None
         return n
 
+    async def status(self, nid: str) -> dict[str, Any]:
+        """The status document GET /v1/notifications/{id} answers, as plain dicts."""
+        n = await self.record(nid)
+        doc: dict[str, Any] = msgspec.to_builtins(
+            status_view(n, self.now, await carriers(self.store, n)))
+        return doc
+
     async def step(self, nid: str, no: int) -> dict[str, Any]:
         return dict((await self.notification(nid))["steps"][no])
 
@@ -484,6 +500,35 @@ async def engine(tmp_path: Path, channels: dict[str, ChannelConfig],
             yield eng
 
 
+class OverHttp:
+    """A test that drives the engine over the HTTP API with a key, on the fake clock: its
+    calls, a notification's status document and step states, and time moved on by hand (each
+    move followed by scans run to completion). A stack dataclass gives `e`, `client`, `key`."""
+
+    e: Engine
+    client: TestClient[Any, Any]
+    key: str
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+    async def call(self, method: str, path: str, body: Any = None, status: int = 200) -> Any:
+        r = await self.client.request(method, path, json=body, headers=self.auth)
+        assert r.status == status, f"{method} {path}: {r.status} {await r.text()}"
+        return await r.json() if r.content_type == "application/json" else None
+
+    async def status(self, nid: str) -> dict[str, Any]:
+        return await self.e.status(nid)
+
+    async def states(self, nid: str) -> list[str]:
+        return [s["status"] for s in (await self.status(nid))["steps"]]
+
+    async def advance(self, seconds: float) -> int:
+        self.e.clock.advance(seconds)
+        return await self.e.cycle()
+
+
 @asynccontextmanager
 async def engine_for(cfg: Config, *, seed: int = 1, clock: FakeClock | None = None,
                      templates: Templates | None = None) -> AsyncIterator[Engine]:
@@ -511,6 +556,27 @@ async def engine_for(cfg: Config, *, seed: int = 1, clock: FakeClock | None = No
         finally:
             await pool.close()
             await store.close()
+
+
+@asynccontextmanager
+async def served(config: Path, scopes: frozenset[str]) -> AsyncIterator[
+        tuple[Engine, Context, TestClient[Any, Any], str]]:
+    """The engine of the config file (its templates checked) on a fake clock that starts at the
+    wall clock, since providers sign with the time and are judged by it (and judge ours); the
+    app over it in a test client, and a key of tenant default with `scopes`."""
+    cfg = load_config(config)
+    templates, problems = load_templates(cfg)
+    assert problems == []
+    async with engine_for(cfg, templates=templates,
+                          clock=FakeClock(int(time.time() * 1000))) as e:
+        ctx = Context(cfg, e.ingest, KeyCache(e.store, e.clock), e.clock,
+                      link_key=e.pool.renderer.link_key)
+        fetcher = ctx.fetch  # a test may answer the certificate fetch itself
+        async with TestClient(TestServer(make_app(ctx))) as client:
+            key = new_key()
+            await e.store.create_key(hash_key(key), "t", "default", (), scopes)
+            yield e, ctx, client, key
+        await fetcher.close()
 
 
 def plain(obj: Any) -> Any:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import tomli_w
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -22,8 +21,6 @@ from fake_twilio import ACCOUNT, TOKEN, FakeTwilio, twilio_app
 
 from notifyd.config import load_config
 from notifyd.core.clock import FakeClock
-from notifyd.domain.views import status_view
-from notifyd.engine.digests import carriers
 from notifyd.engine.render import load_templates
 from notifyd.http.app import make_app
 from notifyd.http.auth import KeyCache, hash_key, new_key
@@ -54,8 +51,7 @@ class Stack:
     key: str = ""
 
     async def status(self, nid: str) -> dict[str, Any]:
-        n = await self.e.record(nid)
-        return msgspec.to_builtins(status_view(n, self.e.now, await carriers(self.e.store, n)))
+        return await self.e.status(nid)
 
 
 

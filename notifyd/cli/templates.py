@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -10,8 +9,8 @@ import click
 from notifyd.channels.webpush import generate_vapid_keys
 from notifyd.cli.base import config_of, global_options, main
 from notifyd.core.text import plural
-from notifyd.engine.render import load_templates, requirements
-from notifyd.engine.templates import MEDIA, TemplateError, Templates
+from notifyd.engine.preview import PreviewError, preview
+from notifyd.engine.render import load_templates, read_templates, requirements
 
 
 @main.group()
@@ -62,24 +61,14 @@ def templates_render(ctx: click.Context, kind: str, channel: str, locale: str | 
     --params '{"amount": "9.90 EUR", "invoice": "1009", "url": "https://x.io/i/1009"}'
     """
     cfg = config_of(ctx)
-    medium = cfg.catalog.template_medium(channel) if channel in cfg.catalog.channels else channel
-    if medium is None or medium not in MEDIA:
-        raise click.ClickException(f"--channel: {channel!r} is neither a channel with templates "
-                                   f"nor a medium ({', '.join(MEDIA)})")
-    try:
-        values = json.loads(params)
-    except ValueError as e:
-        raise click.ClickException(f"--params: not JSON ({e})") from None
-    if not isinstance(values, dict):
-        raise click.ClickException("--params: must be a JSON object")
     folder = Path(cfg.templates.folder)
     if not folder.is_dir():
         raise click.ClickException(f"no templates folder at {folder} (notifyd init writes one)")
-    found = Templates(folder, cfg.templates.default_locale, cfg.templates.max_output_bytes)
     try:
-        click.echo(found.preview(kind, medium, locale, values))
-    except TemplateError as e:
-        raise click.ClickException(f"{e.template}: {type(e.error).__name__}: {e.error}") from None
+        shown = preview(read_templates(cfg), cfg.catalog, kind, channel, locale, params)
+    except PreviewError as e:
+        raise click.ClickException(f"--{e.field}: {e}" if e.field else str(e)) from None
+    click.echo(shown.text())
 
 
 @main.group()

@@ -222,6 +222,9 @@ class CategoryView(TypedDict):
     sms: bool
     push: bool
     chat: bool
+    title: str
+    description: str | None
+    media: list[str]
 
 
 class DigestView(TypedDict):

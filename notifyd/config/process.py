@@ -109,10 +109,12 @@ class ScannerConfig(Checked):
 
 @dataclass(frozen=True)
 class TemplatesConfig(Checked):
-    folder: str = doc("The templates folder: <kind>/<locale>/<medium>.<part>.j2 (notifyd init "
-                      "writes a starter one; relative to this file's folder).", "templates")
+    folder: str = doc("The templates folder: <kind>/<locale>/<medium>.<part>.j2, and the names "
+                      "a person reads for kinds and categories in names/<locale>.toml (notifyd "
+                      "init writes a starter one; relative to this file's folder).", "templates")
     default_locale: str = doc("The locale used when neither the recipient's locale nor its "
-                              "language has the templates.", "en", nonempty=True)
+                              "language has the templates (or a kind's or category's name).",
+                              "en", nonempty=True)
     max_output_bytes: int = doc("Largest rendered part; a larger one ends its step dead, "
                                 "never truncated.", 131072, ge=1)
 

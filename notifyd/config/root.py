@@ -95,10 +95,12 @@ def compile_catalog(cfg: Config) -> Catalog:
                                   CHANNEL_TYPES[ch.type].templates)
                 for name, ch in cfg.channels.items()}
     named = {name: kind.category or name for name, kind in cfg.kinds.items()}
+    media = _media(cfg, named, channels)
     categories = {}
     for name in sorted(set(named.values()) | set(cfg.categories)):
         cat = cfg.categories.get(name, DEFAULT_CATEGORY)
-        categories[name] = CategoryRules(name, cat.optional, {m: getattr(cat, m) for m in MEDIUMS})
+        categories[name] = CategoryRules(name, cat.optional, {m: getattr(cat, m) for m in MEDIUMS},
+                                         media.get(name, ()))
     kinds = {}
     for name, kind in cfg.kinds.items():
         rules = categories[named[name]]
@@ -108,6 +110,20 @@ def compile_catalog(cfg: Config) -> Catalog:
                                 digest.schedule if digest else "", kind.always_digest, kind.stop,
                                 kind.read_on_resolve)
     return Catalog(channels, kinds, categories)
+
+
+def _media(cfg: Config, named: dict[str, str],
+           channels: dict[str, ChannelInfo]) -> dict[str, tuple[str, ...]]:
+    """Category -> the media its kinds' ladders can send by: the union over its kinds, each
+    its ladder's channels' media (every channel's, for a kind whose requests may name their own
+    fallback_chain), in MEDIUMS order."""
+    every = {info.medium for info in channels.values()}
+    found: dict[str, set[str | None]] = {}
+    for name, kind in cfg.kinds.items():
+        used = every if kind.allow_override else {
+            channels[s.channel].medium for s in kind.ladder if s.channel in channels}
+        found.setdefault(named[name], set()).update(used)
+    return {cat: tuple(m for m in MEDIUMS if m in used) for cat, used in found.items()}
 
 
 def _limits(cfg: Config, kind: str, named: dict[str, str],

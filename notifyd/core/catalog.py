@@ -55,6 +55,9 @@ class CategoryRules:
     name: str
     optional: bool = True
     defaults: Mapping[str, bool] = field(default_factory=lambda: ALL_ON)
+    # The media its kinds' ladders can send by (a kind whose requests may replace the ladder:
+    # every channel's), in MEDIUMS order: the switches a preference centre shows.
+    media: tuple[str, ...] = MEDIUMS
 
 
 @dataclass(frozen=True, slots=True)

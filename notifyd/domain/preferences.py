@@ -22,11 +22,14 @@ import msgspec
 from notifyd.core.catalog import MEDIUMS, Catalog
 from notifyd.core.errors import DomainError
 from notifyd.core.models import Recipient
+from notifyd.core.names import Name, Names
 from notifyd.core.records import Hours
 from notifyd.core.text import whole_number
 from notifyd.domain.recipients import parse_quiet_hours, parse_timezone
 from notifyd.domain.validate import merge_patch
 from notifyd.shapes import people as shapes
+
+UNNAMED = Names()  # no names files: each category's identifier made readable
 
 
 @dataclass(frozen=True)
@@ -113,21 +116,37 @@ def if_match(header: str | None) -> frozenset[int] | None:
     return frozenset(versions)
 
 
-def view(catalog: Catalog, r: Recipient | None) -> shapes.Preferences:
-    """What holds now: the person's switches over each category's defaults, and the version."""
+def view(catalog: Catalog, r: Recipient | None, names: Names = UNNAMED) -> shapes.Preferences:
+    """What holds now: the person's switches over each category's defaults, and the version;
+    each category with its name in the person's locale and the media its kinds can use."""
     prefs = r.preferences if r is not None else {}
     chosen = prefs.get("categories") or {}
+    locale = r.locale if r is not None else None
     shown = {}
     for name, cat in sorted(catalog.categories.items()):
         mine = chosen.get(name, {})
-        shown[name] = shapes.CategoryView(optional=cat.optional, **{
-            m: bool(mine.get(m, cat.defaults[m])) if cat.optional else True for m in MEDIUMS})
+        called = names.category(name, locale)
+        shown[name] = shapes.CategoryView(
+            optional=cat.optional, title=called.title, description=called.description,
+            media=list(cat.media), **{m: bool(mine.get(m, cat.defaults[m])) if cat.optional
+                                      else True for m in MEDIUMS})
     quiet = shapes.QuietHours(start=r.quiet_start, end=r.quiet_end) \
         if r and r.quiet_start is not None and r.quiet_end is not None else None
     return shapes.Preferences(version=r.pref_version if r is not None else 0,
                               opt_out=bool(prefs.get("opt_out", False)), categories=shown,
                               timezone=r.timezone if r is not None else None,
                               quiet_hours=quiet)
+
+
+def names_view(catalog: Catalog, names: Names, locale: str | None) -> shapes.Names:
+    """Every kind's and category's name as a person of `locale` reads it."""
+    def shown(name: Name) -> shapes.Name:
+        return shapes.Name(title=name.title, description=name.description)
+
+    return shapes.Names(locale=locale,
+                        kinds={k: shown(names.kind(k, locale)) for k in sorted(catalog.kinds)},
+                        categories={c: shown(names.category(c, locale))
+                                    for c in sorted(catalog.categories)})
 
 
 def unsubscribed(r: Recipient | None, category: str) -> dict[str, Any]:

@@ -43,8 +43,17 @@ def load_templates(cfg: Config) -> tuple[Templates | None, list[str]]:
     folder = Path(cfg.templates.folder)
     if not need and not folder.is_dir():
         return None, []
-    templates = Templates(folder, cfg.templates.default_locale, cfg.templates.max_output_bytes)
-    return templates, templates.check(need)
+    templates = read_templates(cfg)
+    return templates, templates.check(need) + templates.unknown_names(
+        cfg.catalog.kinds, cfg.catalog.categories)
+
+
+def read_templates(cfg: Config) -> Templates:
+    """The templates folder of `cfg`, read and compiled, knowing each kind's category (for
+    category_title); nothing checked against the config."""
+    return Templates(Path(cfg.templates.folder), cfg.templates.default_locale,
+                     cfg.templates.max_output_bytes,
+                     {name: rules.category for name, rules in cfg.catalog.kinds.items()})
 
 
 def would_link(cfg: Config, kind: str) -> bool:

@@ -1,17 +1,21 @@
 """What `notifyd init` writes: a config whose sample kind, payment_failed, sends at once through
-the starter templates on the log channel, and those templates (en and de, every medium), so a
+the starter templates on the log channel, and those templates (en and de, every medium) with
+the names a person reads for the kind and its category (names/en.toml, names/de.toml), so a
 first notification needs no hand work. notifyd.example.toml stays the reference: every key at
 its default, no kind of its own.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from notifyd.config import render_example
+from notifyd.engine.names import FOLDER as NAMES
 from notifyd.engine.templates import LAYOUT, MEDIA, SUFFIX
 
 KIND = "payment_failed"
+CATEGORY = "billing"
 STARTER_PARAMS = '{"amount": "9.90 EUR", "invoice": "1009", "url": "https://example.com/i/1009"}'
 # The starter's tables, after the reference's commented keys: every key says what it does. The
 # email channel is written commented out: until a real server is filled in, each send to it
@@ -46,6 +50,9 @@ ladder = [
 ttl_sec = 259200
 # What ends the ladder: a resolution, written from outside (the API, notifyd resolve).
 stop = "resolved"
+# Its preference category: what a person turns off per medium in the preference centre, which
+# shows it by the name in templates/names/<locale>.toml ("Billing", "Rechnungen").
+category = "billing"
 
 # The log channel, standing in for email until a mail server is set up: it renders each step
 # through the kind's email templates and writes the subject and text to notifyd's log.
@@ -90,6 +97,8 @@ def write_starter(folder: Path) -> list[Path]:
     for locale, texts in _STARTER.items():
         for name, text in texts.items():
             files[folder / KIND / locale / f"{name}{SUFFIX}"] = text
+    for locale, said in _NAMES.items():
+        files[folder / NAMES / f"{locale}.toml"] = _names_file(*said)
     for path in files:
         if path.exists():
             raise FileExistsError(f"{path} is there already; the starter overwrites nothing")
@@ -115,9 +124,22 @@ the default locale that holds every required part of the medium. Parts never mix
 folders: a folder missing one of them is skipped whole, and the daemon will not start.
 
 Variables: the notification's params, plus kind, notification_id, user_id, locale (the folder
-rendered), unsubscribe_url (may be empty: guard it with {{% if unsubscribe_url %}}) and
-preferences_url (the person's preference centre; empty without server.public_url). These names
-win over a param of the same name. An undefined variable is an error, not an empty string.
+rendered), unsubscribe_url (may be empty: guard it with {{% if unsubscribe_url %}}),
+preferences_url (the person's preference centre; empty without server.public_url), and
+kind_title, kind_description, category_title, category_description: the names a person reads
+(a description may be empty). These names win over a param of the same name. An undefined
+variable is an error, not an empty string.
+
+Names: {NAMES}/<locale>.toml gives each kind and preference category the title (and
+description) a person reads in that language, in the emails' footers, the preference centre,
+the unsubscribe page and the inbox widget:
+
+  [kinds.payment_failed]
+  title = "Failed payment"
+  description = "When we could not collect a payment for an invoice."
+
+The locale is chosen as for templates (de-AT, de, then the default); a kind or category no file
+names shows as its name made readable ("payment_failed" as "Payment failed").
 
 Only .html.j2 files are HTML-escaped. One trailing newline is dropped from each part, and a line
 holding only a {{% %}} tag leaves no blank line. Each file stands alone (no include, extends or
@@ -135,9 +157,9 @@ we could not collect {{ amount }} for invoice {{ invoice }}.
 Please update your payment details:
 {{ url }}
 
-Reference: {{ kind }} {{ notification_id }}
+Reference: {{ notification_id }} ({{ kind_title }})
 {% if unsubscribe_url %}
-Unsubscribe: {{ unsubscribe_url }}
+Unsubscribe from "{{ category_title }}": {{ unsubscribe_url }}
 {% endif %}
 {% if preferences_url %}
 Choose what we send you: {{ preferences_url }}
@@ -149,9 +171,9 @@ wir konnten {{ amount }} für die Rechnung {{ invoice }} nicht einziehen.
 Bitte aktualisieren Sie Ihre Zahlungsdaten:
 {{ url }}
 
-Referenz: {{ kind }} {{ notification_id }}
+Referenz: {{ notification_id }} ({{ kind_title }})
 {% if unsubscribe_url %}
-Abmelden: {{ unsubscribe_url }}
+Von „{{ category_title }}“ abmelden: {{ unsubscribe_url }}
 {% endif %}
 {% if preferences_url %}
 Benachrichtigungen einstellen: {{ preferences_url }}
@@ -163,7 +185,7 @@ _HTML = """<!doctype html>
 <p>{hello}</p>
 <p>{body}</p>
 <p><a href="{{{{ url }}}}">{link}</a></p>
-<p style="color:#666">{ref}: {{{{ notification_id }}}}
+<p style="color:#666">{ref}: {{{{ notification_id }}}} ({{{{ kind_title }}}})
 {{% if unsubscribe_url %}}
   &middot; <a href="{{{{ unsubscribe_url }}}}">{unsubscribe}</a>
 {{% endif %}}
@@ -181,7 +203,8 @@ _STARTER: dict[str, dict[str, str]] = {
         "email.html": _HTML.format(
             hello="Hello,", link="Update your payment details", ref="Reference",
             body="we could not collect <strong>{{ amount }}</strong> for invoice {{ invoice }}.",
-            unsubscribe="Unsubscribe", preferences="Choose what we send you"),
+            unsubscribe="Unsubscribe from “{{ category_title }}”",
+            preferences="Choose what we send you"),
         "sms.text": "Payment of {{ amount }} for invoice {{ invoice }} failed. "
                     "Update your details: {{ url }}\n",
         "push.title": "Payment failed\n",
@@ -198,7 +221,7 @@ _STARTER: dict[str, dict[str, str]] = {
         "email.html": _HTML.format(
             hello="Guten Tag,", link="Zahlungsdaten aktualisieren", ref="Referenz",
             body="wir konnten <strong>{{ amount }}</strong> für die Rechnung {{ invoice }} "
-                 "nicht einziehen.", unsubscribe="Abmelden",
+                 "nicht einziehen.", unsubscribe="Von „{{ category_title }}“ abmelden",
             preferences="Benachrichtigungen einstellen"),
         "sms.text": "Die Zahlung von {{ amount }} für Rechnung {{ invoice }} ist fehlgeschlagen. "
                     "Zahlungsdaten aktualisieren: {{ url }}\n",
@@ -211,3 +234,24 @@ _STARTER: dict[str, dict[str, str]] = {
                       "Zahlungsdaten aktualisieren: {{ url }}\n",
     },
 }
+# The names a person reads for the kind and its category, per locale: (the file's opening
+# comment, the kind's title and description, the category's).
+_NAMES: dict[str, tuple[str, tuple[str, str], tuple[str, str]]] = {
+    "en": ("The names a person reads for kinds and preference categories, in English.",
+           ("Failed payment", "When we could not collect a payment for an invoice."),
+           ("Billing", "Invoices, payments and what goes wrong with them.")),
+    "de": ("Die Namen der Benachrichtigungen und Kategorien, wie eine Person sie liest, auf "
+           "Deutsch.",
+           ("Fehlgeschlagene Zahlung",
+            "Wenn wir eine Zahlung für eine Rechnung nicht einziehen konnten."),
+           ("Rechnungen", "Rechnungen, Zahlungen und was dabei schiefgeht.")),
+}
+
+
+def _names_file(comment: str, kind: tuple[str, str], category: tuple[str, str]) -> str:
+    """A names file for the starter's kind and category (a JSON string is a TOML one)."""
+    def entry(table: str, name: str, said: tuple[str, str]) -> str:
+        title, description = (json.dumps(text, ensure_ascii=False) for text in said)
+        return f"[{table}.{name}]\ntitle = {title}\ndescription = {description}\n"
+
+    return f"# {comment}\n\n{entry('kinds', KIND, kind)}\n{entry('categories', CATEGORY, category)}"

@@ -1,14 +1,16 @@
 """Each kind's words per medium and locale: jinja2 files read and compiled once at start, rendered
-on the send path (sender.py, before a step is frozen) and by `notifyd templates render`. The
+on the send path (sender.py, before a step is frozen) and for a preview (engine/preview.py). The
 daemon refuses to start while check() names a problem; renders never touch the disk.
 
-Layout: <folder>/<kind>/<locale>/<medium>.<part>.j2, e.g. payment_failed/de/email.subject.j2.
+Layout: <folder>/<kind>/<locale>/<medium>.<part>.j2, e.g. payment_failed/de/email.subject.j2,
+and the names a person reads for kinds and categories in <folder>/names/<locale>.toml
+(engine/names.py), which every template gets as kind_title, category_title and their
+descriptions.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,8 @@ from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from notifyd.channels.base import RenderError
+from notifyd.core.names import LOCALE_RE, Names, locale_chain, locale_key
+from notifyd.engine.names import NamesFiles, read_names
 
 DEFAULT_LOCALE = "en"
 DEFAULT_MAX_OUTPUT_BYTES = 131_072  # per rendered part; larger is an error, never cut short
@@ -28,11 +32,8 @@ VERSION_HEX = 12
 SUFFIX = ".j2"
 LAYOUT = "<kind>/<locale>/<medium>.<part>.j2"
 # Set by the sender beside the params; a param of the same name loses to them.
-RESERVED = ("kind", "notification_id", "user_id", "locale", "unsubscribe_url", "preferences_url")
-PREVIEW_EXTRA: Mapping[str, Any] = MappingProxyType({
-    "notification_id": "preview", "user_id": "preview",
-    "unsubscribe_url": "https://example.invalid/unsubscribe",
-    "preferences_url": "https://example.invalid/preferences"})
+RESERVED = ("kind", "notification_id", "user_id", "locale", "unsubscribe_url", "preferences_url",
+            "kind_title", "kind_description", "category_title", "category_description")
 
 
 class Parts(NamedTuple):
@@ -52,7 +53,6 @@ MEDIA: Mapping[str, Parts] = MappingProxyType({
     "inbox": Parts(("title",), ("body",)),
 })
 ONE_LINE = frozenset({("email", "subject")})  # a line break in a mail header injects headers
-_LOCALE_RE = re.compile(r"^[A-Za-z]{2,8}([-_][A-Za-z0-9]{1,8})*$")
 _NOT_ALONE = (nodes.Extends, nodes.Include, nodes.Import, nodes.FromImport)
 
 
@@ -101,18 +101,6 @@ class _Set:
         return tuple(f.path for _, f in self.parts)
 
 
-def locale_key(locale: str) -> str:
-    """'de_AT.UTF-8' -> 'de-at': how locale folders and recipients' locales are compared."""
-    return re.split(r"[.@]", locale.strip(), maxsplit=1)[0].replace("_", "-").lower()
-
-
-def locale_chain(locale: str | None, default: str) -> list[str]:
-    """The locale keys tried in order: 'de-AT' -> de-at, de, then the default."""
-    tags = locale_key(locale).split("-") if locale else []
-    keys = ["-".join(tags[:n]) for n in range(len(tags), 0, -1)] + [locale_key(default)]
-    return list(dict.fromkeys(k for k in keys if k))
-
-
 class _Sandbox(ImmutableSandboxedEnvironment):
     """No attribute escapes, no mutation of params, and no one expression that builds a huge
     value before the output cap could see it ("x" * 10**9, 9**9**9)."""
@@ -143,12 +131,16 @@ class Templates:
     what is in memory."""
 
     def __init__(self, folder: Path, default_locale: str = DEFAULT_LOCALE,
-                 max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> None:
+                 max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+                 categories: Mapping[str, str] | None = None) -> None:
         if max_output_bytes < 1:
             raise ValueError("max_output_bytes must be at least 1")
         self.folder = folder
         self.default_locale = default_locale
         self.max_output_bytes = max_output_bytes
+        # kind -> its preference category (one not in it: its own name), for category_title
+        self.categories: Mapping[str, str] = dict(categories or {})
+        self._names = NamesFiles(Names(default_locale=default_locale))
         self._env = _Sandbox(max_output_bytes)
         self._problems: list[str] = []
         self._locales: dict[tuple[str, str], str] = {}  # (kind, locale key) -> folder name
@@ -163,8 +155,19 @@ class Templates:
         digest = hashlib.sha256()
         for files in self._files.values():
             for file in files.values():
-                digest.update(f"{file.path}\0{len(file.data)}\0".encode() + file.data)
+                _digest(digest, file.path, file.data)
+        for path, data in self._names.files.values():
+            _digest(digest, path, data)
         return digest.hexdigest()
+
+    @property
+    def names(self) -> Names:
+        """The kinds' and categories' names per locale, from names/<locale>.toml."""
+        return self._names.names
+
+    def unknown_names(self, kinds: Iterable[str], categories: Iterable[str]) -> list[str]:
+        """The names files' entries for a kind or category the config does not have."""
+        return self._names.unknown(set(kinds), set(categories))
 
     def check(self, requirements: Mapping[str, Iterable[str]]) -> list[str]:
         """One line per problem, each naming a file relative to the folder; [] means fine.
@@ -182,6 +185,10 @@ class Templates:
                                  for path in self._missing(kind, medium)]
         return list(dict.fromkeys(problems))
 
+    def locales(self, kind: str) -> list[str]:
+        """The locale folders `kind` has templates in, as named on disk."""
+        return sorted(folder for (k, _), folder in self._locales.items() if k == kind)
+
     def localized(self, kind: str) -> bool:
         """Whether `kind` has templates in more than one locale: only then does the recipient's
         locale change what renders."""
@@ -192,11 +199,11 @@ class Templates:
         """The medium's parts from the first complete locale folder of locale_chain(locale).
         Templates see the params, then `extra` (the RESERVED names: notification_id, user_id,
         unsubscribe_url, preferences_url, None unless given), then kind and locale (the folder
-        rendered): a later
-        source wins over an earlier one with the same name."""
+        rendered) and the kind's and its category's names in that locale: a later source wins
+        over an earlier one with the same name."""
         chosen = self._choose(kind, medium, locale)
         context = {**params, "unsubscribe_url": None, "preferences_url": None, **(extra or {}),
-                   "kind": kind, "locale": chosen.locale}
+                   "kind": kind, "locale": chosen.locale, **self._named(kind, chosen.locale)}
         parts: dict[str, str] = {}
         for part, file in chosen.parts:
             text = self._render_part(file, context)
@@ -205,18 +212,13 @@ class Templates:
             parts[part] = text
         return RenderedContent(parts, chosen.version, chosen.locale, chosen.files)
 
-    def preview(self, kind: str, medium: str, locale: str | None, params: Mapping[str, Any],
-                *, extra: Mapping[str, Any] | None = None) -> str:
-        """render() laid out for a person: which files, then each part under its name. Sample
-        values stand in for the reserved names not given (PREVIEW_EXTRA)."""
-        r = self.render(kind, medium, locale, params, extra={**PREVIEW_EXTRA, **(extra or {})})
-        asked = "" if locale is None or locale_key(locale) == locale_key(r.locale) \
-            else f" (asked {locale})"
-        lines = [f"{kind} by {medium} in {r.locale}{asked}, version {r.version}",
-                 *(f"  {path}" for path in r.files)]
-        for part, text in r.parts.items():
-            lines += ["", f"----- {part} -----", text]
-        return "\n".join(lines) + "\n"
+    def _named(self, kind: str, locale: str) -> dict[str, str | None]:
+        """kind_title, kind_description, category_title, category_description in `locale`."""
+        of_kind = self.names.kind(kind, locale)
+        of_category = self.names.category(self.categories.get(kind, kind), locale)
+        return {"kind_title": of_kind.title, "kind_description": of_kind.description,
+                "category_title": of_category.title,
+                "category_description": of_category.description}
 
     def _choose(self, kind: str, medium: str, locale: str | None) -> _Set:
         if medium not in MEDIA:
@@ -259,6 +261,8 @@ class Templates:
         if not self.folder.is_dir():
             self._problems.append(f"{self.folder}: the templates folder is not there")
             return
+        self._names = read_names(self.folder, self.default_locale)
+        self._problems += self._names.problems
         paths = sorted(p for p in self.folder.rglob("*" + SUFFIX)
                        if not any(s.startswith(".") for s in p.relative_to(self.folder).parts))
         for path in paths:
@@ -277,7 +281,7 @@ class Templates:
             return
         kind, locale = where[0], where[1]
         key = locale_key(locale)
-        if not _LOCALE_RE.match(locale):
+        if not LOCALE_RE.match(locale):
             self._problems.append(f"{rel}: {locale!r} is not a locale folder name (en, de, de-AT)")
             return
         if self._locales.setdefault((kind, key), locale) != locale:
@@ -317,8 +321,16 @@ class Templates:
         chosen = tuple((p, files[p]) for p in parts.names if p in files)
         digest = hashlib.sha256()
         for _, file in chosen:
-            digest.update(f"{file.path}\0{len(file.data)}\0".encode() + file.data)
+            _digest(digest, file.path, file.data)
+        for chained in locale_chain(locale, self.default_locale):  # the names it may show
+            if chained in self._names.files:
+                _digest(digest, *self._names.files[chained])
         self._sets[kind, key, medium] = _Set(locale, chosen, digest.hexdigest()[:VERSION_HEX])
+
+
+def _digest(digest: Any, path: str, data: bytes) -> None:
+    """A file into a version or fingerprint: its path and length, then its bytes."""
+    digest.update(f"{path}\0{len(data)}\0".encode() + data)
 
 
 def why(e: RenderError) -> str:

@@ -26,7 +26,7 @@ from notifyd.engine import evidence, resolution
 from notifyd.engine.digests import carriers
 from notifyd.engine.metrics import CONTENT_TYPE
 from notifyd.engine.resolution import Ref
-from notifyd.http import batch, decisions, events, people, topics, widget
+from notifyd.http import batch, decisions, events, people, topics, unsubscribe, widget
 from notifyd.http.console.routes import ROUTES as CONSOLE_ROUTES
 from notifyd.http.console.signins import SIGN_INS, SignIns
 from notifyd.http.errors import ApiError, status_of
@@ -410,7 +410,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/metrics", get_metrics),
 ]
 ROUTES += events.ROUTES + topics.ROUTES  # http/events.py, http/topics.py
-EVERY_ROUTE = [*ROUTES, *people.ROUTES, *widget.ROUTES, *CONSOLE_ROUTES]
+EVERY_ROUTE = [*ROUTES, *people.ROUTES, *unsubscribe.ROUTES, *widget.ROUTES, *CONSOLE_ROUTES]
 
 
 def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:

@@ -229,6 +229,10 @@ def _users() -> dict[str, Any]:
                 "version); with If-Match, only while it names the current version",
                 {200: Preferences}, (400, 401, 403, 408, 412, 422), p.PreferencesPatch,
                 params=[USER, IF_MATCH], **PERSON))},
+        "/v1/users/{user_id}/names": {"get": op(
+            "Every kind's and category's name (title, description) in the person's locale: "
+            "what a page shows in place of an identifier", {200: p.Names}, (401, 403, 422),
+            params=[USER], **PERSON)},
         "/v1/users/{user_id}/inbox": {"get": op(
             "A page of the inbox, newest first, by a stable (created_at, id) cursor",
             {200: p.InboxPage}, (401, 403, 422), **PERSON, params=[

@@ -1,6 +1,7 @@
-"""The person's side of the API: their preferences, their inbox (pages, reads, archives, the
-badge, a live stream), the user tokens a producer's backend mints for their pages, one-click
-unsubscribe links, and CORS for those pages.
+"""The person's side of the API: their preferences, the names of kinds and categories in their
+locale, their inbox (pages, reads, archives, the badge, a live stream), the user tokens a
+producer's backend mints for their pages, and CORS for those pages (one-click unsubscribe links:
+http/unsubscribe.py).
 
 A request acts for one person: either a producer's API key with the `users` scope (any user of
 its tenant; a key limited to some kinds: only its kinds' inbox items, with `read` and
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import html
 import logging
 from typing import Any
 
@@ -24,7 +24,6 @@ from notifyd.core.text import iso, whole_number
 from notifyd.domain import preferences, signed
 from notifyd.domain.views import item_view
 from notifyd.engine.stream import CATCH_UP, CLOSE, Event, Stream
-from notifyd.http.console.pages import HEADERS as PAGE_HEADERS
 from notifyd.http.errors import ApiError
 from notifyd.http.kit import (
     CTX,
@@ -39,6 +38,7 @@ from notifyd.http.kit import (
     read_body,
     user_id_of,
 )
+from notifyd.http.names import names_of
 from notifyd.shapes import people as shapes
 from notifyd.shapes.decode import decode
 
@@ -151,7 +151,8 @@ async def get_preferences(request: web.Request) -> web.Response:
 async def _preferences(request: web.Request, tenant: str, user_id: str) -> web.Response:
     """The preferences as they hold now, with their version as the ETag."""
     ctx = request.app[CTX]
-    shown = preferences.view(ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id))
+    shown = preferences.view(ctx.cfg.catalog, await ctx.store.get_recipient(tenant, user_id),
+                             names_of(ctx))
     response = answer(shown)
     response.headers["ETag"] = preferences.etag(shown.version)
     return response
@@ -200,6 +201,15 @@ async def _change_preferences(request: web.Request, patch: bool) -> web.Response
                        f"{preferences.etag(version)}): read them again and redo the change",
                        "If-Match" if request.headers.get("If-Match") else "version")
     return await _preferences(request, tenant, user_id)
+
+
+async def get_names(request: web.Request) -> web.Response:
+    """Every kind's and category's name in the person's locale: what a page shows in place of
+    an identifier (the inbox widget labels each item with its kind's)."""
+    ctx = request.app[CTX]
+    tenant, user_id = await person(request, every_kind=True, reach=signed.PREFERENCES_ONLY)
+    return answer(preferences.names_view(ctx.cfg.catalog, names_of(ctx),
+                                         await ctx.store.locale_of(tenant, user_id)))
 
 
 # --- the inbox --------------------------------------------------------------------------------
@@ -427,74 +437,12 @@ async def _next_events(queue: asyncio.Queue[Event]) -> list[Event]:
     return events
 
 
-# --- one-click unsubscribe (RFC 8058) ---------------------------------------------------------
-
-PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1"><title>{title}</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem}}
-button{{font-size:1rem;padding:.5rem 1rem}}</style></head><body><h1>{title}</h1>{body}
-</body></html>"""
-
-
-def _page(title: str, body: str, status: int = 200) -> web.Response:
-    """A page with the headers every page of notifyd's has (no framing: a page that turns a
-    category off must not be clickjacked), kept out of search engines and referrers."""
-    return web.Response(text=PAGE.format(title=html.escape(title), body=body), status=status,
-                        content_type="text/html",
-                        headers={**PAGE_HEADERS, "X-Robots-Tag": "noindex",
-                                 "Referrer-Policy": "no-referrer"})
-
-
-def _link(request: web.Request) -> signed.Unsubscribe | None:
-    key = request.app[CTX].link_key
-    if key is None:
-        return None
-    try:
-        return signed.read_unsubscribe(request.match_info["token"], key)
-    except signed.BadToken:
-        return None
-
-
-async def get_unsubscribe(request: web.Request) -> web.Response:
-    """The confirmation page: a mail client's link preview or a scanner fetching it changes
-    nothing; the button (or the mail client's one-click POST) does."""
-    link = _link(request)
-    if link is None:
-        return _page("This link does not work", "<p>It may have been changed or cut short "
-                     "in copying.</p>", 404)
-    return _page(f"Stop {link.category} messages?",
-                 f"<p>You will no longer receive <b>{html.escape(link.category)}</b> messages "
-                 "by email, SMS, push or chat. Other messages are not affected.</p>"
-                 '<form method="post"><input type="hidden" name="List-Unsubscribe" '
-                 'value="One-Click"><button type="submit">Unsubscribe</button></form>')
-
-
-async def post_unsubscribe(request: web.Request) -> web.Response:
-    """RFC 8058 one-click: the category is off for this person at once (a new preference
-    version, which every claim from now reads)."""
-    ctx = request.app[CTX]
-    await read_body(request)  # List-Unsubscribe=One-Click, or the page's form: either works
-    link = _link(request)
-    if link is None:
-        return _page("This link does not work", "<p>Nothing was changed.</p>", 404)
-    if not ctx.cfg.catalog.category(link.category).optional:
-        return _page("These messages cannot be turned off",
-                     f"<p>{html.escape(link.category)} messages are about your account's "
-                     "security or what you asked for, so they always go out.</p>", 400)
-    await ctx.store.edit_preferences(link.tenant, link.user_id,
-                                     lambda r: preferences.unsubscribed(r, link.category))
-    log.info("unsubscribed %s/%s from %s by one-click link", link.tenant, link.user_id,
-             link.category)
-    return _page("You are unsubscribed", f"<p>You will no longer receive "
-                 f"<b>{html.escape(link.category)}</b> messages.</p>")
-
-
 # --- CORS for a person's pages ----------------------------------------------------------------
 
 
 def _person_path(path: str) -> bool:
     return path.startswith("/v1/users/") and any(
-        part in path for part in ("/inbox", "/preferences", "/topics"))
+        part in path for part in ("/inbox", "/preferences", "/names", "/topics"))
 
 
 def _cors_headers(request: web.Request, response: web.StreamResponse) -> None:
@@ -544,12 +492,11 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/v1/users/{user_id}/preferences", get_preferences),
     ("PUT", "/v1/users/{user_id}/preferences", put_preferences),
     ("PATCH", "/v1/users/{user_id}/preferences", patch_preferences),
+    ("GET", "/v1/users/{user_id}/names", get_names),
     ("GET", "/v1/users/{user_id}/inbox", get_inbox),
     ("GET", "/v1/users/{user_id}/inbox/badge", get_badge),
     ("GET", "/v1/users/{user_id}/inbox/stream", get_stream),
     ("POST", "/v1/users/{user_id}/inbox/read-all", post_read_all),
     ("POST", "/v1/users/{user_id}/inbox/{item_id}/read", post_read),
     ("POST", "/v1/users/{user_id}/inbox/{item_id}/archive", post_archive),
-    ("GET", "/v1/unsubscribe/{token}", get_unsubscribe),
-    ("POST", "/v1/unsubscribe/{token}", post_unsubscribe),
 ]

@@ -206,6 +206,9 @@ class Token(Answer, kw_only=True):
 # --- preferences ------------------------------------------------------------------------------
 
 MEDIA = ", ".join(MEDIUMS)
+Medium = Annotated[str, Meta(extra_json_schema={"enum": list(MEDIUMS)})]
+TITLE = ("the name a person reads, in their locale (else its language, else the templates' "
+         "default locale; else the identifier made readable)")
 if TYPE_CHECKING:  # made from MEDIUMS below: a medium is a field of each
 
     class Switches(Body):
@@ -216,6 +219,9 @@ if TYPE_CHECKING:  # made from MEDIUMS below: a medium is a field of each
 
     class CategoryView(Answer):
         optional: bool
+        title: str
+        description: str | None
+        media: list[str]
 else:
     Switches = msgspec.defstruct(
         "Switches", [(m, bool | UnsetType, UNSET) for m in MEDIUMS], bases=(Body,),
@@ -224,8 +230,12 @@ else:
         "SwitchesPatch", [(m, bool | None | UnsetType, UNSET) for m in MEDIUMS], bases=(Body,),
         kw_only=True, module=__name__)
     CategoryView = msgspec.defstruct(
-        "CategoryView", [("optional", bool), *((m, bool) for m in MEDIUMS)], bases=(Answer,),
-        kw_only=True, module=__name__)
+        "CategoryView", [("optional", bool), *((m, bool) for m in MEDIUMS),
+                         ("title", Annotated[str, Meta(description=TITLE)]),
+                         ("description", str | None),
+                         ("media", Annotated[list[Medium], Meta(description=(
+                             "the media its kinds' ladders can send by: the switches a page "
+                             "shows"))])], bases=(Answer,), kw_only=True, module=__name__)
 
 
 class PreferencesRequest(Body, kw_only=True):
@@ -266,6 +276,19 @@ class Preferences(Answer, kw_only=True):
     categories: dict[str, CategoryView]
     timezone: str | None
     quiet_hours: QuietHours | None
+
+
+class Name(Answer, kw_only=True):
+    title: Annotated[str, Meta(description=TITLE)]
+    description: str | None
+
+
+class Names(Answer, kw_only=True):
+    """The names a person reads for every kind and category, in their locale."""
+
+    locale: Annotated[str | None, Meta(description="the person's locale they were chosen for")]
+    kinds: dict[str, Name]
+    categories: dict[str, Name]
 
 
 # --- the inbox --------------------------------------------------------------------------------

@@ -16,7 +16,6 @@ import hmac
 import json
 import logging
 import secrets
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -28,24 +27,16 @@ import fake_mailgun
 import fake_postmark
 import fake_sendgrid
 import fake_ses
-import msgspec
 import pytest
 import tomli_w
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.x509.oid import NameOID
-from engine_support import Engine, engine_for, store_url
+from engine_support import Engine, served, store_url
 from fake_api import FakeApi
 
-from notifyd.config import load_config
-from notifyd.core.clock import FakeClock
-from notifyd.domain.views import status_view
-from notifyd.engine.digests import carriers
-from notifyd.engine.render import load_templates
-from notifyd.http.app import make_app
-from notifyd.http.auth import KeyCache, hash_key, new_key
 from notifyd.http.kit import Context
 
 PUBLIC = "https://notify.example.com"
@@ -67,6 +58,19 @@ def sns_certificate() -> bytes:
             .not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=1))
             .sign(SNS, hashes.SHA256()))
     return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def serve_sns_certificate(ctx: Context) -> None:
+    """The webhook's fetch of SNS's signing certificate answered here, never from AWS."""
+    pem = sns_certificate()
+
+    async def fetch(url: str) -> bytes:
+        assert url == CERT_URL, url
+        return pem
+
+    ctx.fetch = fetch  # type: ignore[assignment]
+
+
 FAST = {"rate_per_sec": 1_000_000.0, "burst": 1_000_000, "backoff_base_sec": 1.0}
 TEMPLATES = {"email.subject.j2": "Digest: {{ what }}", "email.text.j2": "Hello,\n{{ what }}\n"}
 PROVIDERS = ("ses", "sendgrid", "mailgun", "postmark")
@@ -118,10 +122,7 @@ class Stack:
         return nid
 
     async def status(self, nid: str) -> dict[str, Any]:
-        n = await self.e.record(nid)
-        doc: dict[str, Any] = msgspec.to_builtins(
-            status_view(n, self.e.now, await carriers(self.e.store, n)))
-        return doc
+        return await self.e.status(nid)
 
 
 @asynccontextmanager
@@ -146,31 +147,14 @@ async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
         "templates": {"folder": "templates"},
         "channels": {p: channel_settings(p, fakes[p]) for p in PROVIDERS},
         "kinds": kinds, "webhooks": webhooks()}))
-    cfg = load_config(config)
-    templates, problems = load_templates(cfg)
-    assert problems == []
     try:
-        # The clock starts at the wall clock: SES checks the signing time, and the providers'
-        # webhooks are dated now.
-        async with engine_for(cfg, templates=templates,
-                              clock=FakeClock(int(time.time() * 1000))) as e:
-            ctx = Context(cfg, e.ingest, KeyCache(e.store, e.clock), e.clock,
-                          link_key=e.pool.renderer.link_key)
-
-            pem = sns_certificate()
-
-            async def fetch(url: str) -> bytes:
-                assert url == CERT_URL, url
-                return pem
-
-            ctx.fetch = fetch  # type: ignore[assignment]  # the SNS certificate, served here
-            async with TestClient(TestServer(make_app(ctx))) as client:
-                key = new_key()
-                await e.store.create_key(hash_key(key), "t", "default", (),
-                                         frozenset({"post", "read", "resolve", "users"}))
-                s = Stack(e, client, fakes, key)
-                await s.call("PUT", "/v1/users/ada", {"email": ADDRESS})
-                yield s
+        # served: SES checks the signing time, and the providers' webhooks are dated now.
+        async with served(config, frozenset({"post", "read", "resolve", "users"})) as (
+                e, ctx, client, key):
+            serve_sns_certificate(ctx)
+            s = Stack(e, client, fakes, key)
+            await s.call("PUT", "/v1/users/ada", {"email": ADDRESS})
+            yield s
     finally:
         for fake in fakes.values():
             await fake.stop()

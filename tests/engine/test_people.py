@@ -92,7 +92,9 @@ async def test_an_opt_out_before_the_claim_suppresses_and_one_after_does_not(
         status, shown = await put_prefs(s, "cy", {"categories": {"reports": {"email": False}}})
         assert status == 200 and shown["version"] == 1
         assert shown["categories"]["reports"] == {"optional": True, "email": False, "sms": True,
-                                                  "push": True, "chat": True}
+                                                  "push": True, "chat": True,
+                                                  "title": "Reports", "description": None,
+                                                  "media": ["email"]}
         s.smtp.hold = asyncio.Event()  # Ada's email sits at the provider
         assert await s.e.tick() == 1
         await put_prefs(s, "ada", {"categories": {"reports": {"email": False}}})
@@ -643,7 +645,7 @@ async def test_one_click_unsubscribe_turns_the_category_off(tmp_path: Path) -> N
         path = link[len(PUBLIC):]
 
         page = await s.client.get(path)
-        assert page.status == 200 and "Stop reports messages?" in await page.text()
+        assert page.status == 200 and "Unsubscribe from “Reports”?" in await page.text()
         ada = await s.e.store.get_recipient("default", "ada")
         assert ada is not None and ada.pref_version == 0  # a GET changes nothing
         r = await s.client.post(path, data="List-Unsubscribe=One-Click",

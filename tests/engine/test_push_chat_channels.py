@@ -11,7 +11,6 @@ Time is the engine's FakeClock, moved by hand; every wait is a scan run to compl
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -19,14 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 import tomli_w
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 from channel_support import pem
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from engine_support import Engine, engine_for, store_url
+from engine_support import Engine, OverHttp, served, store_url
 from fake_apns import FakeApns, Reply
 from fake_discord import FakeDiscord
 from fake_smtp import self_signed
@@ -37,15 +35,6 @@ from fake_vonage import status_body as vonage_status
 from fake_whatsapp import FakeWhatsApp
 from fake_whatsapp import signed as meta_signed
 from fake_whatsapp import status_body as whatsapp_status
-
-from notifyd.config import load_config
-from notifyd.core.clock import FakeClock
-from notifyd.domain.views import status_view
-from notifyd.engine.digests import carriers
-from notifyd.engine.render import load_templates
-from notifyd.http.app import make_app
-from notifyd.http.auth import KeyCache, hash_key, new_key
-from notifyd.http.kit import Context
 
 PUBLIC = "https://notify.example.com"
 TEAM, KEY_ID, TOPIC = "TEAM4X7Q2Z", "KEYAB12CD3", "com.acme.alerts"
@@ -66,7 +55,7 @@ LADDER = [{"channel": c, "timeout_sec": WINDOW} for c in ("ios", "sms", "wa", "d
 
 
 @dataclass
-class Stack:
+class Stack(OverHttp):
     e: Engine
     client: TestClient[Any, Any]
     apns: FakeApns
@@ -75,16 +64,6 @@ class Stack:
     discord: FakeDiscord
     teams: FakeTeams
     key: str = ""
-
-    @property
-    def auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.key}"}
-
-    async def call(self, method: str, path: str, body: Any = None,
-                   status: int = 200) -> Any:
-        r = await self.client.request(method, path, json=body, headers=self.auth)
-        assert r.status == status, f"{method} {path}: {r.status} {await r.text()}"
-        return await r.json() if r.content_type == "application/json" else None
 
     async def person(self, user: str, phone: str = PHONE, device: str | None = DEVICE) -> None:
         await self.call("PUT", f"/v1/users/{user}", {"phone": phone, "whatsapp": WHATSAPP})
@@ -100,19 +79,6 @@ class Stack:
         nid: str = made["notification_id"]
         self.e.ids.append(nid)
         return nid
-
-    async def status(self, nid: str) -> dict[str, Any]:
-        n = await self.e.record(nid)
-        doc: dict[str, Any] = msgspec.to_builtins(status_view(n, self.e.now,
-                                                              await carriers(self.e.store, n)))
-        return doc
-
-    async def states(self, nid: str) -> list[str]:
-        return [s["status"] for s in (await self.status(nid))["steps"]]
-
-    async def advance(self, seconds: float) -> int:
-        self.e.clock.advance(seconds)
-        return await self.e.cycle()
 
 
 def write_config(tmp_path: Path, apns: FakeApns, apns_key: ec.EllipticCurvePrivateKey,
@@ -149,38 +115,34 @@ def write_config(tmp_path: Path, apns: FakeApns, apns_key: ec.EllipticCurvePriva
     return config
 
 
-@asynccontextmanager
-async def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Stack]:
+async def apns_and_vonage(peers: AsyncExitStack, tmp_path: Path,
+                          monkeypatch: pytest.MonkeyPatch) -> tuple[
+        FakeApns, ec.EllipticCurvePrivateKey, FakeVonage, rsa.RSAPrivateKey]:
+    """APNs' stand-in (HTTP/2 over TLS, its certificate trusted as a CA's would be) and
+    Vonage's, each with the private key its channel signs with; stopped with `peers`."""
     cert, cert_key = self_signed(tmp_path)
-    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # APNs' stand-in, trusted as a CA would be
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     apns_key = ec.generate_private_key(ec.SECP256R1())
     vonage_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    apns = await peers.enter_async_context(
+        FakeApns(TEAM, KEY_ID, apns_key.public_key(), TOPIC, cert, cert_key))
+    vonage = await peers.enter_async_context(FakeVonage(APP, vonage_key.public_key()))
+    return apns, apns_key, vonage, vonage_key
+
+
+@asynccontextmanager
+async def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Stack]:
     async with AsyncExitStack() as peers:
-        apns = await peers.enter_async_context(
-            FakeApns(TEAM, KEY_ID, apns_key.public_key(), TOPIC, cert, cert_key))
-        vonage = await peers.enter_async_context(FakeVonage(APP, vonage_key.public_key()))
+        apns, apns_key, vonage, vonage_key = await apns_and_vonage(peers, tmp_path, monkeypatch)
         whatsapp = await peers.enter_async_context(
             FakeWhatsApp(WA_PHONE_ID, WA_TOKEN, {"server_down": (("en_US",), 1)}))
         discord = await peers.enter_async_context(
             FakeDiscord("1122334455667788990", "nLq3-Secret_WebhookToken_7Xv"))
         teams = await peers.enter_async_context(FakeTeams("b7c2d4e6f80a4c1e", "Zk3vSig_q8mP"))
-        cfg = load_config(write_config(tmp_path, apns, apns_key, vonage, vonage_key, whatsapp,
-                                       discord, teams))
-        templates, problems = load_templates(cfg)
-        assert problems == []
-        # The clock starts at the wall clock: the providers' signed times are judged by it.
-        async with engine_for(cfg, templates=templates,
-                              clock=FakeClock(int(time.time() * 1000))) as e:
-            ctx = Context(cfg, e.ingest, KeyCache(e.store, e.clock), e.clock,
-                          link_key=e.pool.renderer.link_key)
-            async with TestClient(TestServer(make_app(ctx))) as client:
-                s = Stack(e, client, apns, vonage, whatsapp, discord, teams)
-                key = new_key()
-                await e.store.create_key(hash_key(key), "t", "default", (),
-                                         frozenset({"post", "read", "users"}))
-                s.key = key
-                yield s
-            await ctx.fetch.close()
+        config = write_config(tmp_path, apns, apns_key, vonage, vonage_key, whatsapp, discord,
+                              teams)
+        async with served(config, frozenset({"post", "read", "users"})) as (e, _, client, key):
+            yield Stack(e, client, apns, vonage, whatsapp, discord, teams, key)
         assert apns.problems == [] and vonage.problems == [] and discord.problems == []
 
 

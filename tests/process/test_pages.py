@@ -31,6 +31,12 @@ from engine_support import Daemon, clean_env, create_key, notifyd_cmd
 from notifyd.domain import signed
 
 CHROMIUM = "/usr/bin/chromium"
+# The names a person reads (the templates folder's names/<locale>.toml): every page shows these,
+# in the person's locale or else the default's, never the identifiers task, news.
+NAMES = {"en": '[kinds.task]\ntitle = "Your tasks"\n\n[kinds.news]\ntitle = "Product news"\n\n'
+               '[categories.news]\ntitle = "Newsletter"\ndescription = "What is new, monthly."\n',
+         "de": '[kinds.task]\ntitle = "Ihre Aufgaben"\n\n[categories.news]\n'
+               'title = "Rundbrief"\ndescription = "Was es Neues gibt, monatlich."\n'}
 AXE = Path(__file__).parent.parent / "vendor" / "axe.min.js"
 SHOTS = Path(os.environ.get("NOTIFYD_SCREENSHOTS",
                             Path(__file__).parent.parent.parent / "build" / "screenshots"))
@@ -133,6 +139,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         path = folder / "templates" / kind / "en" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    (folder / "templates" / "names").mkdir()
+    for locale, text in NAMES.items():
+        (folder / "templates" / "names" / f"{locale}.toml").write_text(text)
     config = folder / "notifyd.toml"
     config.write_text(tomli_w.dumps({
         "templates": {"folder": "templates"},
@@ -185,6 +194,11 @@ def page(browser: Any) -> Iterator[Any]:
     context.set_default_timeout(WAIT_MS)
     yield context.new_page()
     context.close()
+
+
+def words(text: str) -> str:
+    """Text as a person reads it: its words, one space apart."""
+    return " ".join(text.split())
 
 
 def look(page: Any, name: str) -> None:
@@ -278,6 +292,8 @@ def test_the_widget_shows_items_live_marks_read_and_survives_a_restart(
     page.get_by_role("button", name="Notifications, 1 unread").click()
     item = page.locator("li.item", has_text="Review the report")
     item.wait_for()
+    # bea has no locale: her item's kind by its name in the default locale's file
+    assert words(item.locator(".kind").inner_text()) == "Your tasks ·"
     assert "2" in item.locator("time").inner_text() and "." in item.locator("time").inner_text()
     look(page, "widget-open")
 
@@ -319,7 +335,13 @@ def test_the_preference_centre_saves_with_its_version_and_decides_the_next_send(
     other.goto(f"{site.url}/preferences#user=cy&token={site.token('cy')}")
     other.locator("#status").get_by_text("version 0").wait_for()
 
-    page.get_by_label("news: email").uncheck()
+    # Only the media a category's kinds can use: news goes by email alone; task's kinds by
+    # none a person may turn off (the log), so it is no row.
+    table = page.locator("#categories")
+    assert table.locator("thead th").all_inner_texts() == ["Topic", "Email"]
+    assert [words(t) for t in table.locator("tbody th").all_inner_texts()] == [
+        "Newsletter What is new, monthly."]
+    page.get_by_label("Newsletter: Email").uncheck()
     page.get_by_label("Hold messages that can wait during quiet hours").check()
     assert (page.locator("#quiet_start").input_value(),
             page.locator("#quiet_end").input_value()) == ("22:00", "07:00")  # the page's own
@@ -352,10 +374,59 @@ def hours_from_now(zone: str, *hours: int) -> list[str]:
 
 
 def test_the_demo_page_shows_the_widget(site: Site, page: Any) -> None:
+    site.api("PUT", "/v1/users/dee", {"locale": "de-AT"})
+    site.post("task", user="dee", what="Bericht lesen")
     page.goto(f"{site.url}/demo/inbox")
     page.get_by_label("User id").fill("dee")
     page.get_by_label("User token").fill(site.token("dee"))
     page.get_by_role("button", name="Show the bell").click()
     until("the demo's widget",
           lambda: page.locator("#bell").get_attribute("data-live") == "yes", page)
+    page.get_by_role("button", name="Notifications, 1 unread").click()
+    item = page.locator("li.item", has_text="Bericht lesen")
+    item.wait_for()
+    until("the kind's German name", lambda: item.locator(".kind").count() == 1, page)
+    assert words(item.locator(".kind").inner_text()) == "Ihre Aufgaben ·"  # de-AT: de's file
     look(page, "demo-inbox")
+
+
+def test_a_german_readers_preference_centre_and_unsubscribe_page_name_the_category(
+        site: Site, page: Any) -> None:
+    site.api("PUT", "/v1/users/eva", {"email": "eva@example.org", "locale": "de"})
+    page.goto(f"{site.url}/preferences#user=eva&token={site.token('eva')}")
+    page.locator("#status").get_by_text("version 0").wait_for()
+    assert [words(t) for t in page.locator("#categories tbody th").all_inner_texts()] == [
+        "Rundbrief Was es Neues gibt, monatlich."]
+    assert page.get_by_label("Rundbrief: Email").is_checked()
+    with closing(sqlite3.connect(site.db)) as conn:
+        key = bytes(conn.execute("SELECT secret FROM signing_keys WHERE name = ?",
+                                 (signed.LINKS_KEY,)).fetchone()[0])
+    page.goto(f"{site.url}/v1/unsubscribe/{signed.make_unsubscribe(key, 'default', 'eva', 'news')}")
+    assert page.get_by_role("heading").inner_text() == "Unsubscribe from “Rundbrief”?"
+    assert "Was es Neues gibt, monatlich." in page.inner_text("main")
+    assert "news" not in page.inner_text("main")
+    look(page, "unsubscribe")
+    page.get_by_role("button", name="Unsubscribe").click()
+    page.get_by_role("heading", name="You are unsubscribed").wait_for()
+    assert site.api("GET", "/v1/users/eva/preferences")["categories"]["news"]["email"] is False
+
+
+def test_the_console_previews_a_kinds_templates(site: Site, page: Any) -> None:
+    page.goto(f"{site.url}/console/templates")
+    page.get_by_label("API key with the admin scope").fill(site.admin)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/console/templates")
+    page.get_by_label("Kind").select_option("news")
+    page.get_by_label("The person's locale").fill("de-AT")
+    page.get_by_label("Channel").select_option("mail")
+    page.get_by_label("Params (JSON)").fill('{"what": "Our <b>spring</b> news"}')
+    page.get_by_role("button", name="Preview").click()
+    page.locator("#preview").wait_for()
+    assert page.locator("#h-shown").inner_text().startswith(
+        "news by email in en (asked de-AT), version ")
+    assert page.locator("#part-subject pre").inner_text() == "Our <b>spring</b> news"
+    look(page, "console-template-preview")
+    page.get_by_label("Params (JSON)").fill('{"when": "soon"}')
+    page.get_by_role("button", name="Preview").click()
+    assert page.get_by_role("alert").inner_text() == (
+        "news/en/email.subject.j2: UndefinedError: 'what' is undefined")

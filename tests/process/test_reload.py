@@ -112,10 +112,14 @@ def test_sighup_takes_a_new_kind_and_a_changed_template(tmp_path: Path) -> None:
         assert post(d, key, "a")[0] == 202
         status, body = post(d, key, "b")
         assert (status, body["error"]["code"]) == (422, "unknown_kind")
+        assert call(f"{d.url}/v1/users/ada/names", key)[1]["kinds"]["a"]["title"] == "A"
 
         write(config, prov.url, extra=KIND_B)
         template(tmp_path, "a", "Hi {{ name }}, again")
         template(tmp_path, "b", "B for {{ name }}")
+        (tmp_path / "templates" / "names").mkdir()
+        (tmp_path / "templates" / "names" / "en.toml").write_text(
+            '[kinds.a]\ntitle = "Greetings"\n\n[kinds.b]\ntitle = "Bees"\n')
         d.signal(signal.SIGHUP)
         told = receive(sock, "READY=1")
         assert told[0].startswith("RELOADING=1\nMONOTONIC_USEC=")
@@ -126,6 +130,8 @@ def test_sighup_takes_a_new_kind_and_a_changed_template(tmp_path: Path) -> None:
         assert post(d, key, "b")[0] == 202
         assert post(d, key, "a")[0] == 202
         assert inbox_titles(d, key) == ["Hi Ada, again", "B for Ada", "Hello Ada"]
+        names = call(f"{d.url}/v1/users/ada/names", key)[1]["kinds"]  # the names files too
+        assert (names["a"]["title"], names["b"]["title"]) == ("Greetings", "Bees")
         stops_cleanly(d)
 
 

@@ -89,7 +89,8 @@ def test_the_daemon_on_the_init_config_sends_the_starter_kind_in_its_words(
         assert ('kind=payment_failed user=u_42 params=[\'amount\', \'invoice\', \'url\'] '
                 'subject="Payment failed: invoice 1009" text="Hello,\\n\\nwe could not collect '
                 '9.90 EUR for invoice 1009.\\nPlease update your payment details:\\n'
-                'https://example.com/i/1009\\n\\nReference: payment_failed n_') in line
+                'https://example.com/i/1009\\n\\nReference: n_') in line
+        assert "(Failed payment)" in line  # the kind as a person reads it, not its identifier
         assert "<p>" not in line  # the html part says the same, at length
         # a person whose locale is de reads the German words
         assert _post(daemon, key, "PUT", "/v1/users/u_43", {"locale": "de"})[0] == 200
@@ -98,6 +99,7 @@ def test_the_daemon_on_the_init_config_sends_the_starter_kind_in_its_words(
         assert status == 202
         [line] = daemon.wait_for_line('subject="Zahlung fehlgeschlagen: Rechnung 1010"')
         assert "9.90 EUR f" in line and "die Rechnung 1010 nicht einziehen" in line
+        assert "(Fehlgeschlagene Zahlung)" in line
         # params the templates cannot render are refused, naming the template, before anything
         status, answer = _post(daemon, key, "POST", "/v1/notifications", {
             "user_id": "u_44", "kind": "payment_failed", "params": {"amount": "1 EUR"}})

@@ -10,7 +10,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from support import Api
 
-from notifyd.http import people
+from notifyd.http import people, unsubscribe
 from notifyd.http.app import ROUTES
 from notifyd.http.errors import CATALOG
 from notifyd.http.openapi import spec
@@ -37,7 +37,8 @@ def documented(path: str) -> str:
 
 
 def test_every_route_is_described_and_nothing_else() -> None:
-    routes = {(documented(path), method.lower()) for method, path, _ in [*ROUTES, *people.ROUTES]}
+    routes = {(documented(path), method.lower()) for method, path, _ in [
+        *ROUTES, *people.ROUTES, *unsubscribe.ROUTES]}
     described = {(path, method) for path, ops in spec()["paths"].items() for method in ops}
     assert routes == described
 

@@ -3,6 +3,7 @@ output cap, check()'s lines, memory-only renders and the starter folder."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 from jinja2.exceptions import SecurityError
 
 from notifyd.channels.base import RenderError
+from notifyd.core.catalog import Catalog
+from notifyd.engine.preview import PreviewError, preview
 from notifyd.engine.starter import write_starter
 from notifyd.engine.templates import (
     DEFAULT_MAX_OUTPUT_BYTES,
@@ -280,7 +283,8 @@ def test_renders_never_read_the_disk(tmp_path: Path) -> None:
 
 def test_the_starter_passes_check_and_renders_every_medium(tmp_path: Path) -> None:
     written = write_starter(tmp_path)
-    assert tmp_path / "README.txt" in written and len(written) == 1 + 2 * 9
+    assert tmp_path / "README.txt" in written and len(written) == 1 + 2 * 9 + 2
+    assert {tmp_path / "names/en.toml", tmp_path / "names/de.toml"} <= set(written)
     t = Templates(tmp_path)
     assert t.check({"payment_failed": list(MEDIA)}) == []
     extra = {"notification_id": "n1", "user_id": "u1", "unsubscribe_url": "https://u.example/x"}
@@ -308,13 +312,16 @@ def test_the_starter_overwrites_nothing(tmp_path: Path) -> None:
 def test_preview_names_the_files_and_each_part(tmp_path: Path) -> None:
     write_starter(tmp_path)
     t = Templates(tmp_path)
-    out = t.preview("payment_failed", "push", "de_AT", SAMPLE)
+    out = preview(t, Catalog(), "payment_failed", "push", "de_AT", json.dumps(SAMPLE)).text()
     version = t.render("payment_failed", "push", "de", SAMPLE).version
     assert out == (
         f"payment_failed by push in de (asked de_AT), version {version}\n"
         "  payment_failed/de/push.title.j2\n  payment_failed/de/push.body.j2\n\n"
         "----- title -----\nZahlung fehlgeschlagen\n\n"
         "----- body -----\nWir konnten 12,00 € für Rechnung INV-7 nicht einziehen.\n")
-    assert "preview" in t.preview("payment_failed", "email", "en", SAMPLE)  # sample reserved names
-    with pytest.raises(TemplateError, match=r"^payment_failed/en/sms.text.j2: UndefinedError$"):
-        t.preview("payment_failed", "sms", None, {})
+    sampled = preview(t, Catalog(), "payment_failed", "email", "en", json.dumps(SAMPLE))
+    assert "preview" in sampled.text()  # sample values for what a send fills in
+    with pytest.raises(PreviewError, match=r"^payment_failed/en/sms.text.j2: UndefinedError: "
+                                           r"'amount' is undefined$") as e:
+        preview(t, Catalog(), "payment_failed", "sms", None, "{}")
+    assert e.value.field is None

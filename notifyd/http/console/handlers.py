@@ -6,12 +6,10 @@ are simply not found."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
 from msgspec import to_builtins
-from multidict import MultiDictProxy
 
 from notifyd.config import NAME_RE
 from notifyd.core.contacts import SUPPRESSION_TYPES
@@ -19,7 +17,7 @@ from notifyd.core.errors import DomainError
 from notifyd.core.logs import printable
 from notifyd.core.models import OPEN_STEP_STATES, StepState
 from notifyd.core.text import plural, whole_number
-from notifyd.domain import events, preferences, signed, suppressions
+from notifyd.domain import events, preferences, suppressions
 from notifyd.domain.recipients import recipient_view
 from notifyd.domain.views import status_view, timeline
 from notifyd.engine import replay, resolution
@@ -32,6 +30,7 @@ from notifyd.http.console.session import Operator
 from notifyd.http.console.signins import SignInRefused
 from notifyd.http.errors import ApiError
 from notifyd.http.kit import CTX, no_notification, read_form
+from notifyd.http.names import names_of
 from notifyd.shapes.decode import convert
 from notifyd.shapes.people import SuppressionRequest
 from notifyd.store import DeadMatch, Notification
@@ -41,28 +40,6 @@ LIST_MAX = 100
 HOUR_SEC = 3600
 SINCE = {"": 0, "1h": HOUR_SEC, "24h": 24 * HOUR_SEC, "7d": 7 * 24 * HOUR_SEC}
 REPLAYABLE = (StepState.DEAD, StepState.UNKNOWN)
-
-
-async def _operator(request: web.Request) -> tuple[signed.Session, Operator]:
-    s = await session.required(request)
-    return s, Operator(s.tenant, s.operator, session.csrf(request, s))
-
-
-async def _form(request: web.Request) -> tuple[Operator, MultiDictProxy[str | bytes | Any]]:
-    """A form post of a signed-in session's own page (its CSRF token), and who posted it."""
-    s, op = await _operator(request)
-    form = await read_form(request)
-    given = form.get("csrf")
-    session.check_csrf(request, s, given if isinstance(given, str) else None)
-    return op, form
-
-
-def _text(form: MultiDictProxy[Any], name: str, most: int = 320) -> str:
-    value = form.get(name, "")
-    if not isinstance(value, str) or len(value) > most:
-        raise ApiError("invalid_field", f"{name} must be text of at most {most} characters",
-                       name)
-    return value.strip()
 
 
 def _back(path: str, said: str) -> web.HTTPSeeOther:
@@ -102,8 +79,9 @@ async def post_sign_in(request: web.Request) -> web.StreamResponse:
     form = await read_form(request)
     given = form.get("csrf")
     signin.check_form(request, given if isinstance(given, str) else None)
-    credential, tenant = _text(form, "credential", 200), _text(form, "tenant", 64) or "default"
-    goto = _next(_text(form, "next", 2000))
+    credential = session.field(form, "credential", 200)
+    tenant = session.field(form, "tenant", 64) or "default"
+    goto = _next(session.field(form, "next", 2000))
     if not NAME_RE.match(tenant):
         raise ApiError("invalid_field", "tenant: lower-case letters, digits, _ . -", "tenant")
     try:
@@ -139,7 +117,7 @@ async def post_sign_out(request: web.Request) -> web.StreamResponse:
 @page
 async def get_search(request: web.Request) -> web.StreamResponse:
     """A notification id, user_id:dedup_key, an event id or a user id: one match opens it."""
-    _, op = await _operator(request)
+    _, op = await session.operator(request)
     ctx = request.app[CTX]
     q = request.query.get("q", "").strip()[:400]
     if not q:
@@ -171,7 +149,7 @@ async def _notification(request: web.Request, op: Operator) -> Notification:
 
 @page
 async def get_notification(request: web.Request) -> web.StreamResponse:
-    _, op = await _operator(request)
+    _, op = await session.operator(request)
     ctx = request.app[CTX]
     n = await _notification(request, op)
     now = ctx.clock.now_ms()
@@ -187,9 +165,9 @@ async def get_notification(request: web.Request) -> web.StreamResponse:
 @page
 async def post_replay(request: web.Request) -> web.StreamResponse:
     """One step (step_no) or every dead and unknown step of the notification."""
-    op, form = await _form(request)
+    op, form = await session.form(request)
     n = await _notification(request, op)
-    text = _text(form, "step_no", 10)
+    text = session.field(form, "step_no", 10)
     step = whole_number(text) if text else None  # ASCII digits only: not '²', not '٣'
     if text and step is None:
         raise ApiError("invalid_field", "step_no must be a step's number", "step_no")
@@ -200,9 +178,9 @@ async def post_replay(request: web.Request) -> web.StreamResponse:
 
 @page
 async def post_resolve(request: web.Request) -> web.StreamResponse:
-    op, form = await _form(request)
+    op, form = await session.form(request)
     n = await _notification(request, op)
-    what = _text(form, "resolution", 200) or resolution.DEFAULT_RESOLUTION
+    what = session.field(form, "resolution", 200) or resolution.DEFAULT_RESOLUTION
     ctx = request.app[CTX]
     r = await resolution.resolve(ctx.store, resolution.Ref(notification_id=n.id), what, op.by,
                                  op.tenant)
@@ -218,7 +196,7 @@ async def post_resolve(request: web.Request) -> web.StreamResponse:
 
 @page
 async def get_dead(request: web.Request) -> web.StreamResponse:
-    _, op = await _operator(request)
+    _, op = await session.operator(request)
     ctx = request.app[CTX]
     dead = await ctx.store.stuck_steps(op.tenant, "dead", LIST_MAX)
     unknown = await ctx.store.stuck_steps(op.tenant, "unknown", LIST_MAX)
@@ -231,10 +209,10 @@ async def get_dead(request: web.Request) -> web.StreamResponse:
 @page
 async def post_dead_replay(request: web.Request) -> web.StreamResponse:
     """Every dead step of the tenant's that the filter picks, as `notifyd replay --dead`."""
-    op, form = await _form(request)
+    op, form = await session.form(request)
     ctx = request.app[CTX]
-    channel, kind, since = _text(form, "channel", 64), _text(form, "kind", 64), \
-        _text(form, "since", 8)
+    channel, kind, since = session.field(form, "channel", 64), session.field(form, "kind", 64), \
+        session.field(form, "since", 8)
     if since not in SINCE:
         raise ApiError("invalid_field", f"since must be one of {', '.join(SINCE)}", "since")
     now = ctx.clock.now_ms()
@@ -252,7 +230,7 @@ async def post_dead_replay(request: web.Request) -> web.StreamResponse:
 
 @page
 async def get_suppressions(request: web.Request) -> web.StreamResponse:
-    _, op = await _operator(request)
+    _, op = await session.operator(request)
     address = request.query.get("address", "").strip()[:320] or None
     found = await request.app[CTX].store.suppressions(op.tenant, address, LIST_MAX * 5)
     return render("suppressions.html.j2", operator=op, found=found, address=address or "",
@@ -262,10 +240,10 @@ async def get_suppressions(request: web.Request) -> web.StreamResponse:
 @page
 async def post_suppression(request: web.Request) -> web.StreamResponse:
     """Added as POST /v1/suppressions adds, its source naming the operator."""
-    op, form = await _form(request)
+    op, form = await session.form(request)
     channel_type, address, reason = suppressions.parse(convert({
-        "channel_type": _text(form, "channel_type", 32), "address": _text(form, "address"),
-        "reason": _text(form, "reason", 200) or "added in the console"}, SuppressionRequest))
+        "channel_type": session.field(form, "channel_type", 32), "address": session.field(form, "address"),
+        "reason": session.field(form, "reason", 200) or "added in the console"}, SuppressionRequest))
     ctx = request.app[CTX]
     created = await ctx.store.suppress(op.tenant, channel_type, address, reason, op.by)
     log.info("console: %s suppressed %s %s for tenant %s", op.by, channel_type,
@@ -277,9 +255,9 @@ async def post_suppression(request: web.Request) -> web.StreamResponse:
 @page
 async def post_unsuppress(request: web.Request) -> web.StreamResponse:
     """Removed as DELETE /v1/suppressions/... removes; the log names who and what."""
-    op, form = await _form(request)
-    channel_type = _text(form, "channel_type", 32)
-    address = suppressions.check_address(channel_type, _text(form, "address"))
+    op, form = await session.form(request)
+    channel_type = session.field(form, "channel_type", 32)
+    address = suppressions.check_address(channel_type, session.field(form, "address"))
     removed = await request.app[CTX].store.unsuppress(op.tenant, channel_type, address)
     if removed:
         log.info("console: %s removed %s %s from tenant %s's suppression list", op.by,
@@ -295,7 +273,7 @@ async def post_unsuppress(request: web.Request) -> web.StreamResponse:
 async def get_event(request: web.Request) -> web.StreamResponse:
     """An event: its frozen audience, routing progress, its notifications by state, and the
     first of them with their ladders."""
-    _, op = await _operator(request)
+    _, op = await session.operator(request)
     ctx = request.app[CTX]
     event_id = request.match_info["event_id"][:300]
     e = await ctx.store.get_event(op.tenant, event_id)
@@ -310,7 +288,7 @@ async def get_event(request: web.Request) -> web.StreamResponse:
 
 @page
 async def get_person(request: web.Request) -> web.StreamResponse:
-    _, op = await _operator(request)
+    _, op = await session.operator(request)
     ctx = request.app[CTX]
     user_id = request.match_info["user_id"][:200]
     r = await ctx.store.get_recipient(op.tenant, user_id)
@@ -321,7 +299,7 @@ async def get_person(request: web.Request) -> web.StreamResponse:
     shown = to_builtins(profile) if profile is not None else {}
     inbox = await ctx.store.inbox_page(op.tenant, user_id, None, 50, archived=True)
     return render("person.html.j2", operator=op, user_id=user_id, profile=profile,
-                  prefs=preferences.view(ctx.cfg.catalog, r), inbox=inbox,
+                  prefs=preferences.view(ctx.cfg.catalog, r, names_of(ctx)), inbox=inbox,
                   badge=await ctx.store.badge(op.tenant, user_id), sent=sent,
                   contacts={k: v for k, v in shown.items() if k not in (
                       "user_id", "timezone", "locale", "quiet_hours", "disabled_contacts",

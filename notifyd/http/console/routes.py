@@ -6,7 +6,7 @@ import functools
 
 from aiohttp import web
 
-from notifyd.http.console import handlers, overview
+from notifyd.http.console import handlers, overview, preview
 from notifyd.http.console.pages import get_static
 from notifyd.http.kit import CTX, Handler
 
@@ -41,4 +41,6 @@ ROUTES: list[tuple[str, str, Handler]] = [(method, path, _when_enabled(handler))
     ("POST", "/console/suppressions/remove", handlers.post_unsuppress),
     ("GET", "/console/people/{user_id}", handlers.get_person),
     ("GET", "/console/events/{event_id}", handlers.get_event),
+    ("GET", "/console/templates", preview.get_preview),
+    ("POST", "/console/templates", preview.post_preview),
 ]] + [("GET", "/static/{name}", get_static)]

@@ -15,13 +15,15 @@ import hashlib
 import hmac
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
+from multidict import MultiDictProxy
 
 from notifyd.core.models import ADMIN
 from notifyd.domain import signed
 from notifyd.http.errors import ApiError
-from notifyd.http.kit import CTX
+from notifyd.http.kit import CTX, read_form
 
 log = logging.getLogger("notifyd.console")
 COOKIE = "notifyd_console"
@@ -134,3 +136,27 @@ class Operator:
     def by(self) -> str:
         """How the rows name what this operator did."""
         return f"console:{self.name}"
+
+
+async def operator(request: web.Request) -> tuple[signed.Session, Operator]:
+    """The signed-in session (required) and what a page shows of it."""
+    s = await required(request)
+    return s, Operator(s.tenant, s.operator, csrf(request, s))
+
+
+async def form(request: web.Request) -> tuple[Operator, MultiDictProxy[str | bytes | Any]]:
+    """A form post of a signed-in session's own page (its CSRF token), and who posted it."""
+    s, op = await operator(request)
+    posted = await read_form(request)
+    given = posted.get("csrf")
+    check_csrf(request, s, given if isinstance(given, str) else None)
+    return op, posted
+
+
+def field(posted: MultiDictProxy[Any], name: str, most: int = 320) -> str:
+    """A form's text field, stripped; refused past `most` characters or when not text."""
+    value = posted.get(name, "")
+    if not isinstance(value, str) or len(value) > most:
+        raise ApiError("invalid_field", f"{name} must be text of at most {most} characters",
+                       name)
+    return value.strip()

@@ -40,7 +40,7 @@ li.item.unread .title::before { content: ""; display: inline-block; width: .5rem
   border-radius: 50%; background: var(--notifyd-accent); margin-right: .4rem; vertical-align: middle; }
 .title { font-weight: 600; margin: 0; }
 .body { margin: .2rem 0; }
-time { color: var(--notifyd-muted); font-size: .8rem; }
+time, .kind { color: var(--notifyd-muted); font-size: .8rem; }
 .acts { display: flex; gap: .8rem; margin-top: .3rem; }
 .empty, .state { padding: 1rem .8rem; color: var(--notifyd-muted); margin: 0; }
 .more { height: 1px; }
@@ -54,7 +54,8 @@ time { color: var(--notifyd-muted); font-size: .8rem; }
     if (!host) throw new Error(`notifyd inbox: no element ${target}`);
     const o = Object.assign({url: ORIGIN, locale: undefined, preferences: true, pageSize: 20}, options);
     if (!o.userId) throw new Error("notifyd inbox: userId is required");
-    const n = ++mounted, base = `${o.url}/v1/users/${encodeURIComponent(o.userId)}/inbox`;
+    const n = ++mounted, person = `${o.url}/v1/users/${encodeURIComponent(o.userId)}`;
+    const base = `${person}/inbox`;
     const root = host.attachShadow({mode: "open"});
     root.innerHTML = `<style>${STYLE}</style>
 <button class="bell" type="button" aria-haspopup="dialog" aria-expanded="false" aria-controls="nd-panel-${n}">${BELL}<span class="badge" aria-hidden="true" hidden></span></button>
@@ -84,9 +85,9 @@ time { color: var(--notifyd-muted); font-size: .8rem; }
         .finally(() => { refreshing = null; });
       return refreshing;
     }
-    async function call(path, method = "GET", extra = {}) {
+    async function call(path, method = "GET", extra = {}, root = base) {
       for (let tries = 0; ; tries++) {
-        const r = await fetch(`${base}${path}`, {method, signal: stopped.signal, cache: "no-store",
+        const r = await fetch(`${root}${path}`, {method, signal: stopped.signal, cache: "no-store",
           headers: {"Authorization": `Bearer ${token}`, ...extra}});
         if (r.status === 401 && tries === 0) { await refresh(); continue; }
         return r;
@@ -96,6 +97,26 @@ time { color: var(--notifyd-muted); font-size: .8rem; }
       const r = await call(path, method);
       if (!r.ok) throw new Error(`notifyd inbox: ${method || "GET"} ${path}: ${r.status}`);
       return r.json();
+    }
+
+    // --- each item's kind by its name in the person's language, never its identifier: asked
+    // once, and again for a kind that came after (one notifyd's config gained since) ---
+    let kinds = null, naming = null;  // kinds: null until the names came
+    const asked = new Set();
+    function names() {
+      naming ||= call("/names", "GET", {}, person).then((r) => (r.ok ? r.json() : null))
+        .catch(() => null).then((doc) => {
+          kinds = doc ? doc.kinds : kinds || {};
+          naming = null;
+          for (const e of items.values()) paint(e);
+        });
+      return naming;
+    }
+    function kindOf(item) {
+      if (kinds === null) return "";  // on their way: every item is painted again then
+      if (kinds[item.kind]) return kinds[item.kind].title;
+      if (!asked.has(item.kind)) { asked.add(item.kind); names(); }
+      return "";
     }
 
     // --- the list: newest first, each item once ---
@@ -125,6 +146,8 @@ time { color: var(--notifyd-muted); font-size: .8rem; }
       node.append(title);
       if (item.body) { const b = document.createElement("p"); b.className = "body"; b.textContent = item.body; node.append(b); }
       const time = document.createElement("time"); time.dateTime = item.created_at; time.textContent = dates.format(when);
+      const kind = kindOf(item);
+      if (kind) { const k = document.createElement("span"); k.className = "kind"; k.textContent = `${kind} · `; node.append(k); }
       const acts = document.createElement("div"); acts.className = "acts";
       if (!item.read) acts.append(button("Mark read", `Mark read: ${item.title}`, () => read(item.id)));
       acts.append(button("Archive", `Archive: ${item.title}`, () => archive(item.id)));
@@ -264,6 +287,7 @@ time { color: var(--notifyd-muted); font-size: .8rem; }
       }
     })();
     setBadge(0);
+    names();
     return {destroy() { stopped.abort(); root.replaceChildren(); },
             setToken(t) { token = t; }};
   }

@@ -13,6 +13,7 @@
   const status = document.getElementById("status");
   const url = `/v1/users/${encodeURIComponent(user)}/preferences`;
   const MEDIUMS = ["email", "sms", "push", "chat"];
+  const WORDS = {email: "Email", sms: "SMS", push: "Push", chat: "Chat"};
   let version = 0, shown = {};
 
   const say = (text, kind) => { status.textContent = text; status.className = kind || ""; };
@@ -22,34 +23,47 @@
     return [response.status, await response.json()];
   };
 
+  // Each category by its name in the person's language, with a switch only for the media its
+  // kinds can send by (a column only for the media some category uses); one its kinds send by
+  // none of (the inbox, a webhook) has nothing to switch and is left out.
   function draw(prefs) {
     version = prefs.version;
     shown = prefs.categories;
     document.getElementById("opt_out").checked = prefs.opt_out;
+    const listed = Object.entries(prefs.categories).filter(([, c]) => c.media.length > 0);
+    const columns = MEDIUMS.filter((m) => listed.some(([, c]) => c.media.includes(m)));
     const head = document.querySelector("#categories thead tr");
     head.replaceChildren(head.firstElementChild);
-    for (const m of MEDIUMS) {
+    for (const m of columns) {
       const th = document.createElement("th");
-      th.scope = "col"; th.className = "switch"; th.textContent = m === "sms" ? "SMS" : m[0].toUpperCase() + m.slice(1);
+      th.scope = "col"; th.className = "switch"; th.textContent = WORDS[m];
       head.append(th);
     }
     const body = document.querySelector("#categories tbody");
     body.replaceChildren();
-    for (const [name, c] of Object.entries(prefs.categories)) {
+    for (const [name, c] of listed) {
       const tr = body.insertRow();
       const th = document.createElement("th");
-      th.scope = "row"; th.textContent = name.replace(/[_-]/g, " ");
+      th.scope = "row"; th.textContent = c.title;
       if (!c.optional) th.append(" (always sent)");
       tr.append(th);
-      for (const m of MEDIUMS) {
-        const td = tr.insertCell(), box = document.createElement("input");
+      if (c.description) {
+        const about = document.createElement("p");
+        about.className = "hint"; about.textContent = c.description;
+        th.append(about);
+      }
+      for (const m of columns) {
+        const td = tr.insertCell();
         td.className = "switch";
+        if (!c.media.includes(m)) continue;  // never sent this way: nothing to turn off
+        const box = document.createElement("input");
         box.type = "checkbox"; box.checked = c[m]; box.disabled = !c.optional;
         box.dataset.category = name; box.dataset.medium = m;
-        box.setAttribute("aria-label", `${th.textContent}: ${m === "sms" ? "SMS" : m}`);
+        box.setAttribute("aria-label", `${c.title}: ${WORDS[m]}`);
         td.append(box);
       }
     }
+    document.getElementById("none").hidden = listed.length > 0;
     const quiet = prefs.quiet_hours;
     document.getElementById("quiet_on").checked = Boolean(quiet);
     if (quiet) {
@@ -62,10 +76,13 @@
   }
 
   function chosen() {
-    const categories = {};
+    const categories = {};  // a switch the page does not show is saved as it was read
+    for (const [name, c] of Object.entries(shown)) {
+      if (c.optional) categories[name] = Object.fromEntries(MEDIUMS.map((m) => [m, c[m]]));
+    }
     for (const box of form.querySelectorAll("input[data-category]")) {
       if (!shown[box.dataset.category].optional) continue;
-      (categories[box.dataset.category] ||= {})[box.dataset.medium] = box.checked;
+      categories[box.dataset.category][box.dataset.medium] = box.checked;
     }
     const zone = document.getElementById("timezone").value.trim();
     return {version, opt_out: document.getElementById("opt_out").checked, categories,
