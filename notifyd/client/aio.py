@@ -21,6 +21,7 @@ from notifyd.client.types import (
     InboxChange,
     InboxPage,
     ItemResult,
+    Names,
     NotificationIn,
     NotificationOptions,
     Preferences,
@@ -134,6 +135,10 @@ class AsyncClient:
 
     async def preferences(self, user_id: str) -> Preferences:
         return cast(Preferences, await self._run(calls.preferences(user_id)))
+
+    async def names(self, user_id: str) -> Names:
+        """Every kind's and category's name in the person's locale, for a page to show."""
+        return cast(Names, await self._run(calls.names(user_id)))
 
     async def set_preferences(self, user_id: str, opt_out: bool | None = None,
                               categories: Mapping[str, Mapping[str, bool]] | None = None

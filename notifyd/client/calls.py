@@ -155,6 +155,10 @@ def preferences(user_id: str) -> Call:
     return Call("GET", _user(user_id, "/preferences"))
 
 
+def names(user_id: str) -> Call:
+    return Call("GET", _user(user_id, "/names"))
+
+
 def set_preferences(user_id: str, opt_out: bool | None,
                     categories: Mapping[str, Mapping[str, bool]] | None) -> Call:
     return Call("PUT", _user(user_id, "/preferences"), _some(

@@ -25,6 +25,7 @@ from notifyd.client.types import (
     InboxChange,
     InboxPage,
     ItemResult,
+    Names,
     NotificationIn,
     NotificationOptions,
     Preferences,
@@ -128,6 +129,10 @@ class Client:
 
     def preferences(self, user_id: str) -> Preferences:
         return cast(Preferences, self._run(calls.preferences(user_id)))
+
+    def names(self, user_id: str) -> Names:
+        """Every kind's and category's name in the person's locale, for a page to show."""
+        return cast(Names, self._run(calls.names(user_id)))
 
     def set_preferences(self, user_id: str, opt_out: bool | None = None,
                         categories: Mapping[str, Mapping[str, bool]] | None = None

@@ -145,6 +145,14 @@ class Preferences(TypedDict):
     quiet_hours: QuietHours | None
 
 
+class Names(TypedDict):
+    """The names a person reads for every kind and category, in their locale."""
+
+    locale: str | None
+    kinds: dict[str, Name]
+    categories: dict[str, Name]
+
+
 class InboxItem(TypedDict):
     id: str
     kind: str
@@ -225,6 +233,11 @@ class CategoryView(TypedDict):
     title: str
     description: str | None
     media: list[str]
+
+
+class Name(TypedDict):
+    title: str
+    description: str | None
 
 
 class DigestView(TypedDict):

@@ -118,6 +118,7 @@ def test_a_person_reads_their_inbox_with_a_user_token_minted_or_signed(
     prefs = own.set_preferences("cy", categories={"note": {"email": False}})
     assert prefs["categories"]["note"]["email"] is False
     assert own.preferences("cy")["version"] == prefs["version"]
+    assert own.names("cy")["categories"]["note"]["title"]  # a name a page shows, never empty
     with pytest.raises(NotifydError) as other:
         own.inbox("ada")
     assert other.value.code == "wrong_user"
@@ -216,7 +217,7 @@ def test_every_call_the_client_makes_is_in_the_openapi_document() -> None:
             calls.resolve("n", None), calls.resolve_key("u", "d", None), calls.resolve_batch([]),
             calls.put_user("u", {}), calls.get_user("u"), calls.add_device("u", {}),
             calls.devices("u"), calls.remove_device("u", "d"), calls.user_token("u", None),
-            calls.preferences("u"), calls.set_preferences("u", None, None),
+            calls.preferences("u"), calls.names("u"), calls.set_preferences("u", None, None),
             calls.inbox("u", None, None, False), calls.badge("u"), calls.read("u", "i"),
             calls.read_all("u"), calls.archive("u", "i"), calls.inbox_events("u"),
             calls.decisions(None, None, None)]
