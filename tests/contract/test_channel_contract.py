@@ -71,7 +71,7 @@ ALL_TYPES = sorted(TYPES)
 NOT_HTTP = {"log", "smtp"}  # every other type posts through channels/wire.py
 HTTP_TYPES = [t for t in ALL_TYPES if t not in NOT_HTTP]
 PROVIDER = "provider.test"  # a name only the egress proxy resolves
-TIMEOUT = 0.5  # Limits.timeout_sec for every adapter here
+TIMEOUT = 0.25  # Limits.timeout_sec for every adapter here
 LATE = 1.0  # how much later than the timeout an answer may come on a loaded 2-core machine
 LIMITS = Limits(timeout_sec=TIMEOUT, max_connections=4)
 NOW = 1_790_000_000_000
