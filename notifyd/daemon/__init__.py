@@ -290,7 +290,7 @@ class Daemon:
         requests already running finish."""
         cfg = self.cfg
         access = logging.getLogger("notifyd.access") if self.access_log else None
-        runner = web.AppRunner(make_app(ctx, [guard.middleware, guard.share.middleware]), access_log=access,
+        runner = web.AppRunner(make_app(ctx, [guard.middleware]), access_log=access,
                                access_log_class=AccessLog, handle_signals=False,
                                shutdown_timeout=cfg.daemon.grace_sec,
                                logger=ServerLog(self.clock))

@@ -414,8 +414,8 @@ EVERY_ROUTE = [*ROUTES, *people.ROUTES, *unsubscribe.ROUTES, *widget.ROUTES, *CO
 
 
 def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:
-    """The app; `outer` middlewares (the connection guard's and the strangers' share) run
-    before the error catalog's."""
+    """The app; `outer` middlewares (the connection guard's, which holds the strangers' share)
+    run before the error catalog's."""
     app = web.Application(middlewares=[*(outer or []), people.cors_middleware, errors_middleware],
                           client_max_size=ctx.cfg.server.max_body_bytes)
     app[CTX] = ctx

@@ -250,7 +250,9 @@ class ConnectionGuard:
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Marks the connection busy while its request runs and its answer goes out, idle
-        after: the idle sweep never closes a connection with an answer still unsent."""
+        after: the idle sweep never closes a connection with an answer still unsent. A
+        connection not yet known as a producer's goes through the strangers' share first
+        (one middleware, not two: aiohttp wraps each one anew on every request)."""
         if request.transport is None or request.transport.is_closing():
             return web.Response(status=CLIENT_GONE)  # not run: its answer could not arrive
         conn = self.open.get(request.transport)
@@ -258,7 +260,10 @@ class ConnectionGuard:
             self.heard(conn)  # a head this guard did not see end (bare LF line ends)
             conn.idle_since, conn.body = None, None
         try:
-            response = await handler(request)
+            if request.transport in self.share.producers:  # the common case: one lookup
+                response = await handler(request)
+            else:
+                response = await self.share.admit(request, handler)
             if response.status == REQUEST_TIMEOUT and not response.prepared:
                 response.force_close()  # its body came too slowly: no waiting for the rest
             with contextlib.suppress(ConnectionError):  # the client left, or was closed

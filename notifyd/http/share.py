@@ -56,8 +56,9 @@ class Share:
             self.strangers.discard(transport)
             self.metrics.connections_strangers.set(len(self.strangers))
 
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def admit(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Run a request of a connection not yet known as a producer's (the guard's middleware
+        calls this), counting it against the strangers' share."""
         transport = request.transport
         if transport is None or transport in self.producers:
             return await handler(request)
