@@ -210,6 +210,9 @@ class PostgresBackend:
     async def tune_space(self) -> float | None:
         return None
 
+    async def forget(self) -> None:
+        """Nothing: dead row versions are VACUUM's (autovacuum, or notifyd vacuum --full)."""
+
 
 def _signal(channel: str, payload: str, due: Callable[[int], None],
             inbox: Callable[[str, str], None]) -> None:
