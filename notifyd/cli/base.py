@@ -20,6 +20,7 @@ import click
 from notifyd.config import Config, load_config
 from notifyd.core.clock import SystemClock
 from notifyd.core.errors import ConfigError
+from notifyd.core.text import redact_url
 from notifyd.store import (
     KeyStore,
     Store,
@@ -66,9 +67,10 @@ def load_obj(obj: dict[str, Any]) -> Config:
 
 
 def database(cfg: Config) -> str:
-    """The database as people should read it: an absolute path for SQLite."""
+    """The database as people should read it: an absolute path for SQLite, a URL without its
+    password."""
     path = sqlite_path(cfg.store.url)
-    return str(Path(path).resolve()) if path is not None else cfg.store.url
+    return str(Path(path).resolve()) if path is not None else redact_url(cfg.store.url)
 
 
 def daemon_url(ctx: click.Context, url: str | None) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from notifyd.cli.base import main
-from notifyd.core.text import plural
+from notifyd.core.text import plural, redact_url
 from notifyd.store import StoreLocked, StoreUnavailable, hold, is_postgres, sqlite_path
 
 if TYPE_CHECKING:
@@ -51,11 +51,14 @@ def migrate_store(source: str, target: str) -> None:
 def copied_said(copied: list[Copied], path: str, target: str) -> str:
     """What `notifyd migrate-store` copied, a line per table, and what to do next."""
     width = max(len(c.table) for c in copied)
+    shown = redact_url(target)
+    hidden = ("with *** the password you gave --to (or the whole URL in a file that only "
+              "notifyd reads, named by url_file) " if shown != target else "")
     tables = [f"{c.table:<{width}}  {c.rows:>10} {'row ' if c.rows == 1 else 'rows'}  checksum "
               f"{c.checksum}  matches" for c in copied]
     return "\n".join(tables) + (
         f"\n\nCopied {plural(sum(c.rows for c in copied), 'row')}; {path} is unchanged.\n"
         "Now set, in notifyd's config file:\n\n"
         "    [store]\n"
-        f"    url = \"{target}\"\n\n"
-        "(and drop any --db option), then start notifyd on each host.")
+        f"    url = \"{shown}\"\n\n"
+        f"{hidden}(and drop any --db option), then start notifyd on each host.")

@@ -49,7 +49,8 @@ def erased_said(user_id: str, tenant: str, e: Erased) -> list[str]:
     """What `notifyd users delete` did, a line per part."""
     removed = [what for what, there in (("profile and contacts", e.profile),
                                         ("preferences", e.preferences)) if there]
-    removed += [plural(e.devices, "device"), plural(e.inbox_items, "inbox item")]
+    removed += [plural(e.devices, "device"), plural(e.inbox_items, "inbox item"),
+                plural(e.memberships, "topic membership")]
     hashes = "a one-way hash" if e.hashed == 1 else "one-way hashes"
     return [f"erased {user_id} of tenant {tenant} at {iso(e.erased_at)}",
             f"  removed: {', '.join(removed)}",
@@ -57,7 +58,8 @@ def erased_said(user_id: str, tenant: str, e: Erased) -> list[str]:
             f"({plural(e.cancelled_steps, 'step')} that had not gone)",
             f"  scrubbed: the params of {plural(e.params, 'notification')}, "
             f"{plural(e.payloads, 'frozen message')}, the addresses of "
-            f"{plural(e.receipts, 'receipt')}",
+            f"{plural(e.receipts, 'receipt')}, their email and phone in "
+            f"{plural(e.events, 'event')}",
             f"  suppressions: {e.hashed} kept as {hashes}, {e.kept} left as "
             f"{'it was' if e.kept == 1 else 'they were'} (another person has the address)",
             "  user tokens made before now are refused"]

@@ -83,10 +83,12 @@ class ServerConfig(Checked):
 
 @dataclass(frozen=True)
 class StoreConfig(Checked):
-    url: str = doc("The database: a SQLite file's path (WAL mode, created on first start), a "
-                   "URL such as sqlite:////var/lib/notifyd/notifyd.db, or a PostgreSQL database "
-                   "that several notifyd processes share: postgresql://user@host/dbname.",
-                   DEFAULT_DB, nonempty=True)
+    url: str = sensitive("The database: a SQLite file's path (WAL mode, created on first "
+                         "start), a URL such as sqlite:////var/lib/notifyd/notifyd.db, or a "
+                         "PostgreSQL database that several notifyd processes share: "
+                         "postgresql://user@host/dbname (its password, in the URL or as "
+                         "?password=, is never shown: log lines, errors and commands print "
+                         "***).", DEFAULT_DB, nonempty=True)
     max_pending_writes: int = doc("Accepts waiting for the writer beyond which new ones get 503 "
                                   "overloaded with Retry-After (producers retry with the same "
                                   "dedup key, so nothing is lost); bounds accept latency and "

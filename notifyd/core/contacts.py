@@ -12,6 +12,7 @@ sends to it.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 from dataclasses import dataclass
 
@@ -79,13 +80,24 @@ BY_SUPPRESSION = {a.suppression: a for a in ADDRESSES}
 SUPPRESSION_TYPES: tuple[str, ...] = (*BY_SUPPRESSION, "push")
 
 
-HASHED = "sha256:"  # an erased person's suppressed address, kept one-way
+HASHED = "hmac:"  # an erased person's suppressed address, kept one-way
+UNKEYED = "sha256:"  # the form kept before the installation's key: rewritten by a migration
+SUPPRESSION_KEY = "suppressions"  # the signing_keys row holding the installation's key
 
 
-def hashed_address(address: str) -> str:
+def hashed_address(address: str, key: bytes) -> str:
     """The one-way form a suppression keeps once the person whose address it is was erased:
-    the address is gone, and the same address given again still finds it."""
-    return HASHED + hashlib.sha256(address.encode()).hexdigest()
+    the address is gone, and the same address given again still finds it. Keyed with the
+    installation's own key (an HMAC), so a list that leaks cannot be turned back into phone
+    numbers by trying them all; of the address's SHA-256, so a hash kept before the key
+    (UNKEYED) becomes this one without the address (rehashed)."""
+    return rehashed(UNKEYED + hashlib.sha256(address.encode()).hexdigest(), key)
+
+
+def rehashed(unkeyed: str, key: bytes) -> str:
+    """`sha256:<hex>` as the keyed form hashed_address gives the same address."""
+    digest = bytes.fromhex(unkeyed.removeprefix(UNKEYED))
+    return HASHED + hmac.new(key, digest, hashlib.sha256).hexdigest()
 
 
 def normal_address(suppression: str | None, address: str) -> str:

@@ -140,6 +140,8 @@ class Erased:
     receipts: int  # receipts whose address and detail were cleared
     hashed: int  # suppressions of their addresses now kept only as a one-way hash
     kept: int  # suppressions left as they were: another person of the tenant has the address
+    events: int = 0  # events whose params or subject named their email or phone, scrubbed
+    memberships: int = 0  # topic membership rows of theirs, removed
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,9 +148,11 @@ def erased_view(user_id: str, e: Erased) -> shapes.Erased:
     return shapes.Erased(
         user_id=user_id, erased_at=iso(e.erased_at),
         removed=shapes.Removed(profile=e.profile, preferences=e.preferences,
-                               devices=e.devices, inbox_items=e.inbox_items),
+                               devices=e.devices, inbox_items=e.inbox_items,
+                               memberships=e.memberships),
         cancelled=shapes.Cancelled(notifications=e.cancelled, steps=e.cancelled_steps),
-        scrubbed=shapes.Scrubbed(params=e.params, payloads=e.payloads, receipts=e.receipts),
+        scrubbed=shapes.Scrubbed(params=e.params, payloads=e.payloads, receipts=e.receipts,
+                                 events=e.events),
         suppressions=shapes.KeptSuppressions(hashed=e.hashed, kept=e.kept))
 
 

@@ -284,14 +284,16 @@ async def post_webhook(request: web.Request) -> web.Response:
     2xx. A refusal is a log line naming the provider and why, never the body: at most one per
     provider every few seconds, counting those held back (anyone can post here)."""
     ctx = request.app[CTX]
-    name = request.match_info["provider"]
+    name, tenant = request.match_info["provider"], request.match_info.get("tenant")
     provider, settings = evidence.PROVIDERS.get(name), ctx.cfg.webhook(name)
     if provider is None or settings is None:
         on = [p for p in evidence.PROVIDERS if ctx.cfg.webhook(p) is not None]
         raise ApiError("not_found", f"no webhook {name!r} is configured (on: "
                        f"{', '.join(on) or 'none'}; see [webhooks.NAME] in the config)")
+    if tenant is not None and not provider.per_tenant:
+        raise ApiError("not_found", f"the {name} webhook has one URL: /v1/webhooks/{name}")
     raw = evidence.RawRequest(request.method, public_url(request), request.headers,
-                              await read_body(request), request.query)
+                              await read_body(request), request.query, tenant)
     count = ctx.metrics.receipts
 
     def say(msg: str, *args: object) -> None:
@@ -403,6 +405,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("DELETE", "/v1/suppressions/{channel_type}/{address}", delete_suppression),
     ("POST", "/v1/webhooks/{provider}", post_webhook),
     ("GET", "/v1/webhooks/{provider}", get_webhook),
+    ("POST", "/v1/webhooks/{provider}/{tenant}", post_webhook),
     ("GET", "/v1/decisions/stream", decisions.get_stream),
     ("GET", "/v1/openapi.json", get_openapi),
     ("GET", "/healthz", get_health),

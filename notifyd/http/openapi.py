@@ -167,6 +167,17 @@ def _notifications() -> dict[str, Any]:
                 "responses": {"200": {"description": "hub.challenge, as text", "content": {
                     "text/plain": {"schema": {"type": "string"}}}},
                     **_errors(400, 403, 404)}}},
+        "/v1/webhooks/{provider}/{tenant}": {"post": {
+            "summary": "One tenant's delivery receipts, verified with that tenant's own secret "
+                       "alone ([webhooks.PROVIDER.tenants.TENANT]); 404 unless the provider "
+                       "takes a secret per tenant and is configured",
+            "security": [], "parameters": [
+                _param("provider", "path", {"type": "string", "enum": [
+                    name for name, p in PROVIDERS.items() if p.per_tenant]}),
+                _param("tenant", "path", _STR)],
+            "requestBody": {"required": False, "content": {"*/*": {"schema": {}}}},
+            "responses": {"200": {"description": "stored and applied"},
+                          **_errors(400, 401, 404, 408, 413, 503)}}},
         "/v1/decisions/stream": {"get": _stream(
             "The engine's decisions as they happen (notifyd tail), as Server-Sent Events: open "
             "({kind, channel, user_id}: the filter; what follows it is seen), decision (data: a "

@@ -58,6 +58,9 @@ class RawRequest:
     headers: Mapping[str, str]  # case-insensitive lookups: use .get with the exact header name
     body: bytes
     query: Mapping[str, str]
+    # The tenant the URL names (POST /v1/webhooks/NAME/{tenant}, for a provider with
+    # per_tenant): its parser verifies with that tenant's secret alone.
+    tenant: str | None = None
 
 
 # Fetches a URL's body (the SES certificate); given to parsers that need the network, so tests
@@ -111,6 +114,7 @@ class ReceiptProvider:
     bad_receipt_status: int = 400
     one_time_tokens: bool = False  # its scheme leaves the event unsigned: the adapter's nonce
     handshake: bool = False  # it checks the URL with a GET first: the adapter's challenge
+    per_tenant: bool = False  # it also takes POST /v1/webhooks/NAME/{tenant} (RawRequest.tenant)
 
     @property
     def parse(self) -> Parser:

@@ -28,8 +28,13 @@ so clients report to their backend, which signs and forwards. Each tenant may ha
 ([webhooks.delivery-receipt.tenants.NAME]): a receipt signed with it names that tenant, matches
 only its notifications, and its webhook-id is that tenant's alone (the event id is
 "TENANT:ID"), so one tenant can neither move nor pre-empt another's steps. The shared secret
-matches any tenant's, as a single-tenant install needs. The secret that verifies is found by
-trying each (an HMAC per secret), as a receiver holding several endpoint secrets does.
+matches any tenant's, as a single-tenant install needs.
+
+What a request nobody signed may cost is bounded: a tenant's backend posts to
+/v1/webhooks/delivery-receipt/TENANT, where that tenant's own secret (two while rotating) is the
+only one tried. The URL without a tenant tries every secret (an HMAC each, as a receiver holding
+several endpoint secrets does) only while there are at most MAX_SECRETS_TRIED; past that, only
+the shared one. A body larger than any receipt (MAX_BODY_BYTES) is refused before any HMAC.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ from notifyd.receipts.providers.receipt import TenantSecret as TenantSecret
 
 TOLERANCE_MS = 5 * 60 * 1000  # Standard Webhooks: 5 minutes either way
 MAX_SIGNATURES = 8  # entries read from one signature header; rotation needs two
+MAX_SECRETS_TRIED = 8  # secrets one request to the URL without a tenant is tried against
+MAX_BODY_BYTES = 4096  # a receipt is ~150 bytes: anything past this is refused unverified
 EVENT_ID_RE = re.compile(r"[\x21-\x7e]{1,256}")  # printable ASCII, no spaces
 TIMESTAMP_RE = re.compile(r"[1-9][0-9]{0,11}")
 NOTIFICATION_ID_RE = re.compile(r"n_[0-9a-z]{18}")
@@ -148,7 +155,14 @@ def iso_ms(value: str) -> int | None:
 
 
 async def parse(request: RawRequest, settings: Settings, now: int, fetch: Fetch) -> list[Receipt]:
-    signers = settings.signers()
+    if len(request.body) > MAX_BODY_BYTES:
+        raise BadSignature(f"the body is larger than {MAX_BODY_BYTES} bytes (no receipt is)")
+    signers = settings.signers_of(request.tenant, MAX_SECRETS_TRIED)
+    if not signers:
+        raise BadSignature("no secret is configured for the tenant in the URL"
+                           if request.tenant is not None else
+                           "more tenant secrets than are tried here: post to "
+                           "/v1/webhooks/delivery-receipt/TENANT")
     msg_id, found = verify_signer(request, [key for _, key in signers], now)
     tenant = signers[found][0]
     data = read_json(request.body)

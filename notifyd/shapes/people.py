@@ -114,6 +114,7 @@ class Removed(Answer, kw_only=True):
     preferences: bool
     devices: Count
     inbox_items: Count
+    memberships: Count
 
 
 class Cancelled(Answer, kw_only=True):
@@ -125,6 +126,7 @@ class Scrubbed(Answer, kw_only=True):
     params: Count
     payloads: Count
     receipts: Count
+    events: Count
 
 
 class KeptSuppressions(Answer, kw_only=True):

@@ -21,8 +21,10 @@ from notifyd.store.postgres.migrate import migrate, schema_sql
 from notifyd.store.sqlite.migrate import schema_sql as sqlite_schema_sql
 
 PRAGMAS = ("user_version", "auto_vacuum", "journal_mode", "page_size", "freelist_count")
-# Columns a migration dates with the clock: the time it ran, not part of what it made.
-MIGRATION_TIMES = {("notifyd_migrations", "applied_at"), ("tenants", "created_at")}
+# Columns a migration dates with the clock (the time it ran), or fills with a key of its own
+# (the installation's suppression key): not part of what it made.
+MIGRATION_TIMES = {("notifyd_migrations", "applied_at"), ("tenants", "created_at"),
+                   ("signing_keys", "secret"), ("signing_keys", "created_at")}
 
 
 def sqlite_state(path: Path) -> tuple[Any, ...]:

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from store_support import BACKENDS, LEASE, NOW, RULES, accept, claim, opened
+from store_support import BACKENDS, LEASE, NOW, RULES, accept, claim, opened, plan
 
 from notifyd.core.clock import FakeClock
-from notifyd.core.contacts import hashed_address
+from notifyd.core.contacts import SUPPRESSION_KEY, hashed_address
 from notifyd.core.errors import DomainError
+from notifyd.core.events import Audience, EventInput, KindRoute
 from notifyd.core.models import (
     Completion,
     Decision,
@@ -30,6 +33,7 @@ from notifyd.core.models import (
 )
 from notifyd.core.records import Erased, InboxEntry
 from notifyd.store import Store
+from notifyd.store.core.store import CoreStore
 
 
 @pytest.fixture
@@ -150,7 +154,7 @@ async def test_erasing_a_person_removes_cancels_scrubs_and_hashes(store: Store,
     clock.ms += 5
 
     e = await store.erase_user("acme", "u1", "key:k")
-    assert e == Erased(NOW + 5, True, True, 1, 1, 3, 3, 4, 2, 1, 1, 1)
+    assert e == Erased(NOW + 5, True, True, 1, 1, 3, 3, 4, 2, 1, 1, 1, 0, 0)
     assert await store.get_recipient("acme", "u1") is None
     assert await store.inbox_page("acme", "u1", None, 10) == []
     assert await store.badge("acme", "u1") == 0
@@ -170,9 +174,12 @@ async def test_erasing_a_person_removes_cancels_scrubs_and_hashes(store: Store,
     assert sent is not None and sent.resolution is None and sent.state == "delivered"
     assert (sent.params, sent.steps[0].destination, sent.steps[0].payload) == ({}, None, None)
     assert await store.freeze([Freeze(flying, EMAIL, '{"text": "hi"}', None)]) == [False]
+    key = await suppression_key(store)
     assert [(s.tenant, s.channel_type, s.address, s.reason) for s in await store.suppressions(
-        "acme")] == [("*", "sms", PHONE, "stop"), ("acme", "email", hashed_address(EMAIL), "bounced")]
-    assert [s.address for s in await store.suppressions("acme", EMAIL)] == [hashed_address(EMAIL)]
+        "acme")] == [("*", "sms", PHONE, "stop"),
+                     ("acme", "email", hashed_address(EMAIL, key), "bounced")]
+    assert [s.address for s in await store.suppressions("acme", EMAIL)] == [
+        hashed_address(EMAIL, key)]
     # Nothing of theirs goes out again: what was in flight, once its lease ends, is cancelled.
     clock.ms += LEASE
     assert await claim(store) == []
@@ -195,3 +202,71 @@ async def test_an_erased_address_stays_suppressed_for_whoever_has_it_next(
     assert await store.suppressions("acme") == []
     again = await store.erase_user("acme", "u3", "cli")  # nothing left: nothing counted
     assert (again.profile, again.params, again.hashed) == (False, 0, 0)
+
+
+# --- what else names the person, and the suppressions' key ------------------------------------
+
+
+async def suppression_key(store: Store) -> bytes:
+    found = await store.find_signing_key(SUPPRESSION_KEY)
+    assert found is not None  # made by the migration
+    return found.secret
+
+
+async def rows(store: Store, sql: str) -> list[tuple[Any, ...]]:
+    assert isinstance(store, CoreStore)
+    return [tuple(r) for r in await store.backend.fetch(sql)]
+
+
+async def test_erasing_scrubs_events_orphan_receipts_and_memberships(store: Store) -> None:
+    await person(store)
+    await store.put_recipient(Recipient("acme", "u2", contacts={"email": "u2@x.example"}))
+    for topic in ("t", "old"):
+        await store.put_topic("acme", topic)
+        await store.change_members("acme", topic, ("u1", "u2"), ())
+    await store.change_members("acme", "old", (), ("u1",))  # a membership ended: its row stays
+    said = {"who": EMAIL.upper(), "call": PHONE, "n": 1}  # any case of the address
+    news = EventInput("acme", "e1", "news", ("k",), Audience.USERS, said, f"user:{EMAIL}",
+                      "h1", "key", None, ("u2",))
+    await store.accept_event(news)
+    route = KindRoute(plan("a"), 3600, lambda user, nid, locale: InboxEntry(
+        f"{said['who']} joined", f"call {said['call']}"))
+    assert (await store.route_chunk("acme", "e1", {"k": route}, 10)).done
+    assert await store.record_receipts([Receipt("resend", "r9", Evidence.BOUNCED, None,
+                                                provider_ref="unknown", address=EMAIL)], RULES)
+
+    e = await store.erase_user("acme", "u1", "cli")
+    assert (e.events, e.memberships, e.receipts) == (1, 2, 1)  # t, and old (ended)
+    got = await store.get_event("acme", "e1")
+    assert got is not None and (got.params, got.subject) == (
+        {"who": "[erased]", "call": "[erased]", "n": 1}, "user:[erased]")
+    [(nid,)] = await rows(store, "SELECT id FROM notifications WHERE user_id = 'u2'")
+    made = await store.get_notification(nid)
+    assert made is not None and made.params == {"who": "[erased]", "call": "[erased]", "n": 1}
+    [item] = await store.inbox_page("acme", "u2", None, 10)
+    assert (item.title, item.body) == ("[erased] joined", "call [erased]")
+    assert await rows(store, "SELECT address FROM receipts WHERE event_id = 'r9'") == [(None,)]
+    assert await rows(store, "SELECT topic FROM topic_members WHERE user_id = 'u1'") == []
+    t = await store.get_topic("acme", "t")
+    assert t is not None and (t.members, t.version) == (1, 2)  # a change of its own
+    assert await members_of(store, "t") == ["u2"]
+
+
+async def members_of(store: Store, topic: str) -> list[str]:
+    return [m.user_id for m in await store.topic_members("acme", topic, "", 100)]
+
+
+async def test_a_suppression_is_kept_under_the_installations_key(store: Store) -> None:
+    await person(store)
+    assert await store.suppress("acme", "sms", PHONE, "stop", "twilio")
+    await store.erase_user("acme", "u1", "cli")
+    key = await suppression_key(store)
+    assert len(key) == 32
+    [kept] = await store.suppressions("acme")
+    unkeyed = "sha256:" + hashlib.sha256(PHONE.encode()).hexdigest()
+    assert kept.address == hashed_address(PHONE, key) != unkeyed
+    assert kept.address.startswith("hmac:") and PHONE not in kept.address
+    assert [s.address for s in await store.suppressions("acme", PHONE)] == [kept.address]
+    await store.put_recipient(Recipient("acme", "u3", contacts={"phone": PHONE}))
+    r = await store.get_recipient("acme", "u3")
+    assert r is not None and [(d.contact, d.reason) for d in r.disabled] == [("phone", "stop")]

@@ -5,6 +5,7 @@ every backend; an item still waiting for its digest stays `held`."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -13,7 +14,8 @@ import pytest
 from store_support import BACKENDS, NOW, RULES, accept, carry, claim, opened
 
 from notifyd.core.clock import FakeClock
-from notifyd.core.models import Decision, StepState, Verdict
+from notifyd.core.contacts import SUPPRESSION_KEY, hashed_address
+from notifyd.core.models import Decision, Recipient, StepState, Verdict
 from notifyd.store import is_postgres
 from notifyd.store.postgres import migrate as pg_migrate
 from notifyd.store.postgres.backend import connect
@@ -60,3 +62,39 @@ async def test_items_carried_before_the_upgrade_say_digested_after_it(
             [s] = n.steps
             assert (s.state, s.digest_id, s.updated_at) == (
                 state, "n_d" if state is StepState.DIGESTED else None, updated_at), nid
+
+
+def _unkeyed(url: str, address: str) -> None:
+    """The suppressions as a database from before the installation's key holds them: an
+    erased person's address as its bare SHA-256, no key, at the version before that migration."""
+    old = "sha256:" + hashlib.sha256(address.encode()).hexdigest()
+    if is_postgres(url):
+        with connect(url) as conn:
+            conn.execute("DELETE FROM signing_keys WHERE name = 'suppressions'")
+            conn.execute("INSERT INTO suppressions VALUES ('acme', 'sms', $1, 'stop', 'twilio', "
+                         "NULL, 0)", (old,))
+            conn.execute("DELETE FROM notifyd_migrations WHERE version >= $1",
+                         (pg_migrate.KEY_SUPPRESSIONS,))
+        return
+    with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
+        conn.execute("DELETE FROM signing_keys WHERE name = 'suppressions'")
+        conn.execute("INSERT INTO suppressions VALUES ('acme', 'sms', ?, 'stop', 'twilio', "
+                      "NULL, 0)", (old,))
+        conn.execute(f"PRAGMA user_version = {sqlite_migrate.KEY_SUPPRESSIONS - 1}")
+        conn.commit()
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+async def test_suppressions_hashed_before_the_key_are_rehashed_under_it(
+        backend: str, tmp_path: Path) -> None:
+    url, phone = BACKENDS[backend](tmp_path, "upgrade.db"), "+14155550100"
+    _unkeyed(url, phone)
+    async with opened(url, FakeClock(NOW)) as store:  # opening migrates
+        key = await store.find_signing_key(SUPPRESSION_KEY)
+        assert key is not None and len(key.secret) == 32
+        [kept] = await store.suppressions("acme")
+        assert kept.address == hashed_address(phone, key.secret)  # without the number
+        assert [s.address for s in await store.suppressions("acme", phone)] == [kept.address]
+        await store.put_recipient(Recipient("acme", "u1", contacts={"phone": phone}))
+        r = await store.get_recipient("acme", "u1")
+        assert r is not None and [(d.contact, d.reason) for d in r.disabled] == [("phone", "stop")]

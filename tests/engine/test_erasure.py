@@ -15,7 +15,7 @@ from typing import Any
 
 from stack_support import ADDRESS, PHONE, Stack, stack
 
-from notifyd.core.contacts import hashed_address
+from notifyd.core.contacts import SUPPRESSION_KEY, hashed_address
 from notifyd.engine.stream import CLOSE
 from notifyd.http.auth import hash_key, new_key
 
@@ -85,9 +85,10 @@ async def test_erasing_a_person_reports_what_went_and_nothing_more_reaches_them(
         assert report.pop("erased_at")
         assert report == {
             "user_id": "ada",
-            "removed": {"profile": True, "preferences": True, "devices": 1, "inbox_items": 2},
+            "removed": {"profile": True, "preferences": True, "devices": 1, "inbox_items": 2,
+                        "memberships": 0},
             "cancelled": {"notifications": 2, "steps": 3},
-            "scrubbed": {"params": 2, "payloads": 1, "receipts": 0},
+            "scrubbed": {"params": 2, "payloads": 1, "receipts": 0, "events": 0},
             "suppressions": {"hashed": 1, "kept": 0}}
         assert queue is not None and queue.queue.get_nowait() is CLOSE  # their stream ends
         assert queue.closed == "erased"
@@ -106,9 +107,11 @@ async def test_erasing_a_person_reports_what_went_and_nothing_more_reaches_them(
         assert r.status == 404
         r = await s.client.get("/v1/users/ada/inbox", headers=auth(s))
         assert (await r.json())["items"] == []
+        key = await s.e.store.find_signing_key(SUPPRESSION_KEY)
+        assert key is not None
         r = await s.client.get("/v1/suppressions", headers=auth(s))
         assert [x["address"] for x in (await r.json())["suppressions"]] == [
-            hashed_address(ADDRESS)]  # the address is gone; the suppression is not
+            hashed_address(ADDRESS, key.secret)]  # the address is gone; the suppression is not
 
         await s.user("bob", email=ADDRESS, phone=PHONE)  # the same address, someone else's
         r = await s.client.get("/v1/users/bob", headers=auth(s))

@@ -309,11 +309,12 @@ def whsec(seed: bytes) -> str:
     return "whsec_" + base64.b64encode(seed.ljust(32, b".")).decode()
 
 
-async def post_receipt(s: Stack, secret: str, body: dict[str, Any], msg_id: str) -> int:
+async def post_receipt(s: Stack, secret: str, body: dict[str, Any], msg_id: str,
+                       path: str = "/v1/webhooks/delivery-receipt") -> int:
     raw = json.dumps(body)
     now = int(time.time())
     sig = standardwebhooks.Webhook(secret).sign(msg_id, datetime.fromtimestamp(now, UTC), raw)
-    r = await s.client.post("/v1/webhooks/delivery-receipt", data=raw.encode(), headers={
+    r = await s.client.post(path, data=raw.encode(), headers={
         "webhook-id": msg_id, "webhook-timestamp": str(now), "webhook-signature": sig,
         "Content-Type": "application/json"})
     return r.status
@@ -342,6 +343,31 @@ async def test_a_tenants_receipt_secret_reaches_only_that_tenants_notifications(
         assert await post_receipt(s, whsec(b"nobody's"), {"key": f"{nid}:0",
                                                           "status": "shown"}, "msg_2") == 401
 
+
+
+async def test_a_tenants_backend_posts_to_its_own_url(tmp_path: Path) -> None:
+    ours, theirs = whsec(b"default's own"), whsec(b"another's")
+    settings = {**WEBHOOK_SETTINGS, "webhooks": {"delivery-receipt": {"tenants": {
+        "default": {"secret": ours}, "other": {"secret": theirs}}}}}
+    mine, other = "/v1/webhooks/delivery-receipt/default", "/v1/webhooks/delivery-receipt/other"
+    async with make_stack(tmp_path, settings) as s:
+        await s.user()
+        nid = await accept(s, "alert")  # the stack's key is tenant default's
+        await s.e.cycle()
+        opened = {"key": f"{nid}:0", "status": "opened"}
+        # Signed by another tenant, posted to default's URL: refused, nothing kept.
+        assert await post_receipt(s, theirs, opened, "msg_1", mine) == 401
+        assert await post_receipt(s, ours, opened, "msg_1", "/v1/webhooks/delivery-receipt/x") \
+            == 401
+        # Default's secret on the other tenant's URL: refused too.
+        assert await post_receipt(s, ours, opened, "msg_1", other) == 401
+        assert await receipts(s) == 0
+        assert await post_receipt(s, ours, opened, "msg_1", mine) == 200
+        doc = await s.status(nid)
+        assert doc["current_state"] == "delivered" and doc["steps"][0]["evidence"] == "opened"
+        # Only a provider with a secret per tenant has such URLs.
+        r = await s.client.post("/v1/webhooks/twilio/default", data=b"")
+        assert r.status == 404
 
 
 async def test_a_delivery_receipt_from_the_producers_backend(tmp_path: Path) -> None:

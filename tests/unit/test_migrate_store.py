@@ -31,6 +31,7 @@ async def test_a_sqlite_file_moves_to_postgresql_whole(tmp_path: Path) -> None:
         assert len(await claim(s, n=5)) == 5  # five in flight: their siblings wait
         await s.replay("n_29", None)  # an event row
         before = await s.get_notification("n_03")
+        key = await s.find_signing_key("suppressions")  # its hashes are under this one
     source = _digest(db)
     url = pg_support.fresh_url()
 
@@ -41,6 +42,7 @@ async def test_a_sqlite_file_moves_to_postgresql_whole(tmp_path: Path) -> None:
 
     async with opened(url, clock) as pg:
         assert await pg.get_notification("n_03") == before
+        assert await pg.find_signing_key("suppressions") == key
         assert (await pg.get_topic("acme", "news")).self_service is True
         seqs = [i.seq for i in await pg.inbox_since("acme", "u1", 0, 100)]
         assert len(seqs) == 10

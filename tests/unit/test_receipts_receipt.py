@@ -241,3 +241,61 @@ def test_tenants_secrets_are_checked_by_name_never_by_value() -> None:
         ("tenants.globex.secret", "set it, or remove the table"),
         ("tenants.initech.secret", "set it; previous_secret only helps a rotation"),
         ("tenants.umbrella.secret", "must be whsec_ followed by base64 (at least 16 bytes)")]
+
+
+# --- what a request nobody signed may cost, with many tenants -----------------------------------
+
+MANY = {f"t{i:04d}": TenantSecret("whsec_" + base64.b64encode(f"tenant {i:04d}".encode()
+                                                                .ljust(24, b".")).decode())
+        for i in range(1000)}
+
+
+def for_tenant(req: RawRequest, tenant: str) -> RawRequest:
+    return RawRequest(req.method, f"{URL}/{tenant}", req.headers, req.body, req.query, tenant)
+
+
+@pytest.fixture
+def hmacs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the HMACs computed (hmac.new calls), one entry per call."""
+    made: list[int] = []
+    real = hmac.new
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        made.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(hmac, "new", counted)
+    return made
+
+
+@pytest.mark.parametrize("shared", [None, SECRET])
+async def test_with_a_thousand_tenants_a_forged_request_costs_a_few_hmacs_at_most(
+        shared: str | None, hmacs: list[int]) -> None:
+    settings = Settings(secret=shared or "", tenants=MANY)
+    payload = {"key": f"{NID}:1", "status": "delivered"}
+    big = json.dumps({**payload, "provider": "x" * 65_000}).encode()  # 64 KiB
+    nobody = "whsec_" + base64.b64encode(b"nobody's-secret-at-all-32-bytes!").decode()
+    forged = [request(payload, secret=nobody), request(body=big, secret=nobody),
+              request(payload, secret=nobody, headers={"webhook-signature": "v1,AAAA"})]
+    for req in forged:
+        for sent in (req, for_tenant(req, "t0500"), for_tenant(req, "nobody")):
+            hmacs.clear()
+            await refused(BadSignature, sent, settings)
+            assert len(hmacs) <= (2 if sent.tenant else 8), sent.url  # 8: MAX_SECRETS_TRIED
+    hmacs.clear()
+    await refused(BadSignature, forged[1], settings)
+    assert hmacs == []  # larger than any receipt: refused before an HMAC
+
+
+async def test_a_tenants_route_takes_its_own_secret_and_no_other(hmacs: list[int]) -> None:
+    settings = Settings(tenants=MANY)
+    payload = {"key": f"{NID}:1", "status": "delivered"}
+    mine = request(payload, secret=MANY["t0007"].secret)
+    hmacs.clear()
+    [r] = await run(for_tenant(mine, "t0007"), settings)
+    assert (r.tenant, r.event_id) == ("t0007", "t0007:msg_2mYvLq8N") and len(hmacs) == 1
+    # Signed by t0007's backend, posted to t0008's URL: refused, not t0008's receipt.
+    assert "no signature matches" in await refused(BadSignature, for_tenant(mine, "t0008"),
+                                                   settings)
+    # The URL without a tenant tries only the shared secret (none here) with this many.
+    assert "/v1/webhooks/delivery-receipt/TENANT" in await refused(BadSignature, mine, settings)

@@ -44,7 +44,10 @@ class Settings(Checked):
     previous_secret: str = sensitive("While rotating: the old secret, still accepted (a "
                                      "secret).", "", check=whsec_problem)
     tenants: dict[str, TenantSecret] = docf("A tenant's own secret: a receipt it verifies "
-                                            "matches only that tenant's notifications.", dict)
+                                            "matches only that tenant's notifications. Its "
+                                            "backend posts to /v1/webhooks/delivery-receipt/"
+                                            "NAME (the URL without NAME tries every secret "
+                                            "only while there are at most 8).", dict)
 
     def signers(self) -> list[tuple[str | None, bytes]]:
         """(the tenant it binds, or None for any, key) for every key that verifies, the
@@ -52,6 +55,20 @@ class Settings(Checked):
         shared = TenantSecret(self.secret, self.previous_secret).hmac_keys()
         return [(None, k) for k in shared] + [
             (name, k) for name, t in sorted(self.tenants.items()) for k in t.hmac_keys()]
+
+    def signers_of(self, tenant: str | None, most: int) -> list[tuple[str | None, bytes]]:
+        """The keys a request may be tried against: for a URL naming a tenant, that tenant's
+        own (none for a tenant without a table); for the URL without one, every key while
+        there are at most `most` of them, else the shared secret's alone, so a request
+        nobody signed never costs an HMAC per tenant."""
+        if tenant is not None:
+            own = self.tenants.get(tenant)
+            return [(tenant, k) for k in own.hmac_keys()] if own is not None else []
+        count = bool(self.secret) + bool(self.previous_secret) + sum(
+            bool(t.secret) + bool(t.previous_secret) for t in self.tenants.values())
+        if count <= most:
+            return self.signers()
+        return [(None, k) for k in TenantSecret(self.secret, self.previous_secret).hmac_keys()]
 
     def enabled(self) -> bool:
         return bool(self.secret) or any(t.secret for t in self.tenants.values())
@@ -77,4 +94,4 @@ class Settings(Checked):
 
 PROVIDER = ReceiptProvider(NAME, "receipts from your own apps and push clients (delivered, "
                                  "shown, opened), Standard Webhooks signed", Settings,
-                           "notifyd.receipts.receipt")
+                           "notifyd.receipts.receipt", per_tenant=True)

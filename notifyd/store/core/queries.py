@@ -70,6 +70,17 @@ class Queries(Protocol):
     SCRUB_PAYLOADS: str  # (tenant, user_id): every step's destination and frozen message
     #                      cleared; one in flight keeps '{}', so no freeze can fill it again
     SCRUB_RECEIPTS: str  # (tenant, user_id): the addresses and details of their receipts
+    SCRUB_ORPHAN_RECEIPTS: str  # (addresses JSON): unmatched receipts' addresses and details
+    SELECT_MEMBERSHIPS: str  # (tenant, user_id): topics they are a member of now
+    DELETE_MEMBERSHIPS: str  # (tenant, user_id): every membership row of theirs
+    SELECT_EVENTS_NAMING: str  # (tenant, like, like): events whose params or subject match
+    SET_EVENT_TEXT: str  # (params, subject, seq)
+    SELECT_EVENT_MADE: str  # (tenant, event_id): its notifications' ids and params
+    SET_PARAMS: str  # (params, id)
+    SELECT_DONE_PAYLOADS: str  # (notification_id): frozen messages of steps that are done
+    SET_PAYLOAD: str  # (payload, notification_id, step_no)
+    SELECT_ITEM_TEXT: str  # (notification_id): its inbox item's seq, title and body
+    SET_ITEM_TEXT: str  # (title, body, seq)
     RECORD_ERASURE: str  # (tenant, user_id, at)
     SELECT_ERASED: str  # (tenant, user_id) -> erased_at
 

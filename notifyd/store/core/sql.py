@@ -107,6 +107,19 @@ WHERE notification_id IN ({_OF_USER})
     AND (destination IS NOT NULL OR payload IS NOT NULL OR state = 'sending')"""
 SCRUB_RECEIPTS = f"""UPDATE receipts SET address = NULL, detail = NULL
 WHERE notification_id IN ({_OF_USER}) AND (address IS NOT NULL OR detail IS NOT NULL)"""
+SCRUB_ORPHAN_RECEIPTS = f"""UPDATE receipts SET address = NULL, detail = NULL
+WHERE notification_id IS NULL AND address IN ({JSON_VALUES})"""
+SELECT_MEMBERSHIPS = """SELECT DISTINCT topic FROM topic_members
+WHERE tenant = ? AND user_id = ? AND removed_version IS NULL"""
+DELETE_MEMBERSHIPS = "DELETE FROM topic_members WHERE tenant = ? AND user_id = ?"
+SELECT_EVENTS_NAMING = """SELECT seq, event_id, params, subject FROM fanout_events
+WHERE tenant = ? AND (lower(params) LIKE ? ESCAPE '\\' OR lower(subject) LIKE ? ESCAPE '\\')"""
+SET_EVENT_TEXT = "UPDATE fanout_events SET params = ?, subject = ? WHERE seq = ?"
+SELECT_EVENT_MADE = "SELECT id, params FROM notifications WHERE tenant = ? AND event_id = ?"
+SET_PARAMS = "UPDATE notifications SET params = ? WHERE id = ?"
+SET_PAYLOAD = "UPDATE steps SET payload = ? WHERE notification_id = ? AND step_no = ?"
+SELECT_ITEM_TEXT = "SELECT seq, title, body FROM inbox_items WHERE notification_id = ?"
+SET_ITEM_TEXT = "UPDATE inbox_items SET title = ?, body = ? WHERE seq = ?"
 RECORD_ERASURE = """INSERT INTO erasures (tenant, user_id, erased_at) VALUES (?, ?, ?)
 ON CONFLICT (tenant, user_id) DO UPDATE SET erased_at = excluded.erased_at"""
 SELECT_ERASED = "SELECT erased_at FROM erasures WHERE tenant = ? AND user_id = ?"
@@ -292,6 +305,9 @@ NEXT_DIGEST = "SELECT min(window_end) FROM digest_items WHERE digest_id IS NULL"
 # --- retention ----------------------------------------------------------------------------------
 
 OPEN_STATES = "('pending', 'sending', 'unknown')"
+# An erasure's scrub of what an event made: a step still to go keeps its frozen message.
+SELECT_DONE_PAYLOADS = f"""SELECT step_no, payload FROM steps
+WHERE notification_id = ? AND payload IS NOT NULL AND state NOT IN {OPEN_STATES}"""
 # Read after SELECT_AGED_LIVE (which locks the rows where writers run at once): what a claim or
 # a replay committed meanwhile.
 SELECT_OPEN_OF = f"""SELECT n.id FROM notifications n

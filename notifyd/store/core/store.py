@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from notifyd.core.contacts import hashed_address, normal_address
+from notifyd.core.contacts import SUPPRESSION_KEY, hashed_address, normal_address
 from notifyd.core.errors import DomainError
 from notifyd.core.models import (
     SCOPES,
@@ -262,7 +262,9 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
         return str(value) if value is not None else None
 
     async def erase_user(self, tenant: str, user_id: str, by: str) -> Erased:
-        return await self.backend.write(lambda tx: erasure.erase_user(tx, tenant, user_id, by))
+        erased = await self.backend.write(lambda tx: erasure.erase_user(tx, tenant, user_id, by))
+        await self.backend.forget()  # before the answer: nothing of theirs left in the files
+        return erased
 
     async def erased_at(self, tenant: str, user_id: str) -> int | None:
         return rows.as_int(await self._value(self.q.SELECT_ERASED, (tenant, user_id)))
@@ -397,13 +399,17 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
                 tx.now, tenant, address)) > 0)
         normal = normal_address(channel_type, address)  # and what an erasure left one-way
         return await self.backend.write(lambda tx: sum(tx.run(self.q.UNSUPPRESS, (
-            tenant, channel_type, a)) for a in (normal, hashed_address(normal))) > 0)
+            tenant, channel_type, a)) for a in (
+                normal, hashed_address(normal, erasure.suppression_key(tx)))) > 0)
 
     async def suppressions(self, tenant: str, address: str | None = None,
                            limit: int = 1000) -> list[Suppression]:
+        hashed = None
+        if address is not None:
+            key = await self._value(self.q.SELECT_SIGNING_KEY, (SUPPRESSION_KEY,))
+            hashed = hashed_address(address, bytes(key)) if key is not None else None
         found = await self._all(self.q.SELECT_SUPPRESSIONS, {
-            "tenant": tenant, "address": address, "limit": limit,
-            "hashed": hashed_address(address) if address is not None else None})
+            "tenant": tenant, "address": address, "limit": limit, "hashed": hashed})
         return [Suppression(r["tenant"], r["channel_type"], r["address"], r["reason"],
                             r["source"], r["evidence"], r["created_at"]) for r in found]
 

@@ -99,6 +99,12 @@ class Backend(Protocol):
         """Make the database give space back as rows go, once; seconds it took, or None."""
         ...
 
+    async def forget(self) -> None:
+        """After an erasure commits: what the rows no longer hold, out of the database's files
+        where the backend can see to it (SQLite: the WAL checkpointed and truncated; deleted
+        content is zeroed as it goes, secure_delete), else nothing (PostgreSQL: VACUUM's)."""
+        ...
+
     @property
     def fault(self) -> str | None: ...
 

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -21,6 +20,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from notifyd.core.clock import Clock, SystemClock
+from notifyd.core.text import redact_in, redact_url
 from notifyd.store.base import StorageError, StoreMissing, StoreUnavailable
 from notifyd.store.core.queries import Features, Queries
 from notifyd.store.core.tx import Args, Script
@@ -37,22 +37,18 @@ FEATURES = Features(row_locks=queries, shared_buckets=queries, notifies=queries)
 WATCH_TICK_SEC = 1.0  # how often the listener looks at its stop event
 
 
-def redact(url: str) -> str:
-    """The URL without its password, for log lines and errors."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
-
-
 def connect(url: str) -> psycopg.Connection[Any]:
     """A connection in autocommit mode (transactions are explicit), `$n` placeholders."""
     try:
         return psycopg.connect(url, autocommit=True, cursor_factory=psycopg.RawCursor,
                                row_factory=row_factory)
-    except psycopg.OperationalError as e:
-        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+    except psycopg.Error as e:  # an unreadable URL too: the driver quotes the piece it refused
+        reason = redact_in(str(e).strip().splitlines()[-1] if str(e).strip()
+                           else type(e).__name__, url)
         if "does not exist" in reason:
-            raise StoreMissing(f"{redact(url)}: {reason}; create it (createdb NAME) and grant "
-                               "notifyd's user the right to create tables in it") from None
-        raise StoreUnavailable(f"cannot connect to {redact(url)}: {reason}") from None
+            raise StoreMissing(f"{redact_url(url)}: {reason}; create it (createdb NAME) and "
+                               "grant notifyd's user the right to create tables in it") from None
+        raise StoreUnavailable(f"cannot connect to {redact_url(url)}: {reason}") from None
 
 
 class PostgresBackend:
@@ -62,7 +58,7 @@ class PostgresBackend:
 
     def __init__(self, url: str, clock: Clock | None = None, max_queue: int = 0) -> None:
         self.dsn = url
-        self.url = redact(url)
+        self.url = redact_url(url)
         self.clock = clock or SystemClock()
         self.writer = PgWriter(self.url, self._connect_writer, self.clock, self.q, FEATURES,
                                max_queue)
@@ -91,7 +87,8 @@ class PostgresBackend:
                                 _signal(n.channel, n.payload, due, inbox)
             except psycopg.OperationalError as e:
                 log.warning("listening for other processes' signals failed (%s); again in "
-                            "a second", (str(e).strip().splitlines() or ["lost"])[0])
+                            "a second", redact_in((str(e).strip().splitlines() or ["lost"])[0],
+                                                  self.dsn))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 1.0)
 
@@ -168,7 +165,8 @@ class PostgresBackend:
             row = run(self._peeker, sql, values).fetchone()
         except psycopg.OperationalError as e:
             self._peeker = None
-            raise StorageError(f"the database is unreachable ({self.url}): {e}") from None
+            raise StorageError(f"the database is unreachable ({self.url}): "
+                               f"{redact_in(str(e), self.dsn)}") from None
         return None if row is None else row[0]
 
     async def snapshot(self, script: Script[T]) -> T:
@@ -187,7 +185,8 @@ class PostgresBackend:
             return await asyncio.get_running_loop().run_in_executor(self._reads, fn)
         except psycopg.OperationalError as e:
             self._reader = None
-            raise StorageError(f"the database is unreachable ({self.url}): {e}") from None
+            raise StorageError(f"the database is unreachable ({self.url}): "
+                               f"{redact_in(str(e), self.dsn)}") from None
 
     async def backup(self, dest: str) -> None:
         raise StoreUnavailable("notifyd backup copies a SQLite file; back a PostgreSQL "
@@ -210,6 +209,9 @@ class PostgresBackend:
 
     async def tune_space(self) -> float | None:
         return None
+
+    async def forget(self) -> None:
+        """Nothing: dead row versions are VACUUM's (autovacuum, or notifyd vacuum --full)."""
 
 
 def _signal(channel: str, payload: str, due: Callable[[int], None],

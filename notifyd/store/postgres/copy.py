@@ -32,7 +32,9 @@ TABLES: dict[str, str] = {
 }
 # Columns only PostgreSQL has: made from the others after the copy.
 DERIVED = {("events", "id"), ("notifications", "sending")}
-SEEDED = {"tenants"}  # rows the migrations make in an empty database (the default tenant)
+# Rows the migrations make in an empty database, by table: the default tenant, and the
+# installation's suppression key (the file's own replaces it: its hashes are under that key).
+SEEDED = {"tenants": "TRUE", "signing_keys": "name = 'suppressions'"}
 SEQUENCES = {"inbox_items": "seq", "fanout_events": "seq", "events": "id"}
 
 
@@ -56,8 +58,8 @@ def copy_store(source: str, target: str) -> list[Copied]:
             _check_empty(dst)
             with dst.transaction():
                 src.execute("BEGIN")  # one snapshot of the file for every table
-                for table in SEEDED:  # what the migrations made: the file's own replace it
-                    dst.execute(f"DELETE FROM {table}")
+                for table, made in SEEDED.items():  # the file's own replace them
+                    dst.execute(f"DELETE FROM {table} WHERE {made}")
                 for table in TABLES:
                     _copy(src, dst, table)
                 dst.execute("UPDATE notifications n SET sending = (SELECT count(*) FROM steps s "
@@ -86,8 +88,9 @@ def _check_source(src: sqlite3.Connection, source: str) -> None:
 
 
 def _check_empty(dst: psycopg.Connection[Any]) -> None:
-    for table in TABLES.keys() - SEEDED:
-        row = dst.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()
+    for table in TABLES:
+        made = SEEDED.get(table, "FALSE")
+        row = dst.execute(f"SELECT EXISTS (SELECT 1 FROM {table} WHERE NOT ({made}))").fetchone()
         if row and row[0]:
             raise StoreUnavailable(f"the target database already holds {table}: copy into an "
                                    "empty database only")

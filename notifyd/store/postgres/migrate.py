@@ -3,12 +3,17 @@ processes starting at once apply each once (an advisory lock held while they run
 
 from __future__ import annotations
 
+import secrets
+import time
 from importlib import resources
 from typing import Any
 
 import psycopg
 
+from notifyd.core.contacts import SUPPRESSION_KEY, UNKEYED, rehashed
+
 MIGRATIONS_LOCK = 0x6E6F7469  # pg_advisory_lock key: migrations run one process at a time
+KEY_SUPPRESSIONS = 6  # the migration whose step below makes the suppressions' key
 
 
 def migrations() -> list[tuple[int, str]]:
@@ -32,11 +37,33 @@ def migrate(conn: psycopg.Connection[Any]) -> int:
                 continue
             with conn.transaction():
                 conn.execute(sql.encode())
+                if number == KEY_SUPPRESSIONS:
+                    key_suppressions(conn)
                 conn.execute(f"INSERT INTO notifyd_migrations (version) VALUES ({number})")
             version = number
         return version
     finally:
         conn.execute(f"SELECT pg_advisory_unlock({MIGRATIONS_LOCK})")
+
+
+def key_suppressions(conn: psycopg.Connection[Any]) -> None:
+    """The installation's key for one-way suppressions, made unless there is one, and every
+    hash kept before it rewritten under it (core/contacts.rehashed). $n placeholders on any
+    connection (a test's migrates with its own)."""
+    cur = psycopg.RawCursor(conn)
+    cur.execute("INSERT INTO signing_keys (name, secret, created_at) VALUES ($1, $2, $3) "
+                 "ON CONFLICT DO NOTHING",
+                 (SUPPRESSION_KEY, secrets.token_bytes(32), int(time.time() * 1000)))
+    row = cur.execute("SELECT secret FROM signing_keys WHERE name = $1",
+                      (SUPPRESSION_KEY,)).fetchone()
+    assert row is not None  # made just now, or before
+    key = bytes(row[0])
+    old = cur.execute("SELECT tenant, channel_type, address FROM suppressions "
+                      "WHERE address LIKE $1", (UNKEYED + "%",)).fetchall()
+    for tenant, channel_type, address in old:
+        cur.execute("UPDATE suppressions SET address = $1 WHERE tenant = $2 "
+                     "AND channel_type = $3 AND address = $4",
+                     (rehashed(address, key), tenant, channel_type, address))
 
 
 def schema_sql(conn: psycopg.Connection[Any]) -> str:

@@ -1,4 +1,4 @@
--- version = 5
+-- version = 6
 TABLE api_keys (
     key_hash text NOT NULL
     name text NOT NULL

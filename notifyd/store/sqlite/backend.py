@@ -120,6 +120,9 @@ class SqliteBackend:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
+        # Deleted and overwritten content is zeroed, not left in free space: an erased
+        # person's rows are gone from the file's bytes, not only from its tables.
+        conn.execute("PRAGMA secure_delete = ON")
         migrate(conn)
         return conn
 
@@ -242,6 +245,22 @@ class SqliteBackend:
         """Make a file from before incremental auto-vacuum give its free pages back as rows
         go (once: a VACUUM); the seconds it took, or None when there was nothing to do."""
         return await asyncio.to_thread(self._vacuum, "INCREMENTAL")
+
+    async def forget(self) -> None:
+        """The WAL, whose frames still hold pages as they were before the erasure, copied into
+        the file (where secure_delete zeroed what went) and truncated to nothing."""
+        await asyncio.to_thread(self._checkpoint)
+
+    def _checkpoint(self) -> None:
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        finally:
+            conn.close()
+        if busy:
+            log.warning("the WAL could not be truncated after an erasure (a reader held it); "
+                        "the next checkpoint finishes it")
 
     def _vacuum(self, auto_vacuum: str | None) -> float | None:
         began = time.monotonic()

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
+import time
 from importlib import resources
+
+from notifyd.core.contacts import SUPPRESSION_KEY, UNKEYED, rehashed
+
+KEY_SUPPRESSIONS = 20  # the migration whose step below makes the suppressions' key
 
 
 def migrations() -> list[tuple[int, str]]:
@@ -31,6 +37,8 @@ def migrate(conn: sqlite3.Connection) -> int:
                 continue
             for statement in _statements(sql):
                 conn.execute(statement)
+            if number == KEY_SUPPRESSIONS:
+                key_suppressions(conn)
             conn.execute(f"PRAGMA user_version = {number}")
             conn.execute("COMMIT")
         except BaseException:
@@ -38,6 +46,19 @@ def migrate(conn: sqlite3.Connection) -> int:
             raise
         version = number
     return version
+
+
+def key_suppressions(conn: sqlite3.Connection) -> None:
+    """The installation's key for one-way suppressions, made unless there is one, and every
+    hash kept before it rewritten under it (core/contacts.rehashed)."""
+    conn.execute("INSERT OR IGNORE INTO signing_keys (name, secret, created_at) VALUES (?, ?, ?)",
+                 (SUPPRESSION_KEY, secrets.token_bytes(32), int(time.time() * 1000)))
+    key = bytes(conn.execute("SELECT secret FROM signing_keys WHERE name = ?",
+                             (SUPPRESSION_KEY,)).fetchone()[0])
+    old = conn.execute("SELECT tenant, channel_type, address FROM suppressions "
+                       "WHERE address LIKE ?", (UNKEYED + "%",)).fetchall()
+    conn.executemany("UPDATE suppressions SET address = ? WHERE tenant = ? AND channel_type = ? "
+                     "AND address = ?", [(rehashed(a, key), t, c, a) for t, c, a in old])
 
 
 def _statements(sql: str) -> list[str]:

@@ -1,4 +1,4 @@
--- user_version = 19
+-- user_version = 20
 CREATE TABLE api_keys (
     key_hash    TEXT PRIMARY KEY,          -- sha256 of the key; the key itself is never stored
     name        TEXT NOT NULL UNIQUE,
