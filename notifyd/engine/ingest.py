@@ -32,6 +32,7 @@ from notifyd.domain.recipients import dead_contacts
 from notifyd.domain.validate import check_depth, header_value, request_hash, time_ms
 from notifyd.domain.views import item_view
 from notifyd.engine.decisions import Entry, Feed
+from notifyd.engine.fair import Turns
 from notifyd.engine.paramcheck import ParamCheck
 from notifyd.engine.stream import Event, Hub
 from notifyd.engine.templates import TemplateError, Templates, why
@@ -55,7 +56,8 @@ class Ingest(Generic[S]):
 
     def __init__(self, cfg: Config, store: S, clock: Clock,
                  wake: Callable[[int], None] | None = None, templates: Templates | None = None,
-                 hub: Hub | None = None, feed: Feed | None = None) -> None:
+                 hub: Hub | None = None, feed: Feed | None = None,
+                 turns: Turns | None = None) -> None:
         self.cfg = cfg
         self.store = store
         self.clock = clock
@@ -63,6 +65,7 @@ class Ingest(Generic[S]):
         self.templates = templates  # renders inbox items at accept
         self.hub = hub or Hub()  # open inbox streams hear of each new item after its commit
         self.feed = feed or Feed()  # so do those who follow the decisions, of each accept
+        self.turns = turns or Turns()  # the writer's turns, fair between tenants
         self.routing = asyncio.Event()  # set once an event is accepted: its fan-out starts
         self.params = ParamCheck(cfg, templates, store)  # the ladder's templates, at accept
 
@@ -203,7 +206,9 @@ class Ingest(Generic[S]):
     async def accept(self, inp: AcceptInput) -> AcceptResult:
         nid = new_id("n_", self.clock.now_ms())
         inbox = await self.prepare(inp, nid)
-        result = await self.store.accept(inp, nid, self.planner(inp), self.ttl_sec(inp), inbox)
+        async with self.turns.single(inp.tenant):
+            result = await self.store.accept(inp, nid, self.planner(inp), self.ttl_sec(inp),
+                                             inbox)
         return self.settle(inp, result, inbox)
 
     async def accept_many(self, inps: list[AcceptInput]) -> list[AcceptResult | DomainError]:
@@ -220,7 +225,10 @@ class Ingest(Generic[S]):
                 continue
             made.append(Acceptance(inp, nid, self.planner(inp), self.ttl_sec(inp), inbox))
         todo = [a for a in made if isinstance(a, Acceptance)]
-        done = iter(await self.store.accept_many(todo) if todo else [])
+        done: Any = iter(())
+        if todo:
+            async with self.turns.batch(todo[0].inp.tenant, len(todo)):
+                done = iter(await self.store.accept_many(todo))
         answers: list[AcceptResult | DomainError] = []
         for item in made:
             if isinstance(item, DomainError):
