@@ -34,6 +34,7 @@ from notifyd.domain.views import item_view
 from notifyd.engine.decisions import Entry, Feed
 from notifyd.engine.fair import Turns
 from notifyd.engine.paramcheck import ParamCheck
+from notifyd.engine.quotas import Quotas
 from notifyd.engine.stream import Event, Hub
 from notifyd.engine.templates import TemplateError, Templates, why
 from notifyd.shapes.decode import decode
@@ -57,7 +58,7 @@ class Ingest(Generic[S]):
     def __init__(self, cfg: Config, store: S, clock: Clock,
                  wake: Callable[[int], None] | None = None, templates: Templates | None = None,
                  hub: Hub | None = None, feed: Feed | None = None,
-                 turns: Turns | None = None) -> None:
+                 turns: Turns | None = None, quotas: Quotas | None = None) -> None:
         self.cfg = cfg
         self.store = store
         self.clock = clock
@@ -66,6 +67,7 @@ class Ingest(Generic[S]):
         self.hub = hub or Hub()  # open inbox streams hear of each new item after its commit
         self.feed = feed or Feed()  # so do those who follow the decisions, of each accept
         self.turns = turns or Turns()  # the writer's turns, fair between tenants
+        self.quotas = quotas or Quotas()  # what each tenant may post ([quotas])
         self.routing = asyncio.Event()  # set once an event is accepted: its fan-out starts
         self.params = ParamCheck(cfg, templates, store)  # the ladder's templates, at accept
 
@@ -204,6 +206,7 @@ class Ingest(Generic[S]):
                          Event("badge", {"unread": result.badge}))
 
     async def accept(self, inp: AcceptInput) -> AcceptResult:
+        self.quotas.accepts(self.cfg, inp.tenant, self.clock.now_ms())
         nid = new_id("n_", self.clock.now_ms())
         inbox = await self.prepare(inp, nid)
         async with self.turns.single(inp.tenant):
@@ -215,6 +218,8 @@ class Ingest(Generic[S]):
         """Each input accepted as `accept` would, in order, all in one write (one commit, one
         trip through the writer); an answer or a refusal per input, in order. Overloaded or a
         storage fault refuses the whole batch, before anything is written."""
+        if inps:
+            self.quotas.batch_items(self.cfg, inps[0].tenant, len(inps), self.clock.now_ms())
         made: list[Acceptance | DomainError] = []
         for inp in inps:
             nid = new_id("n_", self.clock.now_ms())
