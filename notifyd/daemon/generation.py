@@ -84,6 +84,7 @@ def build(cfg: Config, templates: Templates | None, shared: Shared,
                       on_free=shared.wakeups.freed, carry=carry, feed=shared.feed,
                       signing_key=shared.store.signing_key)
     scanner = Scanner(cfg, shared.store, pool, shared.clock, shared.wakeups)
+    shared.turns.resize(cfg.quotas.batch_items_in_flight)  # a reload's, from here on
     ingest = Ingest(cfg, shared.store, shared.clock, wake=shared.wakeups.due,
                     templates=templates, hub=shared.hub, feed=shared.feed,
                     turns=shared.turns, quotas=shared.quotas)

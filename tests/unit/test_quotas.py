@@ -11,13 +11,15 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from support import Api
+from support import Api, make_config
 
-from notifyd.config import Config
+from notifyd.config import Config, EventTypeConfig, validate
 from notifyd.config.policy import TenantConfig
 from notifyd.config.process import QuotasConfig
 from notifyd.core.clock import FakeClock
+from notifyd.core.models import ALL_SCOPES
 from notifyd.engine.ingest import Ingest
+from notifyd.engine.quotas import DAY_SEC
 from notifyd.http.app import make_app
 from notifyd.http.auth import KeyCache
 from notifyd.http.kit import Context
@@ -89,3 +91,38 @@ async def test_batch_items_past_the_quota_refuse_the_batch_whole(api: Api) -> No
     api.clock.advance(0.1)
     status, _ = await api.call("POST", "/v1/notifications/batch", {"items": [one(8)]})
     assert status == 200
+
+
+@pytest.fixture
+async def events_api(db_path: Path, store: CoreStore, clock: FakeClock) -> AsyncIterator[Api]:
+    """Events of type outage; acme's events may reach 3 recipients a day."""
+    cfg = validate(dataclasses.replace(
+        make_config(db_path), events={"outage": EventTypeConfig(kinds=("fixed",))},
+        quotas=QuotasConfig(event_recipients_per_day=3)))
+    ctx = Context(cfg, Ingest(cfg, store, clock), KeyCache(store, clock), clock)
+    async with TestClient(TestServer(make_app(ctx))) as client:
+        a = Api(client, store, clock, db_path)
+        a.key = await a.new_key(scopes=ALL_SCOPES)
+        yield a
+
+
+def event(n: int, audience: dict[str, Any]) -> dict[str, Any]:
+    return {"event_id": f"e{n}", "type": "outage", "audience": audience, "params": {}}
+
+
+async def test_an_event_past_the_days_recipients_is_refused_and_nothing_written(
+        events_api: Api) -> None:
+    api = events_api
+    assert (await api.call("PUT", "/v1/topics/big", {}))[0] in (200, 201)
+    status, _ = await api.call("POST", "/v1/topics/big/members",
+                               {"add": [f"u{i}" for i in range(4)]})
+    assert status == 200
+    code, wait = await refused(api, "/v1/events", event(1, {"topic": "big"}))
+    assert code == "quota_exceeded" and int(wait) > 0
+    assert (await api.get("/v1/events/e1"))[0] == 404  # nothing of it written
+    assert (await api.call("POST", "/v1/events", event(2, {"user_ids": ["u1", "u2"]})))[0] == 202
+    # two of the day's three taken: a list of two is refused until a third of a day passes
+    assert (await refused(api, "/v1/events", event(3, {"user_ids": ["u1", "u2"]})))[0] == \
+        "quota_exceeded"
+    api.clock.advance(DAY_SEC / 3 + 1)
+    assert (await api.call("POST", "/v1/events", event(3, {"user_ids": ["u1", "u2"]})))[0] == 202
