@@ -68,7 +68,12 @@ class Quotas:
     def recipients_refused(self, cfg: Config, tenant: str, size: int, now: int) -> OverQuota:
         day = cfg.quota(tenant, "event_recipients_per_day")
         left = self.recipients_left(cfg, tenant, now) or 0
-        wait = (min(size, day) - left) / (day / DAY_SEC)
+        if size > day:
+            return OverQuota("quota_exceeded", f"the event's audience is {size} recipients, "
+                             f"more than this tenant's events may reach in a whole day (quota "
+                             f"event_recipients_per_day = {day:g}): it is never accepted as it "
+                             "is; split the audience", DAY_SEC, "audience")
+        wait = (size - left) / (day / DAY_SEC)
         return OverQuota("quota_exceeded", f"the event's audience is {size} recipients and "
                          f"this tenant's events may reach {left} more now (quota "
                          f"event_recipients_per_day = {day:g})", math.ceil(wait), "audience")
