@@ -212,6 +212,13 @@ class TenantConfig(Checked):
                                         "token.",
                                         (), pattern=ORIGIN_RE, says="{value!r} is not an origin "
                                         "(scheme://host[:port], no path)")
+    accepts_per_sec: float = doc("This tenant's quotas.accepts_per_sec (0: none); -1: the "
+                                 "[quotas] value.", -1.0, ge=-1, le=1_000_000)
+    batch_items_per_sec: float = doc("This tenant's quotas.batch_items_per_sec (0: none); -1: "
+                                     "the [quotas] value.", -1.0, ge=-1, le=1_000_000)
+    event_recipients_per_day: int = doc("This tenant's quotas.event_recipients_per_day (0: "
+                                        "none); -1: the [quotas] value.", -1, ge=-1,
+                                        le=10_000_000_000)
 
 
 BUILTIN_LOG = ChannelConfig(type="log", timeout_sec=1.0)

@@ -189,6 +189,36 @@ class FanoutConfig(Checked):
 
 
 @dataclass(frozen=True)
+class QuotasConfig(Checked):
+    """What one tenant may take of what all tenants share; [tenants.NAME] may set its own."""
+
+    accepts_per_sec: float = doc("Single notifications (POST /v1/notifications) one tenant may "
+                                 "post per second, as a bucket a second deep; past it 429 "
+                                 "quota_exceeded with Retry-After. 0: no quota.", 0.0, ge=0,
+                                 le=1_000_000)
+    batch_items_per_sec: float = doc("Items of POST /v1/notifications/batch one tenant may post "
+                                     "per second, as a bucket a second deep (or a batch deep); "
+                                     "a batch over what is left is refused whole, 429 "
+                                     "quota_exceeded with Retry-After. 0: no quota.", 0.0, ge=0,
+                                     le=1_000_000)
+    event_recipients_per_day: int = doc("Recipients one tenant's events (POST /v1/events) may "
+                                        "reach in a day, refilled evenly through the day; an "
+                                        "event whose audience is larger than what is left is "
+                                        "refused, 429 quota_exceeded with Retry-After. 0: no "
+                                        "quota.", 0, ge=0, le=10_000_000_000)
+    stream_share: float = doc("The share of the open-stream places (server.max_streams inbox "
+                              "streams, and the 32 decision streams) one tenant may hold; past "
+                              "it 429 too_many_streams with Retry-After. 1: no share, the first "
+                              "to come may hold them all.", 0.5, gt=0, le=1)
+    batch_items_in_flight: int = doc("Batch items one tenant may have waiting for the database "
+                                     "at once (a larger batch goes alone): its next batch waits "
+                                     "for its turn, and every other tenant's write that came "
+                                     "before passes ahead of it, so one tenant's batches never "
+                                     "hold another's accepts behind them. Not a quota: nothing "
+                                     "is refused.", 1000, ge=1, le=100_000)
+
+
+@dataclass(frozen=True)
 class TokensConfig(Checked):
     """User tokens: what a person's page reads their own inbox and preferences with."""
 

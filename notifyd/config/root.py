@@ -27,6 +27,7 @@ from notifyd.config.process import (
     DaemonConfig,
     EgressConfig,
     FanoutConfig,
+    QuotasConfig,
     RetentionConfig,
     ScannerConfig,
     ServerConfig,
@@ -50,6 +51,9 @@ class Config:
                                       RetentionConfig)
     fanout: FanoutConfig = docf("Events' fan-out to their audiences (POST /v1/events).",
                                 FanoutConfig)
+    quotas: QuotasConfig = docf("What one tenant may take of what all tenants share: quotas "
+                                "(none by default) and shares of the stream places.",
+                                QuotasConfig)
     tokens: TokensConfig = docf("User tokens for a person's own inbox and preferences.",
                                 TokensConfig)
     egress: EgressConfig = docf(
@@ -79,6 +83,13 @@ class Config:
     def catalog(self) -> Catalog:
         """This config compiled for the rest of notifyd (compile_catalog), once."""
         return compile_catalog(self)
+
+    def quota(self, tenant: str, name: str) -> Any:
+        """A tenant's quota `name` ([quotas]): its own in [tenants.NAME] if it sets one (not
+        -1), else the [quotas] value; 0: none."""
+        own = self.tenants.get(tenant)
+        value = getattr(own, name) if own is not None else -1
+        return getattr(self.quotas, name) if value == -1 else value
 
     def webhook(self, name: str) -> Any | None:
         """The provider's settings if its webhook is on, else None."""

@@ -16,3 +16,12 @@ class DomainError(Exception):
 
 class ConfigError(Exception):
     """Invalid configuration; the message names the key."""
+
+
+class OverQuota(DomainError):
+    """A refusal that passes with time (a quota, a share): when to try again, whole seconds."""
+
+    def __init__(self, code: str, message: str, retry_after_sec: int,
+                 field: str | None = None) -> None:
+        super().__init__(code, message, field)
+        self.retry_after_sec = max(1, retry_after_sec)

@@ -89,6 +89,7 @@ class EventAccepted:
     event: EventRecord | None  # None: its topic does not exist (nothing was written)
     created: bool
     conflict: bool = False  # the id was taken by an event with other input
+    over: int | None = None  # the audience's size, past the most it could be (nothing written)
 
 
 # An inbox kind's item for one recipient: (user_id, notification_id, locale) -> the item.

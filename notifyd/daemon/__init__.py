@@ -160,7 +160,7 @@ class Daemon:
         shared = Shared(store, self.clock, metrics, Wakeups(),
                         await store.signing_key(signed.LINKS_KEY),
                         Hub(fit.streams, cfg.server.max_streams_per_user, metrics,
-                            shared=store.shared))
+                            shared=store.shared, share=cfg.quotas.stream_share))
         self.gen = build(cfg, self.templates, shared)
         self.guard = ConnectionGuard(self.clock, fit.connections, cfg.server, vouched, metrics)
         self.ctx = Context(cfg, self.gen.ingest, KeyCache(store, self.clock), self.clock,
@@ -260,7 +260,8 @@ class Daemon:
         self.ctx.use(gen.cfg, gen.ingest, gen.health)  # requests from here on
         fit = self._fit(gen.cfg)
         self.guard.resize(fit.connections, gen.cfg.server)
-        self.ctx.hub.resize(fit.streams, gen.cfg.server.max_streams_per_user)
+        self.ctx.hub.resize(fit.streams, gen.cfg.server.max_streams_per_user,
+                            gen.cfg.quotas.stream_share)
         await old.stop()  # it claims no more; its sends go on
         self.gen, self.cfg, self.templates = gen, gen.cfg, gen.templates
         gen.start(peers, reloaded=True)

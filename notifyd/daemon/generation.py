@@ -15,9 +15,11 @@ from notifyd.config import Config
 from notifyd.core.clock import Clock, MonotonicClock
 from notifyd.engine.decisions import Feed
 from notifyd.engine.digests import Digester
+from notifyd.engine.fair import Turns
 from notifyd.engine.fanout import Fanout
 from notifyd.engine.ingest import Ingest
 from notifyd.engine.metrics import Metrics
+from notifyd.engine.quotas import Quotas
 from notifyd.engine.retention import Retention
 from notifyd.engine.scanner import Scanner, Wakeups
 from notifyd.engine.sender import SenderPool, build_adapters
@@ -36,6 +38,8 @@ class Shared:
     link_key: bytes  # signs unsubscribe links
     hub: Hub  # open inbox streams, told of new items by every generation's ingest
     feed: Feed = field(default_factory=Feed)  # who follows the decisions (notifyd tail)
+    turns: Turns = field(default_factory=Turns)  # the writer's turns, fair between tenants
+    quotas: Quotas = field(default_factory=Quotas)  # each tenant's buckets, kept by a reload
     loop: LoopLag = field(default_factory=lambda: LoopLag(MonotonicClock()))  # for /readyz
 
 
@@ -80,8 +84,10 @@ def build(cfg: Config, templates: Templates | None, shared: Shared,
                       on_free=shared.wakeups.freed, carry=carry, feed=shared.feed,
                       signing_key=shared.store.signing_key)
     scanner = Scanner(cfg, shared.store, pool, shared.clock, shared.wakeups)
+    shared.turns.resize(cfg.quotas.batch_items_in_flight)  # a reload's, from here on
     ingest = Ingest(cfg, shared.store, shared.clock, wake=shared.wakeups.due,
-                    templates=templates, hub=shared.hub, feed=shared.feed)
+                    templates=templates, hub=shared.hub, feed=shared.feed,
+                    turns=shared.turns, quotas=shared.quotas)
     digester = Digester(cfg, shared.store, ingest, shared.clock)
     health = Health(cfg, shared.store, pool, scanner, shared.clock, shared.loop)
     retention = Retention(cfg.retention, shared.store, shared.clock, shared.metrics)

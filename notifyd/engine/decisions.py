@@ -15,11 +15,13 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 
+from notifyd.core.errors import OverQuota
 from notifyd.core.text import iso
 from notifyd.shapes.notifications import Decision
 
 QUEUE_MAX = 1000  # entries a follower may lag behind before it loses some
 FOLLOWERS_MAX = 32  # open feeds at once, across every tenant
+RETRY_SEC = 10  # a tenant at its share: when it may try again
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +102,15 @@ class Feed:
     def __init__(self) -> None:
         self.followers: set[Follower] = set()
 
-    def follow(self, picks: Filter) -> Follower | None:
-        """A new follower; None when FOLLOWERS_MAX are open."""
+    def follow(self, picks: Filter, share: float = 1.0) -> Follower | None:
+        """A new follower; None when FOLLOWERS_MAX are open; OverQuota when its tenant holds
+        `share` of them (quotas.stream_share)."""
         if len(self.followers) >= FOLLOWERS_MAX:
             return None
+        most = max(1, int(FOLLOWERS_MAX * share))
+        if sum(f.filter.tenant == picks.tenant for f in self.followers) >= most:
+            raise OverQuota("too_many_streams", f"this tenant follows {most} decision streams, "
+                            f"its share of the {FOLLOWERS_MAX} (quotas.stream_share)", RETRY_SEC)
         follower = Follower(picks)
         self.followers.add(follower)
         return follower

@@ -50,7 +50,11 @@ async def accept(ingest: Ingest[EventIntakeStore], inp: EventInput) -> EventAcce
     """The event accepted (or what holds its id: the same input again is answered with it);
     its fan-out is told at once."""
     await check_inbox(ingest, inp)
-    done = await ingest.store.accept_event(inp)
+    quotas, cfg = ingest.quotas, ingest.cfg
+    done = await ingest.store.accept_event(
+        inp, quotas.recipients_left(cfg, inp.tenant, ingest.clock.now_ms()))
+    if done.over is not None:
+        raise quotas.recipients_refused(cfg, inp.tenant, done.over, ingest.clock.now_ms())
     if done.event is None:
         raise DomainError("unknown_topic", f"no topic {inp.topic!r}: make it with PUT "
                           f"/v1/topics/{inp.topic}", "audience.topic")
@@ -58,6 +62,7 @@ async def accept(ingest: Ingest[EventIntakeStore], inp: EventInput) -> EventAcce
         raise DomainError("event_conflict", f"event {inp.event_id!r} was already accepted with "
                           "different input (type, audience, params, subject or send_at)", "event_id")
     if done.created:
+        quotas.spend_recipients(cfg, inp.tenant, done.event.size, ingest.clock.now_ms())
         ingest.routing.set()
     return done
 

@@ -32,7 +32,9 @@ from notifyd.domain.recipients import dead_contacts
 from notifyd.domain.validate import check_depth, header_value, request_hash, time_ms
 from notifyd.domain.views import item_view
 from notifyd.engine.decisions import Entry, Feed
+from notifyd.engine.fair import Turns
 from notifyd.engine.paramcheck import ParamCheck
+from notifyd.engine.quotas import Quotas
 from notifyd.engine.stream import Event, Hub
 from notifyd.engine.templates import TemplateError, Templates, why
 from notifyd.shapes.decode import decode
@@ -55,7 +57,8 @@ class Ingest(Generic[S]):
 
     def __init__(self, cfg: Config, store: S, clock: Clock,
                  wake: Callable[[int], None] | None = None, templates: Templates | None = None,
-                 hub: Hub | None = None, feed: Feed | None = None) -> None:
+                 hub: Hub | None = None, feed: Feed | None = None,
+                 turns: Turns | None = None, quotas: Quotas | None = None) -> None:
         self.cfg = cfg
         self.store = store
         self.clock = clock
@@ -63,6 +66,8 @@ class Ingest(Generic[S]):
         self.templates = templates  # renders inbox items at accept
         self.hub = hub or Hub()  # open inbox streams hear of each new item after its commit
         self.feed = feed or Feed()  # so do those who follow the decisions, of each accept
+        self.turns = turns or Turns()  # the writer's turns, fair between tenants
+        self.quotas = quotas or Quotas()  # what each tenant may post ([quotas])
         self.routing = asyncio.Event()  # set once an event is accepted: its fan-out starts
         self.params = ParamCheck(cfg, templates, store)  # the ladder's templates, at accept
 
@@ -201,15 +206,20 @@ class Ingest(Generic[S]):
                          Event("badge", {"unread": result.badge}))
 
     async def accept(self, inp: AcceptInput) -> AcceptResult:
+        self.quotas.accepts(self.cfg, inp.tenant, self.clock.now_ms())
         nid = new_id("n_", self.clock.now_ms())
         inbox = await self.prepare(inp, nid)
-        result = await self.store.accept(inp, nid, self.planner(inp), self.ttl_sec(inp), inbox)
+        async with self.turns.single(inp.tenant):
+            result = await self.store.accept(inp, nid, self.planner(inp), self.ttl_sec(inp),
+                                             inbox)
         return self.settle(inp, result, inbox)
 
     async def accept_many(self, inps: list[AcceptInput]) -> list[AcceptResult | DomainError]:
         """Each input accepted as `accept` would, in order, all in one write (one commit, one
         trip through the writer); an answer or a refusal per input, in order. Overloaded or a
         storage fault refuses the whole batch, before anything is written."""
+        if inps:
+            self.quotas.batch_items(self.cfg, inps[0].tenant, len(inps), self.clock.now_ms())
         made: list[Acceptance | DomainError] = []
         for inp in inps:
             nid = new_id("n_", self.clock.now_ms())
@@ -220,7 +230,10 @@ class Ingest(Generic[S]):
                 continue
             made.append(Acceptance(inp, nid, self.planner(inp), self.ttl_sec(inp), inbox))
         todo = [a for a in made if isinstance(a, Acceptance)]
-        done = iter(await self.store.accept_many(todo) if todo else [])
+        done: Any = iter(())
+        if todo:
+            async with self.turns.batch(todo[0].inp.tenant, len(todo)):
+                done = iter(await self.store.accept_many(todo))
         answers: list[AcceptResult | DomainError] = []
         for item in made:
             if isinstance(item, DomainError):

@@ -6,7 +6,9 @@ catches up from the rows, so a slow page never holds memory or the writers.
 
 Bounds: at most `max_open` streams in all, and `per_person` for one person (tenant, user), a new
 one beyond that closing the person's oldest: one person's pages, whatever tokens opened them,
-cannot take the places (and file descriptors) of everyone else's.
+cannot take the places (and file descriptors) of everyone else's. One tenant holds at most
+`share` of `max_open` (quotas.stream_share): past it a new stream of its is refused with
+OverQuota (429 too_many_streams), so one tenant's people cannot take every other tenant's places.
 
 One process: a stream hears of what its own process wrote. Several processes on one database
 (PostgreSQL, `shared`): an item committed by any of them reaches a stream as CATCH_UP (the
@@ -26,11 +28,14 @@ from typing import Any
 
 import msgspec
 
+from notifyd.core.errors import OverQuota
 from notifyd.engine.metrics import Metrics
 
 QUEUE_MAX = 256  # events a stream may lag behind before it is closed to catch up from the rows
 PER_PERSON = 8  # server.max_streams_per_user's default
 MAX_OPEN = 10_000  # server.max_streams, when nothing sized it to the open-files limit
+SHARE = 0.5  # quotas.stream_share's default
+RETRY_SEC = 10  # a tenant at its share: when its page may try again
 ENCODE = msgspec.json.Encoder().encode
 
 
@@ -67,29 +72,41 @@ class Stream:
 
 class Hub:
     def __init__(self, max_open: int = MAX_OPEN, per_person: int = PER_PERSON,
-                 metrics: Metrics | None = None, shared: bool = False) -> None:
-        self.max_open, self.per_person = max_open, per_person
+                 metrics: Metrics | None = None, shared: bool = False,
+                 share: float = SHARE) -> None:
+        self.max_open, self.per_person, self.share = max_open, per_person, share
         self.shared = shared  # other processes write the database: items come from the rows
         self.metrics = metrics or Metrics()
         # Each person's streams, oldest first (a dict keeps the order a set would not).
         self._streams: dict[tuple[str, str], dict[Stream, None]] = {}
         self._open = 0
+        self._tenants: dict[str, int] = {}  # open streams by tenant
 
-    def resize(self, max_open: int, per_person: int) -> None:
+    def resize(self, max_open: int, per_person: int, share: float = SHARE) -> None:
         """New bounds (a reload's): streams over them stay until they end or, for a person,
         until that person opens another."""
-        self.max_open, self.per_person = max_open, per_person
+        self.max_open, self.per_person, self.share = max_open, per_person, share
+
+    def tenant_most(self) -> int:
+        """The most streams one tenant may hold."""
+        return max(1, int(self.max_open * self.share))
 
     def subscribe(self, tenant: str, user_id: str) -> Stream | None:
         """A new stream for the person, closing their oldest past per_person; None when
-        max_open are open (and none of them is this person's to give up)."""
+        max_open are open (and none of them is this person's to give up); OverQuota when the
+        tenant holds its share."""
         mine = self._streams.get((tenant, user_id), {})
         while mine and len(mine) >= self.per_person:
             self.close(next(iter(mine)), "displaced")
         if self._open >= self.max_open:
             return None
+        if self._tenants.get(tenant, 0) >= self.tenant_most():
+            raise OverQuota("too_many_streams", f"this tenant holds {self.tenant_most()} inbox "
+                            "streams, its share of server.max_streams (quotas.stream_share)",
+                            RETRY_SEC)
         stream = Stream(tenant, user_id)
         self._streams.setdefault((tenant, user_id), {})[stream] = None
+        self._tenants[tenant] = self._tenants.get(tenant, 0) + 1
         self._open += 1
         self.metrics.streams_open.set(self._open)
         return stream
@@ -102,6 +119,11 @@ class Hub:
         del mine[stream]
         if not mine:
             del self._streams[(stream.tenant, stream.user_id)]
+        held = self._tenants[stream.tenant] - 1
+        if held:
+            self._tenants[stream.tenant] = held
+        else:
+            del self._tenants[stream.tenant]
         self._open -= 1
         self.metrics.streams_open.set(self._open)
 

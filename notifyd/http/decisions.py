@@ -51,7 +51,7 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     picks = _filter(request, key.tenant, key.kinds)
     lost = asyncio.Event()  # the reader went away (the guard tells)
     stops = [ctx.closing, lost]
-    follower = ctx.feed.follow(picks)
+    follower = ctx.feed.follow(picks, ctx.cfg.quotas.stream_share)
     if follower is None:
         raise ApiError("overloaded", f"{FOLLOWERS_MAX} decision streams are open")
     response = web.StreamResponse(headers={

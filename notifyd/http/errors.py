@@ -57,6 +57,11 @@ CATALOG: dict[str, ErrorSpec] = {
     "override_not_allowed": ErrorSpec(422, "this kind does not allow fallback_chain overrides"),
     "too_many_sign_ins": ErrorSpec(429, "too many failed sign-ins from this address; wait a "
                                         "minute"),
+    "quota_exceeded": ErrorSpec(429, "this tenant posted past one of its quotas ([quotas]); "
+                                     "retry after Retry-After (nothing was accepted)"),
+    "too_many_streams": ErrorSpec(429, "this tenant holds its share of the open streams "
+                                       "(quotas.stream_share); close one, or retry after "
+                                       "Retry-After"),
     "shutting_down": ErrorSpec(503, "notifyd is shutting down; retry against another instance"),
     "overloaded": ErrorSpec(503, "too many requests are waiting; retry after Retry-After with "
                                  "the same dedup key (nothing was accepted)"),

@@ -16,7 +16,7 @@ from multidict import MultiDictProxy
 
 from notifyd.config import Config
 from notifyd.core.clock import Clock
-from notifyd.core.errors import DomainError
+from notifyd.core.errors import DomainError, OverQuota
 from notifyd.core.logs import Throttled, printable
 from notifyd.core.models import ApiKey, ResolveResult, usable_scopes
 from notifyd.domain import policy, signed
@@ -102,12 +102,14 @@ def answer(body: msgspec.Struct, status: int = 200) -> web.Response:
 def error_response(err: DomainError) -> web.Response:
     """The catalog's answer to a refusal: its status, {error: {code, message, field}}."""
     response = answer(body_of(err), status_of(err))
-    if err.code in RETRY_AFTER:
+    if isinstance(err, OverQuota):
+        response.headers["Retry-After"] = str(err.retry_after_sec)
+    elif err.code in RETRY_AFTER:
         response.headers["Retry-After"] = RETRY_AFTER[err.code]
     return response
 
 
-RETRY_AFTER = {"overloaded": "1", "storage_unavailable": "5", "shutting_down": "5"}
+RETRY_AFTER = {"overloaded": "1", "too_many_streams": "10", "storage_unavailable": "5", "shutting_down": "5"}
 
 
 @web.middleware

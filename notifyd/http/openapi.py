@@ -85,7 +85,7 @@ def _gone(summary: str, params: list[dict[str, Any]], *errors: int,
 def _stream(summary: str, params: list[dict[str, Any]]) -> dict[str, Any]:
     return {"summary": summary, "parameters": params, "responses": {
         "200": {"description": "the stream", "content": {"text/event-stream": {
-            "schema": _STR}}}, **_errors(401, 403, 422, 503)}}
+            "schema": _STR}}}, **_errors(401, 403, 422, 429, 503)}}
 
 
 def _public(summary: str, responses: dict[str, Any]) -> dict[str, Any]:
@@ -123,15 +123,16 @@ def _notifications() -> dict[str, Any]:
         "/v1/notifications": {"post": op(
             "Accept a notification; 202 only once it and its whole ladder are committed",
             {202: n.Accepted, 200: (n.Accepted, "a retry of an accepted dedup key")},
-            (400, 401, 403, 408, 409, 413, 422, 503), n.AcceptRequest, params=[_param(
+            (400, 401, 403, 408, 409, 413, 422, 429, 503), n.AcceptRequest, params=[_param(
                 "Idempotency-Key", "header", Id, "stands in for dedup_key", False)])},
         "/v1/notifications/batch": {"post": op(
             f"Accept up to {BATCH_MAX} notifications in one write: one result per item, in "
             "order, each what POST /v1/notifications would answer for it (a bad item never "
             "fails the others); 200 once every accepted item is committed. The batch as a "
             "whole is refused only for its key, its envelope, its size "
-            "(server.max_batch_body_bytes), or a store that sheds or fails (nothing of it is "
-            "accepted)", {200: n.AcceptResults}, (400, 401, 403, 408, 413, 422, 503),
+            "(server.max_batch_body_bytes), its tenant's quota of batch items (429), or a store "
+            "that sheds or fails (nothing of it is accepted)", {200: n.AcceptResults},
+            (400, 401, 403, 408, 413, 422, 429, 503),
             n.AcceptBatch)},
         "/v1/notifications/{id}": {"get": op(
             "Status of a notification with every step", {200: Status}, (401, 403, 404),
@@ -297,7 +298,7 @@ def _events() -> dict[str, Any]:
             "Post an event: one notification per recipient and kind of its type; 202 once the "
             "event and its routing job are committed, fan-out follows",
             {202: e.EventAccepted, 200: (e.EventAccepted, "the same event again")},
-            (400, 401, 403, 408, 409, 413, 422, 503), e.EventRequest)},
+            (400, 401, 403, 408, 409, 413, 422, 429, 503), e.EventRequest)},
         "/v1/events/{event_id}": {"get": op(
             "An event: its audience, routing progress and its notifications by state",
             {200: e.Event}, (401, 403, 404, 422), params=[_param("event_id", "path", EventId)])},

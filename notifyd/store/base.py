@@ -631,11 +631,12 @@ class EventStore(Protocol):
     """Events and their fan-out: an event is accepted with its routing job in one write, then
     routed a chunk per write."""
 
-    async def accept_event(self, inp: EventInput) -> EventAccepted:
+    async def accept_event(self, inp: EventInput, most: int | None = None) -> EventAccepted:
         """One write, serialized with change_members: the event with its audience frozen (a
         topic's version as this transaction reads it; everyone: the recipients this
         transaction sees, by a cutoff at its own time; or the list) and its cursor, or what
-        already holds its id; nothing if its topic does not exist."""
+        already holds its id; nothing if its topic does not exist, or if its audience is
+        larger than `most` (its tenant's quota: EventAccepted.over)."""
         ...
 
     async def get_event(self, tenant: str, event_id: str) -> EventRecord | None: ...

@@ -28,6 +28,9 @@ header_timeout_sec = 1.0
 [daemon]
 event_loop = "{loop}"
 
+[quotas]
+stream_share = 1.0  # one tenant fills every place here: the bound in all is what is tested
+
 [kinds.big]
 inbox = true
 ladder = [{{ channel = "log", after_sec = 3600 }}]

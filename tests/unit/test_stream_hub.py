@@ -32,7 +32,7 @@ async def test_a_persons_new_stream_past_the_bound_closes_their_oldest() -> None
 
 
 async def test_past_max_open_a_new_stream_is_refused_unless_its_person_gives_one_up() -> None:
-    hub = Hub(max_open=2, per_person=1)
+    hub = Hub(max_open=2, per_person=1, share=1.0)  # one tenant may hold every place
     first, second = hub.subscribe("t", "ada"), hub.subscribe("t", "bob")
     assert hub.subscribe("t", "cy") is None
     again = hub.subscribe("t", "ada")  # ada's own place: her older page gives way

@@ -39,9 +39,10 @@ def record(r: Row) -> EventRecord:
                        r["send_at"])
 
 
-def accept_event(tx: Tx, inp: EventInput) -> EventAccepted:
+def accept_event(tx: Tx, inp: EventInput, most: int | None = None) -> EventAccepted:
     """The event and its frozen audience, unless its id is taken (then what holds it: a retry,
-    or a conflict); nothing at all if it names a topic that does not exist."""
+    or a conflict); nothing at all if it names a topic that does not exist, or if its audience
+    is larger than `most` (its size in `over`)."""
     q, now = tx.q, tx.now
     hit = tx.one(q.SELECT_FANOUT_EVENT, (inp.tenant, inp.event_id))
     if hit is not None:
@@ -62,12 +63,14 @@ def accept_event(tx: Tx, inp: EventInput) -> EventAccepted:
         size = int(tx.value(q.COUNT_EVERYONE, (inp.tenant, now))) + len(edge)
     else:
         users, size = json.dumps(list(inp.user_ids)), len(inp.user_ids)
+    if most is not None and size > most:
+        return EventAccepted(None, False, over=size)
     inserted = tx.run(q.INSERT_FANOUT_EVENT, (
         inp.tenant, inp.event_id, inp.type, inp.subject, orjson.dumps(inp.params).decode(),
         ",".join(inp.kinds), inp.request_hash, inp.key_name, inp.audience.value, inp.topic,
         version, cutoff, users, size, now, inp.send_at))
     if not inserted:  # a backend with concurrent writers: another took the id meanwhile
-        return accept_event(tx, inp)
+        return accept_event(tx, inp, most)
     made = tx.one(q.SELECT_FANOUT_EVENT, (inp.tenant, inp.event_id))
     assert made is not None
     return EventAccepted(record(made), True)

@@ -58,8 +58,9 @@ class FanoutMethods:
 
     # --- events -------------------------------------------------------------------------------
 
-    async def accept_event(self, inp: EventInput) -> EventAccepted:
-        return await self.backend.write(lambda tx: events.accept_event(tx, inp), shed=True)
+    async def accept_event(self, inp: EventInput, most: int | None = None) -> EventAccepted:
+        return await self.backend.write(lambda tx: events.accept_event(tx, inp, most),
+                                        shed=True)
 
     async def get_event(self, tenant: str, event_id: str) -> EventRecord | None:
         found = await self.backend.fetch(self.backend.q.GET_FANOUT_EVENT, (tenant, event_id))
