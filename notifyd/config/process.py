@@ -206,10 +206,13 @@ class QuotasConfig(Checked):
                                         "event whose audience is larger than what is left is "
                                         "refused, 429 quota_exceeded with Retry-After. 0: no "
                                         "quota.", 0, ge=0, le=10_000_000_000)
-    stream_share: float = doc("The share of the open-stream places (server.max_streams inbox "
-                              "streams, and the 32 decision streams) one tenant may hold; past "
-                              "it 429 too_many_streams with Retry-After. 1: no share, the first "
-                              "to come may hold them all.", 0.5, gt=0, le=1)
+    stream_share: float = doc("A tenant's share of the stream places. Inbox streams "
+                              "(server.max_streams): while places are free any tenant takes "
+                              "one; once all are taken, a tenant under its share takes the "
+                              "oldest stream of a tenant over it, and a tenant at its share is "
+                              "answered 429 too_many_streams with Retry-After. Decision streams "
+                              "(32): one tenant holds at most its share. 1: no share, first "
+                              "come, first served.", 0.5, gt=0, le=1)
     batch_items_in_flight: int = doc("Batch items one tenant may have waiting for the database "
                                      "at once (a larger batch goes alone): its next batch waits "
                                      "for its turn, and every other tenant's write that came "

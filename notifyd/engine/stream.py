@@ -6,9 +6,12 @@ catches up from the rows, so a slow page never holds memory or the writers.
 
 Bounds: at most `max_open` streams in all, and `per_person` for one person (tenant, user), a new
 one beyond that closing the person's oldest: one person's pages, whatever tokens opened them,
-cannot take the places (and file descriptors) of everyone else's. One tenant holds at most
-`share` of `max_open` (quotas.stream_share): past it a new stream of its is refused with
-OverQuota (429 too_many_streams), so one tenant's people cannot take every other tenant's places.
+cannot take the places (and file descriptors) of everyone else's. Between tenants the places
+are shared, not split: while places are free any tenant takes one, so a daemon with one tenant
+uses them all; once every place is taken, a tenant holding less than `share` of `max_open`
+(quotas.stream_share) takes the oldest stream of a tenant over its share (that page reconnects
+and resumes from the rows), and a tenant at or over its share is refused with OverQuota (429
+too_many_streams). So one tenant's people cannot keep another tenant's people out.
 
 One process: a stream hears of what its own process wrote. Several processes on one database
 (PostgreSQL, `shared`): an item committed by any of them reaches a stream as CATCH_UP (the
@@ -98,18 +101,30 @@ class Hub:
         mine = self._streams.get((tenant, user_id), {})
         while mine and len(mine) >= self.per_person:
             self.close(next(iter(mine)), "displaced")
-        if self._open >= self.max_open:
+        if self._open >= self.max_open and not self._make_room(tenant):
             return None
-        if self._tenants.get(tenant, 0) >= self.tenant_most():
-            raise OverQuota("too_many_streams", f"this tenant holds {self.tenant_most()} inbox "
-                            "streams, its share of server.max_streams (quotas.stream_share)",
-                            RETRY_SEC)
         stream = Stream(tenant, user_id)
         self._streams.setdefault((tenant, user_id), {})[stream] = None
         self._tenants[tenant] = self._tenants.get(tenant, 0) + 1
         self._open += 1
         self.metrics.streams_open.set(self._open)
         return stream
+
+    def _make_room(self, tenant: str) -> bool:
+        """Every place is taken: a tenant under its share takes the oldest stream of a tenant
+        over it (True); a tenant at its share is refused; otherwise False (overloaded)."""
+        most = self.tenant_most()
+        if most >= self.max_open:  # no share (1.0): the places are first come, first served
+            return False
+        if self._tenants.get(tenant, 0) >= most:
+            raise OverQuota("too_many_streams", f"every inbox stream's place is taken and this "
+                            f"tenant holds {self._tenants[tenant]}, over its share of "
+                            f"server.max_streams ({most}, quotas.stream_share)", RETRY_SEC)
+        for (holder, _), streams in self._streams.items():  # oldest person first
+            if self._tenants.get(holder, 0) > most:
+                self.close(next(iter(streams)), "displaced")
+                return True
+        return False
 
     def unsubscribe(self, stream: Stream) -> None:
         """The stream's handler ended (the page left, or the hub closed it)."""

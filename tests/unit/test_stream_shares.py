@@ -1,6 +1,7 @@
-"""One tenant holds at most its share (quotas.stream_share) of the inbox streams' places and of
-the decision streams': past it, 429 too_many_streams with Retry-After, while another tenant
-still opens its own."""
+"""Tenants share the inbox streams' places: free ones go to whoever asks, and once they are all
+taken a tenant under its share (quotas.stream_share) takes one back from a tenant over it. Of the
+decision streams one tenant holds at most its share: past it, 429 too_many_streams with
+Retry-After, while another tenant still opens its own."""
 
 from __future__ import annotations
 
@@ -13,19 +14,32 @@ from notifyd.http.errors import status_of
 from notifyd.http.kit import error_response
 
 
-def test_one_tenant_holds_at_most_its_share_of_the_inbox_streams() -> None:
+def test_a_lone_tenant_takes_every_free_place() -> None:
     hub = Hub(max_open=10, per_person=8, share=0.5)
-    mine = [hub.subscribe("loud", f"u{i}") for i in range(5)]
-    with pytest.raises(OverQuota) as refused:
-        hub.subscribe("loud", "u9")
-    assert refused.value.code == "too_many_streams"
-    for i in range(5):  # the other half is another tenant's to take
+    assert all(hub.subscribe("only", f"u{i}") is not None for i in range(10))
+    assert hub.open == 10
+
+
+def test_once_full_a_tenant_under_its_share_takes_the_oldest_place_of_one_over_it() -> None:
+    hub = Hub(max_open=10, per_person=8, share=0.5)
+    loud = [hub.subscribe("loud", f"u{i}") for i in range(10)]  # free places: all its own
+    for i in range(5):  # the other half is another tenant's to take back
         assert hub.subscribe("quiet", f"u{i}") is not None
-    assert hub.subscribe("third", "u1") is None  # every place taken: as before, overloaded
-    first = mine[0]
-    assert first is not None
-    hub.unsubscribe(first)
-    assert hub.subscribe("loud", "u9") is not None  # a place of its own share came back
+        first = loud[i]
+        assert first is not None and first.closed == "displaced"  # its page resumes later
+    assert hub.open == 10
+    with pytest.raises(OverQuota) as refused:  # at its share, with every place taken
+        hub.subscribe("quiet", "u9")
+    assert refused.value.code == "too_many_streams"
+    with pytest.raises(OverQuota):  # the loud one's displaced page, coming back
+        hub.subscribe("loud", "u0")
+    assert hub.subscribe("third", "u1") is None  # nobody over a share: overloaded, as before
+
+
+def test_with_no_share_every_place_is_first_come_first_served() -> None:
+    hub = Hub(max_open=4, per_person=8, share=1.0)
+    assert all(hub.subscribe("loud", f"u{i}") is not None for i in range(4))
+    assert hub.subscribe("quiet", "u1") is None
 
 
 def test_a_person_reopening_within_the_share_displaces_their_oldest() -> None:
