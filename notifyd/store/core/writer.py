@@ -27,6 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from notifyd.core.clock import Clock, SystemClock
 from notifyd.core.logs import RateLimit
+from notifyd.core.models import Due
 from notifyd.store.base import Overloaded, StorageError, StoreClosed
 from notifyd.store.core.tx import Script, Tx
 
@@ -69,6 +70,9 @@ class Writer(ABC, Generic[C]):
         self._fault_at = 0.0
         self.lost: str | None = None  # the storage is gone for good: writes stop until a restart
         self._warn = RateLimit(SystemClock(), 10_000)
+        # Who hears the due times a batch's scripts made (the engine's due index): called on
+        # the event loop, once per batch, before any of its callers is answered.
+        self.on_due: Callable[[list[Due]], None] | None = None
         self.commits = 0  # batches committed, for benchmarks and tests of group commit
         self.writes = 0  # operations committed or failed
 
@@ -156,12 +160,12 @@ class Writer(ABC, Generic[C]):
                 batch, done = self._take(first)
                 sheds = sum(shed for _, _, shed in batch)
                 self._taken += sheds
-                outcomes = self._run([op for op, _, _ in batch])
+                outcomes, dues = _unmarked(self._run([_marked(op) for op, _, _ in batch]))
                 if sheds and all(ok for ok, _ in outcomes):
                     self._fault = None  # an accept committed: the storage is back
                 self.commits += 1
                 self.writes += len(batch)
-                self._post(_answer, batch, outcomes)
+                self._post(_answer, batch, outcomes, dues, self.on_due)
         finally:
             if self._conn is not None:
                 self._conn.close()
@@ -228,7 +232,33 @@ def _noop(_: Tx) -> None:
     return None
 
 
-def _answer(batch: list[_Item], outcomes: list[Outcome]) -> None:
+def _marked(op: Op) -> Op:
+    """`op` answering what it made due beside its result (each script's own list)."""
+    def run(tx: Tx) -> tuple[Any, list[Due]]:
+        tx.dues = []
+        return op(tx), tx.dues
+    return run
+
+
+def _unmarked(outcomes: list[Outcome]) -> tuple[list[Outcome], list[Due]]:
+    """The scripts' outcomes as they answered them, and the due times the committed ones made."""
+    dues: list[Due] = []
+    plain: list[Outcome] = []
+    for ok, value in outcomes:
+        if ok:
+            value, made = value
+            dues += made
+        plain.append((ok, value))
+    return plain, dues
+
+
+def _answer(batch: list[_Item], outcomes: list[Outcome], dues: list[Due] | None = None,
+            on_due: Callable[[list[Due]], None] | None = None) -> None:
+    if dues and on_due is not None:
+        try:
+            on_due(dues)
+        except Exception:  # noqa: BLE001 - the callers are answered whatever the index does
+            log.exception("the due index refused a batch's due times")
     for (_, fut, _), (ok, value) in zip(batch, outcomes, strict=True):
         if fut.done():
             continue
