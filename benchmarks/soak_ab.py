@@ -25,7 +25,7 @@ FIGURES = {  # name -> pattern over soak.py's output (the first group is the num
     "lag A p99": r"  A \(step 0\),.*?p99\s+([\d.]+)",
     "lag B p99": r"  B \(step 1\),.*?p99\s+([\d.]+)",
     "lag C p99": r"  C \(step 2\),.*?p99\s+([\d.]+)",
-    "accept p99": r"  latency, due to answer \(\w+\): p50\s+[\d.]+\s+p99\s+([\d.]+)",
+    "accept p99": r"  latency, due to answer \([^)]*\): p50\s+[\d.]+\s+p99\s+([\d.]+)",
     "claims": r"claim transactions \(one ms of started_at each\): (\d+)",
 }
 

@@ -88,6 +88,7 @@ class Scanner:
         self.sweep_ms = int(cfg.scanner.sweep_sec * 1000)
         self._sweep_at = 0  # when the index is next read again from the rows
         store.on_due(wakeups.mark)
+        self._routes = {(r.channel, r.lane.value) for r in pool.routes()}  # the index's keys
 
     async def run_once(self, now: int, wait: bool = True) -> int:
         """Claim what the senders can take right now on every lane, whatever the index says,
@@ -127,7 +128,7 @@ class Scanner:
         due = index.due(now)
         if not due:
             return False
-        routes = {(c, lane.value) for c, lane in ((r.channel, r.lane) for r in self.pool.routes())}
+        routes = self._routes
         gone = [k for k in due if k is not EVERY and k not in routes]
         for k in gone:  # a channel this config does not have: end_unconfigured ends them
             index.settle(k, now, index.seq)
@@ -239,8 +240,12 @@ class Scanner:
         whichever comes first; return at once if due work can be claimed now."""
         alarm = min(now + self.poll_ms, self._sweep_at)
         index = self.wakeups.index
-        ready: list[Key] = [(w.channel, w.lane.value) for w in self.pool.wants(now)]
-        firsts = [at for at in (index.first(k) for k in (*ready, EVERY)) if at is not None]
+        held = index.keys()  # only lanes with a time can make it wake: their wants alone
+        ready: list[Key] = [EVERY]
+        if held and held != [EVERY]:
+            ready += [(w.channel, w.lane.value) for w in self.pool.wants(
+                now, None if EVERY in held else [k for k in held if k is not None])]
+        firsts = [at for at in (index.first(k) for k in ready) if at is not None]
         if firsts:
             due = min(firsts)
             if due <= now:
