@@ -37,6 +37,8 @@ Outcome = tuple[bool, Any]  # (True, the script's result) or (False, what it rai
 _Item = tuple[Op, "asyncio.Future[Any]", bool]
 log = logging.getLogger("notifyd.store")
 BATCH_MAX = 1024
+LINGER_SEC = 0.0015  # the longest a batch waits for more while ops keep arriving
+LINGER_GAP_SEC = 0.0003  # ...each within this of the last
 FAULT_WINDOW_SEC = 30.0
 
 
@@ -173,16 +175,30 @@ class Writer(ABC, Generic[C]):
             self._answer_left()
 
     def _take(self, first: _Item) -> tuple[list[_Item], bool]:
-        """`first` and every op queued behind it (at most BATCH_MAX); True if close() came."""
+        """`first` and every op queued behind it (at most BATCH_MAX); True if close() came.
+        When more than `first` was waiting, work is arriving: the batch lingers for what comes
+        next, as long as each op follows the last within LINGER_GAP_SEC and for LINGER_SEC in
+        all, so one commit (and one fsync, one wake-up of the loop) answers them together. An
+        op arriving alone is committed at once: a quiet daemon pays no linger."""
         batch = [first]
+        wait = 0.0
+        deadline = 0.0
         while len(batch) < BATCH_MAX:
             try:
-                item = self._ops.get_nowait()
+                item = self._ops.get(timeout=wait) if wait else self._ops.get_nowait()
             except queue.Empty:
-                break
+                if wait or len(batch) < 2:
+                    break
+                deadline = time.monotonic() + LINGER_SEC
+                wait = LINGER_GAP_SEC
+                continue
             if item is None:
                 return batch, True
             batch.append(item)
+            if wait:
+                wait = min(LINGER_GAP_SEC, deadline - time.monotonic())
+                if wait <= 0:
+                    break
         return batch, False
 
     def _answer_left(self) -> None:
