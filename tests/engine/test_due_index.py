@@ -3,15 +3,19 @@ the times they told, and only ever says when to look: the claim decides from the
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from aiohttp import web
-from engine_support import Provider, Seen, answer, engine, hold, provider, webhook
+from engine_support import KEY, Provider, Seen, answer, engine, hold, provider, webhook
 
 from notifyd.config import KindConfig, LadderStep, ScannerConfig
 from notifyd.engine.dueindex import EVERY, DueIndex
+from notifyd.engine.ingest import Ingest
+from notifyd.store import open_store
 
 ONE_STEP = {"k": KindConfig(ladder=(LadderStep("hook"),))}
 ROUTE = ("hook", "bulk")
@@ -90,3 +94,32 @@ async def test_a_step_the_index_holds_is_judged_by_the_claim_a_resolution_cancel
         assert [s.key for s in prov.seen] == [f"{nid}:0"]
         assert (await e.step(nid, 1))["state"] == "cancelled"
         assert index.first(ROUTE) is None
+
+
+async def test_another_processs_accept_is_claimed_on_its_signal(
+        tmp_path: Path, prov: Provider) -> None:
+    """On a shared database the index hears nothing of another process's commits but its
+    signal (store.watch): that claims every lane."""
+    async with engine(tmp_path, {"hook": webhook(prov.url)}, ONE_STEP, scanner=SCANNER) as e:
+        if not e.store.shared:
+            pytest.skip("one process per database: no other process to hear")
+        stop = asyncio.Event()
+        wakeups = e.scanner.wakeups
+        watching = asyncio.create_task(e.store.watch(wakeups.signal, lambda t, u: None, stop))
+        other = await open_store(e.url, e.clock)
+        try:
+            await asyncio.sleep(0.2)  # LISTEN is in place
+            body = json.dumps({"user_id": "u1", "kind": "k", "params": {}}).encode()
+            theirs = Ingest(e.cfg, other, e.clock)
+            result = await theirs.accept(theirs.parse(body, KEY, None))
+            async with asyncio.timeout(5):
+                while wakeups.index.first(EVERY) is None:
+                    await asyncio.sleep(0.01)
+            assert wakeups.index.first(ROUTE) is None  # the commit was not ours
+            assert await e.scanner.claim_indexed(e.now) is False
+            await e.settle()
+            assert [s.key for s in prov.seen] == [f"{result.notification_id}:0"]
+        finally:
+            stop.set()
+            await asyncio.wait_for(watching, 5)
+            await other.close()
