@@ -37,8 +37,8 @@ Outcome = tuple[bool, Any]  # (True, the script's result) or (False, what it rai
 _Item = tuple[Op, "asyncio.Future[Any]", bool]
 log = logging.getLogger("notifyd.store")
 BATCH_MAX = 1024
-LINGER_SEC = 0.0015  # the longest a batch waits for more while ops keep arriving
-LINGER_GAP_SEC = 0.0003  # ...each within this of the last
+LINGER_SEC = 0.002  # the longest a batch waits for more while ops keep arriving
+LINGER_GAP_SEC = 0.001  # ...each within this of the last
 FAULT_WINDOW_SEC = 30.0
 
 
