@@ -179,7 +179,7 @@ class Notifyd:
         pool = SenderPool(cfg, store, clock, build_adapters(cfg), templates=templates,
                           on_free=wakeups.freed)
         scanner = Scanner(cfg, store, pool, clock, wakeups)
-        ingest = Ingest(cfg, store, clock, wake=wakeups.due, templates=templates)
+        ingest = Ingest(cfg, store, clock, templates=templates)
         if key is None:
             key = new_key()
             await store.create_key(hash_key(key), "producer", "default", (),

@@ -103,6 +103,12 @@ class ScannerConfig(Checked):
     poll_interval_sec: float = doc("Longest sleep between due scans; recovers a lost wake-up.", 1.0,
                                    gt=0)
     claim_batch: int = doc("Most steps claimed in one transaction.", 256, gt=0)
+    sweep_sec: float = doc("How often the scanner reads every due time again from the "
+                           "database. It learns of each due time from the write that makes "
+                           "it, and claims only what is due; this read is the safety net for "
+                           "one it was not told of (another process's retry on a shared "
+                           "database, a lease that ends), which waits at most this long.",
+                           10.0, gt=0, le=3600)
     lease_sec: float = doc("How long a claimed step may stay in flight before it is presumed "
                            "lost and becomes unknown, to be resent under the same key and bytes. "
                            "A process frozen (SIGSTOP) longer than this resends its in-flight "

@@ -582,6 +582,19 @@ class Leases:
     last_end: int | None
 
 
+# A due time a write made: (send_after, channel, lane), told to the due index after its commit.
+Due = tuple[int, str, str]
+
+
+@dataclass(frozen=True)
+class DueTimes:
+    """The due index read again from the rows: each route's earliest due times, in order (at
+    most the read's limit), and the first end of a lease in flight (its step falls due then)."""
+
+    times: dict[Route, list[int]]
+    first_lease_end: int | None
+
+
 class Recorded(StrEnum):
     """What became of one receipt."""
 

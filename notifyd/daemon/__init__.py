@@ -172,7 +172,7 @@ class Daemon:
                                                    stop, stop_claiming), name="http")
                 peers.create_task(self.guard.run(stop_claiming), name="connection-guard")
                 peers.create_task(shared.loop.run(stop_claiming), name="loop-lag")
-                peers.create_task(store.watch(shared.wakeups.due, shared.hub.poke,
+                peers.create_task(store.watch(shared.wakeups.signal, shared.hub.poke,
                                               stop_claiming), name="signals")
                 peers.create_task(self._engine(peers, shared, stop, stop_claiming),
                                   name="engine")

@@ -1,10 +1,13 @@
 """The due-work scanner: claims due steps inside the stop-condition transaction, hands them to senders.
 
-It wakes when an accept writes a step that is already due, when a sender frees a slot of a lane
-that was full, when the next send_after arrives, and at least every poll interval so a lost
-wake-up costs one interval. Any other finished send only makes it look again at when the next step
-is due (one read): the send may have pulled a step forward, and otherwise nothing changed, so an
-empty claim transaction per send (an idle daemon's cost) is not paid.
+It claims from its due index (engine/dueindex.py): every write that makes a step due tells the
+index as it commits (store.on_due), so the scanner sleeps until the earliest due time of a lane
+that can take work, and claims on the lanes that have some, asking the database nothing else.
+It wakes when a commit makes a step due before its alarm, when a sender frees a slot of a lane
+that was full, when a token or a breaker's cooldown comes, another process signals (PostgreSQL),
+and at least every poll interval. The index is read again from the rows at start, after a
+reload, every scanner.sweep_sec, and when time passes the last due time a read brought whole;
+the claim re-checks every step in its own transaction, so the index only says when to look.
 """
 
 from __future__ import annotations
@@ -16,13 +19,15 @@ from collections import Counter
 from notifyd.config import Config
 from notifyd.core.clock import Clock
 from notifyd.core.logs import step_line
-from notifyd.core.models import ENDED, Decided, Route, Verdict, Want
+from notifyd.core.models import ENDED, Claimed, Decided, Due, Verdict, Want
 from notifyd.core.text import iso
 from notifyd.engine.decisions import Entry
+from notifyd.engine.dueindex import EVERY, DueIndex, Key
 from notifyd.engine.sender import SenderPool
 from notifyd.store import ClaimStore, StorageError
 
 log = logging.getLogger("notifyd.scanner")
+DUE_READ = 1000  # due times read per lane when the index is read again from the rows
 # How loud each claim decision is: failures warn; normal progress is info; routine is debug.
 VERDICT_LOG = {Verdict.CANCEL: (logging.DEBUG, "cancelled"),
                Verdict.POSTPONE: (logging.DEBUG, "postponed"),
@@ -33,27 +38,40 @@ VERDICT_LOG = {Verdict.CANCEL: (logging.DEBUG, "cancelled"),
 
 
 class Wakeups:
-    """What wakes the scanner, made before the parts that ring it: ingest tells it of a step
-    due (`due`), the sender pool of a finished send (`freed`). Handed to each constructor, so
+    """What wakes the scanner, made before the parts that ring it, and its due index: the
+    store tells the index each commit's due times (`mark`), the sender pool of a finished send
+    (`freed`), another process's signal of a step due (`signal`). Handed to each constructor, so
     nothing is patched in after it is built."""
 
     def __init__(self) -> None:
         self.wake = asyncio.Event()  # claim now
-        self.look = asyncio.Event()  # a send finished on a lane that had room: re-read next due
         self.sleep_until: int | None = None  # the scanner's alarm, while it waits for it
-        self.wake_at: int | None = None  # earliest due time reported while it was scanning
+        self.index = DueIndex()
+
+    def mark(self, dues: list[Due]) -> None:
+        """Due times a commit made (store.on_due): into the index; asleep, wake if one is
+        before the alarm (mid-scan, the scan looks at the index when it is done)."""
+        first = self.index.add_dues(dues)
+        if self.sleep_until is not None and first is not None and first < self.sleep_until:
+            self.wake.set()
 
     def freed(self, was_full: bool) -> None:
         """A send ended. Its lane was full: due work may wait for that slot, so claim. Else
-        only look again at the next due time (the send may have pulled a step forward)."""
-        (self.wake if was_full else self.look).set()
+        nothing: what its outcome made due comes with the outcome's commit (`mark`)."""
+        if was_full:
+            self.wake.set()
 
     def due(self, at_ms: int) -> None:
-        """A step is due at `at_ms` (an accept). Asleep, wake if that is before the alarm;
-        mid-scan, remember it for the next alarm (a scan already running may miss the step)."""
-        if self.sleep_until is None:
-            self.wake_at = at_ms if self.wake_at is None else min(self.wake_at, at_ms)
-        elif at_ms < self.sleep_until:
+        """An accept's earliest due time, told after its commit (Ingest's wake, where one is
+        wired): the index has it from the commit already; asleep past it, wake."""
+        if self.sleep_until is not None and at_ms < self.sleep_until:
+            self.wake.set()
+
+    def signal(self, at_ms: int) -> None:
+        """A step is due at `at_ms` on some lane: another process's accept (store.watch).
+        Every lane is claimed then."""
+        self.index.add(EVERY, at_ms)
+        if self.sleep_until is not None and at_ms < self.sleep_until:
             self.wake.set()
 
 
@@ -67,20 +85,31 @@ class Scanner:
         self.rules = pool.rules  # claims go under the rules its sends complete under
         self.alive_at = clock.now_ms()  # when the loop last made progress, for /readyz
         self._full = False  # the last claim filled some lane's request: more may be due
+        self.sweep_ms = int(cfg.scanner.sweep_sec * 1000)
+        self._sweep_at = 0  # when the index is next read again from the rows
+        store.on_due(wakeups.mark)
+        self._routes = {(r.channel, r.lane.value) for r in pool.routes()}  # the index's keys
 
     async def run_once(self, now: int, wait: bool = True) -> int:
-        """Claim what the senders can take right now and hand it to them; returns the count.
-        With `wait`, return once the claimed steps are frozen and their sends started; the
-        scan loop does not wait (the senders hold the claims' slots from the start), so the
-        next claim goes to the writer while this one's freeze is written."""
+        """Claim what the senders can take right now on every lane, whatever the index says,
+        and hand it to them; returns the count. With `wait`, return once the claimed steps are
+        frozen and their sends started; the scan loop does not wait (the senders hold the
+        claims' slots from the start), so the next claim goes to the writer while this one's
+        freeze is written."""
         self.alive_at = now  # a scan, whatever it finds: the loop is turning (for /readyz)
-        wants = self.pool.wants(now)
+        claimed, _ = await self._claim(now, self.pool.wants(now), wait)
+        return len(claimed.claims) if claimed else 0
+
+    async def _claim(self, now: int, wants: list[Want], wait: bool = False
+                     ) -> tuple[Claimed | None, list[Want]]:
+        """One claim transaction for `wants` (each at most claim_batch); what it claimed and
+        the wants as asked. The claims go to the senders."""
         if not wants:
-            return 0
+            return None, []
         batch = self.cfg.scanner.claim_batch
         wants = [Want(w.channel, w.lane, min(w.n, batch)) for w in wants]
         claimed = await self.store.claim_due(wants, self.lease_ms, self.rules,
-                                             self.pool.budget(now))
+                                             self.pool.budget(now, {w.channel for w in wants}))
         taken = Counter((c.channel, c.lane) for c in claimed.claims)
         self._full = any(taken[(w.channel, w.lane)] >= w.n for w in wants)
         self._log_decided(claimed.decided)
@@ -88,7 +117,40 @@ class Scanner:
         started = self.pool.launch(claimed.claims, now)
         if wait and started:
             await asyncio.gather(*started)
-        return len(claimed.claims)
+        return claimed, wants
+
+    async def claim_indexed(self, now: int) -> bool:
+        """Claim on the lanes the index has work due on by `now` (every lane, for a time of
+        EVERY); their times up to `now` go once a claim took less than it asked (it read all
+        there was). True when a lane took all it asked and has room for more."""
+        self.alive_at = now
+        index = self.wakeups.index
+        due = index.due(now)
+        if not due:
+            return False
+        routes = self._routes
+        gone = [k for k in due if k is not EVERY and k not in routes]
+        for k in gone:  # a channel this config does not have: end_unconfigured ends them
+            index.settle(k, now, index.seq)
+        every = EVERY in due
+        asked = routes if every else {k for k in due if k in routes}
+        upto = index.seq
+        claimed, wants = await self._claim(now, self.pool.wants(now, asked)) if asked else (None, [])
+        taken = Counter() if claimed is None else Counter(
+            (c.channel, c.lane) for c in claimed.claims)
+        read: set[Key] = set()
+        for w in wants:
+            if taken[(w.channel, w.lane)] < w.n:
+                read.add((w.channel, w.lane.value))
+        for k in read:
+            index.settle(k, now, upto)
+        if every and not (claimed and claimed.claims):
+            # EVERY stands for work the index knows no lane of: every lane is claimed until
+            # a claim finds none; lanes that could not take work keep a time of their own.
+            for k in routes - read:
+                index.add(k, now)
+            index.settle(EVERY, now, upto)
+        return self._full and bool(self.pool.wants(self.clock.now_ms(), asked))
 
     def _log_decided(self, decided: list[Decided]) -> None:
         """What the claim decided other than send, once it has committed: to the log, the
@@ -122,13 +184,27 @@ class Scanner:
             self.wakeups.wake.clear()
             now = self.clock.now_ms()
             try:
-                await self.run_once(now, wait=False)
-                if self._full and self.pool.wants(self.clock.now_ms()):
-                    continue  # a lane took all it asked for, and has room: scan again at once
+                if now >= self._sweep_at:
+                    await self.rebuild(now)
+                if await self.claim_indexed(now):
+                    continue  # a lane took all it asked for, and has room: claim again at once
                 await self._sleep(now, stop)
             except Exception as e:  # noqa: BLE001 - a full disk must not become a spin
                 self._failed(e)
                 await self._wait(now + self.poll_ms, stop)
+
+    async def rebuild(self, now: int) -> None:
+        """Read the due times of every lane again from the rows into the index (a time told
+        since stays). A lane whose read came back full is read again when time passes its
+        last time; in any case after scanner.sweep_sec."""
+        routes = self.pool.routes()
+        read = await self.store.due_times(routes, DUE_READ)
+        self.wakeups.index.add_read(read)
+        self.wakeups.index.add(EVERY, now)  # and every lane claimed once
+        self._sweep_at = now + self.sweep_ms
+        for times in read.times.values():
+            if len(times) >= DUE_READ:
+                self._sweep_at = min(self._sweep_at, times[-1])
 
     @staticmethod
     def _failed(e: Exception) -> None:
@@ -148,6 +224,7 @@ class Scanner:
                         "by another process; each is retried as unknown under its original key "
                         "once its lease ends (the last at %s)", held.count, iso(held.last_end))
         await self.end_unconfigured()
+        self._sweep_at = 0  # read the index from the rows first
 
     async def end_unconfigured(self) -> None:
         """End, dead, the open steps on channels this config does not have."""
@@ -158,46 +235,38 @@ class Scanner:
                         "(notifyd dead-letters lists them)", len(ended))
 
     async def _sleep(self, now: int, stop: asyncio.Event) -> None:
-        """Sleep until the next due step, a token, a breaker's cooldown end, a wake-up or the
-        poll interval, whichever comes first; return at once if due work can be claimed now
-        (a step the last claim pulled forward, say)."""
-        alarm = now + self.poll_ms
-        while True:
-            self.wakeups.look.clear()  # before the read: a send ending during it looks again
-            # Due work on lanes that can take it now (and lease ends); lanes that cannot are
-            # woken by a freed slot, a token or a breaker's cooldown, below.
-            ready = [Route(w.channel, w.lane) for w in self.pool.wants(now)]
-            due = await self.store.next_due(ready)
-            if due is not None and due <= now:
+        """Sleep until the index's next due time on a lane that can take work now, a token, a
+        breaker's cooldown end, the next read of the rows, a wake-up or the poll interval,
+        whichever comes first; return at once if due work can be claimed now."""
+        alarm = min(now + self.poll_ms, self._sweep_at)
+        index = self.wakeups.index
+        held = index.keys()  # only lanes with a time can make it wake: their wants alone
+        ready: list[Key] = [EVERY]
+        if held and held != [EVERY]:
+            ready += [(w.channel, w.lane.value) for w in self.pool.wants(
+                now, None if EVERY in held else [k for k in held if k is not None])]
+        firsts = [at for at in (index.first(k) for k in ready) if at is not None]
+        if firsts:
+            due = min(firsts)
+            if due <= now:
                 return
-            if due is not None:
-                alarm = min(alarm, due)
-            bell = self.wakeups
-            if bell.wake_at is not None:  # after the awaits above: wake-ups during them count
-                alarm, bell.wake_at = min(alarm, bell.wake_at), None
-            refill = self.pool.ms_until_capacity(now)
-            if refill is not None:
-                alarm = min(alarm, now + refill)
-            if not await self._wait(alarm, stop, look=True):
-                return
-            now = self.clock.now_ms()
+            alarm = min(alarm, due)
+        refill = self.pool.ms_until_capacity(now)
+        if refill is not None:
+            alarm = min(alarm, now + refill)
+        await self._wait(alarm, stop)
 
-    async def _wait(self, alarm: int, stop: asyncio.Event, look: bool = False) -> bool:
-        """Wait for the alarm, a wake-up or stop (and, with `look`, a finished send). True
-        when only a finished send ended the wait: look at the next due time again."""
+    async def _wait(self, alarm: int, stop: asyncio.Event) -> None:
+        """Wait for the alarm, a wake-up or stop."""
         delay = (alarm - self.clock.now_ms()) / 1000
         if delay <= 0:
-            return False
+            return
         bell = self.wakeups
         waiters = {asyncio.ensure_future(bell.wake.wait()), asyncio.ensure_future(stop.wait())}
-        if look:
-            waiters.add(asyncio.ensure_future(bell.look.wait()))
-        bell.sleep_until = alarm  # only while actually waiting: due() compares against it
+        bell.sleep_until = alarm  # only while actually waiting: mark() compares against it
         try:
             await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
         finally:
             bell.sleep_until = None
             for w in waiters:
                 w.cancel()
-        return bell.look.is_set() and not bell.wake.is_set() and not stop.is_set() \
-            and self.clock.now_ms() < alarm

@@ -289,12 +289,15 @@ class SenderPool:
     def routes(self) -> list[Route]:
         return [Route(name, lane) for lane in LANES for name in self.channels]
 
-    def budget(self, now: int) -> Budget:
-        """What the channels may start now across both lanes: each its bucket's whole tokens,
-        and a half-open vendor one probe, spent by whichever of its channels claims first;
-        with each channel's rate, for a store that keeps the deployment's bucket."""
+    def budget(self, now: int, only: Collection[str] | None = None) -> Budget:
+        """What the channels (those in `only`, if given) may start now across both lanes: each
+        its bucket's whole tokens, and a half-open vendor one probe, spent by whichever of its
+        channels claims first; with each channel's rate, for a store that keeps the
+        deployment's bucket."""
         budget = Budget()
         for name, ch in self.channels.items():
+            if only is not None and name not in only:
+                continue
             budget.rates[name] = (ch.cfg.rate_per_sec, ch.cfg.burst)
             budget.left[f"tokens:{name}"] = ch.bucket.available(now)
             budget.left[f"broadcast:{name}"] = ch.broadcast.available(now)
@@ -309,13 +312,17 @@ class SenderPool:
                     (f"broadcast:{name}",) if lane is Lane.BROADCAST else ())
         return budget
 
-    def wants(self, now: int) -> list[Want]:
-        """How many steps each (channel, lane) could start now, urgent lanes first. Lanes share
-        the budget: the claim spends it in this order, so urgent work takes tokens first."""
-        budget = self.budget(now)
+    def wants(self, now: int, only: Collection[tuple[str, str]] | None = None) -> list[Want]:
+        """How many steps each (channel, lane) could start now, urgent lanes first; with
+        `only`, those (channel, lane) alone (the due index's), the budget read for their
+        channels alone. Lanes share the budget: the claim spends it in this order, so urgent
+        work takes tokens first."""
+        budget = self.budget(now, None if only is None else {c for c, _ in only})
         out: list[Want] = []
         for lane in LANES:
             for name, ch in self.channels.items():
+                if only is not None and (name, lane.value) not in only:
+                    continue
                 n = budget.allow(Route(name, lane), ch.ceiling[lane] - ch.in_flight[lane])
                 if n > 0:
                     out.append(Want(name, lane, n))

@@ -55,6 +55,8 @@ from notifyd.core.models import (
     Decided,
     DecideFn,
     Device,
+    Due,
+    DueTimes,
     Freeze,
     Leases,
     Nonce,
@@ -311,6 +313,18 @@ class ClaimStore(Protocol):
 
     async def end_unconfigured(self, channels: list[str], decide: DecideFn) -> list[Decided]:
         """One write: open steps on channels not in `channels`, judged by `decide` as such."""
+        ...
+
+    def on_due(self, listener: Callable[[list[Due]], None] | None) -> None:
+        """Tell `listener` (None: nobody) the due times each committed write made: a step
+        created, retried, postponed, pulled forward, its window restarted, replayed, or its
+        lease taken over, as (send_after, channel, lane); called on the event loop once per
+        commit, before the writes in it are answered. Only this process's writes."""
+        ...
+
+    async def due_times(self, routes: list[Route], limit: int) -> DueTimes:
+        """One consistent read: each route's earliest `limit` distinct send_after among its
+        open steps (pending or unknown), and the first lease end of a step in flight."""
         ...
 
 

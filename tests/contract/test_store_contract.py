@@ -533,6 +533,52 @@ class TestDelivery:
         [stuck] = await store.stuck_steps("acme", "unknown", 10)
         assert (stuck.notification_id, stuck.step_no, stuck.state) == ("n_1", 0, "unknown")
 
+    async def test_each_commit_tells_the_due_times_it_made(
+            self, store: Store, clock: FakeClock) -> None:
+        """What the scanner's due index hears: every write that creates or moves a due time
+        tells it, after its commit, as (send_after, channel, lane)."""
+        told: list[list[tuple[int, str, str]]] = []
+        store.on_due(told.append)
+        await accept(store, "n_1", "a", "b", gap=600_000)
+        assert told.pop() == [(NOW, "a", "bulk"), (NOW + 600_000, "b", "bulk")]
+        later = Decision(Verdict.POSTPONE, "quiet hours", until=NOW + 5_000)
+        await store.claim_due([Want("a", Lane.BULK, 10)], LEASE,
+                              dataclasses.replace(RULES, decide=lambda c, n: later))
+        assert told.pop() == [(NOW + 5_000, "a", "bulk")]
+        at(clock, NOW + 5_000)
+        [c] = await claim(store)
+        retry = Completion(Outcome.FAILED, StepState.PENDING, "503", retry_at=NOW + 9_000)
+        assert await store.complete(c, retry, RULES)
+        assert sorted(told.pop()) == [(NOW + 9_000, "a", "bulk"), (NOW + 600_000, "b", "bulk")]
+        at(clock, NOW + 9_000)
+        [c] = await claim(store)
+        at(clock, NOW + 9_000 + LEASE)
+        assert await store.lapse_leases() == 1  # taken over: due again at once
+        assert sorted(told.pop()) == [(NOW + 9_000 + LEASE, "a", "bulk"),
+                                      (NOW + 600_000, "b", "bulk")]
+        await store.resolve("n_1", "done", "t")
+        assert told == []  # a resolution makes nothing due
+        store.on_due(None)
+        await accept(store, "n_2", "a")
+        assert told == []
+
+    async def test_the_due_times_are_read_again_by_route_with_the_first_lease_end(
+            self, store: Store, clock: FakeClock) -> None:
+        await accept(store, "n_1", "a", "b", gap=600_000)
+        await accept(store, "n_2", "a", "a", gap=1_000)
+        await accept(store, "n_3", "b")
+        routes = [Route("a", Lane.BULK), Route("b", Lane.BULK), Route("a", Lane.URGENT)]
+        read = await store.due_times(routes, 10)
+        assert read.times == {routes[0]: [NOW, NOW + 1_000], routes[1]: [NOW, NOW + 600_000],
+                              routes[2]: []}
+        assert read.first_lease_end is None
+        assert (await store.due_times(routes[:1], 1)).times == {routes[0]: [NOW]}
+        [c] = await claim(store, n=1)
+        read = await store.due_times(routes[:1], 10)
+        assert read.first_lease_end == NOW + LEASE
+        await store.complete(c, Completion(Outcome.SENT, StepState.SENT), RULES)
+        assert (await store.due_times(routes[:1], 10)).first_lease_end is None
+
     async def test_dead_steps_are_listed_and_replayed_under_their_key(
             self, store: Store, clock: FakeClock) -> None:
         await accept(store, "n_1", "a")

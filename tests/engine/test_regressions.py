@@ -108,10 +108,12 @@ async def test_scanner_sleeps_while_a_half_open_breaker_has_no_due_work(
 async def test_an_accept_landing_right_after_a_scan_is_sent_without_waiting_for_the_poll(
         tmp_path: Path, prov: Provider) -> None:
     """Accepts that commit just after a scan's claim, as a concurrent HTTP accept may, wake the
-    scanner mid-scan. N1 lands after one empty scan, N2 after the empty scan that follows N1's
-    claim. N1's send is held in flight throughout, so no finished send wakes the scanner for N2.
-    The old scanner, after the first such wake-up, kept a stale alarm that made it drop the
-    second, and it ignored work already due when it went to sleep: N2 waited a poll (60 s)."""
+    scanner mid-scan. N1 lands after one empty scan, N2 right after the claim that took N1
+    committed (its due time told to the index while that claim's answer is on its way, at the
+    same fake-clock ms, which that claim's settling of the lane must not drop). N1's send is
+    held in flight throughout, so no finished send wakes the scanner for N2. An older scanner,
+    after the first such wake-up, kept a stale alarm that made it drop the second, and it
+    ignored work already due when it went to sleep: N2 waited a poll (60 s)."""
     gate = prov.gate()
     prov.reply = hold(gate, accepted())
     async with engine(tmp_path, {"hook": webhook(prov.url)}, ONE_STEP, scanner=LONG_POLL) as e:
@@ -124,7 +126,7 @@ async def test_an_accept_landing_right_after_a_scan_is_sent_without_waiting_for_
             claimed = await real_claim_due(*args, **kw)  # the real claim, committed
             claims = claimed.claims
             first_claimed |= any(c.notification_id in ids[:1] for c in claims)
-            if not claims and (not ids or (first_claimed and len(ids) == 1)):
+            if (not claims and not ids) or (first_claimed and len(ids) == 1):
                 ids.append(await e.accept())  # commits, and wakes the scanner, mid-scan
             return claimed
 
@@ -205,8 +207,8 @@ async def test_a_send_on_a_lane_with_room_costs_no_empty_claim_transaction(
         tmp_path: Path, prov: Provider) -> None:
     """Issue 14's idle cost: each finished send woke the scanner for a claim transaction that
     found nothing, and each claim that took fewer steps than it asked for was followed by
-    another at once. Now the claim that took one step is the only one, and the finished send
-    makes the scanner read the next due time once."""
+    another at once. Now the claim that took one step is the only one: the finished send's
+    commit tells the due index nothing new, and the scanner reads no next due time at all."""
     async with engine(tmp_path, {"hook": webhook(prov.url)}, ONE_STEP, scanner=LONG_POLL) as e:
         log: list[str] = []  # "claim N" per claim transaction, "next" per next-due read
         real_claim, real_next = e.store.claim_due, e.store.next_due
@@ -224,16 +226,17 @@ async def test_a_send_on_a_lane_with_room_costs_no_empty_claim_transaction(
         e.store.next_due = counting_next  # type: ignore[method-assign]
         stop = asyncio.Event()
         task = asyncio.create_task(e.scanner.run(stop))
+        wakeups = e.scanner.wakeups
         try:
-            await until(lambda: "next" in log)  # the start-up scan is done and it sleeps
+            # the start-up scan is done and it sleeps
+            await until(lambda: "claim 0" in log and wakeups.sleep_until is not None)
             log.clear()
             nid = await e.accept()
             await wait_for_key(prov, f"{nid}:0")
-            # Asleep after the claim, then awake for the freed slot and asleep again: two reads.
-            await until(lambda: "claim 1" in log
-                        and log[log.index("claim 1"):].count("next") >= 2)
+            # sent, its outcome committed, and asleep again
+            await until(lambda: not e.pool.tasks and wakeups.sleep_until is not None)
             assert (await e.step(nid, 0))["state"] == "sent"
-            assert [x for x in log if x.startswith("claim")] == ["claim 1"]
+            assert log == ["claim 1"]
         finally:
             await stopped(task, stop)
 

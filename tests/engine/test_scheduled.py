@@ -11,6 +11,7 @@ from engine_support import KEY, Engine, engine, provider, two_step, webhook
 
 from notifyd.core.text import iso
 from notifyd.engine import resolution
+from notifyd.engine.dueindex import DueIndex
 from notifyd.engine.resolution import Ref
 
 HOUR_MS = 3_600_000
@@ -70,8 +71,8 @@ async def test_the_scanner_is_not_woken_early_for_a_scheduled_send(tmp_path: Pat
         await schedule(eng, None)  # one due now does wake it
         assert wakeups.wake.is_set()
         wakeups.wake.clear()
-        wakeups.sleep_until = None  # mid-scan: the earliest due time is kept for the alarm
-        wakeups.wake_at = None
+        wakeups.sleep_until = None  # mid-scan: the due time is kept in the index for the alarm
+        wakeups.index = DueIndex()
         await schedule(eng, eng.now + HOUR_MS)
-        assert wakeups.wake_at == eng.now + HOUR_MS
+        assert wakeups.index.first(("hook", "bulk")) == eng.now + HOUR_MS
         assert not wakeups.wake.is_set()

@@ -40,6 +40,9 @@ def accept(tx: Tx, inp: AcceptInput, notification_id: str, params: str, plan: Pl
         (notification_id, s.step_no, s.channel, lane, s.send_after, s.state, s.reason, s.note,
          now, s.send_after, s.cause.text if s.cause else None, s.note) for s in steps])
     due = [s.send_after for s in steps if s.state == StepState.PENDING]
+    route_lane = str(lane)
+    tx.dues += [(s.send_after, s.channel, route_lane) for s in steps
+                if s.state == StepState.PENDING]
     signals, locks = tx.features.notifies, tx.features.row_locks
     if due and signals:
         tx.value(signals.NOTIFY_DUE, (min(due),))

@@ -36,6 +36,7 @@ from notifyd.core.models import (
 from notifyd.core.steps import StepKey
 from notifyd.core.text import iso
 from notifyd.store.core import inbox, receipts, rows
+from notifyd.store.core.dues import mark, mark_open
 from notifyd.store.core.moves import pull_next, start_window
 from notifyd.store.core.queries import SharedBuckets
 from notifyd.store.core.rows import disabled, recipient
@@ -57,6 +58,7 @@ def lapse_leases(tx: Tx) -> int:
 def mark_unknown(tx: Tx, nid: str, no: int, why: str) -> None:
     tx.run(tx.q.MARK_UNKNOWN, (why, tx.now, tx.now, nid, no))
     tx.run(tx.q.CLOSE_OPEN_ATTEMPTS, (tx.now, why, nid, no))
+    mark_open(tx, nid)  # due now, and its siblings that waited on it
 
 
 def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Budget) -> Claimed:
@@ -68,6 +70,7 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
     sending: dict[str, int] = {}  # claimed in this transaction: a sibling in flight
     waiting: list[Row] = []  # left for the next scan: their person is locked elsewhere
     buckets = tx.features.shared_buckets
+    told = 0  # of `waiting`, those marked due again
     for want in wants:
         route = Route(want.channel, want.lane)
         n = budget.allow(route, want.n)
@@ -92,6 +95,9 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
                     taken += 1
             if len(rows) < n - taken + LOOKAHEAD or waiting:  # read again, they come again
                 break
+        for row in waiting[told:]:  # their person was locked elsewhere: due again at once
+            mark(tx, tx.now, row["channel"], row["lane"])
+        told = len(waiting)
         budget.spend(route, taken)
         if buckets and shared and n > 0:
             claimed.tokens[want.channel] = float(tx.value(buckets.SPEND_TOKENS,
@@ -188,6 +194,8 @@ def apply(tx: Tx, row: Row, d: Decision, version: int | None) -> None:
         tx.run(q.POSTPONE_STEP, (d.until, d.reason, tx.now, nid, no))
         if d.reason != row["reason"]:
             tx.run(q.INSERT_EVENT, (nid, no, tx.now, f"postponed to {iso(d.until)}: {d.reason}"))
+        if d.until is not None:
+            mark(tx, d.until, row["channel"], row["lane"])
         return
     state = ENDED[d.verdict]
     tx.run(q.END_STEP, (state, d.reason, tx.now, version, nid, no))
@@ -225,6 +233,8 @@ def complete(tx: Tx, claim: Claim, done: Completion, rules: Rules) -> bool:
     if applied and done.provider_ref:
         for row in tx.all(q.SELECT_ORPHANS, (done.provider_ref, nid)):
             receipts.apply(tx, rows.receipt(row), nid, no, rules)
+    if applied:  # a retry, a window restarted, a step pulled, or a sibling no longer waiting
+        mark_open(tx, nid)
     return applied
 
 
@@ -234,6 +244,8 @@ def replay(tx: Tx, nid: str, step_no: int | None, by: str | None = None) -> int:
     rows = tx.all(tx.q.REPLAY_STEPS, (tx.now, REPLAYED, tx.now, nid, step_no, step_no))
     what = REPLAYED if by is None else f"{REPLAYED} ({by})"
     tx.many(tx.q.INSERT_EVENT, [(nid, r["step_no"], tx.now, what) for r in rows])
+    if rows:
+        mark_open(tx, nid)
     return len(rows)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from notifyd.core.models import Rules
 from notifyd.core.steps import Cause, window_moved
 from notifyd.core.text import iso
+from notifyd.store.core.dues import mark_open
 from notifyd.store.core.tx import Tx
 
 
@@ -13,8 +14,11 @@ def pull_next(tx: Tx, nid: str, what: str, no: int, at: int) -> None:
     """The step after `no` becomes due at `at` if it was due later, because of `what` (step 0
     dead, step 0 bounced); an event says why."""
     why = f"pulled forward: {what}"
-    for row in tx.all(tx.q.PULL_NEXT, (at, why, tx.now, nid, at, nid, no)):
+    pulled = tx.all(tx.q.PULL_NEXT, (at, why, tx.now, nid, at, nid, no))
+    for row in pulled:
         tx.run(tx.q.INSERT_EVENT, (nid, row["step_no"], tx.now, f"{why}; due {iso(at)}"))
+    if pulled:
+        mark_open(tx, nid)
 
 
 def start_window(tx: Tx, nid: str, no: int, rules: Rules) -> None:

@@ -131,6 +131,9 @@ class Queries(Protocol):
     DELAY_STEP: str  # (send_after, note, at, notification_id, step_no)
     SELECT_NEXT_DUE: str  # (channel, lane) -> the earliest send_after of its open steps
     SELECT_LEASED: str  # () -> how many steps are sending, and the last lease end
+    SELECT_DUE_TIMES: str  # (channel, lane, limit) -> its earliest distinct send_after, in order
+    SELECT_FIRST_LEASE_END: str  # () -> the first lease end of a sending step
+    SELECT_OPEN_DUE: str  # (notification_id) -> send_after, channel, lane of its open steps
     REPLAY_STEPS: str  # (at, reason, at, notification_id, step_no, step_no) -> step_no of each
     #                     dead or unknown step (step_no NULL: all) put back to pending
     SELECT_UNCONFIGURED: str  # (channels JSON) -> open steps on channels not in it

@@ -208,6 +208,13 @@ WHERE notification_id = ? AND step_no = ?"""
 SELECT_NEXT_DUE = """SELECT min(send_after) FROM steps
 WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown')"""
 SELECT_LEASED = "SELECT count(*), max(lease_until) FROM steps WHERE state = 'sending'"
+# The due index read again (engine/dueindex.py): a route's earliest due times, in order.
+SELECT_DUE_TIMES = """SELECT DISTINCT send_after FROM steps
+WHERE channel = ? AND lane = ? AND state IN ('pending', 'unknown') ORDER BY send_after LIMIT ?"""
+SELECT_FIRST_LEASE_END = "SELECT min(lease_until) FROM steps WHERE state = 'sending'"
+# A notification's open steps, whose due times a commit tells the due index.
+SELECT_OPEN_DUE = """SELECT send_after, channel, lane FROM steps
+WHERE notification_id = ? AND state IN ('pending', 'unknown')"""
 # --- provider evidence ---
 # A redelivered event (same provider and event id) inserts nothing: harmless twice.
 INSERT_RECEIPT = """INSERT INTO receipts (provider, event_id, event, occurred_at, received_at,

@@ -29,6 +29,8 @@ from notifyd.core.models import (
     Decided,
     DecideFn,
     Device,
+    Due,
+    DueTimes,
     Freeze,
     Leases,
     Nonce,
@@ -365,6 +367,17 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
     async def next_due(self, routes: list[Route]) -> int | None:
         return rows.as_int(self.backend.peek(self.q.next_due_sql(len(routes)),
                                              tuple(x for r in routes for x in (r.channel, r.lane))))
+
+    def on_due(self, listener: Callable[[list[Due]], None] | None) -> None:
+        self.backend.writer.on_due = listener
+
+    async def due_times(self, routes: list[Route], limit: int) -> DueTimes:
+        def script(tx: Tx) -> DueTimes:
+            times = {r: [int(row[0]) for row in tx.all(
+                self.q.SELECT_DUE_TIMES, (r.channel, r.lane, limit))] for r in routes}
+            return DueTimes(times, rows.as_int(tx.value(self.q.SELECT_FIRST_LEASE_END)))
+
+        return await self.backend.snapshot(script)
 
     async def replay(self, notification_id: str, step_no: int | None,
                      by: str | None = None) -> int:

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
+from notifyd.core.models import Due
 from notifyd.store.core.queries import Features, Queries
 
 T = TypeVar("T")
@@ -31,6 +32,9 @@ class Tx(Protocol):
     q: Queries  # the dialect's statements, by name
     features: Features  # what the dialect can do beyond them, with their statements
     now: int  # epoch ms: the time this transaction records, taken inside it
+    # The due times this script created or moved (store/core/dues.py), told to the engine's
+    # due index after the commit (Writer.on_due); the writer empties it for each script.
+    dues: list[Due]
 
     def one(self, sql: str, args: Args = ()) -> Row | None:
         """The first row, or None."""
@@ -53,11 +57,22 @@ class Tx(Protocol):
 Script = Callable[[Tx], T]
 
 
+class DueSource(Protocol):
+    # Called on the event loop once per committed batch, before its callers are answered,
+    # with every due time its scripts made (store/core/writer.py).
+    on_due: Callable[[list[Due]], None] | None
+
+
 class Backend(Protocol):
     """What a dialect brings: its queries, its lifecycle, and three ways to run a script."""
 
     url: str  # where it keeps its data, for log lines (never a secret)
     q: Queries
+
+    @property
+    def writer(self) -> DueSource:
+        """The writer thread: who hears the due times its commits made."""
+        ...
 
     async def open(self, create: bool = True, check: bool = False) -> None: ...
 

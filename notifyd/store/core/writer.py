@@ -27,6 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from notifyd.core.clock import Clock, SystemClock
 from notifyd.core.logs import RateLimit
+from notifyd.core.models import Due
 from notifyd.store.base import Overloaded, StorageError, StoreClosed
 from notifyd.store.core.tx import Script, Tx
 
@@ -36,6 +37,8 @@ Outcome = tuple[bool, Any]  # (True, the script's result) or (False, what it rai
 _Item = tuple[Op, "asyncio.Future[Any]", bool]
 log = logging.getLogger("notifyd.store")
 BATCH_MAX = 1024
+LINGER_SEC = 0.002  # the longest a batch waits for more while ops keep arriving
+LINGER_GAP_SEC = 0.001  # ...each within this of the last
 FAULT_WINDOW_SEC = 30.0
 
 
@@ -69,6 +72,9 @@ class Writer(ABC, Generic[C]):
         self._fault_at = 0.0
         self.lost: str | None = None  # the storage is gone for good: writes stop until a restart
         self._warn = RateLimit(SystemClock(), 10_000)
+        # Who hears the due times a batch's scripts made (the engine's due index): called on
+        # the event loop, once per batch, before any of its callers is answered.
+        self.on_due: Callable[[list[Due]], None] | None = None
         self.commits = 0  # batches committed, for benchmarks and tests of group commit
         self.writes = 0  # operations committed or failed
 
@@ -156,12 +162,12 @@ class Writer(ABC, Generic[C]):
                 batch, done = self._take(first)
                 sheds = sum(shed for _, _, shed in batch)
                 self._taken += sheds
-                outcomes = self._run([op for op, _, _ in batch])
+                outcomes, dues = _unmarked(self._run([_marked(op) for op, _, _ in batch]))
                 if sheds and all(ok for ok, _ in outcomes):
                     self._fault = None  # an accept committed: the storage is back
                 self.commits += 1
                 self.writes += len(batch)
-                self._post(_answer, batch, outcomes)
+                self._post(_answer, batch, outcomes, dues, self.on_due)
         finally:
             if self._conn is not None:
                 self._conn.close()
@@ -169,16 +175,30 @@ class Writer(ABC, Generic[C]):
             self._answer_left()
 
     def _take(self, first: _Item) -> tuple[list[_Item], bool]:
-        """`first` and every op queued behind it (at most BATCH_MAX); True if close() came."""
+        """`first` and every op queued behind it (at most BATCH_MAX); True if close() came.
+        When more than `first` was waiting, work is arriving: the batch lingers for what comes
+        next, as long as each op follows the last within LINGER_GAP_SEC and for LINGER_SEC in
+        all, so one commit (and one fsync, one wake-up of the loop) answers them together. An
+        op arriving alone is committed at once: a quiet daemon pays no linger."""
         batch = [first]
+        wait = 0.0
+        deadline = 0.0
         while len(batch) < BATCH_MAX:
             try:
-                item = self._ops.get_nowait()
+                item = self._ops.get(timeout=wait) if wait else self._ops.get_nowait()
             except queue.Empty:
-                break
+                if wait or len(batch) < 2:
+                    break
+                deadline = time.monotonic() + LINGER_SEC
+                wait = LINGER_GAP_SEC
+                continue
             if item is None:
                 return batch, True
             batch.append(item)
+            if wait:
+                wait = min(LINGER_GAP_SEC, deadline - time.monotonic())
+                if wait <= 0:
+                    break
         return batch, False
 
     def _answer_left(self) -> None:
@@ -228,7 +248,33 @@ def _noop(_: Tx) -> None:
     return None
 
 
-def _answer(batch: list[_Item], outcomes: list[Outcome]) -> None:
+def _marked(op: Op) -> Op:
+    """`op` answering what it made due beside its result (each script's own list)."""
+    def run(tx: Tx) -> tuple[Any, list[Due]]:
+        tx.dues = []
+        return op(tx), tx.dues
+    return run
+
+
+def _unmarked(outcomes: list[Outcome]) -> tuple[list[Outcome], list[Due]]:
+    """The scripts' outcomes as they answered them, and the due times the committed ones made."""
+    dues: list[Due] = []
+    plain: list[Outcome] = []
+    for ok, value in outcomes:
+        if ok:
+            value, made = value
+            dues += made
+        plain.append((ok, value))
+    return plain, dues
+
+
+def _answer(batch: list[_Item], outcomes: list[Outcome], dues: list[Due] | None = None,
+            on_due: Callable[[list[Due]], None] | None = None) -> None:
+    if dues and on_due is not None:
+        try:
+            on_due(dues)
+        except Exception:  # noqa: BLE001 - the callers are answered whatever the index does
+            log.exception("the due index refused a batch's due times")
     for (_, fut, _), (ok, value) in zip(batch, outcomes, strict=True):
         if fut.done():
             continue

@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import RowMaker
 
+from notifyd.core.models import Due
 from notifyd.store.core.queries import Features, Queries
 from notifyd.store.core.tx import Args
 
@@ -83,11 +84,12 @@ def row_factory(cursor: psycopg.Cursor[Any]) -> RowMaker[Any]:
 
 
 class PgTx:
-    __slots__ = ("c", "features", "many", "now", "q")
+    __slots__ = ("c", "dues", "features", "many", "now", "q")
 
     def __init__(self, c: psycopg.Connection[Any], q: Queries, features: Features,
                  now: int) -> None:
         self.c, self.q, self.features, self.now = c, q, features, now
+        self.dues: list[Due] = []  # the writer's: due times this script made (store/core/dues)
         self.many: Callable[[str, Iterable[Args]], object] = self._many
 
     def _many(self, sql: str, rows: Iterable[Args]) -> None:

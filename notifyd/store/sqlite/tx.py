@@ -6,6 +6,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from notifyd.core.models import Due
 from notifyd.store.core.queries import Features, Queries
 from notifyd.store.core.tx import Args
 from notifyd.store.sqlite import queries
@@ -15,11 +16,12 @@ FEATURES = Features()  # one writer, in one process: no locks, shared buckets or
 
 
 class SqliteTx:
-    __slots__ = ("c", "features", "many", "now", "q")
+    __slots__ = ("c", "dues", "features", "many", "now", "q")
 
     def __init__(self, c: sqlite3.Connection, now: int) -> None:
         self.c, self.now = c, now
         self.q, self.features = QUERIES, FEATURES
+        self.dues: list[Due] = []
         # The connection's own: no call of ours in between, on every accept's steps.
         self.many: Callable[[str, Iterable[Args]], object] = c.executemany
 
