@@ -4,7 +4,9 @@ Writes go through one writer thread per process (store/core/writer's group commi
 script queued while the last commit ran, in one transaction), on a connection of its own at READ
 COMMITTED; what a script decides on is locked by the statement that reads it (postgres/
 queries.py), so scripts of several processes interleave safely. A batch that deadlocks with
-another process's is run again. Reads use their own connections; `peek` the event loop's own.
+another process's is run again. Reads use their own connections: the reader's thread, and for
+`peek` and `watch` asynchronous ones that the event loop awaits. No round trip to the server
+ever runs on the event loop's thread: a slow network would stall every request it serves.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from notifyd.store.core.queries import Features, Queries
 from notifyd.store.core.tx import Args, Script
 from notifyd.store.postgres import queries
 from notifyd.store.postgres.migrate import migrate
-from notifyd.store.postgres.tx import PgTx, row_factory, run
+from notifyd.store.postgres.tx import PgTx, args, number, row_factory, run
 from notifyd.store.postgres.writer import BATCH_LOCK_WAIT, PgWriter
 
 T = TypeVar("T")
@@ -35,6 +37,11 @@ QUERIES: Queries = queries  # type-checked: the module names every statement the
 # Several processes write at once: each feature's statements are in queries.py (type-checked).
 FEATURES = Features(row_locks=queries, shared_buckets=queries, notifies=queries)
 WATCH_TICK_SEC = 1.0  # how often the listener looks at its stop event
+
+
+def first_line(e: BaseException) -> str:
+    """An error's first line, for a log line or a message (psycopg's may run to several)."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def redact(url: str) -> str:
@@ -68,7 +75,7 @@ class PostgresBackend:
                                max_queue)
         self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notifyd-pg-read")
         self._reader: psycopg.Connection[Any] | None = None
-        self._peeker: psycopg.Connection[Any] | None = None
+        self._peeker: psycopg.AsyncConnection[Any] | None = None
         self._create = True
         self.writer_pid = 0
 
@@ -131,7 +138,7 @@ class PostgresBackend:
         await asyncio.get_running_loop().run_in_executor(self._reads, self._close_reader)
         self._reads.shutdown(wait=True)
         if self._peeker is not None:
-            self._peeker.close()
+            await self._peeker.close()
             self._peeker = None
 
     def _close_reader(self) -> None:
@@ -159,16 +166,20 @@ class PostgresBackend:
         found: list[Any] = await self._on_reader(read)
         return found
 
-    def peek(self, sql: str, values: Args = ()) -> Any:
-        """One small indexed read on the event loop's own connection: a round trip to the
-        server, cheaper than a hop to the reader's thread and back."""
+    async def peek(self, sql: str, values: Args = ()) -> Any:
+        """One small indexed read on an asynchronous connection of its own: awaited, never a
+        round trip that holds the event loop, and no hop to the reader's thread and back."""
+        sql = number(sql)
         try:
             if self._peeker is None or self._peeker.closed:
-                self._peeker = connect(self.dsn)
-            row = run(self._peeker, sql, values).fetchone()
+                self._peeker = await psycopg.AsyncConnection.connect(
+                    self.dsn, autocommit=True, cursor_factory=psycopg.AsyncRawCursor)
+            cur = await self._peeker.execute(sql, args(sql, values))
+            row = await cur.fetchone()
         except psycopg.OperationalError as e:
             self._peeker = None
-            raise StorageError(f"the database is unreachable ({self.url}): {e}") from None
+            raise StorageError(f"the database is unreachable ({self.url}): {first_line(e)}"
+                               ) from None
         return None if row is None else row[0]
 
     async def snapshot(self, script: Script[T]) -> T:
