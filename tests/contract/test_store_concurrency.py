@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -50,6 +51,20 @@ class Ticking(FakeClock):
 
     def advance(self, seconds: float) -> None:
         self._ticks = itertools.count(self.ms + int(seconds * 1000))
+
+
+class Dawdling(FakeClock):
+    """Another view of a Ticking clock whose reader is held up a little after each read (as a
+    process is descheduled): the time a transaction read goes stale while others move on."""
+
+    def __init__(self, clock: Ticking, pause: float) -> None:
+        super().__init__(clock.ms)
+        self.clock, self.pause = clock, pause
+
+    def now_ms(self) -> int:
+        self.ms = self.clock.now_ms()
+        time.sleep(self.pause)
+        return self.ms
 
 
 @pytest.fixture
@@ -102,6 +117,36 @@ async def test_a_resolution_beats_every_claim_that_commits_after_it(
             cancelled += 1
     assert len(claims) == sent_first and len({c.notification_id for c in claims}) == sent_first
     assert sent_first >= 7 and cancelled >= 1
+
+
+async def test_a_resolution_records_its_time_after_the_claims_it_waited_for(
+        request: pytest.FixtureRequest, tmp_path: Path, clock: Ticking) -> None:
+    """Resolutions by id and by key on one store, claims on the other, at once. The resolver
+    is held up for a moment after each read of the clock: a resolution that read its time
+    before waiting for the notification a claim holds would record a time earlier than that
+    claim's, and commit after it. The rows must say: every step claimed was claimed before its
+    notification's resolution; every other was cancelled by it."""
+    for name, make in sorted(BACKENDS.items()):
+        url = make(tmp_path, f"times-{name}.db")
+        async with opened(url, Dawdling(clock, 0.002)) as a, opened(url, clock) as b:
+            ids = [await accept(a, f"n_{name}{i:03d}", "a") for i in range(N // 2)]
+            order = list(ids)  # the order the claim takes them in: each round races for 3
+            claims: list[Claim] = []
+            while order:
+                batch, order = order[:3], order[3:]
+                results = await asyncio.gather(
+                    claim(b, n=3), *(a.resolve(nid, "done", "race") for nid in batch[:2]),
+                    a.resolve_keys("acme", [("u1", nid, "done") for nid in batch[2:]], "race"))
+                claims += results[0]
+            for nid in ids:
+                n = await b.get_notification(nid)
+                assert n is not None and n.resolved_at is not None
+                s0 = n.steps[0]
+                if s0.attempt_log:
+                    assert s0.attempt_log[0].started_at < n.resolved_at, (name, nid)
+                else:
+                    assert s0.state is StepState.CANCELLED, (name, nid)
+            assert len(claims) >= 1
 
 
 async def test_two_claimers_never_have_two_steps_of_one_notification_in_flight(

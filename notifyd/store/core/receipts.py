@@ -26,7 +26,11 @@ PRUNE_BATCH = 100  # expired tokens removed per token claimed: more go than come
 
 def record_all(tx: Tx, found: list[Receipt], rules: Rules, once: Nonce | None) -> list[Recorded]:
     """The request's token claimed (a replay: [REPLAYED], nothing stored), then each receipt
-    recorded."""
+    recorded. Where writers run at once, the steps they name are locked first, before the
+    time is read (tx.py)."""
+    if tx.features.row_locks:
+        for r in found:
+            match(tx, r)
     if once is not None and not claim(tx, once):
         return [Recorded.REPLAYED]
     return [record(tx, r, rules) for r in found]

@@ -188,7 +188,7 @@ class PostgresBackend:
         def in_snapshot() -> T:
             conn = self._read()
             with conn.transaction():
-                return script(PgTx(conn, self.q, FEATURES, self.clock.now_ms()))
+                return script(PgTx(conn, self.q, FEATURES, self.clock.now_ms))
 
         result: T = await self._on_reader(in_snapshot)
         return result

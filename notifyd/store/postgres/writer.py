@@ -119,7 +119,7 @@ class PgWriter(Writer[psycopg.Connection[Any]]):
             self._conn.close()
 
     def _tx(self, conn: psycopg.Connection[Any]) -> PgTx:
-        return PgTx(conn, self.q, self.features, self._now())
+        return PgTx(conn, self.q, self.features, self._now)
 
     def _fault_of(self, e: BaseException) -> str | None:
         if not lost(e):
