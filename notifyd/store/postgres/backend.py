@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from notifyd.core.clock import Clock, SystemClock
+from notifyd.core.logs import Outage
 from notifyd.store.base import StorageError, StoreMissing, StoreUnavailable
 from notifyd.store.core.queries import Features, Queries
 from notifyd.store.core.tx import Args, Script
@@ -86,19 +87,20 @@ class PostgresBackend:
         """LISTEN on a connection of its own until `stop`; lost, it connects again a second
         later (what was signalled meanwhile is found by the scanner's poll and the streams'
         next read). This process's own signals are skipped: it told itself already."""
+        outage = Outage(log, "listening for other processes' signals")
         while not stop.is_set():
             try:
                 conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
                 async with conn:
                     await conn.execute("LISTEN notifyd_due")
                     await conn.execute("LISTEN notifyd_inbox")
+                    outage.goes_on()
                     while not stop.is_set():
                         async for n in conn.notifies(timeout=WATCH_TICK_SEC):
                             if n.pid != self.writer_pid:
                                 _signal(n.channel, n.payload, due, inbox)
             except psycopg.OperationalError as e:
-                log.warning("listening for other processes' signals failed (%s); again in "
-                            "a second", (str(e).strip().splitlines() or ["lost"])[0])
+                outage.waits(f"{first_line(e)}; trying again every second")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 1.0)
 
@@ -196,9 +198,13 @@ class PostgresBackend:
     async def _on_reader(self, fn: Any) -> Any:
         try:
             return await asyncio.get_running_loop().run_in_executor(self._reads, fn)
+        except StoreUnavailable as e:  # connecting again failed: an outage, as below
+            self._reader = None
+            raise StorageError(f"the database is unreachable: {e}") from None
         except psycopg.OperationalError as e:
             self._reader = None
-            raise StorageError(f"the database is unreachable ({self.url}): {e}") from None
+            raise StorageError(f"the database is unreachable ({self.url}): {first_line(e)}"
+                               ) from None
 
     async def backup(self, dest: str) -> None:
         raise StoreUnavailable("notifyd backup copies a SQLite file; back a PostgreSQL "
