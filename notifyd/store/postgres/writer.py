@@ -130,5 +130,7 @@ class PgWriter(Writer[psycopg.Connection[Any]]):
             return None
         if isinstance(e, StoreUnavailable):
             return f"the database is unreachable: {e}"
+        if isinstance(e, errors.QueryCanceled):
+            return f"a write ran past store.postgres.statement_timeout_ms ({self.path})"
         why = (str(e).strip().splitlines() or [type(e).__name__])[0]
         return f"the database is unreachable ({self.path}): {why}"
