@@ -252,6 +252,8 @@ GROUP BY 1, 2 ORDER BY 1, 2"""
 # A notification's row, taken first by a script that may wait for it (completion), so the
 # time it records is read after the transaction that held it committed.
 LOCK_NOTIFICATION = "SELECT 1 FROM notifications WHERE id = ? FOR NO KEY UPDATE"
+# A provider's message id: the send's answer naming it and a receipt about it, one at a time.
+LOCK_REF = "SELECT pg_advisory_xact_lock(4, hashtext(?))"
 # A send limit's count: one claim at a time per person; a person another claim holds is skipped
 # now and comes up at the next scan (false), as SKIP LOCKED skips a step.
 LOCK_PERSON = "SELECT pg_try_advisory_xact_lock(1, hashtext(? || '/' || ?))"
