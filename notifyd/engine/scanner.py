@@ -169,6 +169,7 @@ class Scanner:
             ready = [Route(w.channel, w.lane) for w in self.pool.wants(now)]
             due = await self.store.next_due(ready)
             if due is not None and due <= now:
+                self.wakeups.wake_at = None  # reported during the read: the scan now sees it
                 return
             if due is not None:
                 alarm = min(alarm, due)
