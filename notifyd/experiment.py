@@ -174,7 +174,8 @@ class Notifyd:
     async def open(cls, cfg: Config, clock: FakeClock, key: str | None) -> Notifyd:
         templates, problems = load_templates(cfg)
         assert not problems, problems
-        store = await open_store(cfg.store.url, clock, sqlite=cfg.store.sqlite)
+        store = await open_store(cfg.store.url, clock, sqlite=cfg.store.sqlite,
+                                 postgres=cfg.store.postgres)
         wakeups = Wakeups()
         pool = SenderPool(cfg, store, clock, build_adapters(cfg), templates=templates,
                           on_free=wakeups.freed)

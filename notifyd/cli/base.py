@@ -105,7 +105,7 @@ def with_store(ctx: click.Context, fn: Callable[[Store], Awaitable[T]], mode: st
 
     async def run() -> T:
         store = await open_store(cfg.store.url, SystemClock(), sqlite=cfg.store.sqlite,
-                                 create=mode == CREATE)
+                                 postgres=cfg.store.postgres, create=mode == CREATE)
         try:
             return await fn(store)
         finally:

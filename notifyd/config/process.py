@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from notifyd.channels.egress import Egress, parse_proxy
 from notifyd.core.fields import MAX_SEC, Checked, Problems, doc, docf, sensitive
+from notifyd.store.postgres.settings import PostgresSettings
 from notifyd.store.sqlite.settings import SqliteSettings
 
 DEFAULT_PORT = 7726
@@ -96,6 +97,7 @@ class StoreConfig(Checked):
                                   "the connections bound the queue first and nothing is shed.", 500,
                                   ge=1)
     sqlite: SqliteSettings = docf("A SQLite database's settings.", SqliteSettings)
+    postgres: PostgresSettings = docf("A PostgreSQL database's settings.", PostgresSettings)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Every line is one line: control characters from input (a user id with a newline) are escaped.
 
 `RateLimit` lets one line through per interval and counts what it held back; `Throttled` logs
-through one per kind of line, and reports an unexpected exception in one line, not a traceback.
+through one per kind of line, and reports an unexpected exception in one line, not a traceback;
+`Outage` says once that a loop waits for the storage, and once that it goes on.
 """
 
 from __future__ import annotations
@@ -45,6 +46,26 @@ class RateLimit:
             return None
         self.last, held, self.held = now, self.held, 0
         return held
+
+
+class Outage:
+    """A loop that waits for the storage and tries again (the database unreachable, a full
+    disk): one line when it starts waiting, one when a try succeeds again; the tries between
+    say nothing (the store's own line says how the storage fails, once per 10 s)."""
+
+    def __init__(self, logger: logging.Logger, what: str) -> None:
+        self.logger, self.what = logger, what
+        self.waiting = False
+
+    def waits(self, why: object) -> None:
+        if not self.waiting:
+            self.waiting = True
+            self.logger.warning("%s waits for the storage: %s", self.what, printable(why, 400))
+
+    def goes_on(self) -> None:
+        if self.waiting:
+            self.waiting = False
+            self.logger.info("%s goes on: the storage answers again", self.what)
 
 
 THROTTLE_MS = 10_000

@@ -134,6 +134,7 @@ class Daemon:
         try:
             sock = bind(cfg.server.host, cfg.server.port, BACKLOG)
             store = await open_store(cfg.store.url, self.clock, sqlite=cfg.store.sqlite,
+                                     postgres=cfg.store.postgres,
                                      max_pending_writes=cfg.store.max_pending_writes,
                                      check=cfg.store.sqlite.check_at_start)
         except BaseException as e:

@@ -20,7 +20,7 @@ import orjson
 from notifyd.config import Config
 from notifyd.core.clock import Clock
 from notifyd.core.errors import DomainError
-from notifyd.core.logs import RateLimit
+from notifyd.core.logs import Outage, RateLimit
 from notifyd.core.models import AcceptInput, new_id
 from notifyd.core.steps import StepKey
 from notifyd.core.text import iso
@@ -109,13 +109,15 @@ class Digester:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Make digests as their windows close, until `stop`; a storage fault waits a poll."""
+        outage = Outage(log, "digests")
         while not stop.is_set():
             now = self.clock.now_ms()
             try:
                 await self.run_once(now)
                 nxt = await self.store.next_digest_at()
+                outage.goes_on()
             except StorageError as e:
-                log.warning("digests wait: %s", e)
+                outage.waits(e)
                 nxt = None
             sleep = POLL_SEC if nxt is None else min(POLL_SEC, max(0.0, (nxt - now) / 1000))
             with contextlib.suppress(TimeoutError):

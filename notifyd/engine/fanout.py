@@ -17,7 +17,7 @@ import logging
 from notifyd.config import Config
 from notifyd.core.clock import Clock
 from notifyd.core.events import EventRecord, InboxFn, KindRoute, Routed
-from notifyd.core.logs import RateLimit
+from notifyd.core.logs import Outage, RateLimit
 from notifyd.core.models import AcceptInput
 from notifyd.core.records import InboxEntry
 from notifyd.engine.ingest import Ingest, IngestStore
@@ -130,12 +130,14 @@ class Fanout:
         """Route as events come, until `stop`; a storage fault waits a poll."""
         self.stop = stop
         routing = self.ingest.routing
+        outage = Outage(log, "fan-out")
         while not stop.is_set():
             routing.clear()  # an event accepted from here on sets it again: not missed
             try:
                 await self.run_once()
+                outage.goes_on()
             except StorageError as e:
-                log.warning("fan-out waits: %s", e)
+                outage.waits(e)
             waiters = [asyncio.ensure_future(e.wait()) for e in (stop, routing)]
             try:
                 await asyncio.wait(waiters, timeout=POLL_SEC,

@@ -16,6 +16,7 @@ import time
 
 from notifyd.config import RetentionConfig
 from notifyd.core.clock import Clock
+from notifyd.core.logs import Outage
 from notifyd.core.records import Aged
 from notifyd.engine.metrics import Metrics
 from notifyd.store import RetentionStore, StorageError
@@ -97,11 +98,13 @@ class Retention:
     async def run(self, stop: asyncio.Event) -> None:
         """A pass every retention.interval_sec until `stop`; a storage fault waits a pass."""
         self.stop = stop
+        outage = Outage(log, "retention")
         while not stop.is_set():
             try:
                 await self.run_once()
                 await self.count()
+                outage.goes_on()
             except StorageError as e:
-                log.warning("retention waits: %s", e)
+                outage.waits(e)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.cfg.interval_sec)

@@ -63,6 +63,7 @@ from notifyd.store.base import (
 )
 
 if TYPE_CHECKING:
+    from notifyd.store.postgres.settings import PostgresSettings
     from notifyd.store.sqlite.settings import SqliteSettings
 
 SQLITE_PREFIX = "sqlite:///"
@@ -109,18 +110,19 @@ def hold(url: str) -> Held | None:
 
 
 async def open_store(url: str, clock: Clock | None = None, *, sqlite: SqliteSettings | None = None,
-                     create: bool = True, max_pending_writes: int = 0,
-                     check: bool = False) -> Store:
+                     postgres: PostgresSettings | None = None, create: bool = True,
+                     max_pending_writes: int = 0, check: bool = False) -> Store:
     """Open the store that `url` names, migrating it, and creating it unless create=False.
     `clock` dates what it records (the system clock when None); `sqlite` is a SQLite file's
-    settings ([store.sqlite]); past `max_pending_writes` waiting accepts are refused
-    (Overloaded); with `check`, a damaged database is refused."""
+    settings ([store.sqlite]), `postgres` a PostgreSQL database's ([store.postgres]); past
+    `max_pending_writes` waiting accepts are refused (Overloaded); with `check`, a damaged
+    database is refused."""
     from notifyd.store.core.store import CoreStore
 
     if is_postgres(url):
         from notifyd.store.postgres.backend import PostgresBackend
 
-        pg = CoreStore(PostgresBackend(url, clock, max_pending_writes))
+        pg = CoreStore(PostgresBackend(url, clock, max_pending_writes, postgres))
         await pg.open(create, check)
         return pg
     path = sqlite_path(url)

@@ -3,7 +3,10 @@ database migrate it once, and the claim's locks as the database holds them."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pg_support
@@ -11,9 +14,10 @@ import pytest
 from store_support import NOW, accept, opened
 
 from notifyd.core.clock import FakeClock
-from notifyd.store import StorageError
+from notifyd.store import StorageError, Store, open_store
 from notifyd.store.postgres.backend import connect
 from notifyd.store.postgres.migrate import migrate, migrations, schema_sql
+from notifyd.store.postgres.settings import PostgresSettings
 
 SNAPSHOT = Path(__file__).resolve().parents[2] / "notifyd" / "store" / "postgres" / "schema.sql"
 REGENERATE = ("python -c 'import sys; sys.path.insert(0, \"tests\"); import pg_support; "
@@ -60,3 +64,34 @@ async def test_a_lost_connection_fails_that_write_alone_and_the_next_connects_ag
         await s.ping()
         await accept(s, "n_1", "a")
         assert s.fault is None and await s.get_notification("n_1") is not None
+
+
+async def test_reads_run_on_pool_size_connections_at_once() -> None:
+    """Three reads at once on a pool of three: each on a connection of its own (a thread per
+    connection: the executor starts one for each read that finds none idle)."""
+    settings = PostgresSettings(pool_size=3)
+    async with opened_pg(pg_support.migrated_url(), settings) as s:
+        rows = await asyncio.gather(*(s.backend.fetch(  # type: ignore[attr-defined]
+            "SELECT pg_backend_pid(), pg_sleep(0.2)") for _ in range(3)))
+        assert len({r[0][0] for r in rows}) == 3
+
+
+async def test_a_statement_past_the_timeout_is_a_storage_error_and_the_next_goes_on() -> None:
+    settings = PostgresSettings(statement_timeout_ms=100)
+    async with opened_pg(pg_support.migrated_url(), settings) as s:
+        backend = s.backend  # type: ignore[attr-defined]
+        with pytest.raises(StorageError, match="statement_timeout_ms"):
+            await backend.fetch("SELECT pg_sleep(1)")
+        with pytest.raises(StorageError, match="statement_timeout_ms"):
+            await backend.write(lambda tx: tx.value("SELECT pg_sleep(1)"))
+        assert (await backend.fetch("SELECT 1"))[0][0] == 1
+        await s.ping()
+
+
+@asynccontextmanager
+async def opened_pg(url: str, settings: PostgresSettings) -> AsyncIterator[Store]:
+    store = await open_store(url, FakeClock(NOW), postgres=settings)
+    try:
+        yield store
+    finally:
+        await store.close()

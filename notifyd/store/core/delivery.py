@@ -217,6 +217,11 @@ def complete(tx: Tx, claim: Claim, done: Completion, rules: Rules) -> bool:
     """Record the attempt, and apply the decision if the claim token is still ours; then apply
     receipts that arrived before this answer named its message."""
     q, nid, no = tx.q, claim.notification_id, claim.step_no
+    locks = tx.features.row_locks
+    if locks:  # before the time is read (tx.py): the provider's message id, so a receipt
+        if done.provider_ref:  # naming it either sees this commit or is seen by it; then
+            tx.value(locks.LOCK_REF, (done.provider_ref,))  # the notification
+        tx.run(locks.LOCK_NOTIFICATION, (nid,))
     tx.run(q.END_ATTEMPT, (tx.now, done.outcome, done.reason, done.provider_ref, nid, no,
                            claim.attempt_no))
     applied = tx.run(q.COMPLETE_STEP, (done.state, done.reason, done.provider_ref, done.retry_at,

@@ -38,8 +38,9 @@ TEXT_FIELDS = ("email", "phone")  # looked for in events' text (a chat id is a b
 
 def erase_user(tx: Tx, tenant: str, user_id: str, by: str) -> Erased:
     q, locks = tx.q, tx.features.row_locks
-    if locks:  # no change of the profile slips between this read and the delete
-        tx.value(locks.LOCK_PROFILE, (tenant, user_id))
+    if locks:  # no change of the profile slips between this read and the delete; and the
+        tx.value(locks.LOCK_PROFILE, (tenant, user_id))  # notifications it resolves are
+        tx.all(q.SELECT_OPEN_OF_USER, (tenant, user_id))  # locked before it reads the time
     r = load_recipient(tx, tenant, user_id)
     addresses = [a for f, a in (r.contacts.items() if r else ()) if f in BY_FIELD]
     hashed = kept = 0

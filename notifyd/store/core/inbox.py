@@ -62,6 +62,9 @@ def read_item(tx: Tx, tenant: str, user_id: str, item_id: str,
     item = _item(tx, tenant, user_id, item_id, kinds)
     if item is None:
         return None
+    locks = tx.features.row_locks
+    if locks and item["kind"] in stop_on_read:  # it may resolve: locked before the time is read
+        tx.run(locks.LOCK_NOTIFICATION, (item_id,))
     row = tx.one(tx.q.READ_ITEM, (tx.now, tenant, user_id, item_id))
     unread = bool(row and row[0])  # it counted in the badge: unread and not archived
     count = bump_badge(tx, tenant, user_id, -1) if unread else badge(tx, tenant, user_id)

@@ -288,6 +288,10 @@ class RowLocks(Protocol):
     """Writers of several processes run at once: each lock is held until the commit of the
     transaction that took it."""
 
+    LOCK_NOTIFICATION: str  # (notification_id): its row, as a claim, a resolution or a
+    #   receipt locks it, taken before a script that may wait for it reads its time
+    LOCK_REF: str  # (provider_ref): a provider's message id, taken by the send's answer that
+    #   names it and by a receipt about it before either reads, so one always sees the other
     LOCK_PERSON: str  # (tenant, user_id) -> false if another transaction holds the person:
     #   a send limit's count is read after it, so two claims never both take the last send
     LOCK_PROFILE: str  # (tenant, user_id): the person's profile, taken before a change reads

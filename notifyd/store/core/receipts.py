@@ -26,7 +26,15 @@ PRUNE_BATCH = 100  # expired tokens removed per token claimed: more go than come
 
 def record_all(tx: Tx, found: list[Receipt], rules: Rules, once: Nonce | None) -> list[Recorded]:
     """The request's token claimed (a replay: [REPLAYED], nothing stored), then each receipt
-    recorded."""
+    recorded. Where writers run at once, the provider's message ids and the steps they name
+    are locked first, before the time is read (tx.py): a receipt and the send's answer that
+    names its message id commit one after the other, so one of them always finds the other."""
+    locks = tx.features.row_locks
+    if locks:  # each message id (as complete takes it), then each step, in that order
+        for ref in sorted({r.provider_ref for r in found if r.provider_ref}):
+            tx.value(locks.LOCK_REF, (ref,))
+        for r in found:
+            match(tx, r)
     if once is not None and not claim(tx, once):
         return [Recorded.REPLAYED]
     return [record(tx, r, rules) for r in found]

@@ -2,9 +2,11 @@
 
 A script is a plain function of one `Tx`: it reads and writes through the dialect's named queries
 (`tx.q`; a feature's, where the dialect has it, through `tx.features`) and records `tx.now`, the
-time of its own transaction, taken from the injected clock when the script starts inside it. So
-every recorded time agrees with the commit order: a script that commits later never records an
-earlier time (a backend keeps `now` from going back).
+time of its own transaction, taken from the injected clock inside it: at its start where one
+writer runs at a time (SQLite), at the script's first read of it where writers of several
+processes run at once (PostgreSQL), so a script takes the row locks it may wait for before it
+reads `now`. So every recorded time agrees with the commit order: a script that commits later
+never records an earlier time (a backend keeps `now` from going back).
 """
 
 from __future__ import annotations
@@ -31,10 +33,14 @@ class Tx(Protocol):
 
     q: Queries  # the dialect's statements, by name
     features: Features  # what the dialect can do beyond them, with their statements
-    now: int  # epoch ms: the time this transaction records, taken inside it
     # The due times this script created or moved (store/core/dues.py), told to the engine's
     # due index after the commit (Writer.on_due); the writer empties it for each script.
     dues: list[Due]
+
+    @property
+    def now(self) -> int:
+        """Epoch ms: the time this transaction records, taken inside it (see above)."""
+        ...
 
     def one(self, sql: str, args: Args = ()) -> Row | None:
         """The first row, or None."""
@@ -87,9 +93,11 @@ class Backend(Protocol):
         """One statement, read on its own (it sees every commit that returned before it)."""
         ...
 
-    def peek(self, sql: str, args: Args = ()) -> Any:
-        """One small indexed read's first value, on the caller's thread (it must never wait
-        on a writer): where a hop to another thread costs more than the read."""
+    async def peek(self, sql: str, args: Args = ()) -> Any:
+        """One small indexed read's first value, as cheaply as the dialect can without holding
+        the event loop for a round trip (it must never wait on a writer): SQLite reads it on
+        the caller's thread, where a hop to another thread costs more than the read; a
+        server's dialect awaits it."""
         ...
 
     async def snapshot(self, script: Script[T]) -> T:

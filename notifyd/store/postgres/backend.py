@@ -4,7 +4,11 @@ Writes go through one writer thread per process (store/core/writer's group commi
 script queued while the last commit ran, in one transaction), on a connection of its own at READ
 COMMITTED; what a script decides on is locked by the statement that reads it (postgres/
 queries.py), so scripts of several processes interleave safely. A batch that deadlocks with
-another process's is run again. Reads use their own connections; `peek` the event loop's own.
+another process's is run again. Reads use their own connections: a pool of reader threads, each
+with its connection ([store.postgres] pool_size), and for `peek` and `watch` asynchronous ones
+that the event loop awaits. Every connection but the listener's has the configured
+statement_timeout. No round trip to the server
+ever runs on the event loop's thread: a slow network would stall every request it serves.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -20,13 +25,15 @@ from typing import Any, TypeVar
 import psycopg
 
 from notifyd.core.clock import Clock, SystemClock
+from notifyd.core.logs import Outage
 from notifyd.core.text import redact_in, redact_url
 from notifyd.store.base import StorageError, StoreMissing, StoreUnavailable
 from notifyd.store.core.queries import Features, Queries
 from notifyd.store.core.tx import Args, Script
 from notifyd.store.postgres import queries
 from notifyd.store.postgres.migrate import migrate
-from notifyd.store.postgres.tx import PgTx, row_factory, run
+from notifyd.store.postgres.settings import PostgresSettings
+from notifyd.store.postgres.tx import PgTx, args, number, row_factory, run
 from notifyd.store.postgres.writer import BATCH_LOCK_WAIT, PgWriter
 
 T = TypeVar("T")
@@ -35,6 +42,11 @@ QUERIES: Queries = queries  # type-checked: the module names every statement the
 # Several processes write at once: each feature's statements are in queries.py (type-checked).
 FEATURES = Features(row_locks=queries, shared_buckets=queries, notifies=queries)
 WATCH_TICK_SEC = 1.0  # how often the listener looks at its stop event
+
+
+def first_line(e: BaseException) -> str:
+    """An error's first line, for a log line or a message (psycopg's may run to several)."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def connect(url: str) -> psycopg.Connection[Any]:
@@ -56,15 +68,19 @@ class PostgresBackend:
 
     q = QUERIES
 
-    def __init__(self, url: str, clock: Clock | None = None, max_queue: int = 0) -> None:
+    def __init__(self, url: str, clock: Clock | None = None, max_queue: int = 0,
+                 settings: PostgresSettings | None = None) -> None:
         self.dsn = url
         self.url = redact_url(url)
         self.clock = clock or SystemClock()
+        self.settings = settings or PostgresSettings()
         self.writer = PgWriter(self.url, self._connect_writer, self.clock, self.q, FEATURES,
                                max_queue)
-        self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notifyd-pg-read")
-        self._reader: psycopg.Connection[Any] | None = None
-        self._peeker: psycopg.Connection[Any] | None = None
+        self._reads = ThreadPoolExecutor(max_workers=self.settings.pool_size,
+                                         thread_name_prefix="notifyd-pg-read")
+        self._local = threading.local()  # each reader thread's connection
+        self._readers: set[psycopg.Connection[Any]] = set()  # all of them, to close
+        self._peeker: psycopg.AsyncConnection[Any] | None = None
         self._create = True
         self.writer_pid = 0
 
@@ -75,20 +91,20 @@ class PostgresBackend:
         """LISTEN on a connection of its own until `stop`; lost, it connects again a second
         later (what was signalled meanwhile is found by the scanner's poll and the streams'
         next read). This process's own signals are skipped: it told itself already."""
+        outage = Outage(log, "listening for other processes' signals")
         while not stop.is_set():
             try:
                 conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
                 async with conn:
                     await conn.execute("LISTEN notifyd_due")
                     await conn.execute("LISTEN notifyd_inbox")
+                    outage.goes_on()
                     while not stop.is_set():
                         async for n in conn.notifies(timeout=WATCH_TICK_SEC):
                             if n.pid != self.writer_pid:
                                 _signal(n.channel, n.payload, due, inbox)
             except psycopg.OperationalError as e:
-                log.warning("listening for other processes' signals failed (%s); again in "
-                            "a second", redact_in((str(e).strip().splitlines() or ["lost"])[0],
-                                                  self.dsn))
+                outage.waits(f"{self._said(e)}; trying again every second")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 1.0)
 
@@ -117,35 +133,51 @@ class PostgresBackend:
                                        "--db (notifyd serve or notifyd keys create makes them)")
             migrate(conn)
             conn.execute(f"SET lock_timeout = '{BATCH_LOCK_WAIT}'")  # a script alone: none
+            conn.execute(self._timeout())
             self.writer_pid = conn.info.backend_pid  # its signals are this process's own
         except BaseException:
             conn.close()
             raise
         return conn
 
+    def _timeout(self) -> str:
+        return f"SET statement_timeout = {int(self.settings.statement_timeout_ms)}"
+
     async def close(self) -> None:
         await self.writer.close()
-        await asyncio.get_running_loop().run_in_executor(self._reads, self._close_reader)
-        self._reads.shutdown(wait=True)
+        await asyncio.to_thread(self._reads.shutdown, wait=True)
+        await asyncio.to_thread(self._close_readers)
         if self._peeker is not None:
-            self._peeker.close()
+            await self._peeker.close()
             self._peeker = None
 
-    def _close_reader(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+    def _close_readers(self) -> None:
+        for conn in list(self._readers):
+            conn.close()
+        self._readers.clear()
 
     async def write(self, script: Script[T], shed: bool = False) -> T:
         return await self.writer.write(script, shed)
 
     def _read(self) -> psycopg.Connection[Any]:
-        """The reader's connection: a statement alone is its own transaction; a snapshot's
-        BEGIN starts a REPEATABLE READ one (the session's default, a round trip saved)."""
-        if self._reader is None or self._reader.closed:
-            self._reader = connect(self.dsn)
-            self._reader.execute("SET default_transaction_isolation = 'repeatable read'")
-        return self._reader
+        """This reader thread's connection: a statement alone is its own transaction; a
+        snapshot's BEGIN starts a REPEATABLE READ one (the session's default, a round trip
+        saved)."""
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            conn = self._local.conn = connect(self.dsn)
+            self._readers.add(conn)
+            conn.execute("SET default_transaction_isolation = 'repeatable read'")
+            conn.execute(self._timeout())
+        return conn
+
+    def _drop_read(self) -> None:
+        """This reader thread's connection failed: closed, and made again for the next read."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            self._readers.discard(conn)
+            conn.close()
+            self._local.conn = None
 
     async def fetch(self, sql: str, values: Args = ()) -> list[Any]:
         """One statement on the reader's connection (autocommit: it sees every commit that
@@ -156,17 +188,26 @@ class PostgresBackend:
         found: list[Any] = await self._on_reader(read)
         return found
 
-    def peek(self, sql: str, values: Args = ()) -> Any:
-        """One small indexed read on the event loop's own connection: a round trip to the
-        server, cheaper than a hop to the reader's thread and back."""
+    def _said(self, e: BaseException) -> str:
+        """What an error of the driver says, on one line and without the URL's password."""
+        return redact_in(first_line(e), self.dsn)
+
+    async def peek(self, sql: str, values: Args = ()) -> Any:
+        """One small indexed read on an asynchronous connection of its own: awaited, never a
+        round trip that holds the event loop, and no hop to the reader's thread and back."""
+        sql = number(sql)
         try:
             if self._peeker is None or self._peeker.closed:
-                self._peeker = connect(self.dsn)
-            row = run(self._peeker, sql, values).fetchone()
+                peeker = await psycopg.AsyncConnection.connect(
+                    self.dsn, autocommit=True, cursor_factory=psycopg.AsyncRawCursor)
+                await peeker.execute(self._timeout())
+                self._peeker = peeker
+            cur = await self._peeker.execute(sql, args(sql, values))
+            row = await cur.fetchone()
         except psycopg.OperationalError as e:
             self._peeker = None
-            raise StorageError(f"the database is unreachable ({self.url}): "
-                               f"{redact_in(str(e), self.dsn)}") from None
+            raise StorageError(f"the database is unreachable ({self.url}): {self._said(e)}"
+                               ) from None
         return None if row is None else row[0]
 
     async def snapshot(self, script: Script[T]) -> T:
@@ -175,18 +216,29 @@ class PostgresBackend:
         def in_snapshot() -> T:
             conn = self._read()
             with conn.transaction():
-                return script(PgTx(conn, self.q, FEATURES, self.clock.now_ms()))
+                return script(PgTx(conn, self.q, FEATURES, self.clock.now_ms))
 
         result: T = await self._on_reader(in_snapshot)
         return result
 
-    async def _on_reader(self, fn: Any) -> Any:
+    async def _on_reader(self, fn: Callable[[], T]) -> T:
+        def on_thread() -> T:
+            try:
+                return fn()
+            except psycopg.OperationalError:
+                self._drop_read()
+                raise
+
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._reads, fn)
+            return await asyncio.get_running_loop().run_in_executor(self._reads, on_thread)
+        except StoreUnavailable as e:  # connecting again failed: an outage, as below
+            raise StorageError(f"the database is unreachable: {e}") from None
+        except psycopg.errors.QueryCanceled as e:
+            raise StorageError(f"a read ran past store.postgres.statement_timeout_ms "
+                               f"({self.url}): {self._said(e)}") from None
         except psycopg.OperationalError as e:
-            self._reader = None
-            raise StorageError(f"the database is unreachable ({self.url}): "
-                               f"{redact_in(str(e), self.dsn)}") from None
+            raise StorageError(f"the database is unreachable ({self.url}): {self._said(e)}"
+                               ) from None
 
     async def backup(self, dest: str) -> None:
         raise StoreUnavailable("notifyd backup copies a SQLite file; back a PostgreSQL "
@@ -202,8 +254,13 @@ class PostgresBackend:
         return 0
 
     async def compact(self) -> None:
-        def vacuum() -> None:
-            self._read().execute("VACUUM (ANALYZE)")
+        def vacuum() -> None:  # as long as it takes: it runs with no daemon on the database
+            conn = self._read()
+            conn.execute("SET statement_timeout = 0")
+            try:
+                conn.execute("VACUUM (ANALYZE)")
+            finally:
+                conn.execute(self._timeout())
 
         await self._on_reader(vacuum)
 

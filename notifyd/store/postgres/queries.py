@@ -54,7 +54,7 @@ WHERE n.tenant = ? AND n.user_id = ? AND n.resolved_at IS NULL
                  AND s.state IN ('pending', 'sending', 'unknown'))
          OR EXISTS (SELECT 1 FROM digest_items d WHERE d.notification_id = n.id
                     AND d.digest_id IS NULL))
-ORDER BY n.id"""
+ORDER BY n.id FOR NO KEY UPDATE OF n"""
 SELECT_EVENTS = """SELECT step_no, at, what FROM events WHERE notification_id = ?
 ORDER BY at, id"""
 SELECT_RESOLUTION = """SELECT resolved_at, resolution, tenant, kind FROM notifications
@@ -249,6 +249,11 @@ GROUP BY 1, 2 ORDER BY 1, 2"""
 
 # --- locks: what a script reads before it decides, held until its commit ----------------------
 
+# A notification's row, taken first by a script that may wait for it (completion), so the
+# time it records is read after the transaction that held it committed.
+LOCK_NOTIFICATION = "SELECT 1 FROM notifications WHERE id = ? FOR NO KEY UPDATE"
+# A provider's message id: the send's answer naming it and a receipt about it, one at a time.
+LOCK_REF = "SELECT pg_advisory_xact_lock(4, hashtext(?))"
 # A send limit's count: one claim at a time per person; a person another claim holds is skipped
 # now and comes up at the next scan (false), as SKIP LOCKED skips a step.
 LOCK_PERSON = "SELECT pg_try_advisory_xact_lock(1, hashtext(? || '/' || ?))"

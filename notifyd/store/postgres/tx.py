@@ -84,13 +84,25 @@ def row_factory(cursor: psycopg.Cursor[Any]) -> RowMaker[Any]:
 
 
 class PgTx:
-    __slots__ = ("c", "dues", "features", "many", "now", "q")
+    """Its time is read from `clock` (the writer's, which never goes back) when the script
+    first asks for it: several processes write at once, so a time read before a lock the
+    script then waits for could be earlier than that of the transaction that held it, which
+    commits first. A script takes the locks it may wait for before it reads `now`."""
+
+    __slots__ = ("_clock", "_now", "c", "dues", "features", "many", "q")
 
     def __init__(self, c: psycopg.Connection[Any], q: Queries, features: Features,
-                 now: int) -> None:
-        self.c, self.q, self.features, self.now = c, q, features, now
+                 clock: Callable[[], int]) -> None:
+        self.c, self.q, self.features, self._clock = c, q, features, clock
+        self._now: int | None = None
         self.dues: list[Due] = []  # the writer's: due times this script made (store/core/dues)
         self.many: Callable[[str, Iterable[Args]], object] = self._many
+
+    @property
+    def now(self) -> int:
+        if self._now is None:
+            self._now = self._clock()
+        return self._now
 
     def _many(self, sql: str, rows: Iterable[Args]) -> None:
         sql = number(sql)

@@ -9,7 +9,8 @@ and what SQLite never needs, since other processes lock rows too:
   transaction each, waiting as long as they must (a script alone takes its locks in one order:
   notification, then step);
 - a script alone that PostgreSQL ends to break a deadlock runs again (RETRIES);
-- a lost connection fails the batch with StorageError and is made again for the next one.
+- a lost connection fails the batch with StorageError and is made again for the next one (a
+  server that cannot be reached fails each batch so, until it can).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import psycopg
 from psycopg import errors
 
 from notifyd.core.clock import Clock
+from notifyd.store.base import StoreUnavailable
 from notifyd.store.core.queries import Features, Queries
 from notifyd.store.core.writer import Op, Outcome, Writer
 from notifyd.store.postgres.tx import PgTx
@@ -41,8 +43,10 @@ def retryable(e: BaseException) -> bool:
 
 
 def lost(e: BaseException) -> bool:
-    """The connection or the server failed, not the statement."""
-    return isinstance(e, psycopg.OperationalError) and not retryable(e)
+    """The connection or the server failed, not the statement (a connection made again that
+    fails is the same outage: StoreUnavailable only ends a start)."""
+    return isinstance(e, StoreUnavailable) or (
+        isinstance(e, psycopg.OperationalError) and not retryable(e))
 
 
 class PgWriter(Writer[psycopg.Connection[Any]]):
@@ -119,10 +123,14 @@ class PgWriter(Writer[psycopg.Connection[Any]]):
             self._conn.close()
 
     def _tx(self, conn: psycopg.Connection[Any]) -> PgTx:
-        return PgTx(conn, self.q, self.features, self._now())
+        return PgTx(conn, self.q, self.features, self._now)
 
     def _fault_of(self, e: BaseException) -> str | None:
         if not lost(e):
             return None
+        if isinstance(e, StoreUnavailable):
+            return f"the database is unreachable: {e}"
+        if isinstance(e, errors.QueryCanceled):
+            return f"a write ran past store.postgres.statement_timeout_ms ({self.path})"
         why = (str(e).strip().splitlines() or [type(e).__name__])[0]
         return f"the database is unreachable ({self.path}): {why}"

@@ -157,7 +157,7 @@ class SqliteBackend:
         except sqlite3.Error as e:
             raise _read_fault(e) from None
 
-    def peek(self, sql: str, args: Args = ()) -> Any:
+    async def peek(self, sql: str, args: Args = ()) -> Any:
         """The first column of the first row of one small indexed read, run at once on the
         caller's thread (the event loop): in WAL mode a read never waits for the writer, and
         a hop to the reader's thread costs several times what such a read does (the
