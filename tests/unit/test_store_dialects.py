@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from notifyd.store.core import sql
-from notifyd.store.core.queries import Features, Notifies, Queries, RowLocks, SharedBuckets
+from notifyd.store.core.sql import Features, Notifies, Queries, RowLocks, SharedBuckets
 from notifyd.store.postgres import backend as pg_backend
 from notifyd.store.postgres import queries as pg
 from notifyd.store.postgres.tx import number

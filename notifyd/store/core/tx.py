@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from notifyd.core.models import Due
-from notifyd.store.core.queries import Features, Queries
+from notifyd.store.core.sql import Features, Queries
 
 T = TypeVar("T")
 Args = Sequence[Any] | dict[str, Any]

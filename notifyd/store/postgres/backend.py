@@ -28,7 +28,7 @@ from notifyd.core.clock import Clock, SystemClock
 from notifyd.core.logs import Outage
 from notifyd.core.text import redact_in, redact_url
 from notifyd.store.base import StorageError, StoreMissing, StoreUnavailable
-from notifyd.store.core.queries import Features, Queries
+from notifyd.store.core.sql import Features, Queries
 from notifyd.store.core.tx import Args, Script
 from notifyd.store.postgres import queries
 from notifyd.store.postgres.migrate import migrate

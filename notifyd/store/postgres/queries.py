@@ -1,4 +1,4 @@
-"""PostgreSQL's statements for the store core (store/core/queries.py says what each must do): the
+"""PostgreSQL's statements for the store core (store/core/sql.py says what each must do): the
 shared ones (store/core/sql.py), and below what PostgreSQL says its own way: the locks a script
 takes on what it reads before it decides, its JSON functions and casts, its upserts, and the
 statements of the features (FEATURES, store/postgres/backend.py) SQLite has not got. Where

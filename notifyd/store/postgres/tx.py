@@ -16,7 +16,7 @@ import psycopg
 from psycopg.rows import RowMaker
 
 from notifyd.core.models import Due
-from notifyd.store.core.queries import Features, Queries
+from notifyd.store.core.sql import Features, Queries
 from notifyd.store.core.tx import Args
 
 # `?`, `?8` or `:name` outside quotes; `::type` casts are not names.

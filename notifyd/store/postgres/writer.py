@@ -26,7 +26,7 @@ from psycopg import errors
 
 from notifyd.core.clock import Clock
 from notifyd.store.base import StoreUnavailable
-from notifyd.store.core.queries import Features, Queries
+from notifyd.store.core.sql import Features, Queries
 from notifyd.store.core.writer import Op, Outcome, Writer
 from notifyd.store.postgres.tx import PgTx
 

@@ -1,4 +1,4 @@
-"""SQLite's statements for the store core (store/core/queries.py says what each must do): the
+"""SQLite's statements for the store core (store/core/sql.py says what each must do): the
 shared ones (store/core/sql.py), and below what SQLite says its own way. One writer is alone, so
 nothing here locks, and SQLite has none of the features (FEATURES, store/sqlite/tx.py) that need
 statements of their own."""

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from notifyd.core.models import Due
-from notifyd.store.core.queries import Features, Queries
+from notifyd.store.core.sql import Features, Queries
 from notifyd.store.core.tx import Args
 from notifyd.store.sqlite import queries
 
