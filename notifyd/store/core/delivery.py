@@ -38,8 +38,8 @@ from notifyd.core.text import iso
 from notifyd.store.core import inbox, receipts, rows
 from notifyd.store.core.dues import mark, mark_open
 from notifyd.store.core.moves import pull_next, start_window
-from notifyd.store.core.sql import SharedBuckets
 from notifyd.store.core.rows import disabled, recipient
+from notifyd.store.core.sql import SharedBuckets
 from notifyd.store.core.tx import Row, Tx
 
 LOOKAHEAD = 16  # due rows read beyond what is wanted, for those the policy will not send
