@@ -255,3 +255,12 @@ def test_settings_refuse_a_wrong_key_plain_http_and_bad_ids() -> None:
     assert "TLS only" in problems["base_url"]
     assert "not a key" not in str(problems)
     assert TYPE.contact is not None and str(TYPE.contact) == "live apns device"
+
+
+def test_the_environment_picks_apples_host_unless_base_url_says_otherwise() -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    assert settings(key, "").origin() == "https://api.push.apple.com"
+    assert settings(key, "", environment="sandbox").origin() == \
+        "https://api.sandbox.push.apple.com"
+    assert settings(key, "https://gateway.example:8443/", environment="sandbox").origin() == \
+        "https://gateway.example:8443"
