@@ -217,8 +217,9 @@ class QuotasConfig(Checked):
     stream_share: float = doc("A tenant's share of the stream places. Inbox streams "
                               "(server.max_streams): while places are free any tenant takes "
                               "one; once all are taken, a tenant under its share takes the "
-                              "oldest stream of a tenant over it, and a tenant at its share is "
-                              "answered 429 too_many_streams with Retry-After. Decision streams "
+                              "oldest stream of a tenant over it, and a tenant at its share, "
+                              "beside others, is answered 429 too_many_streams with "
+                              "Retry-After. Decision streams "
                               "(32): one tenant holds at most its share. 1: no share, first "
                               "come, first served.", 0.5, gt=0, le=1)
     batch_items_in_flight: int = doc("Batch items one tenant may have waiting for the database "

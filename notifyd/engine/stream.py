@@ -10,8 +10,9 @@ cannot take the places (and file descriptors) of everyone else's. Between tenant
 are shared, not split: while places are free any tenant takes one, so a daemon with one tenant
 uses them all; once every place is taken, a tenant holding less than `share` of `max_open`
 (quotas.stream_share) takes the oldest stream of a tenant over its share (that page reconnects
-and resumes from the rows), and a tenant at or over its share is refused with OverQuota (429
-too_many_streams). So one tenant's people cannot keep another tenant's people out.
+and resumes from the rows), and a tenant at or over its share, beside other tenants, is refused
+with OverQuota (429 too_many_streams). So one tenant's people cannot keep another tenant's
+people out.
 
 One process: a stream hears of what its own process wrote. Several processes on one database
 (PostgreSQL, `shared`): an item committed by any of them reaches a stream as CATCH_UP (the
@@ -112,11 +113,14 @@ class Hub:
 
     def _make_room(self, tenant: str) -> bool:
         """Every place is taken: a tenant under its share takes the oldest stream of a tenant
-        over it (True); a tenant at its share is refused; otherwise False (overloaded)."""
+        over it (True); a tenant at its share, beside others, is refused; otherwise False
+        (overloaded: a tenant alone holding every place is simply at the daemon's bound)."""
         most = self.tenant_most()
         if most >= self.max_open:  # no share (1.0): the places are first come, first served
             return False
         if self._tenants.get(tenant, 0) >= most:
+            if len(self._tenants) == 1:
+                return False
             raise OverQuota("too_many_streams", f"every inbox stream's place is taken and this "
                             f"tenant holds {self._tenants[tenant]}, over its share of "
                             f"server.max_streams ({most}, quotas.stream_share)", RETRY_SEC)

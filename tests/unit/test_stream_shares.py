@@ -18,6 +18,7 @@ def test_a_lone_tenant_takes_every_free_place() -> None:
     hub = Hub(max_open=10, per_person=8, share=0.5)
     assert all(hub.subscribe("only", f"u{i}") is not None for i in range(10))
     assert hub.open == 10
+    assert hub.subscribe("only", "u10") is None  # the daemon's bound: overloaded, as ever
 
 
 def test_once_full_a_tenant_under_its_share_takes_the_oldest_place_of_one_over_it() -> None:
