@@ -38,7 +38,7 @@ _Item = tuple[Op, "asyncio.Future[Any]", bool]
 log = logging.getLogger("notifyd.store")
 BATCH_MAX = 1024
 LINGER_SEC = 0.002  # the longest a batch waits for more while ops keep arriving
-LINGER_GAP_SEC = 0.001  # ...each within this of the last
+LINGER_GAP_SEC = 0.001  # a nap of the linger: one that brings no op ends the batch
 FAULT_WINDOW_SEC = 30.0
 
 
@@ -177,28 +177,48 @@ class Writer(ABC, Generic[C]):
     def _take(self, first: _Item) -> tuple[list[_Item], bool]:
         """`first` and every op queued behind it (at most BATCH_MAX); True if close() came.
         When more than `first` was waiting, work is arriving: the batch lingers for what comes
-        next, as long as each op follows the last within LINGER_GAP_SEC and for LINGER_SEC in
-        all, so one commit (and one fsync, one wake-up of the loop) answers them together. An
-        op arriving alone is committed at once: a quiet daemon pays no linger."""
+        next, a LINGER_GAP_SEC nap at a time for as long as each nap brings more, and for
+        LINGER_SEC in all, so one commit (and one fsync, one wake-up of the loop) answers them
+        together. An op arriving alone is committed at once: a quiet daemon pays no linger.
+        The naps are sleeps, not timed waits on the queue: a timed wait's deadline is an
+        absolute time, which a clock moved under the process (libfaketime, as the
+        time-of-day tests run) would put hours away."""
         batch = [first]
-        wait = 0.0
-        deadline = 0.0
+        deadline = None
         while len(batch) < BATCH_MAX:
             try:
-                item = self._ops.get(timeout=wait) if wait else self._ops.get_nowait()
+                item = self._ops.get_nowait()
             except queue.Empty:
-                if wait or len(batch) < 2:
+                if len(batch) < 2:
                     break
-                deadline = time.monotonic() + LINGER_SEC
-                wait = LINGER_GAP_SEC
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + LINGER_SEC
+                elif now >= deadline:
+                    break
+                before = len(batch)
+                time.sleep(min(LINGER_GAP_SEC, deadline - now))
+                batch, closed = self._drain(batch)
+                if closed:
+                    return batch, True
+                if len(batch) == before:  # a nap brought nothing: the burst is over
+                    break
                 continue
             if item is None:
                 return batch, True
             batch.append(item)
-            if wait:
-                wait = min(LINGER_GAP_SEC, deadline - time.monotonic())
-                if wait <= 0:
-                    break
+        return batch, False
+
+    def _drain(self, batch: list[_Item]) -> tuple[list[_Item], bool]:
+        """What is queued now, onto `batch` (at most BATCH_MAX); True if close() came."""
+        while len(batch) < BATCH_MAX:
+            try:
+                item = self._ops.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                return batch, True
+            batch.append(item)
         return batch, False
 
     def _answer_left(self) -> None:
