@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import queue
 import tempfile
 import time
 from pathlib import Path
@@ -26,16 +25,9 @@ LINGERING = writer.Writer._take
 
 
 def without_linger(self: Any, first: Any) -> tuple[list[Any], bool]:
-    batch = [first]
-    while len(batch) < writer.BATCH_MAX:
-        try:
-            item = self._ops.get_nowait()
-        except queue.Empty:
-            break
-        if item is None:
-            return batch, True
-        batch.append(item)
-    return batch, False
+    """The batch is what waited when the last commit ended: the writer's own drain, no naps."""
+    drained: tuple[list[Any], bool] = self._drain([first])
+    return drained
 
 
 async def one(rate: float, seconds: float, linger: bool) -> tuple[int, int, float]:
