@@ -345,6 +345,24 @@ async def test_an_inbox_read_that_stops_beats_every_claim_after_it(
         assert _claimed_before_or_cancelled(n, n.resolution), n
 
 
+async def test_reading_all_that_stops_beats_every_claim_after_it(
+        dawdling_pair: tuple[Store, Store]) -> None:
+    """Each person's items all read at once on one store (their kind stops when read), claims
+    on the other, at once: the read resolves, so a claim after it never sends."""
+    a, b = dawdling_pair
+    users = [f"u{i:03d}" for i in range(30)]
+    ids = [await accept(a, f"n_{u}_{j}", "a", user=u, inbox=InboxEntry(f"item {j}", None))
+           for u in users for j in range(2)]
+    for i in range(0, len(users), 3):
+        await asyncio.gather(claim(a, n=6), *(b.read_all("acme", u, frozenset({"k"}))
+                                              for u in users[i:i + 3]))
+    await claim(a, n=len(ids))
+    for nid in ids:
+        n = await a.get_notification(nid)
+        assert n is not None and n.resolution is not None, nid
+        assert _claimed_before_or_cancelled(n, n.resolution), n
+
+
 async def test_a_receipt_and_its_steps_completion_at_once_always_meet(
         pair: tuple[Store, Store]) -> None:
     """The provider's delivery receipt on one store, the send's answer naming the same message
