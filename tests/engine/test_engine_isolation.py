@@ -14,7 +14,7 @@ from engine_support import Provider, Seen, accepted, engine, hold, provider, web
 
 from notifyd.config import KindConfig, LadderStep, ScannerConfig
 
-BULK = 10_000
+BULK = 3_000  # a backlog of twelve claim batches (claim_batch = 256 below)
 BULK_CONCURRENCY = 4
 
 
@@ -37,7 +37,7 @@ async def test_an_urgent_step_is_sent_in_the_next_scan_despite_a_bulk_backlog(
     async with engine(tmp_path, {"hook": channel}, KINDS,
                       scanner=ScannerConfig(claim_batch=256)) as e:
         await e.accept_many(BULK, kind="digest")
-        # every digest is bulk by its kind: a sample says so without reading all 10,000
+        # every digest is bulk by its kind: a sample says so without reading them all
         # (each read a snapshot, over the network on PostgreSQL: 30 s of the suite)
         sample = e.ids[::BULK // 20] + e.ids[-1:]
         lanes = {s.lane for nid in sample for s in (await e.record(nid)).steps}
