@@ -328,6 +328,14 @@ async def test_an_erasure_beats_every_claim_that_commits_after_it(
     assert len(claims) >= 1
 
 
+async def _each_resolved_and_claimed_before_or_cancelled(store: Store, ids: list[str]) -> None:
+    """Every notification resolved, and its step claimed before the resolution or cancelled."""
+    for nid in ids:
+        n = await store.get_notification(nid)
+        assert n is not None and n.resolution is not None, nid
+        assert _claimed_before_or_cancelled(n, n.resolution), n
+
+
 async def test_an_inbox_read_that_stops_beats_every_claim_after_it(
         dawdling_pair: tuple[Store, Store]) -> None:
     """Items read on one store (their kind stops when read: the read resolves), claims on the
@@ -339,10 +347,7 @@ async def test_an_inbox_read_that_stops_beats_every_claim_after_it(
         await asyncio.gather(claim(a, n=2), *(b.read_item("acme", "u1", nid, frozenset({"k"}))
                                               for nid in ids[i:i + 3]))
     await claim(a, n=len(ids))
-    for nid in ids:
-        n = await a.get_notification(nid)
-        assert n is not None and n.resolution is not None, nid
-        assert _claimed_before_or_cancelled(n, n.resolution), n
+    await _each_resolved_and_claimed_before_or_cancelled(a, ids)
 
 
 async def test_reading_all_that_stops_beats_every_claim_after_it(
@@ -357,10 +362,7 @@ async def test_reading_all_that_stops_beats_every_claim_after_it(
         await asyncio.gather(claim(a, n=6), *(b.read_all("acme", u, frozenset({"k"}))
                                               for u in users[i:i + 3]))
     await claim(a, n=len(ids))
-    for nid in ids:
-        n = await a.get_notification(nid)
-        assert n is not None and n.resolution is not None, nid
-        assert _claimed_before_or_cancelled(n, n.resolution), n
+    await _each_resolved_and_claimed_before_or_cancelled(a, ids)
 
 
 async def test_a_receipt_and_its_steps_completion_at_once_always_meet(
