@@ -14,6 +14,7 @@ import pytest
 from store_support import NOW, accept, opened
 
 from notifyd.core.clock import FakeClock
+from notifyd.core.records import InboxEntry
 from notifyd.store import StorageError, Store, open_store
 from notifyd.store.postgres.backend import connect
 from notifyd.store.postgres.migrate import migrate, migrations, schema_sql
@@ -86,6 +87,38 @@ async def test_a_statement_past_the_timeout_is_a_storage_error_and_the_next_goes
             await backend.write(lambda tx: tx.value("SELECT pg_sleep(1)"))
         assert (await backend.fetch("SELECT 1"))[0][0] == 1
         await s.ping()
+
+
+class Counting(FakeClock):
+    """One millisecond later at every read: whoever reads later records a later time."""
+
+    def now_ms(self) -> int:
+        self.ms += 1
+        return self.ms
+
+
+async def test_reading_all_takes_its_time_after_the_locks_it_waits_for() -> None:
+    """Another process holds a person's notification (as its claim does) while they read all
+    their items, of a kind that stops when read: the read waits, and the time it records for
+    the resolution is later than the time the holder recorded and committed first."""
+    clock = Counting(NOW)
+    url = pg_support.migrated_url()
+    async with opened(url, clock) as s:
+        await accept(s, "n_1", "a", inbox=InboxEntry("item", None))
+        with connect(url) as other:
+            other.execute("BEGIN")
+            other.execute("SELECT 1 FROM notifications WHERE id = 'n_1' FOR NO KEY UPDATE")
+            reading = asyncio.ensure_future(s.read_all("acme", "u1", frozenset({"k"})))
+            while not other.execute(  # the read is waiting on the server for that lock
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock'").fetchone()[0]:
+                await asyncio.sleep(0.005)
+            held_at = clock.now_ms()  # what the holder records, committing first
+            other.execute("COMMIT")
+        assert (await reading).resolved == ("n_1",)
+        n = await s.get_notification("n_1")
+    assert n is not None and n.resolved_at is not None and n.resolved_at > held_at, (
+        n and n.resolved_at, held_at)
 
 
 @asynccontextmanager

@@ -305,6 +305,9 @@ class RowLocks(Protocol):
     #   a send limit's count is read after it, so two claims never both take the last send
     LOCK_PROFILE: str  # (tenant, user_id): the person's profile, taken before a change reads
     #   it (a patch, preferences under If-Match, an erasure), so two changes never lose one
+    LOCK_UNREAD: str  # (tenant, user_id, kinds, stop kinds): the open notifications of the
+    #   person's unread items of the kinds (OF_KINDS) that stop when read (a JSON list), taken
+    #   before reading them all reads its time
     LOCK_INBOX: str  # (tenant, user_id): the person's inbox sequence, taken before an item's
     #   seq, so a person's seqs grow in commit order (a stream resuming after one skips none)
 

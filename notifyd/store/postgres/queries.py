@@ -252,6 +252,13 @@ GROUP BY 1, 2 ORDER BY 1, 2"""
 # A notification's row, taken first by a script that may wait for it (completion), so the
 # time it records is read after the transaction that held it committed.
 LOCK_NOTIFICATION = "SELECT 1 FROM notifications WHERE id = ? FOR NO KEY UPDATE"
+# Reading all of a person's items may resolve several: each locked as above, in id order as
+# every script that locks several notifications takes them.
+LOCK_UNREAD = f"""SELECT 1 FROM notifications n JOIN inbox_items i ON i.notification_id = n.id
+WHERE i.tenant = ? AND i.user_id = ? AND i.read_at IS NULL
+    AND (?::boolean OR i.kind IN ({JSON_VALUES})) AND i.kind IN ({JSON_VALUES})
+    AND n.resolved_at IS NULL
+ORDER BY n.id FOR NO KEY UPDATE OF n"""
 # A provider's message id: the send's answer naming it and a receipt about it, one at a time.
 LOCK_REF = "SELECT pg_advisory_xact_lock(4, hashtext(?))"
 # A send limit's count: one claim at a time per person; a person another claim holds is skipped
