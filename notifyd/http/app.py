@@ -79,7 +79,7 @@ async def post_notification(request: web.Request) -> web.Response:
         outcome = "unavailable"
         raise
     finally:
-        ctx.metrics.accepts.labels(outcome).inc()
+        ctx.accepted(outcome)
         ctx.metrics.accept_seconds.observe(time.perf_counter() - started)
     return web.Response(body=ENCODE(accepted_view(result)),
                         status=202 if result.created else 200, content_type="application/json")

@@ -266,9 +266,11 @@ class ConnectionGuard:
                 response = await self.share.admit(request, handler)
             if response.status == REQUEST_TIMEOUT and not response.prepared:
                 response.force_close()  # its body came too slowly: no waiting for the rest
-            with contextlib.suppress(ConnectionError):  # the client left, or was closed
+            try:
                 await response.prepare(request)  # aiohttp's own prepare and write_eof are then
                 await response.write_eof()  # no-ops
+            except ConnectionError:  # the client left, or was closed
+                pass
             if not response.keep_alive and not request.content.is_eof():
                 request.protocol.force_close()  # it ends here: the rest of its body is not read
             return response

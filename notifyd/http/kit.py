@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 from aiohttp import web
@@ -85,6 +85,14 @@ class Context:
         self.closing = asyncio.Event()  # set at shutdown: open inbox streams end
         # Lines a client can provoke at will (an error, a refused webhook): a few, not a flood.
         self.lines = Throttled(log, clock)
+        self._accepts: dict[str, Any] = {}  # notifyd_accepts_total's counter of each outcome
+
+    def accepted(self, outcome: str, n: int = 1) -> None:
+        """Count answers to accepts by outcome (the counter of each looked up once)."""
+        counter = self._accepts.get(outcome)
+        if counter is None:
+            counter = self._accepts[outcome] = self.metrics.accepts.labels(outcome)
+        counter.inc(n)
 
     def use(self, cfg: Config, ingest: Ingest[FaceStore], health: Health | None) -> None:
         """A reload's config and the peers made from it, for the requests from here on; a
@@ -201,7 +209,10 @@ async def bounded(request: web.Request, read: Callable[[], Awaitable[T]]) -> T:
 
 
 async def read_body(request: web.Request) -> bytes:
-    """The body's bytes, within the body timeout."""
+    """The body's bytes, within the body timeout; a body that has all arrived (most do, with
+    their request's head) is read without a timer, there being nothing to wait for."""
+    if request.content.is_eof():
+        return await request.read()
     return await bounded(request, request.read)
 
 
