@@ -36,10 +36,10 @@ from notifyd.http.kit import (
     Context,
     Handler,
     answer,
+    answered,
     authorise,
     authorise_every_kind,
     error_response,
-    errors_middleware,
     no_notification,
     read_as,
     read_body,
@@ -416,10 +416,20 @@ ROUTES += events.ROUTES + topics.ROUTES  # http/events.py, http/topics.py
 EVERY_ROUTE = [*ROUTES, *people.ROUTES, *unsubscribe.ROUTES, *widget.ROUTES, *CONSOLE_ROUTES]
 
 
+@web.middleware
+async def api_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every answer the error catalog's shape (kit.answered), and CORS on a browser page's call
+    of a person's own paths (people.with_cors): one middleware, since aiohttp runs a layer of
+    calls per middleware on every request."""
+    if people.cross_origin(request):
+        return await people.with_cors(request, handler)
+    return await answered(request, handler)
+
+
 def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:
     """The app; `outer` middlewares (the connection guard's, which holds the strangers' share)
-    run before the error catalog's."""
-    app = web.Application(middlewares=[*(outer or []), people.cors_middleware, errors_middleware],
+    run before the API's own."""
+    app = web.Application(middlewares=[*(outer or []), api_middleware],
                           client_max_size=ctx.cfg.server.max_body_bytes)
     app[CTX] = ctx
     app[SIGN_INS] = SignIns(ctx.clock)

@@ -120,8 +120,8 @@ def error_response(err: DomainError) -> web.Response:
 RETRY_AFTER = {"overloaded": "1", "too_many_streams": "10", "storage_unavailable": "5", "shutting_down": "5"}
 
 
-@web.middleware
-async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def answered(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The handler's answer, or the catalog's for what it raised (app.api_middleware)."""
     try:
         return await handler(request)
     except DomainError as e:
