@@ -10,7 +10,7 @@ from aiohttp import web
 
 from notifyd.channels import webpush
 from notifyd.core.errors import DomainError
-from notifyd.core.models import ApiKey
+from notifyd.core.models import ApiKey, ResolveResult
 from notifyd.core.text import whole_number
 from notifyd.domain import suppressions
 from notifyd.domain.recipients import (
@@ -101,30 +101,35 @@ async def get_notification(request: web.Request) -> web.Response:
     return answer(status_view(n, ctx.clock.now_ms(), await carriers(ctx.store, n)))
 
 
-async def _resolve(request: web.Request, key: ApiKey, ref: Ref,
-                   what: str | None) -> web.Response:
+async def resolve_notification(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    r = await resolution.resolve(ctx.store, ref, what or resolution.DEFAULT_RESOLUTION,
+    key = await authorise(request, "resolve")
+    req = await read_as(request, ResolveRequest)
+    ref = Ref(notification_id=request.match_info["id"])
+    r = await resolution.resolve(ctx.store, ref, req.resolution or resolution.DEFAULT_RESOLUTION,
                                  f"key:{key.name}", key.tenant, key.kinds,
                                  ctx.cfg.catalog.read_on_resolve)
+    return _resolved(ctx, r, ref)
+
+
+async def post_resolution(request: web.Request) -> web.Response:
+    """By user and dedup key: looked up and resolved in one write (as each key of a batch is),
+    not a read and then a write."""
+    ctx = request.app[CTX]
+    key = await authorise(request, "resolve")
+    req = await read_as(request, ResolutionRequest)
+    [r] = await resolution.resolve_keys(
+        ctx.store, key.tenant,
+        [(req.user_id, req.dedup_key, req.resolution or resolution.DEFAULT_RESOLUTION)],
+        f"key:{key.name}", key.kinds, ctx.cfg.catalog.read_on_resolve)
+    return _resolved(ctx, r, Ref(user_id=req.user_id, dedup_key=req.dedup_key))
+
+
+def _resolved(ctx: Context, r: ResolveResult | None, ref: Ref) -> web.Response:
     if r is None:
         raise no_notification(ref)
     resolved(ctx, r)
     return answer(resolved_view(r))
-
-
-async def resolve_notification(request: web.Request) -> web.Response:
-    key = await authorise(request, "resolve")
-    req = await read_as(request, ResolveRequest)
-    return await _resolve(request, key, Ref(notification_id=request.match_info["id"]),
-                          req.resolution)
-
-
-async def post_resolution(request: web.Request) -> web.Response:
-    key = await authorise(request, "resolve")
-    req = await read_as(request, ResolutionRequest)
-    return await _resolve(request, key, Ref(user_id=req.user_id, dedup_key=req.dedup_key),
-                          req.resolution)
 
 
 # What a key limited to some kinds may not reach (http/kit.authorise_every_kind): a person's

@@ -127,8 +127,9 @@ async def answered(request: web.Request, handler: Handler) -> web.StreamResponse
     except DomainError as e:
         return error_response(e)
     except ClientGone:  # nothing to answer: no one is there to read it
-        log.debug("%s %s: the client left before its body arrived", request.method,
-                  printable(request.path))
+        if log.isEnabledFor(logging.DEBUG):  # the path made printable only for a line kept
+            log.debug("%s %s: the client left before its body arrived", request.method,
+                      printable(request.path))
         return web.Response(status=CLIENT_GONE)
     except Overloaded:
         return error_response(ApiError("overloaded"))
