@@ -199,7 +199,10 @@ class ClientGone(Exception):  # noqa: N818 - a fact about the client, not an err
 async def bounded(request: web.Request, read: Callable[[], Awaitable[T]]) -> T:
     """What `read` takes of the request's body, within server.body_timeout_sec: the one way
     every handler reads a body, so a client dribbling one holds nothing long, and one that
-    leaves midway is ClientGone (a debug line), not an error of ours."""
+    leaves midway is ClientGone (a debug line), not an error of ours. A body that has all
+    arrived (most do, with their request's head) is read without a timer: nothing can wait."""
+    if request.content.is_eof():
+        return await read()
     try:
         async with asyncio.timeout(request.app[CTX].cfg.server.body_timeout_sec):
             return await read()
@@ -210,10 +213,7 @@ async def bounded(request: web.Request, read: Callable[[], Awaitable[T]]) -> T:
 
 
 async def read_body(request: web.Request) -> bytes:
-    """The body's bytes, within the body timeout; a body that has all arrived (most do, with
-    their request's head) is read without a timer, there being nothing to wait for."""
-    if request.content.is_eof():
-        return await request.read()
+    """The body's bytes, within the body timeout."""
     return await bounded(request, request.read)
 
 
