@@ -253,14 +253,15 @@ class ConnectionGuard:
         after: the idle sweep never closes a connection with an answer still unsent. A
         connection not yet known as a producer's goes through the strangers' share first
         (one middleware, not two: aiohttp wraps each one anew on every request)."""
-        if request.transport is None or request.transport.is_closing():
+        transport = request.transport
+        if transport is None or transport.is_closing():
             return web.Response(status=CLIENT_GONE)  # not run: its answer could not arrive
-        conn = self.open.get(request.transport)
+        conn = self.open.get(transport)
         if conn is not None:
             self.heard(conn)  # a head this guard did not see end (bare LF line ends)
             conn.idle_since, conn.body = None, None
         try:
-            if request.transport in self.share.producers:  # the common case: one lookup
+            if transport in self.share.producers:  # the common case: one lookup
                 response = await handler(request)
             else:
                 response = await self.share.admit(request, handler)
