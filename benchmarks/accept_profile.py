@@ -39,8 +39,7 @@ PARTS = (  # innermost first match, leaf to root
     ("parse and validate", ("Ingest.parse",)),
     ("auth (KeyCache)", ("KeyCache.", "authorise", "api_key (")),
     ("body read", ("bounded (", "read_body", "read_as", "BaseRequest.read", "asyncio/timeouts")),
-    ("store calls on the loop (hand-off, answer)", ("CoreStore.", "Writer.", "_answer (",
-                                                    "Backend.write", "resolution.py")),
+    ("store calls on the loop (hand-off, answer)", ("notifyd/store/", "engine/resolution.py")),
     ("answer (Response, encode)", ("Response.__init__", "answer (", "_view (", "_resolved (")),
     ("aiohttp prepare and headers", ("StreamResponse.prepare", "_prepare_headers", "._start (",
                                      "_write_headers")),
@@ -114,8 +113,8 @@ def main() -> None:
     found = [profile(str(Path(t).resolve()), scratch, args.resolve, args.seconds)
              for t in args.trees]
     totals = [sum(c.values()) or 1 for c in found]
-    print(f"{'share of GIL-holding samples':44s}" + "".join(f"{Path(t).name[:12]:>14s}"
-                                                           for t in args.trees))
+    print(f"{'share of GIL-holding samples':44s}" + "".join(
+        f"{Path(t).resolve().name[:12]:>14s}" for t in args.trees))
     for name, _ in (found[0] + found[-1]).most_common():
         print(f"{name:44s}" + "".join(f"{100 * c[name] / n:13.1f}%"
                                       for c, n in zip(found, totals, strict=True)))
