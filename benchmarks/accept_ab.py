@@ -5,8 +5,9 @@ Run: .venv/bin/python benchmarks/accept_ab.py --rounds 5 /tmp/before /tmp/after 
 Each tree is a folder holding a `notifyd/` package (e.g. `git worktree add /tmp/before HEAD~1`,
 or a copy with a change). Every round runs the bare aiohttp handler, then each tree, each on a
 fresh database, with benchmarks/accept.py's load (64 clients, 3-step ladder, synchronous=FULL),
-and prints accepts/s, the ratio to that round's bare run, and how busy each of the daemon's
-threads was. The medians at the end are the figures to compare.
+and prints accepts/s, the ratio to that round's bare run, the daemon's CPU per request (all
+its threads) and how busy each of them was (--resolve: the same for POST /v1/resolutions).
+The medians at the end are the figures to compare.
 
 Each daemon is started from a scratch folder: `python -m` puts the working directory ahead of
 PYTHONPATH, so started from a checkout every tree would run that checkout's code. The script
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -39,19 +41,30 @@ def thread_ticks(pid: int) -> dict[str, int]:
     return ticks
 
 
+def resolution(i: int, headers: dict[str, str]) -> bytes:
+    """POST /v1/resolutions of the notification body(i) made."""
+    return post("/v1/resolutions", json.dumps({"user_id": f"u{i % 5000}",
+                                               "dedup_key": f"bench-{i}"}).encode(), headers)
+
+
 def run(cmd: list[str], env: dict[str, str], cwd: str, headers: dict[str, str],
-        total: int) -> tuple[float, list[int]]:
-    """Accepts/s, and each busy thread's share of the run in percent (main thread first)."""
+        total: int, resolve: bool = False) -> tuple[float, float, list[int]]:
+    """Requests/s, the daemon's CPU per request (µs, all its threads), and each busy thread's
+    share of the run in percent (main thread first). With `resolve`, the timed requests resolve
+    notifications accepted before them, one each."""
     port = free_port()
     proc = start(cmd + [str(port)], port, env=env, cwd=cwd)
     try:
         def make(i: int) -> bytes:
             return post("/v1/notifications", body(i), headers)
 
-        asyncio.run(closed_loop("127.0.0.1", port, 64, 2000, make))  # warm up
+        def timed(i: int) -> bytes:
+            return resolution(i, headers) if resolve else make(i + 10_000_000)
+
+        # Warm up; with `resolve`, accept what the timed requests resolve.
+        asyncio.run(closed_loop("127.0.0.1", port, 64, total if resolve else 2000, make))
         before, began = thread_ticks(proc.pid), time.perf_counter()
-        rps, results = asyncio.run(closed_loop("127.0.0.1", port, 64, total,
-                                               lambda i: make(i + 10_000_000)))
+        rps, results = asyncio.run(closed_loop("127.0.0.1", port, 64, total, timed))
         after, wall = thread_ticks(proc.pid), time.perf_counter() - began
         if any(status not in (200, 202) for status, _ in results):
             raise SystemExit(f"{cmd}: some requests failed")
@@ -59,8 +72,10 @@ def run(cmd: list[str], env: dict[str, str], cwd: str, headers: dict[str, str],
         proc.terminate()
         proc.wait()
     tick = os.sysconf("SC_CLK_TCK")
-    busy = [round((after[t] - before.get(t, 0)) / tick / wall * 100) for t in sorted(after, key=int)]
-    return rps, [b for b in busy if b > 1]
+    spent = {t: after[t] - before.get(t, 0) for t in after}
+    cpu_us = sum(spent.values()) / tick / total * 1e6
+    busy = [round(spent[t] / tick / wall * 100) for t in sorted(after, key=int)]
+    return rps, cpu_us, [b for b in busy if b > 1]
 
 
 def main() -> None:
@@ -71,6 +86,9 @@ def main() -> None:
     ap.add_argument("--templates", action="store_true",
                     help="a ladder of email and SMS steps that render templates (accept.py's "
                          "TEMPLATED_CONFIG) instead of the log channel's")
+    ap.add_argument("--resolve", action="store_true",
+                    help="time POST /v1/resolutions (each resolving one notification accepted "
+                         "before the timed run; the bare handler's figures stay the accept's)")
     args = ap.parse_args()
     trees = [str(Path(t).resolve()) for t in args.trees]
     scratch = tempfile.mkdtemp(prefix="notifyd-ab-")
@@ -79,11 +97,12 @@ def main() -> None:
     config.write_text(templated_config(Path(scratch) / "templates") if args.templates
                       else CONFIG)
     ratios: dict[str, list[float]] = {t: [] for t in trees}
+    cpus: dict[str, list[float]] = {t: [] for t in trees}
     for r in range(args.rounds):
         line = []
-        bare, _ = run([py, "-c", BARE], dict(os.environ), scratch,
-                      {"Authorization": "Bearer nfy_unused"}, args.total)
-        line.append(f"bare {bare:6.0f}")
+        bare, bare_cpu, _ = run([py, "-c", BARE], dict(os.environ), scratch,
+                                {"Authorization": "Bearer nfy_unused"}, args.total)
+        line.append(f"bare {bare:6.0f} {bare_cpu:4.0f}µs")
         for tree in trees:
             db = Path(scratch) / f"r{r}-{len(line)}.db"
             env = {**os.environ, "PYTHONPATH": tree, "NOTIFYD_DB": str(db),
@@ -96,13 +115,16 @@ def main() -> None:
             key = subprocess.run([py, "-m", "notifyd", "keys", "create", "--name", "ab"],
                                  env=env, cwd=scratch, capture_output=True, text=True,
                                  check=True).stdout.strip()
-            rps, busy = run([py, "-m", "notifyd", "serve", "--port"], env, scratch,
-                            {"Authorization": f"Bearer {key}"}, args.total)
+            rps, cpu, busy = run([py, "-m", "notifyd", "serve", "--port"], env, scratch,
+                                 {"Authorization": f"Bearer {key}"}, args.total, args.resolve)
             ratios[tree].append(rps / bare)
-            line.append(f"{Path(tree).name} {rps:6.0f} ({rps / bare:.2f}, threads {busy}%)")
+            cpus[tree].append(cpu)
+            line.append(f"{Path(tree).name} {rps:6.0f} ({rps / bare:.2f}, {cpu:4.0f}µs CPU/req, "
+                        f"threads {busy}%)")
         print("  ".join(line), flush=True)
     for tree in trees:
-        print(f"{tree}: median ratio to bare {statistics.median(ratios[tree]):.3f}")
+        print(f"{tree}: median ratio to bare {statistics.median(ratios[tree]):.3f}, median CPU "
+              f"per request {statistics.median(cpus[tree]):.0f} µs")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ accept waited behind both, or went in the same commit after a thousand items.
 
 Above the writer, so it holds for every dialect and leaves the writer's own rules alone:
 
-- a single write (one accept) is never held: it takes a ticket and goes to the writer at once;
+- a single write (one accept) is never held: it takes a ticket and goes to the writer at once
+  (a ticket is an entry in a dict; the Event a batch waits on is made only when one waits);
 - a batch takes its turn only while its tenant has fewer than `items` batch items in flight
   (admitted and not yet committed; a batch bigger than that goes alone), so one tenant queues at
   most about one batch behind the one committing;
@@ -22,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 ITEMS = 1000  # quotas.batch_items_in_flight's default
 
@@ -31,8 +32,10 @@ class Turns:
     def __init__(self, items: int = ITEMS) -> None:
         self.items = items
         self._tickets = itertools.count()
-        # Writes admitted and not yet committed: ticket -> (tenant, done).
-        self._open: dict[int, tuple[str, asyncio.Event]] = {}
+        self._open: dict[int, str] = {}  # writes admitted and not yet committed: ticket -> tenant
+        # What a waiting batch waits on, made only for the writes a batch waits behind: a single
+        # accept with no batch waiting makes no Event.
+        self._done: dict[int, asyncio.Event] = {}
         self._in_flight: dict[str, int] = {}  # a tenant's batch items admitted, not committed
         self._freed = asyncio.Condition()
 
@@ -43,11 +46,27 @@ class Turns:
     def in_flight(self, tenant: str) -> int:
         return self._in_flight.get(tenant, 0)
 
+    def enter(self, tenant: str) -> int:
+        """One accept's write, admitted at once: its ticket, for `leave` once it committed."""
+        ticket = next(self._tickets)
+        self._open[ticket] = tenant
+        return ticket
+
+    def leave(self, ticket: int) -> None:
+        """The write of `ticket` committed (or failed): a batch waiting behind it may go."""
+        del self._open[ticket]
+        done = self._done.pop(ticket, None)
+        if done is not None:
+            done.set()
+
     @contextlib.asynccontextmanager
     async def single(self, tenant: str) -> AsyncIterator[None]:
-        """One accept's write: admitted at once."""
-        with self._ticket(tenant):
+        """One accept's write: admitted at once (`enter` and `leave`, as a block)."""
+        ticket = self.enter(tenant)
+        try:
             yield
+        finally:
+            self.leave(ticket)
 
     @contextlib.asynccontextmanager
     async def batch(self, tenant: str, items: int) -> AsyncIterator[None]:
@@ -57,11 +76,15 @@ class Turns:
             await self._freed.wait_for(lambda: self._fits(tenant, items))
             self._in_flight[tenant] = self.in_flight(tenant) + items
         try:
-            ahead = [done for who, done in self._open.values() if who != tenant]
+            ahead = [self._done.setdefault(ticket, asyncio.Event())
+                     for ticket, who in self._open.items() if who != tenant]
             for done in ahead:
                 await done.wait()
-            with self._ticket(tenant):
+            ticket = self.enter(tenant)
+            try:
                 yield
+            finally:
+                self.leave(ticket)
         finally:
             left = self.in_flight(tenant) - items
             if left > 0:
@@ -74,13 +97,3 @@ class Turns:
     def _fits(self, tenant: str, items: int) -> bool:
         held = self.in_flight(tenant)
         return held == 0 or held + items <= self.items
-
-    @contextlib.contextmanager
-    def _ticket(self, tenant: str) -> Iterator[None]:
-        ticket, done = next(self._tickets), asyncio.Event()
-        self._open[ticket] = (tenant, done)
-        try:
-            yield
-        finally:
-            del self._open[ticket]
-            done.set()

@@ -70,6 +70,7 @@ class Ingest(Generic[S]):
         self.quotas = quotas or Quotas()  # what each tenant may post ([quotas])
         self.routing = asyncio.Event()  # set once an event is accepted: its fan-out starts
         self.params = ParamCheck(cfg, templates, store)  # the ladder's templates, at accept
+        self._plans: dict[str, PlanFn] = {}  # a kind's planner, for requests that keep its ladder
 
     def parse(self, body: bytes, key: ApiKey, idempotency_key: str | None) -> AcceptInput:
         return self.parse_item(decode(body, AcceptRequest), key, idempotency_key)
@@ -142,6 +143,16 @@ class Ingest(Generic[S]):
         return kind_ttl if inp.max_ttl_sec is None else min(kind_ttl, inp.max_ttl_sec)
 
     def planner(self, inp: AcceptInput) -> PlanFn:
+        """How the store plans the request's ladder; the same function for every request of a
+        kind with the kind's own ladder and time to live, made once."""
+        if inp.fallback_chain is not None or inp.max_ttl_sec is not None:
+            return self._planner(inp)
+        plan = self._plans.get(inp.kind)
+        if plan is None:
+            plan = self._plans[inp.kind] = self._planner(inp)
+        return plan
+
+    def _planner(self, inp: AcceptInput) -> PlanFn:
         kind = self.cfg.kinds[inp.kind]
         ladder = kind.ladder
         if inp.fallback_chain is not None:
@@ -195,8 +206,9 @@ class Ingest(Generic[S]):
         """Tell those who follow the decisions of a new notification, and open inbox streams
         of its item, once it is committed (an accept, or an event's fan-out)."""
         at = self.clock.now_ms() if result.created_at is None else result.created_at
-        self.feed.publish(Entry(at, "accepted", result.notification_id, None, None, inp.tenant,
-                                inp.user_id, inp.kind))
+        if self.feed.followers:  # an Entry only for someone to read it
+            self.feed.publish(Entry(at, "accepted", result.notification_id, None, None,
+                                    inp.tenant, inp.user_id, inp.kind))
         if inbox is None or result.inbox_seq is None:
             return
         item = item_view(InboxItem(result.inbox_seq, result.notification_id, inp.kind,
@@ -206,12 +218,16 @@ class Ingest(Generic[S]):
                          Event("badge", {"unread": result.badge}))
 
     async def accept(self, inp: AcceptInput) -> AcceptResult:
-        self.quotas.accepts(self.cfg, inp.tenant, self.clock.now_ms())
-        nid = new_id("n_", self.clock.now_ms())
+        now = self.clock.now_ms()
+        self.quotas.accepts(self.cfg, inp.tenant, now)
+        nid = new_id("n_", now)
         inbox = await self.prepare(inp, nid)
-        async with self.turns.single(inp.tenant):
-            result = await self.store.accept(inp, nid, self.planner(inp), self.ttl_sec(inp),
-                                             inbox)
+        plan, ttl = self.planner(inp), self.ttl_sec(inp)
+        ticket = self.turns.enter(inp.tenant)  # a single write goes at once (engine/fair.py)
+        try:
+            result = await self.store.accept(inp, nid, plan, ttl, inbox)
+        finally:
+            self.turns.leave(ticket)
         return self.settle(inp, result, inbox)
 
     async def accept_many(self, inps: list[AcceptInput]) -> list[AcceptResult | DomainError]:

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from notifyd.channels import webpush
 from notifyd.core.errors import DomainError
-from notifyd.core.models import ApiKey
+from notifyd.core.models import ApiKey, ResolveResult
 from notifyd.core.text import whole_number
 from notifyd.domain import suppressions
 from notifyd.domain.recipients import (
@@ -36,10 +36,10 @@ from notifyd.http.kit import (
     Context,
     Handler,
     answer,
+    answered,
     authorise,
     authorise_every_kind,
     error_response,
-    errors_middleware,
     no_notification,
     read_as,
     read_body,
@@ -79,7 +79,7 @@ async def post_notification(request: web.Request) -> web.Response:
         outcome = "unavailable"
         raise
     finally:
-        ctx.metrics.accepts.labels(outcome).inc()
+        ctx.accepted(outcome)
         ctx.metrics.accept_seconds.observe(time.perf_counter() - started)
     return web.Response(body=ENCODE(accepted_view(result)),
                         status=202 if result.created else 200, content_type="application/json")
@@ -101,30 +101,35 @@ async def get_notification(request: web.Request) -> web.Response:
     return answer(status_view(n, ctx.clock.now_ms(), await carriers(ctx.store, n)))
 
 
-async def _resolve(request: web.Request, key: ApiKey, ref: Ref,
-                   what: str | None) -> web.Response:
+async def resolve_notification(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
-    r = await resolution.resolve(ctx.store, ref, what or resolution.DEFAULT_RESOLUTION,
+    key = await authorise(request, "resolve")
+    req = await read_as(request, ResolveRequest)
+    ref = Ref(notification_id=request.match_info["id"])
+    r = await resolution.resolve(ctx.store, ref, req.resolution or resolution.DEFAULT_RESOLUTION,
                                  f"key:{key.name}", key.tenant, key.kinds,
                                  ctx.cfg.catalog.read_on_resolve)
+    return _resolved(ctx, r, ref)
+
+
+async def post_resolution(request: web.Request) -> web.Response:
+    """By user and dedup key: looked up and resolved in one write (as each key of a batch is),
+    not a read and then a write."""
+    ctx = request.app[CTX]
+    key = await authorise(request, "resolve")
+    req = await read_as(request, ResolutionRequest)
+    [r] = await resolution.resolve_keys(
+        ctx.store, key.tenant,
+        [(req.user_id, req.dedup_key, req.resolution or resolution.DEFAULT_RESOLUTION)],
+        f"key:{key.name}", key.kinds, ctx.cfg.catalog.read_on_resolve)
+    return _resolved(ctx, r, Ref(user_id=req.user_id, dedup_key=req.dedup_key))
+
+
+def _resolved(ctx: Context, r: ResolveResult | None, ref: Ref) -> web.Response:
     if r is None:
         raise no_notification(ref)
     resolved(ctx, r)
     return answer(resolved_view(r))
-
-
-async def resolve_notification(request: web.Request) -> web.Response:
-    key = await authorise(request, "resolve")
-    req = await read_as(request, ResolveRequest)
-    return await _resolve(request, key, Ref(notification_id=request.match_info["id"]),
-                          req.resolution)
-
-
-async def post_resolution(request: web.Request) -> web.Response:
-    key = await authorise(request, "resolve")
-    req = await read_as(request, ResolutionRequest)
-    return await _resolve(request, key, Ref(user_id=req.user_id, dedup_key=req.dedup_key),
-                          req.resolution)
 
 
 # What a key limited to some kinds may not reach (http/kit.authorise_every_kind): a person's
@@ -416,10 +421,20 @@ ROUTES += events.ROUTES + topics.ROUTES  # http/events.py, http/topics.py
 EVERY_ROUTE = [*ROUTES, *people.ROUTES, *unsubscribe.ROUTES, *widget.ROUTES, *CONSOLE_ROUTES]
 
 
+@web.middleware
+async def api_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every answer the error catalog's shape (kit.answered), and CORS on a browser page's call
+    of a person's own paths (people.with_cors): one middleware, since aiohttp runs a layer of
+    calls per middleware on every request."""
+    if people.cross_origin(request):
+        return await people.with_cors(request, handler)
+    return await answered(request, handler)
+
+
 def make_app(ctx: Context, outer: list[Any] | None = None) -> web.Application:
     """The app; `outer` middlewares (the connection guard's, which holds the strangers' share)
-    run before the error catalog's."""
-    app = web.Application(middlewares=[*(outer or []), people.cors_middleware, errors_middleware],
+    run before the API's own."""
+    app = web.Application(middlewares=[*(outer or []), api_middleware],
                           client_max_size=ctx.cfg.server.max_body_bytes)
     app[CTX] = ctx
     app[SIGN_INS] = SignIns(ctx.clock)

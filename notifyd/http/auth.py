@@ -48,15 +48,15 @@ class KeyCache:
         if not authorization or authorization[:7].lower() != "bearer ":  # scheme: any case
             return None
         digest = hash_key(authorization[7:].strip())
-        key = await self._recall(self._hits, digest, lambda: self.store.find_key(digest))
+        now = self.clock.now_ms()
+        key = await self._recall(self._hits, digest, self.store.find_key, now)
         if key is not None:
-            self._note_use(digest)
+            self._note_use(digest, now)
         return key
 
-    def _note_use(self, digest: str) -> None:
+    def _note_use(self, digest: str, now: int) -> None:
         """Write that the key was used, unless that was written within USE_EVERY_MS; the
         request does not wait for it."""
-        now = self.clock.now_ms()
         last = self._used.get(digest)
         if last is not None and last <= now < last + USE_EVERY_MS:
             return
@@ -79,7 +79,8 @@ class KeyCache:
     async def live(self, name: str, tenant: str, scope: str | None = None) -> bool:
         """Whether the API key called `name` is the tenant's and not revoked (and may do
         `scope`, when one is named)."""
-        key = await self._recall(self._named, name, lambda: self.store.find_key_named(name))
+        key = await self._recall(self._named, name, self.store.find_key_named,
+                                 self.clock.now_ms())
         return key is not None and key.tenant == tenant and key.revoked_at is None and (
             scope is None or scope in usable_scopes(key.kinds, key.scopes))
 
@@ -87,25 +88,23 @@ class KeyCache:
         """The keys that verify the tenant's user tokens now: its key, and the one a rotation
         replaced while the overlap lasts; none if the tenant never had user tokens."""
         name = signed.tenant_key_name(tenant)
-        found = await self._recall(self._signing, name,
-                                   lambda: self.store.find_signing_key(name))
+        found = await self._recall(self._signing, name, self.store.find_signing_key,
+                                   self.clock.now_ms())
         return found.verifying(self.clock.now_ms()) if found is not None else []
 
     async def link_keys(self) -> list[bytes]:
         """The keys that verify preference links now: the preference links' key, and the one
         a rotation replaced while the overlap lasts (notifyd links rotate)."""
         found = await self._recall(self._signing, signed.PREFERENCE_LINKS_KEY,
-                                   lambda: self.store.find_signing_key(
-                                       signed.PREFERENCE_LINKS_KEY))
+                                   self.store.find_signing_key, self.clock.now_ms())
         return found.verifying(self.clock.now_ms()) if found is not None else []
 
     async def _recall(self, table: dict[str, tuple[int, T]], name: str,
-                      load: Callable[[], Awaitable[T | None]]) -> T | None:
+                      load: Callable[[str], Awaitable[T | None]], now: int) -> T | None:
         hit = table.get(name)
-        now = self.clock.now_ms()
         if hit is not None and hit[0] - CACHE_MS <= now < hit[0]:  # a clock stepped back: ask
             return hit[1]
-        value = await load()
+        value = await load(name)
         if value is None:
             table.pop(name, None)
             return None

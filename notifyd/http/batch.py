@@ -93,17 +93,16 @@ async def post_notifications(request: web.Request) -> web.Response:
     try:
         answers = iter(await ingest.accept_many(inputs) if inputs else [])
     except (Overloaded, StorageError):
-        ctx.metrics.accepts.labels("unavailable").inc(len(parsed))
+        ctx.accepted("unavailable", len(parsed))
         raise
     results: list[AcceptedItem | Refused] = []
     for p in parsed:
         outcome = next(answers) if isinstance(p, AcceptInput) else p
         if isinstance(outcome, AcceptResult):
-            ctx.metrics.accepts.labels("created" if outcome.created else "retry").inc()
+            ctx.accepted("created" if outcome.created else "retry")
             results.append(accepted_item(outcome))
         else:
-            ctx.metrics.accepts.labels("conflict" if outcome.code == "dedup_conflict"
-                                       else "refused").inc()
+            ctx.accepted("conflict" if outcome.code == "dedup_conflict" else "refused")
             results.append(refused(outcome))
     return answer(AcceptResults(results=results))
 

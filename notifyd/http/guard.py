@@ -253,22 +253,25 @@ class ConnectionGuard:
         after: the idle sweep never closes a connection with an answer still unsent. A
         connection not yet known as a producer's goes through the strangers' share first
         (one middleware, not two: aiohttp wraps each one anew on every request)."""
-        if request.transport is None or request.transport.is_closing():
+        transport = request.transport
+        if transport is None or transport.is_closing():
             return web.Response(status=CLIENT_GONE)  # not run: its answer could not arrive
-        conn = self.open.get(request.transport)
+        conn = self.open.get(transport)
         if conn is not None:
             self.heard(conn)  # a head this guard did not see end (bare LF line ends)
             conn.idle_since, conn.body = None, None
         try:
-            if request.transport in self.share.producers:  # the common case: one lookup
+            if transport in self.share.producers:  # the common case: one lookup
                 response = await handler(request)
             else:
                 response = await self.share.admit(request, handler)
             if response.status == REQUEST_TIMEOUT and not response.prepared:
                 response.force_close()  # its body came too slowly: no waiting for the rest
-            with contextlib.suppress(ConnectionError):  # the client left, or was closed
+            try:
                 await response.prepare(request)  # aiohttp's own prepare and write_eof are then
                 await response.write_eof()  # no-ops
+            except ConnectionError:  # the client left, or was closed
+                pass
             if not response.keep_alive and not request.content.is_eof():
                 request.protocol.force_close()  # it ends here: the rest of its body is not read
             return response

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 from aiohttp import web
@@ -85,6 +85,14 @@ class Context:
         self.closing = asyncio.Event()  # set at shutdown: open inbox streams end
         # Lines a client can provoke at will (an error, a refused webhook): a few, not a flood.
         self.lines = Throttled(log, clock)
+        self._accepts: dict[str, Any] = {}  # notifyd_accepts_total's counter of each outcome
+
+    def accepted(self, outcome: str, n: int = 1) -> None:
+        """Count answers to accepts by outcome (the counter of each looked up once)."""
+        counter = self._accepts.get(outcome)
+        if counter is None:
+            counter = self._accepts[outcome] = self.metrics.accepts.labels(outcome)
+        counter.inc(n)
 
     def use(self, cfg: Config, ingest: Ingest[FaceStore], health: Health | None) -> None:
         """A reload's config and the peers made from it, for the requests from here on; a
@@ -112,15 +120,16 @@ def error_response(err: DomainError) -> web.Response:
 RETRY_AFTER = {"overloaded": "1", "too_many_streams": "10", "storage_unavailable": "5", "shutting_down": "5"}
 
 
-@web.middleware
-async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def answered(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The handler's answer, or the catalog's for what it raised (app.api_middleware)."""
     try:
         return await handler(request)
     except DomainError as e:
         return error_response(e)
     except ClientGone:  # nothing to answer: no one is there to read it
-        log.debug("%s %s: the client left before its body arrived", request.method,
-                  printable(request.path))
+        if log.isEnabledFor(logging.DEBUG):  # the path made printable only for a line kept
+            log.debug("%s %s: the client left before its body arrived", request.method,
+                      printable(request.path))
         return web.Response(status=CLIENT_GONE)
     except Overloaded:
         return error_response(ApiError("overloaded"))
@@ -190,7 +199,10 @@ class ClientGone(Exception):  # noqa: N818 - a fact about the client, not an err
 async def bounded(request: web.Request, read: Callable[[], Awaitable[T]]) -> T:
     """What `read` takes of the request's body, within server.body_timeout_sec: the one way
     every handler reads a body, so a client dribbling one holds nothing long, and one that
-    leaves midway is ClientGone (a debug line), not an error of ours."""
+    leaves midway is ClientGone (a debug line), not an error of ours. A body that has all
+    arrived (most do, with their request's head) is read without a timer: nothing can wait."""
+    if request.content.is_eof():
+        return await read()
     try:
         async with asyncio.timeout(request.app[CTX].cfg.server.body_timeout_sec):
             return await read()

@@ -29,6 +29,7 @@ from notifyd.http.kit import (
     CTX,
     Handler,
     answer,
+    answered,
     api_key,
     authorise_every_kind,
     check_scope,
@@ -466,13 +467,15 @@ def _cors_headers(request: web.Request, response: web.StreamResponse) -> None:
         response.headers["Vary"] = "Origin"
 
 
-@web.middleware
-async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+def cross_origin(request: web.Request) -> bool:
+    """Whether the request is a browser page's call of a person's own paths (with_cors)."""
+    return "Origin" in request.headers and _person_path(request.path)
+
+
+async def with_cors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A browser page of a tenant's origin may call a person's inbox and preferences with a
     user token: the preflight is answered for an origin some tenant lists (it carries no
     token), and each answer names the origin only if the token's tenant lists it."""
-    if "Origin" not in request.headers or not _person_path(request.path):
-        return await handler(request)
     if request.method == "OPTIONS":
         origin = request.headers["Origin"]
         if not any(origin in t.cors_origins for t in request.app[CTX].cfg.tenants.values()):
@@ -481,7 +484,7 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
             "Access-Control-Allow-Origin": origin, "Vary": "Origin",
             "Access-Control-Allow-Methods": "GET, PUT, PATCH, POST, DELETE",
             "Access-Control-Allow-Headers": CORS_HEADERS, "Access-Control-Max-Age": "600"})
-    response = await handler(request)
+    response = await answered(request, handler)
     if not response.prepared:
         _cors_headers(request, response)
     return response

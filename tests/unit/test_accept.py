@@ -131,6 +131,17 @@ async def test_max_ttl_sec_only_shortens_the_kinds_ttl(api: Api, max_ttl: int | 
     assert n.expires_at - n.created_at == ttl_sec * 1000
 
 
+async def test_one_requests_shorter_ttl_leaves_the_next_requests_of_its_kind_alone(
+        api: Api) -> None:
+    for n, (max_ttl, ttl_sec) in enumerate([(None, 86400), (60, 60), (None, 86400)]):
+        body = {**BODY, "dedup_key": f"k{n}"}
+        status, answer = await api.post(body if max_ttl is None else
+                                         {**body, "max_ttl_sec": max_ttl})
+        assert status == 202
+        made = await api.record(answer["notification_id"])
+        assert made.expires_at - made.created_at == ttl_sec * 1000
+
+
 @pytest.mark.parametrize("auth", [None, "Bearer nfy_not-a-key", "Basic abc"])
 async def test_no_or_unknown_key_is_unauthorized(api: Api, auth: str | None) -> None:
     headers = {"Authorization": auth} if auth else {}
