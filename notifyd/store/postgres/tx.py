@@ -83,17 +83,50 @@ def row_factory(cursor: psycopg.Cursor[Any]) -> RowMaker[Any]:
     return _row_type(tuple(c.name for c in cursor.description or ()))
 
 
+class Pipe:
+    """The writer's batch sent as one pipeline (psycopg's pipeline mode): a statement whose
+    result a script does not read yet goes out with those after it, and the writer waits for
+    the server only when a script reads a result, reads its time, or the batch commits.
+    `pending`: something was sent since the last wait. `settle`: what the scripts marked due
+    from statements read with the commit's round trip (PgTx.due_rows)."""
+
+    __slots__ = ("p", "pending", "settle")
+
+    def __init__(self, p: psycopg.Pipeline) -> None:
+        self.p, self.pending = p, False
+        self.settle: list[tuple[psycopg.Cursor[Any], list[Due]]] = []
+
+    def wait(self, anyway: bool = False) -> None:
+        """Every statement sent so far has run (its locks are held): one round trip."""
+        if self.pending or anyway:
+            self.p.sync()
+            self.pending = False
+
+    def settled(self) -> None:
+        """Once the batch's last round trip is in: the due rows each script asked for."""
+        for cur, dues in self.settle:
+            dues += [(r[0], r[1], r[2]) for r in cur.fetchall()]
+        self.settle.clear()
+
+
 class PgTx:
     """Its time is read from `clock` (the writer's, which never goes back) when the script
     first asks for it: several processes write at once, so a time read before a lock the
     script then waits for could be earlier than that of the transaction that held it, which
-    commits first. A script takes the locks it may wait for before it reads `now`."""
+    commits first. A script takes the locks it may wait for before it reads `now`; in a
+    pipeline, `now` is read only once every statement sent before it has run (the batch's
+    earlier scripts' too), so a lock any of them waited for is held by then.
 
-    __slots__ = ("_clock", "_now", "c", "dues", "features", "many", "q")
+    In the writer's pipeline (`pipe`), `send`, `later` and `many` do not wait for the server;
+    a read does, once, for everything sent before it. Elsewhere each statement is a round trip
+    of its own, as it comes."""
+
+    __slots__ = ("_clock", "_now", "c", "dues", "features", "many", "pipe", "q")
 
     def __init__(self, c: psycopg.Connection[Any], q: Queries, features: Features,
-                 clock: Callable[[], int]) -> None:
+                 clock: Callable[[], int], pipe: Pipe | None = None) -> None:
         self.c, self.q, self.features, self._clock = c, q, features, clock
+        self.pipe = pipe
         self._now: int | None = None
         self.dues: list[Due] = []  # the writer's: due times this script made (store/core/dues)
         self.many: Callable[[str, Iterable[Args]], object] = self._many
@@ -101,6 +134,8 @@ class PgTx:
     @property
     def now(self) -> int:
         if self._now is None:
+            if self.pipe is not None:
+                self.pipe.wait()
             self._now = self._clock()
         return self._now
 
@@ -108,16 +143,60 @@ class PgTx:
         sql = number(sql)
         with self.c.cursor() as cur:
             cur.executemany(sql, [args(sql, r) for r in rows])
+        if self.pipe is not None:
+            self.pipe.pending = True
+
+    def _sent(self, sql: str, values: Args) -> psycopg.Cursor[Any]:
+        cur = run(self.c, sql, values)
+        if self.pipe is not None:
+            self.pipe.pending = True
+        return cur
 
     def one(self, sql: str, values: Args = ()) -> Any:
-        return run(self.c, sql, values).fetchone()
+        return self.later(sql, values).one()
 
     def all(self, sql: str, values: Args = ()) -> list[Any]:
-        return run(self.c, sql, values).fetchall()
+        return self.later(sql, values).rows()
 
     def value(self, sql: str, values: Args = ()) -> Any:
-        row = run(self.c, sql, values).fetchone()
+        row = self.later(sql, values).one()
         return None if row is None else row[0]
 
     def run(self, sql: str, values: Args = ()) -> int:
-        return run(self.c, sql, values).rowcount
+        return self.later(sql, values).count()
+
+    def send(self, sql: str, values: Args = ()) -> None:
+        self._sent(sql, values)
+
+    def later(self, sql: str, values: Args = ()) -> Later:
+        return Later(self._sent(sql, values), self.pipe)
+
+    def due_rows(self, sql: str, values: Args = ()) -> None:
+        cur = self._sent(sql, values)
+        if self.pipe is None:
+            self.dues += [(r[0], r[1], r[2]) for r in cur.fetchall()]
+        else:
+            self.pipe.settle.append((cur, self.dues))
+
+
+class Later:
+    """A statement sent; its result waited for when first read (store/core/tx.Later)."""
+
+    __slots__ = ("cur", "pipe")
+
+    def __init__(self, cur: psycopg.Cursor[Any], pipe: Pipe | None) -> None:
+        self.cur, self.pipe = cur, pipe
+
+    def _arrived(self) -> psycopg.Cursor[Any]:
+        if self.pipe is not None and self.cur.pgresult is None:
+            self.pipe.wait(anyway=True)
+        return self.cur
+
+    def count(self) -> int:
+        return self._arrived().rowcount
+
+    def rows(self) -> list[Any]:
+        return self._arrived().fetchall()
+
+    def one(self) -> Any:
+        return self._arrived().fetchone()
