@@ -80,7 +80,12 @@ def _row_type(names: tuple[str, ...]) -> type[tuple[Any, ...]]:
 
 
 def row_factory(cursor: psycopg.Cursor[Any]) -> RowMaker[Any]:
-    return _row_type(tuple(c.name for c in cursor.description or ()))
+    """The row type of a result, by its column names: read from the result itself, not from
+    `cursor.description` (an object per column, per statement, on the writer's hot path)."""
+    res = cursor.pgresult
+    if res is None or not res.nfields:
+        return _row_type(())
+    return _row_type(tuple((res.fname(i) or b"?").decode() for i in range(res.nfields)))
 
 
 class Pipe:
