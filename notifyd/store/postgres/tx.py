@@ -88,6 +88,19 @@ def row_factory(cursor: psycopg.Cursor[Any]) -> RowMaker[Any]:
     return _row_type(tuple((res.fname(i) or b"?").decode() for i in range(res.nfields)))
 
 
+class Cursors:
+    """The writer connection's cursors, made once and used again batch after batch: a cursor
+    made for each statement was most of the client's time per statement (its adapters set up
+    again each time). `cur` takes every statement whose result is read at once or never;
+    `spare` lends one to each statement read later (Tx.later), back when its batch ends."""
+
+    __slots__ = ("conn", "cur", "spare")
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn, self.cur = conn, conn.cursor()
+        self.spare: list[psycopg.Cursor[Any]] = []
+
+
 class Pipe:
     """The writer's batch sent as one pipeline (psycopg's pipeline mode): a statement whose
     result a script does not read yet goes out with those after it, and the writer waits for
@@ -95,11 +108,12 @@ class Pipe:
     `pending`: something was sent since the last wait. `settle`: what the scripts marked due
     from statements read with the commit's round trip (PgTx.due_rows)."""
 
-    __slots__ = ("p", "pending", "settle")
+    __slots__ = ("cursors", "lent", "p", "pending", "settle")
 
-    def __init__(self, p: psycopg.Pipeline) -> None:
-        self.p, self.pending = p, False
+    def __init__(self, p: psycopg.Pipeline, cursors: Cursors) -> None:
+        self.p, self.cursors, self.pending = p, cursors, False
         self.settle: list[tuple[psycopg.Cursor[Any], list[Due]]] = []
+        self.lent: list[psycopg.Cursor[Any]] = []
 
     def wait(self, anyway: bool = False) -> None:
         """Every statement sent so far has run (its locks are held): one round trip."""
@@ -107,11 +121,20 @@ class Pipe:
             self.p.sync()
             self.pending = False
 
+    def lend(self) -> psycopg.Cursor[Any]:
+        spare = self.cursors.spare
+        cur = spare.pop() if spare else self.cursors.conn.cursor()
+        self.lent.append(cur)
+        return cur
+
     def settled(self) -> None:
-        """Once the batch's last round trip is in: the due rows each script asked for."""
+        """Once the batch's last round trip is in: the due rows each script asked for, and the
+        cursors lent back."""
         for cur, dues in self.settle:
             dues += [(r[0], r[1], r[2]) for r in cur.fetchall()]
         self.settle.clear()
+        self.cursors.spare += self.lent
+        self.lent.clear()
 
 
 class PgTx:
@@ -126,12 +149,13 @@ class PgTx:
     a read does, once, for everything sent before it. Elsewhere each statement is a round trip
     of its own, as it comes."""
 
-    __slots__ = ("_clock", "_now", "c", "dues", "features", "many", "pipe", "q")
+    __slots__ = ("_clock", "_now", "c", "cur", "dues", "features", "many", "pipe", "q")
 
     def __init__(self, c: psycopg.Connection[Any], q: Queries, features: Features,
                  clock: Callable[[], int], pipe: Pipe | None = None) -> None:
         self.c, self.q, self.features, self._clock = c, q, features, clock
         self.pipe = pipe
+        self.cur = c.cursor() if pipe is None else pipe.cursors.cur
         self._now: int | None = None
         self.dues: list[Due] = []  # the writer's: due times this script made (store/core/dues)
         self.many: Callable[[str, Iterable[Args]], object] = self._many
@@ -146,42 +170,53 @@ class PgTx:
 
     def _many(self, sql: str, rows: Iterable[Args]) -> None:
         sql = number(sql)
-        with self.c.cursor() as cur:
-            cur.executemany(sql, [args(sql, r) for r in rows])
+        self.cur.executemany(sql, [args(sql, r) for r in rows])
         if self.pipe is not None:
             self.pipe.pending = True
 
-    def _sent(self, sql: str, values: Args) -> psycopg.Cursor[Any]:
-        cur = run(self.c, sql, values)
+    def _on(self, cur: psycopg.Cursor[Any], sql: str, values: Args) -> psycopg.Cursor[Any]:
+        sql = number(sql)
+        cur.execute(sql, args(sql, values))
         if self.pipe is not None:
             self.pipe.pending = True
         return cur
 
+    def _read(self, sql: str, values: Args) -> psycopg.Cursor[Any]:
+        """A statement whose result is read now: in a pipeline, once every answer is in (the
+        shared cursor's last is then its own)."""
+        cur = self._on(self.cur, sql, values)
+        if self.pipe is not None:
+            self.pipe.wait()
+        return cur
+
     def one(self, sql: str, values: Args = ()) -> Any:
-        return self.later(sql, values).one()
+        return self._read(sql, values).fetchone()
 
     def all(self, sql: str, values: Args = ()) -> list[Any]:
-        return self.later(sql, values).rows()
+        return self._read(sql, values).fetchall()
 
     def value(self, sql: str, values: Args = ()) -> Any:
-        row = self.later(sql, values).one()
+        row = self._read(sql, values).fetchone()
         return None if row is None else row[0]
 
     def run(self, sql: str, values: Args = ()) -> int:
-        return self.later(sql, values).count()
+        return self._read(sql, values).rowcount
 
     def send(self, sql: str, values: Args = ()) -> None:
-        self._sent(sql, values)
+        self._on(self.cur, sql, values)
 
     def later(self, sql: str, values: Args = ()) -> Later:
-        return Later(self._sent(sql, values), self.pipe)
+        return Later(self._on(self._lend(), sql, values), self.pipe)
 
     def due_rows(self, sql: str, values: Args = ()) -> None:
-        cur = self._sent(sql, values)
+        cur = self._on(self._lend(), sql, values)
         if self.pipe is None:
             self.dues += [(r[0], r[1], r[2]) for r in cur.fetchall()]
         else:
             self.pipe.settle.append((cur, self.dues))
+
+    def _lend(self) -> psycopg.Cursor[Any]:
+        return self.c.cursor() if self.pipe is None else self.pipe.lend()
 
 
 class Later:

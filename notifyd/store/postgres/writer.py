@@ -37,7 +37,7 @@ from notifyd.core.clock import Clock
 from notifyd.store.base import StoreUnavailable
 from notifyd.store.core.sql import Features, Queries
 from notifyd.store.core.writer import Op, Outcome, Writer
-from notifyd.store.postgres.tx import PgTx, Pipe
+from notifyd.store.postgres.tx import Cursors, PgTx, Pipe
 
 log = logging.getLogger("notifyd.store")
 RETRIES = 8  # a script alone ended by a deadlock or a serialization failure runs again this often
@@ -64,6 +64,7 @@ class PgWriter(Writer[psycopg.Connection[Any]]):
         super().__init__(url, connect, clock, max_queue)
         self.q, self.features = q, features
         self.retried = 0  # batches run again after a deadlock, for tests and benchmarks
+        self._cursors: Cursors | None = None  # the connection's, made again with it
 
     def _run(self, ops: list[Op]) -> list[Outcome]:
         try:
@@ -114,8 +115,10 @@ class PgWriter(Writer[psycopg.Connection[Any]]):
         and COMMIT go out without waiting, except where a script reads a result or its time
         (PgTx), and the commit's answer is the batch's last round trip. Whatever any op or
         statement raised is raised, the transaction rolled back."""
+        if self._cursors is None or self._cursors.conn is not conn:
+            self._cursors = Cursors(conn)
         sending = conn.pipeline()
-        pipe = Pipe(sending.__enter__())
+        pipe = Pipe(sending.__enter__(), self._cursors)
         try:
             tx = PgTx(conn, self.q, self.features, self._now, pipe)
             tx.send("BEGIN")
