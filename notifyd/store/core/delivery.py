@@ -142,8 +142,13 @@ def _judge(tx: Tx, row: Row, rules: Rules, sending: dict[str, int], lease_ms: in
         return None
     attempt = row["attempts"] + 1
     token = secrets.token_hex(8)
-    tx.send(tx.q.CLAIM_STEP, (attempt, token, tx.now + lease_ms, tx.now, version, nid, no))
-    tx.send(tx.q.INSERT_ATTEMPT, (nid, no, attempt, token, tx.now))
+    joined = tx.features.joined_writes
+    if joined:
+        tx.send(joined.CLAIM_ATTEMPT, (attempt, token, tx.now + lease_ms, tx.now, version, nid,
+                                       no))
+    else:
+        tx.send(tx.q.CLAIM_STEP, (attempt, token, tx.now + lease_ms, tx.now, version, nid, no))
+        tx.send(tx.q.INSERT_ATTEMPT, (nid, no, attempt, token, tx.now))
     frozen = row["payload"]
     notice = None if frozen is not None else Notice(
         kind, row["tenant"], row["user_id"], orjson.loads(row["params"]), row["created_at"], who)
@@ -224,10 +229,17 @@ def complete(tx: Tx, claim: Claim, done: Completion, rules: Rules) -> bool:
         if done.provider_ref:  # naming it either sees this commit or is seen by it; then
             tx.send(locks.LOCK_REF, (done.provider_ref,))  # the notification
         tx.send(locks.LOCK_NOTIFICATION, (nid,))
-    tx.send(q.END_ATTEMPT, (tx.now, done.outcome, done.reason, done.provider_ref, nid, no,
-                            claim.attempt_no))
-    step = tx.later(q.COMPLETE_STEP, (done.state, done.reason, done.provider_ref,
-                                      done.retry_at, tx.now, nid, no, claim.claim_token))
+    joined = tx.features.joined_writes
+    if joined:
+        step = tx.later(joined.COMPLETE_ATTEMPT, {
+            "at": tx.now, "outcome": done.outcome, "state": done.state, "reason": done.reason,
+            "ref": done.provider_ref, "retry_at": done.retry_at, "nid": nid, "no": no,
+            "attempt": claim.attempt_no, "token": claim.claim_token})
+    else:
+        tx.send(q.END_ATTEMPT, (tx.now, done.outcome, done.reason, done.provider_ref, nid, no,
+                                claim.attempt_no))
+        step = tx.later(q.COMPLETE_STEP, (done.state, done.reason, done.provider_ref,
+                                          done.retry_at, tx.now, nid, no, claim.claim_token))
     # Read with the step's answer, in case it applies: the steps after it (no step before
     # their read moves them but a pull, which reads them after itself), and the receipts
     # that named the message first (nothing here writes those).
