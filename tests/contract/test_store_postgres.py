@@ -1,21 +1,26 @@
 """PostgreSQL's own: its migrations build the committed schema, two processes starting on a new
-database migrate it once, and the claim's locks as the database holds them."""
+database migrate it once, the claim's locks as the database holds them, and the writer's batch
+sent as one pipeline (a statement failing unread, a time read after the batch's locks, a lock
+waited for too long)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pg_support
+import psycopg
 import pytest
 from store_support import NOW, accept, opened
 
 from notifyd.core.clock import FakeClock
 from notifyd.core.records import InboxEntry
 from notifyd.store import StorageError, Store, open_store
+from notifyd.store.core.tx import Tx
 from notifyd.store.postgres.backend import connect
 from notifyd.store.postgres.migrate import migrate, migrations, schema_sql
 from notifyd.store.postgres.settings import PostgresSettings
@@ -128,3 +133,112 @@ async def opened_pg(url: str, settings: PostgresSettings) -> AsyncIterator[Store
         yield store
     finally:
         await store.close()
+
+
+# --- the writer's batch, sent as one pipeline ------------------------------------------------
+
+def _key(name: str, unread: bool = True) -> Callable[[Tx], str]:
+    """A script writing an API key named `name` (its hash the name: the same name twice is a
+    unique violation), its statement's answer never read, or read."""
+    def script(tx: Tx) -> str:
+        row = (name, name, "acme", "", tx.now, "send")
+        if unread:
+            tx.send(tx.q.INSERT_KEY, row)
+        else:
+            tx.run(tx.q.INSERT_KEY, row)
+        return name
+    return script
+
+
+async def _one_batch(backend: Any, *scripts: Callable[[Tx], Any]) -> list[Any]:
+    """`scripts` committed as one batch: queued while the writer is held by a script of its
+    own, then let go together. The results (or errors) in order."""
+    gate, taken = threading.Event(), threading.Event()
+
+    def hold(tx: Tx) -> None:
+        taken.set()
+        gate.wait(10)
+
+    held = asyncio.ensure_future(backend.write(hold))
+    assert await asyncio.to_thread(taken.wait, 10)
+    before = backend.writer.commits
+    writes = [asyncio.ensure_future(backend.write(s)) for s in scripts]
+    while backend.writer._ops.qsize() < len(scripts):
+        await asyncio.sleep(0)
+    gate.set()
+    await held
+    results = await asyncio.gather(*writes, return_exceptions=True)
+    assert backend.writer.commits - before == 2, "precondition: the scripts ran in one batch"
+    return results
+
+
+async def test_a_statement_that_fails_unread_fails_its_own_script_alone() -> None:
+    """A script's statement whose answer it never reads fails after the script returned (at
+    a later read, or the commit): the batch is run again, each script in a savepoint, and
+    only that script fails; a script that raises fails alone too; none is applied twice."""
+    async with opened(pg_support.migrated_url(), FakeClock(NOW)) as s:
+        backend = s.backend  # type: ignore[attr-defined]
+
+        def raises(tx: Tx) -> None:
+            _key("raised")(tx)
+            raise ValueError("boom")
+
+        results = await _one_batch(backend, _key("a"), _key("a"), _key("b", unread=False),
+                                   raises, _key("c"))
+        assert results[0] == "a" and results[2] == "b" and results[4] == "c"
+        assert isinstance(results[1], psycopg.errors.UniqueViolation)
+        assert isinstance(results[3], ValueError)
+        names = [r["name"] for r in await backend.fetch("SELECT name FROM api_keys")]
+        assert sorted(names) == ["a", "b", "c"]
+
+
+async def test_a_script_reads_its_time_after_the_locks_its_batch_waited_for() -> None:
+    """A script's time is read only once every statement sent before it has run: here the
+    script before it in the batch waits for a row another transaction holds, and the time read
+    is the clock's after that transaction ended, not before."""
+    clock = FakeClock(NOW)
+    url = pg_support.migrated_url()
+    async with opened(url, clock) as s:
+        backend = s.backend  # type: ignore[attr-defined]
+        await backend.write(_key("held"))
+
+        def waits(tx: Tx) -> None:
+            tx.send("SET LOCAL lock_timeout = '10s'")  # the batch's own 50 ms would end it
+            tx.send("UPDATE api_keys SET last_used_at = 1 WHERE name = 'held'")
+
+        with connect(url) as other:
+            other.execute("BEGIN")
+            other.execute("SELECT 1 FROM api_keys WHERE name = 'held' FOR UPDATE")
+            batch = asyncio.ensure_future(_one_batch(backend, waits, lambda tx: tx.now))
+            while not other.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 "
+                    "AND wait_event_type = 'Lock'", (backend.writer_pid,)).fetchone()[0]:
+                await asyncio.sleep(0.005)
+            clock.ms += 1000
+            other.execute("COMMIT")
+            assert (await batch)[1] == NOW + 1000
+
+
+async def test_a_batch_that_waits_too_long_for_a_lock_runs_each_script_alone() -> None:
+    """A batch whose statement, sent unread, waits past the batch's lock wait is rolled back
+    and each script runs alone, waiting as long as it must: both commit once."""
+    url = pg_support.migrated_url()
+    async with opened(url, FakeClock(NOW)) as s:
+        backend = s.backend  # type: ignore[attr-defined]
+        await backend.write(_key("held"))
+
+        def waits(tx: Tx) -> str:
+            tx.send("UPDATE api_keys SET last_used_at = coalesce(last_used_at, 0) + 1 "
+                    "WHERE name = 'held'")
+            return "waited"
+
+        with connect(url) as other:
+            other.execute("BEGIN")
+            other.execute("SELECT 1 FROM api_keys WHERE name = 'held' FOR UPDATE")
+            batch = asyncio.ensure_future(_one_batch(backend, waits, _key("d")))
+            while not backend.writer.retried:
+                await asyncio.sleep(0.005)
+            other.execute("COMMIT")
+            assert await batch == ["waited", "d"]
+        used = await backend.fetch("SELECT last_used_at FROM api_keys WHERE name = 'held'")
+        assert used[0][0] == 1

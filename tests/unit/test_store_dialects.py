@@ -12,7 +12,14 @@ from types import ModuleType
 import pytest
 
 from notifyd.store.core import sql
-from notifyd.store.core.sql import Features, Notifies, Queries, RowLocks, SharedBuckets
+from notifyd.store.core.sql import (
+    Features,
+    JoinedWrites,
+    Notifies,
+    Queries,
+    RowLocks,
+    SharedBuckets,
+)
 from notifyd.store.postgres import backend as pg_backend
 from notifyd.store.postgres import queries as pg
 from notifyd.store.postgres.tx import number
@@ -20,7 +27,8 @@ from notifyd.store.sqlite import queries as lite
 from notifyd.store.sqlite import tx as lite_tx
 
 DIALECTS = {"sqlite": (lite, lite_tx.FEATURES), "postgres": (pg, pg_backend.FEATURES)}
-FEATURES = {"row_locks": RowLocks, "shared_buckets": SharedBuckets, "notifies": Notifies}
+FEATURES = {"row_locks": RowLocks, "shared_buckets": SharedBuckets, "notifies": Notifies,
+            "joined_writes": JoinedWrites}
 
 
 def _names(protocol: type) -> list[str]:

@@ -8,7 +8,7 @@ from notifyd.core.records import DigestDue
 from notifyd.core.steps import StepKey
 from notifyd.store.base import Inbox
 from notifyd.store.core import inbox as inbox_rows
-from notifyd.store.core.rows import chosen, load_recipient
+from notifyd.store.core.rows import chosen, profile
 from notifyd.store.core.tx import Tx
 
 
@@ -18,7 +18,9 @@ def accept(tx: Tx, inp: AcceptInput, notification_id: str, params: str, plan: Pl
     conflict (different request) answers with what holds the key. The ladder is planned here,
     on the recipient as this transaction reads it, from this transaction's time, or from the
     request's send_at when that is later; the time to live counts from the same start."""
-    q, now = tx.q, tx.now
+    q = tx.q
+    found = tx.later(q.SELECT_RECIPIENT, (inp.tenant, inp.user_id))  # read with the time
+    now = tx.now
     start = now if inp.send_at is None else max(inp.send_at, now)
     inserted = tx.run(q.INSERT_NOTIFICATION, (
         notification_id, inp.tenant, inp.user_id, inp.kind, inp.dedup_key,
@@ -35,7 +37,7 @@ def accept(tx: Tx, inp: AcceptInput, notification_id: str, params: str, plan: Pl
         return AcceptResult(hit["id"], created=False, state=state,
                             conflict=hit["request_hash"] != inp.request_hash,
                             existing_kind=hit["kind"])
-    steps, lane = plan(load_recipient(tx, inp.tenant, inp.user_id), start)
+    steps, lane = plan(profile(tx, inp.tenant, inp.user_id, found.one()), start)
     tx.many(q.INSERT_STEP, [
         (notification_id, s.step_no, s.channel, lane, s.send_after, s.state, s.reason, s.note,
          now, s.send_after, s.cause.text if s.cause else None, s.note) for s in steps])
@@ -45,17 +47,20 @@ def accept(tx: Tx, inp: AcceptInput, notification_id: str, params: str, plan: Pl
                 if s.state == StepState.PENDING]
     signals, locks = tx.features.notifies, tx.features.row_locks
     if due and signals:
-        tx.value(signals.NOTIFY_DUE, (min(due),))
+        tx.send(signals.NOTIFY_DUE, (min(due),))
     state = current_state(False, ((s.channel, s.state) for s in steps))
     seq = badge = None
     if inbox is not None:  # the person's history, whatever the preferences say of the sends
         if locks:
-            tx.value(locks.LOCK_INBOX, (inp.tenant, inp.user_id))
-        seq = tx.value(q.INSERT_INBOX, (inp.tenant, inp.user_id, notification_id, inp.kind,
-                                        inbox.title, inbox.body, now))
+            tx.send(locks.LOCK_INBOX, (inp.tenant, inp.user_id))
+        item = tx.later(q.INSERT_INBOX, (inp.tenant, inp.user_id, notification_id, inp.kind,
+                                         inbox.title, inbox.body, now))
+        bumped = inbox_rows.bump_later(tx, inp.tenant, inp.user_id, 1)
+        row = item.one()
+        seq = None if row is None else row[0]
         if seq is not None and signals:
-            tx.value(signals.NOTIFY_INBOX, (inp.tenant, inp.user_id, seq))
-        badge = inbox_rows.bump_badge(tx, inp.tenant, inp.user_id, 1)
+            tx.send(signals.NOTIFY_INBOX, (inp.tenant, inp.user_id, seq))
+        badge = bumped()
     return AcceptResult(notification_id, True, state, first_due=min(due, default=None),
                         inbox_seq=seq, badge=badge, created_at=now)
 

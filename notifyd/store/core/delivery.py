@@ -56,8 +56,8 @@ def lapse_leases(tx: Tx) -> int:
 
 
 def mark_unknown(tx: Tx, nid: str, no: int, why: str) -> None:
-    tx.run(tx.q.MARK_UNKNOWN, (why, tx.now, tx.now, nid, no))
-    tx.run(tx.q.CLOSE_OPEN_ATTEMPTS, (tx.now, why, nid, no))
+    tx.send(tx.q.MARK_UNKNOWN, (why, tx.now, tx.now, nid, no))
+    tx.send(tx.q.CLOSE_OPEN_ATTEMPTS, (tx.now, why, nid, no))
     mark_open(tx, nid)  # due now, and its siblings that waited on it
 
 
@@ -142,8 +142,13 @@ def _judge(tx: Tx, row: Row, rules: Rules, sending: dict[str, int], lease_ms: in
         return None
     attempt = row["attempts"] + 1
     token = secrets.token_hex(8)
-    tx.run(tx.q.CLAIM_STEP, (attempt, token, tx.now + lease_ms, tx.now, version, nid, no))
-    tx.run(tx.q.INSERT_ATTEMPT, (nid, no, attempt, token, tx.now))
+    joined = tx.features.joined_writes
+    if joined:
+        tx.send(joined.CLAIM_ATTEMPT, (attempt, token, tx.now + lease_ms, tx.now, version, nid,
+                                       no))
+    else:
+        tx.send(tx.q.CLAIM_STEP, (attempt, token, tx.now + lease_ms, tx.now, version, nid, no))
+        tx.send(tx.q.INSERT_ATTEMPT, (nid, no, attempt, token, tx.now))
     frozen = row["payload"]
     notice = None if frozen is not None else Notice(
         kind, row["tenant"], row["user_id"], orjson.loads(row["params"]), row["created_at"], who)
@@ -191,16 +196,16 @@ def apply(tx: Tx, row: Row, d: Decision, version: int | None) -> None:
     a sibling stays out). The preference version read is kept with the decision."""
     q, nid, no = tx.q, row["notification_id"], row["step_no"]
     if d.verdict is Verdict.POSTPONE:
-        tx.run(q.POSTPONE_STEP, (d.until, d.reason, tx.now, nid, no))
+        tx.send(q.POSTPONE_STEP, (d.until, d.reason, tx.now, nid, no))
         if d.reason != row["reason"]:
-            tx.run(q.INSERT_EVENT, (nid, no, tx.now, f"postponed to {iso(d.until)}: {d.reason}"))
+            tx.send(q.INSERT_EVENT, (nid, no, tx.now, f"postponed to {iso(d.until)}: {d.reason}"))
         if d.until is not None:
             mark(tx, d.until, row["channel"], row["lane"])
         return
     state = ENDED[d.verdict]
-    tx.run(q.END_STEP, (state, d.reason, tx.now, version, nid, no))
+    tx.send(q.END_STEP, (state, d.reason, tx.now, version, nid, no))
     if d.verdict is Verdict.HOLD and d.digest and d.until is not None:
-        tx.run(q.HOLD_ITEM, (nid, no, row["tenant"], row["user_id"], d.digest, d.until, tx.now))
+        tx.send(q.HOLD_ITEM, (nid, no, row["tenant"], row["user_id"], d.digest, d.until, tx.now))
     if d.pull_next_at is not None:  # the ladder moves on rather than sit out this step's window
         pull_next(tx, nid, f"step {no} {state}", no, d.pull_next_at)
 
@@ -208,9 +213,11 @@ def apply(tx: Tx, row: Row, d: Decision, version: int | None) -> None:
 def freeze(tx: Tx, frozen: list[Freeze]) -> list[bool]:
     """Fix each step's rendered destination, payload and template while its claim is still
     ours; True for each that was fixed. Nothing frozen is ever changed."""
-    return [tx.run(tx.q.FREEZE_STEP, (f.destination, f.payload, f.template, tx.now,
-                                      f.claim.notification_id, f.claim.step_no,
-                                      f.claim.claim_token)) > 0 for f in frozen]
+    now = tx.now
+    fixed = [tx.later(tx.q.FREEZE_STEP, (f.destination, f.payload, f.template, now,
+                                         f.claim.notification_id, f.claim.step_no,
+                                         f.claim.claim_token)) for f in frozen]
+    return [done.count() > 0 for done in fixed]
 
 
 def complete(tx: Tx, claim: Claim, done: Completion, rules: Rules) -> bool:
@@ -220,23 +227,37 @@ def complete(tx: Tx, claim: Claim, done: Completion, rules: Rules) -> bool:
     locks = tx.features.row_locks
     if locks:  # before the time is read (tx.py): the provider's message id, so a receipt
         if done.provider_ref:  # naming it either sees this commit or is seen by it; then
-            tx.value(locks.LOCK_REF, (done.provider_ref,))  # the notification
-        tx.run(locks.LOCK_NOTIFICATION, (nid,))
-    tx.run(q.END_ATTEMPT, (tx.now, done.outcome, done.reason, done.provider_ref, nid, no,
-                           claim.attempt_no))
-    applied = tx.run(q.COMPLETE_STEP, (done.state, done.reason, done.provider_ref, done.retry_at,
-                                       tx.now, nid, no, claim.claim_token)) > 0
+            tx.send(locks.LOCK_REF, (done.provider_ref,))  # the notification
+        tx.send(locks.LOCK_NOTIFICATION, (nid,))
+    joined = tx.features.joined_writes
+    if joined:
+        step = tx.later(joined.COMPLETE_ATTEMPT, {
+            "at": tx.now, "outcome": done.outcome, "state": done.state, "reason": done.reason,
+            "ref": done.provider_ref, "retry_at": done.retry_at, "nid": nid, "no": no,
+            "attempt": claim.attempt_no, "token": claim.claim_token})
+    else:
+        tx.send(q.END_ATTEMPT, (tx.now, done.outcome, done.reason, done.provider_ref, nid, no,
+                                claim.attempt_no))
+        step = tx.later(q.COMPLETE_STEP, (done.state, done.reason, done.provider_ref,
+                                          done.retry_at, tx.now, nid, no, claim.claim_token))
+    # Read with the step's answer, in case it applies: the steps after it (no step before
+    # their read moves them but a pull, which reads them after itself), and the receipts
+    # that named the message first (nothing here writes those).
+    sent, pulls = done.state is StepState.SENT, done.pull_next
+    later = tx.later(q.SELECT_LATER_PENDING, (nid, no)) if sent and not pulls else None
+    orphans = tx.later(q.SELECT_ORPHANS, (done.provider_ref, nid)) if done.provider_ref else None
+    applied = step.count() > 0
     if applied and done.disable_contact and isinstance(claim.contact, Address):
-        tx.run(q.SUPPRESS_SENT, (claim.contact.suppression, claim.destination or "",
-                                 done.reason or "rejected", claim.key, tx.now, nid))
-    if applied and done.pull_next:
+        tx.send(q.SUPPRESS_SENT, (claim.contact.suppression, claim.destination or "",
+                                  done.reason or "rejected", claim.key, tx.now, nid))
+    if applied and pulls:
         pull_next(tx, nid, f"step {no} {done.state}", no, tx.now)
-    if applied and done.state is StepState.SENT:
-        start_window(tx, nid, no, rules)
+    if applied and sent:
+        start_window(tx, nid, no, rules, later or tx.later(q.SELECT_LATER_PENDING, (nid, no)))
     for device_id, why in done.dead_devices:  # whatever became of the step
-        tx.run(q.KILL_DEVICE, (why, tx.now, device_id, nid))
-    if applied and done.provider_ref:
-        for row in tx.all(q.SELECT_ORPHANS, (done.provider_ref, nid)):
+        tx.send(q.KILL_DEVICE, (why, tx.now, device_id, nid))
+    if applied and orphans is not None:
+        for row in orphans.rows():
             receipts.apply(tx, rows.receipt(row), nid, no, rules)
     if applied:  # a retry, a window restarted, a step pulled, or a sibling no longer waiting
         mark_open(tx, nid)
@@ -287,9 +308,10 @@ def resolve(tx: Tx, nid: str, resolution: str, by: str, tenant: str | None,
         return None
     if row["resolved_at"] is not None:  # read inside the write: an earlier one won
         return ResolveResult(nid, row["resolution"], row["resolved_at"], False, 0, 0, row["kind"])
-    tx.run(q.RESOLVE, (tx.now, resolution, by, nid))
-    depth = int(tx.value(q.SELECT_DEPTH, (nid,)))
-    cancelled = tx.run(q.CANCEL_PENDING, (f"resolved: {resolution}", tx.now, nid))
+    tx.send(q.RESOLVE, (tx.now, resolution, by, nid))
+    gone = tx.later(q.SELECT_DEPTH, (nid,))
+    cancelling = tx.later(q.CANCEL_PENDING, (f"resolved: {resolution}", tx.now, nid))
+    depth, cancelled = int(gone.rows()[0][0]), cancelling.count()
     read = inbox.read_resolved(tx, nid) if row["kind"] in read_kinds else None
     return ResolveResult(nid, resolution, tx.now, True, cancelled, depth, row["kind"], read)
 

@@ -19,4 +19,4 @@ def mark(tx: Tx, at: int, channel: str, lane: str) -> None:
 def mark_open(tx: Tx, nid: str) -> None:
     """Every open step of the notification, as this transaction leaves it (a step waiting on
     a sibling in flight falls due to the index again when that sibling's send ends)."""
-    tx.dues += [(r[0], r[1], r[2]) for r in tx.all(tx.q.SELECT_OPEN_DUE, (nid,))]
+    tx.due_rows(tx.q.SELECT_OPEN_DUE, (nid,))

@@ -105,10 +105,10 @@ def route_chunk(tx: Tx, tenant: str, event_id: str, routes: Mapping[str, KindRou
     made = [m for user in recipients for kind in kinds
             if (m := _notify(tx, r, user, kind, params, routes[kind])) is not None]
     if made:
-        tx.run(q.MARK_EVENT, (event_id, json.dumps([m.result.notification_id for m in made])))
+        tx.send(q.MARK_EVENT, (event_id, json.dumps([m.result.notification_id for m in made])))
     done = len(recipients) < limit
-    tx.run(q.ADVANCE_EVENT, (recipients[-1] if recipients else r["cursor"], len(recipients),
-                             now if done else None, tenant, event_id))
+    tx.send(q.ADVANCE_EVENT, (recipients[-1] if recipients else r["cursor"], len(recipients),
+                              now if done else None, tenant, event_id))
     return Routed(len(recipients), done, made)
 
 

@@ -4,6 +4,7 @@ that stop when read resolved in the same transaction."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from notifyd.core.models import ItemRead
 from notifyd.core.records import InboxChange
@@ -12,6 +13,20 @@ from notifyd.store.core.tx import Row, Tx
 
 def bump_badge(tx: Tx, tenant: str, user_id: str, by: int) -> int:
     """The badge moved by `by`; one that would go below zero has drifted: rebuilt from rows."""
+    return bump_later(tx, tenant, user_id, by)()
+
+
+def bump_later(tx: Tx, tenant: str, user_id: str, by: int) -> Callable[[], int]:
+    """bump_badge, its count read when asked: a badge is never below zero, so one moved up is
+    moved at once, unread."""
+    if by >= 0:
+        bumped = tx.later(tx.q.BUMP_BADGE, (tenant, user_id, by, by))
+        return lambda: int(bumped.rows()[0][0])
+    count = _bump_down(tx, tenant, user_id, by)
+    return lambda: count
+
+
+def _bump_down(tx: Tx, tenant: str, user_id: str, by: int) -> int:
     kept = badge(tx, tenant, user_id)
     if kept + by < 0:
         actual = int(tx.value(tx.q.COUNT_UNREAD, (tenant, user_id)))

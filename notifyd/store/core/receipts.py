@@ -32,7 +32,7 @@ def record_all(tx: Tx, found: list[Receipt], rules: Rules, once: Nonce | None) -
     locks = tx.features.row_locks
     if locks:  # each message id (as complete takes it), then each step, in that order
         for ref in sorted({r.provider_ref for r in found if r.provider_ref}):
-            tx.value(locks.LOCK_REF, (ref,))
+            tx.send(locks.LOCK_REF, (ref,))
         for r in found:
             match(tx, r)
     if once is not None and not claim(tx, once):
@@ -45,7 +45,7 @@ def claim(tx: Tx, once: Nonce) -> bool:
     has ended go first, a batch at a time. The edge is never past the token's own window: the
     parser let it in before then, so a replay of it is still refused however late this runs."""
     edge = min(tx.now, once.until)
-    tx.run(tx.q.PRUNE_WEBHOOK_TOKENS, (once.provider, edge, PRUNE_BATCH))
+    tx.send(tx.q.PRUNE_WEBHOOK_TOKENS, (once.provider, edge, PRUNE_BATCH))
     return tx.run(tx.q.CLAIM_WEBHOOK_TOKEN, (once.provider, once.value, tx.now, once.until,
                                               edge)) > 0
 
@@ -62,9 +62,9 @@ def record(tx: Tx, r: Receipt, rules: Rules) -> Recorded:
     if step is None:
         reason = rules.orphan(r)
         if reason is not None and r.address and r.channel_type:  # every tenant's (a STOP)
-            tx.run(q.SUPPRESS, (r.tenant or "*", r.channel_type,
-                                normal_address(r.channel_type, r.address), reason, r.provider,
-                                f"{r.provider}:{r.event_id}", tx.now))
+            tx.send(q.SUPPRESS, (r.tenant or "*", r.channel_type,
+                                 normal_address(r.channel_type, r.address), reason, r.provider,
+                                 f"{r.provider}:{r.event_id}", tx.now))
         return Recorded.ORPHAN
     apply(tx, r, step.notification_id, step.step_no, rules)
     return Recorded.APPLIED
@@ -93,7 +93,7 @@ def _named(tx: Tx, r: Receipt) -> Iterator[StepKey]:
 def apply(tx: Tx, r: Receipt, nid: str, no: int, rules: Rules) -> None:
     """Judge the receipt on its step as this transaction reads it; apply what the rules say."""
     q = tx.q
-    tx.run(q.MATCH_RECEIPT, (nid, no, r.provider, r.event_id))
+    tx.send(q.MATCH_RECEIPT, (nid, no, r.provider, r.event_id))
     row = tx.one(q.SELECT_RECEIPT_STEP, (nid, no))
     assert row is not None
     contact = rules.catalog.contact(row["channel"])
@@ -106,17 +106,17 @@ def apply(tx: Tx, r: Receipt, nid: str, no: int, rules: Rules) -> None:
         StepState(row["state"]), row["evidence"], channel_type,
         r.address or (row["destination"] if address is not None else None), device))
     if d.evidence is not None:
-        tx.run(q.SET_EVIDENCE, (d.evidence, nid, no))
+        tx.send(q.SET_EVIDENCE, (d.evidence, nid, no))
     if d.resolve and tx.run(q.RESOLVE, (tx.now, "delivered", f"receipt:{r.provider}", nid)):
-        tx.run(q.CANCEL_PENDING, ("resolved: delivered", tx.now, nid))
+        tx.send(q.CANCEL_PENDING, ("resolved: delivered", tx.now, nid))
         if row["kind"] in rules.catalog.read_on_resolve:
             inbox.read_resolved(tx, nid)
     if d.suppress and channel_type:
-        tx.run(q.SUPPRESS, (row["tenant"], channel_type,
-                            normal_address(channel_type, r.address or row["destination"] or ""),
-                            d.suppress, r.provider, f"{r.provider}:{r.event_id}", tx.now))
+        tx.send(q.SUPPRESS, (row["tenant"], channel_type,
+                             normal_address(channel_type, r.address or row["destination"] or ""),
+                             d.suppress, r.provider, f"{r.provider}:{r.event_id}", tx.now))
     if d.pull_next:
         pull_next(tx, nid, f"step {no} {r.event}", no, tx.now)
     if d.kill_device and device:
-        tx.run(q.KILL_DEVICE, (f"{r.provider}: {r.event}", tx.now, device, nid))
+        tx.send(q.KILL_DEVICE, (f"{r.provider}: {r.event}", tx.now, device, nid))
 

@@ -25,7 +25,11 @@ from notifyd.store.core.tx import Row, Tx
 
 def load_recipient(tx: Tx, tenant: str, user_id: str) -> Recipient | None:
     """The profile and its disabled contacts (no devices), inside a transaction."""
-    row = tx.one(tx.q.SELECT_RECIPIENT, (tenant, user_id))
+    return profile(tx, tenant, user_id, tx.one(tx.q.SELECT_RECIPIENT, (tenant, user_id)))
+
+
+def profile(tx: Tx, tenant: str, user_id: str, row: Row | None) -> Recipient | None:
+    """A profile row read by SELECT_RECIPIENT, with its disabled contacts read now."""
     if row is None:
         return None
     return recipient(tenant, user_id, row, disabled(tx, tenant, row["contacts"]))

@@ -330,6 +330,19 @@ class Notifies(Protocol):
     NOTIFY_INBOX: str  # (tenant, user_id, seq): an inbox item was committed: streams read it
 
 
+class JoinedWrites(Protocol):
+    """One statement changes the rows of two tables (a data-modifying WITH): on the claim's and
+    the completion's paths, a statement fewer for the server and the writer."""
+
+    CLAIM_ATTEMPT: str  # (attempts, claim_token, lease_until, at, pref_version, notification_id,
+    #   step_no): CLAIM_STEP and INSERT_ATTEMPT of that attempt (attempt_no = attempts, started
+    #   at `at`), in one
+    COMPLETE_ATTEMPT: str  # {at, outcome, state, reason, ref, retry_at, nid, no, attempt, token}:
+    #   END_ATTEMPT (ended_at, outcome, reason, provider_ref, attempt_no) and COMPLETE_STEP
+    #   (state, reason, provider_ref, send_after, updated_at, claim_token), in one; the count
+    #   is COMPLETE_STEP's
+
+
 @dataclass(frozen=True)
 class Features:
     """What a dialect can do beyond what every dialect does, as Django's backends declare it:
@@ -340,6 +353,7 @@ class Features:
     row_locks: RowLocks | None = None  # writers of several processes run at once
     shared_buckets: SharedBuckets | None = None  # one rate bucket per channel for them all
     notifies: Notifies | None = None  # other processes hear an accept when it commits
+    joined_writes: JoinedWrites | None = None  # one statement writes two tables
 
 
 # === the shared words ==========================================================================

@@ -28,8 +28,27 @@ class Row(Protocol):
     def __getitem__(self, key: str | int) -> Any: ...
 
 
+class Later(Protocol):
+    """A statement's result, read when asked (Tx.later)."""
+
+    def count(self) -> int:
+        """How many rows it changed."""
+        ...
+
+    def rows(self) -> list[Row]: ...
+
+    def one(self) -> Row | None: ...
+
+
 class Tx(Protocol):
-    """One transaction, as a script sees it."""
+    """One transaction, as a script sees it.
+
+    A dialect may send statements ahead and wait for the server only when a result is read
+    (PostgreSQL's pipeline: one round trip for all sent before it). So a script sends what it
+    will not read with `send` (or `many`), asks for what it reads after more statements with
+    `later`, and reads last what it can; the statements still run in the order it gave them.
+    An error in a statement not yet read fails the transaction when it is, or at the commit.
+"""
 
     q: Queries  # the dialect's statements, by name
     features: Features  # what the dialect can do beyond them, with their statements
@@ -54,6 +73,19 @@ class Tx(Protocol):
 
     def run(self, sql: str, args: Args = ()) -> int:
         """Execute; how many rows it changed."""
+        ...
+
+    def send(self, sql: str, args: Args = ()) -> None:
+        """Execute; what it returns is not used (the dialect need not wait for it)."""
+        ...
+
+    def later(self, sql: str, args: Args = ()) -> Later:
+        """Execute; its result read when asked (waited for then, with those sent before)."""
+        ...
+
+    def due_rows(self, sql: str, args: Args = ()) -> None:
+        """Mark due (`dues`) each (at, channel, lane) row this statement reads, as the
+        transaction stands at that point; the dialect may read them with the commit."""
         ...
 
     # Execute once per row of args (what it returns is not used).

@@ -40,7 +40,8 @@ T = TypeVar("T")
 log = logging.getLogger("notifyd.store")
 QUERIES: Queries = queries  # type-checked: the module names every statement the core uses
 # Several processes write at once: each feature's statements are in queries.py (type-checked).
-FEATURES = Features(row_locks=queries, shared_buckets=queries, notifies=queries)
+FEATURES = Features(row_locks=queries, shared_buckets=queries, notifies=queries,
+                    joined_writes=queries)
 WATCH_TICK_SEC = 1.0  # how often the listener looks at its stop event
 
 

@@ -288,6 +288,28 @@ ON CONFLICT (channel) DO NOTHING RETURNING tokens"""
 SPEND_TOKENS = """UPDATE rate_budgets SET tokens = tokens - ? WHERE channel = ?
 RETURNING tokens"""
 
+# --- two tables in one statement (joined_writes) ----------------------------------------------
+
+# The step leased and its attempt started. A data-modifying WITH runs whether or not the
+# statement reads it: the attempt's row is written as INSERT_ATTEMPT alone would write it.
+CLAIM_ATTEMPT = """WITH claimed AS (UPDATE steps SET state = 'sending', attempts = ?1,
+    claim_token = ?2, lease_until = ?3, reason = NULL, updated_at = ?4,
+    pref_version = COALESCE(pref_version, ?5)
+    WHERE notification_id = ?6 AND step_no = ?7)
+INSERT INTO attempts (notification_id, step_no, attempt_no, claim_token, started_at)
+VALUES (?6, ?7, ?1, ?2, ?4)"""
+# The attempt ended whatever the token, and the step completed only while the token is ours,
+# its notification locked first (as COMPLETE_STEP); the count is the step's.
+COMPLETE_ATTEMPT = """WITH n AS (SELECT id FROM notifications WHERE id = :nid FOR NO KEY UPDATE),
+ended AS (UPDATE attempts SET ended_at = :at, outcome = :outcome, reason = :reason,
+    provider_ref = :ref
+    WHERE notification_id = :nid AND step_no = :no AND attempt_no = :attempt)
+UPDATE steps SET state = :state, reason = :reason, provider_ref = COALESCE(:ref, provider_ref),
+    send_after = COALESCE(:retry_at, send_after), claim_token = NULL, lease_until = NULL,
+    updated_at = :at
+WHERE notification_id = (SELECT id FROM n) AND step_no = :no AND claim_token = :token
+    AND state = 'sending'"""
+
 # --- signals, delivered to every listening process when the transaction commits -------------
 
 NOTIFY_DUE = "SELECT pg_notify('notifyd_due', (?::bigint)::text)"

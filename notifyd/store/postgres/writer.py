@@ -2,6 +2,13 @@
 in one transaction, replayed with a savepoint around each op when one fails, so it fails alone;
 and what SQLite never needs, since other processes lock rows too:
 
+- a batch is sent as one pipeline (psycopg's pipeline mode, tx.Pipe): BEGIN, its scripts'
+  statements and COMMIT go out without waiting, and the writer waits for the server only where
+  a script reads a result or its time, and for the commit. Each statement is a round trip
+  otherwise, and the one writer thread is bound by their latency, not by anyone's CPU. A
+  statement that fails unread fails the batch at the next read or at the commit: then it is
+  replayed with savepoints, one statement at a time, so only its script fails;
+
 - a batch (one script or more) waits for a lock at most BATCH_LOCK_WAIT: a batch holds the
   locks of all its scripts, so two processes' batches can wait for each other (PostgreSQL finds
   that deadlock only after deadlock_timeout, a second by default). A batch that waited too
@@ -15,6 +22,7 @@ and what SQLite never needs, since other processes lock rows too:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -23,12 +31,13 @@ from typing import Any
 
 import psycopg
 from psycopg import errors
+from psycopg.pq import TransactionStatus
 
 from notifyd.core.clock import Clock
 from notifyd.store.base import StoreUnavailable
 from notifyd.store.core.sql import Features, Queries
 from notifyd.store.core.writer import Op, Outcome, Writer
-from notifyd.store.postgres.tx import PgTx
+from notifyd.store.postgres.tx import Cursors, PgTx, Pipe
 
 log = logging.getLogger("notifyd.store")
 RETRIES = 8  # a script alone ended by a deadlock or a serialization failure runs again this often
@@ -55,6 +64,7 @@ class PgWriter(Writer[psycopg.Connection[Any]]):
         super().__init__(url, connect, clock, max_queue)
         self.q, self.features = q, features
         self.retried = 0  # batches run again after a deadlock, for tests and benchmarks
+        self._cursors: Cursors | None = None  # the connection's, made again with it
 
     def _run(self, ops: list[Op]) -> list[Outcome]:
         try:
@@ -77,9 +87,7 @@ class PgWriter(Writer[psycopg.Connection[Any]]):
         conn = self._connection()
         for attempt in range(RETRIES):
             try:
-                with conn.transaction():
-                    conn.execute("SET LOCAL lock_timeout = 0")
-                    return True, op(self._tx(conn))
+                return self._pipelined(conn, [op], alone=True)[0]
             except Exception as e:  # noqa: BLE001 - the op's own error is its answer
                 if lost(e):
                     raise
@@ -94,13 +102,51 @@ class PgWriter(Writer[psycopg.Connection[Any]]):
         own, so that only that one fails. A lock waited for too long ends the batch."""
         conn = self._connection()
         try:
-            with conn.transaction():
-                return [(True, op(self._tx(conn))) for op in ops]
+            return self._pipelined(conn, ops)
         except Exception as e:
             if retryable(e) or lost(e):
                 raise
         with conn.transaction():
             return [self._alone(conn, op) for op in ops]
+
+    def _pipelined(self, conn: psycopg.Connection[Any], ops: list[Op],
+                   alone: bool = False) -> list[Outcome]:
+        """Every op in one transaction, sent as one pipeline: BEGIN, the scripts' statements
+        and COMMIT go out without waiting, except where a script reads a result or its time
+        (PgTx), and the commit's answer is the batch's last round trip. Whatever any op or
+        statement raised is raised, the transaction rolled back."""
+        if self._cursors is None or self._cursors.conn is not conn:
+            self._cursors = Cursors(conn)
+        sending = conn.pipeline()
+        pipe = Pipe(sending.__enter__(), self._cursors)
+        try:
+            tx = PgTx(conn, self.q, self.features, self._now, pipe)
+            tx.send("BEGIN")
+            if alone:  # a script alone waits for its locks as long as it must
+                tx.send("SET LOCAL lock_timeout = 0")
+            pipe.pending = False  # nothing sent yet that a script's time must wait for
+            outcomes = [(True, op(self._tx(conn, pipe))) for op in ops]
+            tx.send("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):  # its statements' errors: the op's is raised
+                sending.__exit__(None, None, None)
+            self._rollback(conn)
+            raise
+        try:
+            sending.__exit__(None, None, None)  # synced: the commit's round trip
+        except BaseException:
+            self._rollback(conn)
+            raise
+        pipe.settled()
+        return outcomes
+
+    def _rollback(self, conn: psycopg.Connection[Any]) -> None:
+        """A pipeline that failed, its answers read: its transaction rolled back, if open."""
+        if conn.closed or conn.broken:
+            return
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            with contextlib.suppress(psycopg.OperationalError):
+                conn.execute("ROLLBACK")
 
     def _alone(self, conn: psycopg.Connection[Any], op: Op) -> Outcome:
         try:
@@ -122,8 +168,8 @@ class PgWriter(Writer[psycopg.Connection[Any]]):
         if self._conn is not None:
             self._conn.close()
 
-    def _tx(self, conn: psycopg.Connection[Any]) -> PgTx:
-        return PgTx(conn, self.q, self.features, self._now)
+    def _tx(self, conn: psycopg.Connection[Any], pipe: Pipe | None = None) -> PgTx:
+        return PgTx(conn, self.q, self.features, self._now, pipe)
 
     def _fault_of(self, e: BaseException) -> str | None:
         if not lost(e):

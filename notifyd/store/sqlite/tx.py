@@ -37,3 +37,32 @@ class SqliteTx:
 
     def run(self, sql: str, args: Args = ()) -> int:
         return self.c.execute(sql, args).rowcount
+
+    def send(self, sql: str, args: Args = ()) -> None:
+        self.c.execute(sql, args)
+
+    def later(self, sql: str, args: Args = ()) -> Done:
+        return Done(self.c.execute(sql, args))
+
+    def due_rows(self, sql: str, args: Args = ()) -> None:
+        self.dues += [(r[0], r[1], r[2]) for r in self.c.execute(sql, args)]
+
+
+class Done:
+    """A statement already run to its end (the file answers at once, and a statement run
+    after it must not change what it read): its result as Tx.later gives it."""
+
+    __slots__ = ("_count", "_rows")
+
+    def __init__(self, cur: sqlite3.Cursor) -> None:
+        self._rows = cur.fetchall()
+        self._count = cur.rowcount
+
+    def count(self) -> int:
+        return self._count
+
+    def rows(self) -> list[Any]:
+        return self._rows
+
+    def one(self) -> Any:
+        return self._rows[0] if self._rows else None
