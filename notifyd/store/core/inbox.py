@@ -91,8 +91,8 @@ def read_all(tx: Tx, tenant: str, user_id: str, stop_on_read: frozenset[str],
              kinds: tuple[str, ...] = ()) -> InboxChange:
     locks = tx.features.row_locks
     if locks and stop_on_read:  # it may resolve: locked before the time is read
-        tx.all(locks.LOCK_UNREAD, (tenant, user_id, *of_kinds(kinds),
-                                   json.dumps(sorted(stop_on_read))))
+        tx.send(locks.LOCK_UNREAD, (tenant, user_id, *of_kinds(kinds),
+                                    json.dumps(sorted(stop_on_read))))
     rows = tx.all(tx.q.READ_ALL, (tx.now, tenant, user_id, *of_kinds(kinds)))
     if kinds:  # the other kinds' unread items still count
         count = bump_badge(tx, tenant, user_id, -sum(bool(r["counted"]) for r in rows))
