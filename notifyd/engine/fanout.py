@@ -5,8 +5,8 @@ Events still routing are taken in acceptance order, a chunk of each in turn, so 
 never held behind a large one. Each chunk is one short write (store.route_chunk: the next
 [fanout] chunk recipients after the event's cursor, a notification per recipient and kind, the
 cursor moved on); the loop yields between chunks, so accepts and claims share the writer with
-it. After each commit the scanner hears of the earliest step due and open inbox streams of the
-new items. A restart resumes every event at its cursor; a chunk replayed creates nothing twice.
+it. Each commit tells the scanner's due index its steps' due times; after it, open inbox streams
+hear of the new items. A restart resumes every event at its cursor; a chunk replayed creates nothing twice.
 """
 
 from __future__ import annotations
@@ -109,9 +109,6 @@ class Fanout:
         self.metrics.event_recipients.inc(routed.recipients)
         for m in routed.made:
             self.ingest.announce(m.inp, m.result, m.inbox)
-        due = [m.result.first_due for m in routed.made if m.result.first_due is not None]
-        if due and self.ingest.wake is not None:
-            self.ingest.wake(min(due))
         if self._unrendered and self._warn.allow() is not None:
             log.warning("event %s/%s: %d inbox items had no template that renders now; those "
                         "notifications have no inbox item", e.tenant, e.event_id,

@@ -61,12 +61,6 @@ class Wakeups:
         if was_full:
             self.wake.set()
 
-    def due(self, at_ms: int) -> None:
-        """An accept's earliest due time, told after its commit (Ingest's wake, where one is
-        wired): the index has it from the commit already; asleep past it, wake."""
-        if self.sleep_until is not None and at_ms < self.sleep_until:
-            self.wake.set()
-
     def signal(self, at_ms: int) -> None:
         """A step is due at `at_ms` on some lane: another process's accept (store.watch).
         Every lane is claimed then."""

@@ -306,11 +306,6 @@ class ClaimStore(Protocol):
         """How many steps are in flight under a lease, and when the last lease ends."""
         ...
 
-    async def next_due(self, routes: list[Route]) -> int | None:
-        """The earliest send_after of a step on those routes that may go (none of its
-        notification's steps in flight), or a lease's end: one read."""
-        ...
-
     async def end_unconfigured(self, channels: list[str], decide: DecideFn) -> list[Decided]:
         """One write: open steps on channels not in `channels`, judged by `decide` as such."""
         ...

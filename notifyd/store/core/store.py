@@ -364,10 +364,6 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
         assert row is not None
         return Leases(int(row[0]), rows.as_int(row[1]))
 
-    async def next_due(self, routes: list[Route]) -> int | None:
-        pairs = tuple(x for r in routes for x in (r.channel, r.lane))
-        return rows.as_int(await self.backend.peek(self.q.next_due_sql(len(routes)), pairs))
-
     def on_due(self, listener: Callable[[list[Due]], None] | None) -> None:
         self.backend.writer.on_due = listener
 
