@@ -90,7 +90,8 @@ def build(cfg: Config, templates: Templates | None, shared: Shared,
     digester = Digester(cfg, shared.store, ingest, shared.clock)
     health = Health(cfg, shared.store, pool, scanner, shared.clock, shared.loop)
     retention = Retention(cfg.retention, shared.store, shared.clock, shared.metrics)
-    fanout = Fanout(cfg, shared.store, ingest, shared.clock, shared.metrics)
+    fanout = Fanout(cfg, shared.store, ingest, shared.clock, shared.metrics,
+                    shared=shared.store.shared)
     return Generation(cfg, templates, pool, scanner, ingest, digester, health, retention, fanout)
 
 
