@@ -1,9 +1,12 @@
 """Rendering, between the claim and the first send: the kind's templates for the channel's medium
 in the recipient's locale, then the channel's own render, as the exact text to freeze.
 
-It runs on the event loop after a step is claimed, never on the writer thread and never inside the
-claim transaction, so a bad template ends its own step (RenderError) and holds up nothing else.
-What it returns is frozen on the step with the template's version; every retry resends it.
+A claim's first few never-frozen steps are rendered inside the claim transaction, on the writer's
+thread (SenderPool.freezer: at most FREEZE_IN_CLAIM, so the writer never holds a long render),
+and frozen in the claim's own commit; the rest, and any whose render raised there, are rendered
+on the event loop after the commit (SenderPool.prepare), where a bad template ends its own step
+(RenderError) and holds up nothing else. What it returns is frozen on the step with the
+template's version; every retry resends it.
 """
 
 from __future__ import annotations

@@ -104,8 +104,10 @@ class Scanner:
             return None, []
         batch = self.cfg.scanner.claim_batch
         wants = [Want(w.channel, w.lane, min(w.n, batch)) for w in wants]
+        await self.pool.refresh(now)
         claimed = await self.store.claim_due(wants, self.lease_ms, self.rules,
-                                             self.pool.budget(now, {w.channel for w in wants}))
+                                             self.pool.budget(now, {w.channel for w in wants}),
+                                             self.pool.freezer(now))
         taken = Counter((c.channel, c.lane) for c in claimed.claims)
         self._full = any(taken[(w.channel, w.lane)] >= w.n for w in wants)
         self._log_decided(claimed.decided)

@@ -43,6 +43,7 @@ from notifyd.core.models import (
     Claimed,
     Completion,
     Freeze,
+    FreezeFn,
     Lane,
     Outcome,
     Route,
@@ -62,6 +63,10 @@ from notifyd.store import SendStore, StorageError
 log = logging.getLogger("notifyd.sender")
 LANES = (Lane.URGENT, Lane.BULK, Lane.BROADCAST)  # asked in this order
 RENDER_SLICE_SEC = 0.002  # renders in one turn of the event loop, at most about this long
+# Never-frozen steps of one claim rendered inside the claim's own transaction, at most: a claim
+# of a few steps (a quiet daemon's) freezes them in its own commit instead of a write of its
+# own; the rest of a large one render on the loop, so the writer holds no long render.
+FREEZE_IN_CLAIM = 4
 
 
 class TokenBucket:
@@ -337,6 +342,33 @@ class SenderPool:
             if b.opened_at is not None and not b.probing and b.opened_at + b.cooldown_ms > now:
                 waits.append(b.opened_at + b.cooldown_ms - now)
         return min(waits, default=None)
+
+    def freezer(self, now: int) -> FreezeFn:
+        """What the next claim's transaction renders and freezes (store.claim_due's `freeze`):
+        its first FREEZE_IN_CLAIM never-frozen steps, so each of those costs two commits (the
+        claim, the completion) and not three; it runs on the writer's thread, inside that
+        transaction. A step left out, or whose render raised, is rendered after the commit
+        by `prepare`, where a bad template ends its own step as always. Call `refresh` first:
+        the preference links are signed with the key it read."""
+        left = FREEZE_IN_CLAIM
+
+        def freeze(claim: Claim) -> Freeze | None:
+            nonlocal left
+            ch = self.channels.get(claim.channel)
+            if left <= 0 or ch is None:
+                return None
+            left -= 1
+            try:
+                return self.renderer.freeze(claim, ch.adapter, now)
+            except Exception:  # noqa: BLE001 - prepare renders it again and ends it dead
+                return None
+
+        return freeze
+
+    async def refresh(self, now: int) -> None:
+        """Before a claim that may render (`freezer`): the preference links' key, read again
+        when it is due."""
+        await self.renderer.refresh(now)
 
     async def prepare(self, claims: list[Claim], now: int) -> list[Claim]:
         """Render what has never been frozen and freeze it, all in one write, before any of it

@@ -4,6 +4,7 @@ replay, resolve. Every rule comes in `Rules`; these scripts only read, ask and w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 
@@ -23,6 +24,7 @@ from notifyd.core.models import (
     DecideFn,
     Decision,
     Freeze,
+    FreezeFn,
     Lane,
     Notice,
     Recipient,
@@ -61,10 +63,12 @@ def mark_unknown(tx: Tx, nid: str, no: int, why: str) -> None:
     mark_open(tx, nid)  # due now, and its siblings that waited on it
 
 
-def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Budget) -> Claimed:
+def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Budget,
+              freeze: FreezeFn | None = None) -> Claimed:
     """Up to `n` due steps per (channel, lane), within the shared budget, each judged by
     `rules.decide` on what this transaction reads and leased when it says send (promise 3: a
-    resolution committed before the claim always wins). Lapsed leases become unknown first."""
+    resolution committed before the claim always wins). Lapsed leases become unknown first.
+    A claim never frozen that `freeze` renders is frozen here, in the claim's own commit."""
     lapse_leases(tx)
     claimed = Claimed([], [])
     sending: dict[str, int] = {}  # claimed in this transaction: a sibling in flight
@@ -102,7 +106,20 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
         if buckets and shared and n > 0:
             claimed.tokens[want.channel] = float(tx.value(buckets.SPEND_TOKENS,
                                                           (taken, want.channel)))
+    if freeze is not None:
+        claimed.claims[:] = [_frozen(tx, c, freeze) if c.payload is None else c
+                             for c in claimed.claims]
     return claimed
+
+
+def _frozen(tx: Tx, claim: Claim, freeze: FreezeFn) -> Claim:
+    """`claim` with its message fixed in this transaction, if `freeze` rendered it."""
+    f = freeze(claim)
+    if f is None:
+        return claim
+    [done] = freeze_steps(tx, [f])
+    assert done  # leased by this very transaction
+    return dataclasses.replace(claim, destination=f.destination, payload=json.loads(f.payload))
 
 
 def _take_tokens(tx: Tx, buckets: SharedBuckets, channel: str,
@@ -205,7 +222,7 @@ def apply(tx: Tx, row: Row, d: Decision, version: int | None) -> None:
         pull_next(tx, nid, f"step {no} {state}", no, d.pull_next_at)
 
 
-def freeze(tx: Tx, frozen: list[Freeze]) -> list[bool]:
+def freeze_steps(tx: Tx, frozen: list[Freeze]) -> list[bool]:
     """Fix each step's rendered destination, payload and template while its claim is still
     ours; True for each that was fixed. Nothing frozen is ever changed."""
     return [tx.run(tx.q.FREEZE_STEP, (f.destination, f.payload, f.template, tx.now,

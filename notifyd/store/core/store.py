@@ -32,6 +32,7 @@ from notifyd.core.models import (
     Due,
     DueTimes,
     Freeze,
+    FreezeFn,
     Leases,
     Nonce,
     PlanFn,
@@ -346,12 +347,13 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
     # --- the delivery engine ----------------------------------------------------------------
 
     async def claim_due(self, wants: list[Want], lease_ms: int, rules: Rules,
-                        budget: Budget | None = None) -> Claimed:
+                        budget: Budget | None = None, freeze: FreezeFn | None = None
+                        ) -> Claimed:
         return await self.backend.write(lambda tx: delivery.claim_due(
-            tx, wants, lease_ms, rules, budget or Budget()))
+            tx, wants, lease_ms, rules, budget or Budget(), freeze))
 
     async def freeze(self, frozen: list[Freeze]) -> list[bool]:
-        return await self.backend.write(lambda tx: delivery.freeze(tx, frozen))
+        return await self.backend.write(lambda tx: delivery.freeze_steps(tx, frozen))
 
     async def complete(self, claim: Claim, done: Completion, rules: Rules) -> bool:
         return await self.backend.write(lambda tx: delivery.complete(tx, claim, done, rules))
