@@ -1,10 +1,10 @@
 """Rendering, between the claim and the first send: the kind's templates for the channel's medium
 in the recipient's locale, then the channel's own render, as the exact text to freeze.
 
-A claim's first few never-frozen steps are rendered inside the claim transaction, on the writer's
-thread (SenderPool.freezer: at most FREEZE_IN_CLAIM, so the writer never holds a long render),
-and frozen in the claim's own commit; the rest, and any whose render raised there, are rendered
-on the event loop after the commit (SenderPool.prepare), where a bad template ends its own step
+A claim of a few never-frozen steps (at most FREEZE_IN_CLAIM: a quiet daemon's) renders them
+inside the claim transaction, on the writer's thread (SenderPool.freezer), and freezes them in
+the claim's own commit; a larger claim's, and any whose render raised there, are rendered on
+the event loop after the commit (SenderPool.prepare), where a bad template ends its own step
 (RenderError) and holds up nothing else. What it returns is frozen on the step with the
 template's version; every retry resends it.
 """

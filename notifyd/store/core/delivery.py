@@ -107,19 +107,21 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
             claimed.tokens[want.channel] = float(tx.value(buckets.SPEND_TOKENS,
                                                           (taken, want.channel)))
     if freeze is not None:
-        claimed.claims[:] = [_frozen(tx, c, freeze) if c.payload is None else c
-                             for c in claimed.claims]
+        _freeze_claimed(tx, claimed.claims, freeze)
     return claimed
 
 
-def _frozen(tx: Tx, claim: Claim, freeze: FreezeFn) -> Claim:
-    """`claim` with its message fixed in this transaction, if `freeze` rendered it."""
-    f = freeze(claim)
-    if f is None:
-        return claim
-    [done] = freeze_steps(tx, [f])
-    assert done  # leased by this very transaction
-    return dataclasses.replace(claim, destination=f.destination, payload=json.loads(f.payload))
+def _freeze_claimed(tx: Tx, claims: list[Claim], freeze: FreezeFn) -> None:
+    """The never-frozen claims `freeze` rendered, fixed in this transaction and replaced in
+    `claims` by themselves with their message, as `prepare` would have made them."""
+    todo = [i for i, c in enumerate(claims) if c.payload is None]
+    made = freeze([claims[i] for i in todo]) if todo else []
+    for i, f in zip(todo, made, strict=True):
+        if f is not None:
+            [done] = freeze_steps(tx, [f])
+            assert done  # leased by this very transaction
+            claims[i] = dataclasses.replace(f.claim, destination=f.destination,
+                                            payload=json.loads(f.payload))
 
 
 def _take_tokens(tx: Tx, buckets: SharedBuckets, channel: str,
