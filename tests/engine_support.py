@@ -545,8 +545,7 @@ async def engine_for(cfg: Config, *, seed: int = 1, clock: FakeClock | None = No
                       link_key=await store.signing_key(signed.LINKS_KEY), on_free=wakeups.freed,
                       signing_key=store.signing_key)
     scan = Scanner(cfg, narrowed(store, ClaimStore), pool, clock, wakeups)
-    eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, wake=wakeups.due,
-                                                       templates=templates),
+    eng = Engine(cfg, store, clock, pool, scan, Ingest(cfg, store, clock, templates=templates),
                  cfg.store.url)
     try:
         yield eng

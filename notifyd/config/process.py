@@ -102,8 +102,10 @@ class StoreConfig(Checked):
 
 @dataclass(frozen=True)
 class ScannerConfig(Checked):
-    poll_interval_sec: float = doc("Longest sleep between due scans; recovers a lost wake-up.", 1.0,
-                                   gt=0)
+    poll_interval_sec: float = doc("How long the scanner waits after a scan that failed (a full "
+                                   "disk, the database out of reach) before it tries again. "
+                                   "Between scans it sleeps until the next due time it knows "
+                                   "of, or scanner.sweep_sec.", 1.0, gt=0)
     claim_batch: int = doc("Most steps claimed in one transaction.", 256, gt=0)
     sweep_sec: float = doc("How often the scanner reads every due time again from the "
                            "database. It learns of each due time from the write that makes "

@@ -504,6 +504,10 @@ RecipientEdit = Callable[[Recipient | None], Recipient]
 PreferencesEdit = Callable[[Recipient | None], dict[str, Any]]
 # The claim policy (domain/policy.decide_claim).
 DecideFn = Callable[[ClaimContext, int], Decision]
+# The messages of a claim's never-frozen steps, rendered inside the claim (the sender pool's,
+# engine/sender): for each, the Freeze to fix on it, or None to leave it for the pool to render
+# after the commit.
+FreezeFn = Callable[["list[Claim]"], "list[Freeze | None]"]
 # When the pending steps after a step that went out at `at` fall due now (domain/ladder
 # .restart_windows): (sent step_no, at, [(step_no, send_after, cause)]) -> [(step_no, new time)].
 WindowFn = Callable[[int, int, "list[tuple[int, int, Cause]]"], list[tuple[int, int]]]

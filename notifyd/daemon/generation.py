@@ -85,13 +85,13 @@ def build(cfg: Config, templates: Templates | None, shared: Shared,
                       signing_key=shared.store.signing_key)
     scanner = Scanner(cfg, shared.store, pool, shared.clock, shared.wakeups)
     shared.turns.resize(cfg.quotas.batch_items_in_flight)  # a reload's, from here on
-    # No wake: the scanner's due index hears each accept's due times from its commit.
     ingest = Ingest(cfg, shared.store, shared.clock, templates=templates, hub=shared.hub,
                     feed=shared.feed, turns=shared.turns, quotas=shared.quotas)
     digester = Digester(cfg, shared.store, ingest, shared.clock)
     health = Health(cfg, shared.store, pool, scanner, shared.clock, shared.loop)
     retention = Retention(cfg.retention, shared.store, shared.clock, shared.metrics)
-    fanout = Fanout(cfg, shared.store, ingest, shared.clock, shared.metrics)
+    fanout = Fanout(cfg, shared.store, ingest, shared.clock, shared.metrics,
+                    shared=shared.store.shared)
     return Generation(cfg, templates, pool, scanner, ingest, digester, health, retention, fanout)
 
 

@@ -103,8 +103,6 @@ class Digester:
         log.info("digest %s for %s/%s: %d items of the window ending %s", nid, due.tenant,
                  due.user_id, len(members), iso(due.window_end))
         self.ingest.announce(inp, result, inbox)
-        if result.first_due is not None and self.ingest.wake is not None:
-            self.ingest.wake(result.first_due)
         return 1
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -1,12 +1,13 @@
 """The fan-out: accepted events to their audiences, a chunk per write. A daemon peer of each
-generation like retention (`run_once`, then `run`), woken by an accepted event.
+generation like retention (`run_once`, then `run`), woken by an accepted event; it looks again
+every second only where another process may accept one (a shared database) or a chunk failed.
 
 Events still routing are taken in acceptance order, a chunk of each in turn, so a small event is
 never held behind a large one. Each chunk is one short write (store.route_chunk: the next
 [fanout] chunk recipients after the event's cursor, a notification per recipient and kind, the
 cursor moved on); the loop yields between chunks, so accepts and claims share the writer with
-it. After each commit the scanner hears of the earliest step due and open inbox streams of the
-new items. A restart resumes every event at its cursor; a chunk replayed creates nothing twice.
+it. Each commit tells the scanner's due index its steps' due times; after it, open inbox streams
+hear of the new items. A restart resumes every event at its cursor; a chunk replayed creates nothing twice.
 """
 
 from __future__ import annotations
@@ -26,16 +27,19 @@ from notifyd.engine.templates import TemplateError
 from notifyd.store import EventStore, StorageError
 
 log = logging.getLogger("notifyd.fanout")
-POLL_SEC = 1.0  # longest sleep: an event another process accepted is found within it
+POLL_SEC = 1.0  # an event another process accepted, or a chunk that failed: tried within it
 SIDE_BY_SIDE = 100  # events routed in turn, a chunk each
 
 
 class Fanout:
     def __init__(self, cfg: Config, store: EventStore, ingest: Ingest[IngestStore], clock: Clock,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, shared: bool = True) -> None:
         self.cfg, self.store, self.ingest, self.clock = cfg, store, ingest, clock
         self.metrics = metrics or Metrics()
         self.stop: asyncio.Event | None = None  # run()'s: a pass ends after the chunk under way
+        # Other processes may accept events into this store: found by a poll, not an event.
+        self.shared = shared
+        self.left = False  # the last pass ended with events still routing (a chunk failed)
         self._warn = RateLimit(clock, 60_000)
         self._unrendered = 0  # inbox items that no template could render, since the last log
 
@@ -80,8 +84,10 @@ class Fanout:
     async def run_once(self) -> int:
         """Route every event still routing to its end (or until `stop`); recipients routed."""
         total = 0
+        self.left = False
         while not self._stopping():
             routing = await self.store.routing_events(SIDE_BY_SIDE)
+            self.left = bool(routing)
             moved = False
             for e in routing:
                 if self._stopping():
@@ -109,9 +115,6 @@ class Fanout:
         self.metrics.event_recipients.inc(routed.recipients)
         for m in routed.made:
             self.ingest.announce(m.inp, m.result, m.inbox)
-        due = [m.result.first_due for m in routed.made if m.result.first_due is not None]
-        if due and self.ingest.wake is not None:
-            self.ingest.wake(min(due))
         if self._unrendered and self._warn.allow() is not None:
             log.warning("event %s/%s: %d inbox items had no template that renders now; those "
                         "notifications have no inbox item", e.tenant, e.event_id,
@@ -127,20 +130,24 @@ class Fanout:
         return self.stop is not None and self.stop.is_set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Route as events come, until `stop`; a storage fault waits a poll."""
+        """Route as events come, until `stop`. Idle, it waits for this process's next event
+        alone; a shared store, a storage fault or a chunk that failed waits a poll at most."""
         self.stop = stop
         routing = self.ingest.routing
         outage = Outage(log, "fan-out")
         while not stop.is_set():
             routing.clear()  # an event accepted from here on sets it again: not missed
+            poll = self.shared
             try:
                 await self.run_once()
                 outage.goes_on()
+                poll = poll or self.left
             except StorageError as e:
                 outage.waits(e)
+                poll = True
             waiters = [asyncio.ensure_future(e.wait()) for e in (stop, routing)]
             try:
-                await asyncio.wait(waiters, timeout=POLL_SEC,
+                await asyncio.wait(waiters, timeout=POLL_SEC if poll else None,
                                    return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for w in waiters:

@@ -1,4 +1,4 @@
-"""Ingest: validate, claim the dedup key, write the notification and its whole ladder, wake the scanner.
+"""Ingest: validate, claim the dedup key, write the notification and its whole ladder in one commit.
 
 Nothing here touches HTTP; web.py hands in bytes and headers and gets back a result or an DomainError.
 """
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from notifyd.config import Config
@@ -56,13 +55,12 @@ class Ingest(Generic[S]):
     """The write path: four things, validate, claim the key, write the rows, ack."""
 
     def __init__(self, cfg: Config, store: S, clock: Clock,
-                 wake: Callable[[int], None] | None = None, templates: Templates | None = None,
+                 templates: Templates | None = None,
                  hub: Hub | None = None, feed: Feed | None = None,
                  turns: Turns | None = None, quotas: Quotas | None = None) -> None:
         self.cfg = cfg
         self.store = store
         self.clock = clock
-        self.wake = wake
         self.templates = templates  # renders inbox items at accept
         self.hub = hub or Hub()  # open inbox streams hear of each new item after its commit
         self.feed = feed or Feed()  # so do those who follow the decisions, of each accept
@@ -263,8 +261,8 @@ class Ingest(Generic[S]):
 
     def settle(self, inp: AcceptInput, result: AcceptResult,
                inbox: InboxEntry | None) -> AcceptResult:
-        """After the commit: open streams hear of a new item, the scanner of its first due
-        step; a conflict is refused."""
+        """After the commit: open streams hear of a new item (the scanner has its due times
+        from the commit already); a conflict is refused."""
         if result.created:
             self.announce(inp, result, inbox)
             result = self._held(inp, result)
@@ -273,8 +271,6 @@ class Ingest(Generic[S]):
             by = f" by {result.notification_id}" if readable else ""
             raise DomainError("dedup_conflict", f"dedup key {inp.dedup_key!r} was already used "
                            f"with different input{by}", "dedup_key")
-        if result.first_due is not None and self.wake is not None:
-            self.wake(result.first_due)
         return result
 
     def _held(self, inp: AcceptInput, result: AcceptResult) -> AcceptResult:

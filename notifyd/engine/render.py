@@ -1,9 +1,12 @@
 """Rendering, between the claim and the first send: the kind's templates for the channel's medium
 in the recipient's locale, then the channel's own render, as the exact text to freeze.
 
-It runs on the event loop after a step is claimed, never on the writer thread and never inside the
-claim transaction, so a bad template ends its own step (RenderError) and holds up nothing else.
-What it returns is frozen on the step with the template's version; every retry resends it.
+A claim of a few never-frozen steps (at most FREEZE_IN_CLAIM: a quiet daemon's) renders them
+inside the claim transaction, on the writer's thread (SenderPool.freezer), and freezes them in
+the claim's own commit; a larger claim's, and any whose render raised there, are rendered on
+the event loop after the commit (SenderPool.prepare), where a bad template ends its own step
+(RenderError) and holds up nothing else. What it returns is frozen on the step with the
+template's version; every retry resends it.
 """
 
 from __future__ import annotations

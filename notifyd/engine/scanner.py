@@ -4,10 +4,12 @@ It claims from its due index (engine/dueindex.py): every write that makes a step
 index as it commits (store.on_due), so the scanner sleeps until the earliest due time of a lane
 that can take work, and claims on the lanes that have some, asking the database nothing else.
 It wakes when a commit makes a step due before its alarm, when a sender frees a slot of a lane
-that was full, when a token or a breaker's cooldown comes, another process signals (PostgreSQL),
-and at least every poll interval. The index is read again from the rows at start, after a
-reload, every scanner.sweep_sec, and when time passes the last due time a read brought whole;
-the claim re-checks every step in its own transaction, so the index only says when to look.
+that was full, when a token or a breaker's cooldown comes, or another process signals
+(PostgreSQL); with nothing due it sleeps until the next read of the rows, so an idle daemon
+costs next to nothing. The index is read again from the rows at start, after a reload, every
+scanner.sweep_sec, and when time passes the last due time a read brought whole; the claim
+re-checks every step in its own transaction, so the index only says when to look. A scan that
+failed (a full disk, a database out of reach) is tried again after scanner.poll_interval_sec.
 """
 
 from __future__ import annotations
@@ -61,12 +63,6 @@ class Wakeups:
         if was_full:
             self.wake.set()
 
-    def due(self, at_ms: int) -> None:
-        """An accept's earliest due time, told after its commit (Ingest's wake, where one is
-        wired): the index has it from the commit already; asleep past it, wake."""
-        if self.sleep_until is not None and at_ms < self.sleep_until:
-            self.wake.set()
-
     def signal(self, at_ms: int) -> None:
         """A step is due at `at_ms` on some lane: another process's accept (store.watch).
         Every lane is claimed then."""
@@ -108,8 +104,10 @@ class Scanner:
             return None, []
         batch = self.cfg.scanner.claim_batch
         wants = [Want(w.channel, w.lane, min(w.n, batch)) for w in wants]
+        await self.pool.refresh(now)
         claimed = await self.store.claim_due(wants, self.lease_ms, self.rules,
-                                             self.pool.budget(now, {w.channel for w in wants}))
+                                             self.pool.budget(now, {w.channel for w in wants}),
+                                             self.pool.freezer(now))
         taken = Counter((c.channel, c.lane) for c in claimed.claims)
         self._full = any(taken[(w.channel, w.lane)] >= w.n for w in wants)
         self._log_decided(claimed.decided)
@@ -236,9 +234,11 @@ class Scanner:
 
     async def _sleep(self, now: int, stop: asyncio.Event) -> None:
         """Sleep until the index's next due time on a lane that can take work now, a token, a
-        breaker's cooldown end, the next read of the rows, a wake-up or the poll interval,
-        whichever comes first; return at once if due work can be claimed now."""
-        alarm = min(now + self.poll_ms, self._sweep_at)
+        breaker's cooldown end, the next read of the rows or a wake-up, whichever comes first;
+        return at once if due work can be claimed now. No poll: every time the engine makes
+        is told to the index by its commit or to the scanner by its event (`Wakeups`), and
+        the read of the rows is the safety net for any other."""
+        alarm = self._sweep_at
         index = self.wakeups.index
         held = index.keys()  # only lanes with a time can make it wake: their wants alone
         ready: list[Key] = [EVERY]

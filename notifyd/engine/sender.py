@@ -43,6 +43,7 @@ from notifyd.core.models import (
     Claimed,
     Completion,
     Freeze,
+    FreezeFn,
     Lane,
     Outcome,
     Route,
@@ -62,6 +63,11 @@ from notifyd.store import SendStore, StorageError
 log = logging.getLogger("notifyd.sender")
 LANES = (Lane.URGENT, Lane.BULK, Lane.BROADCAST)  # asked in this order
 RENDER_SLICE_SEC = 0.002  # renders in one turn of the event loop, at most about this long
+# A claim with at most this many never-frozen steps (a quiet daemon's) renders and freezes them
+# inside its own transaction, instead of a write of their own after it; a larger one renders on
+# the loop, its freeze sharing the writer's batch with what else is queued (a busy daemon's),
+# and the writer never holds a long render.
+FREEZE_IN_CLAIM = 2
 
 
 class TokenBucket:
@@ -338,6 +344,34 @@ class SenderPool:
                 waits.append(b.opened_at + b.cooldown_ms - now)
         return min(waits, default=None)
 
+    def freezer(self, now: int) -> FreezeFn:
+        """What a claim's transaction renders and freezes (store.claim_due's `freeze`): its
+        never-frozen steps when there are at most FREEZE_IN_CLAIM, so each costs two commits
+        (the claim, the completion) and not three; it runs on the writer's thread, inside that
+        transaction. A step left out, or whose render raised, is rendered after the commit by
+        `prepare`, where a bad template ends its own step as always. Call `refresh` first: the
+        preference links are signed with the key it read."""
+        def freeze(claims: list[Claim]) -> list[Freeze | None]:
+            if len(claims) > FREEZE_IN_CLAIM:
+                return [None] * len(claims)
+            return [self._render(claim, now) for claim in claims]
+
+        return freeze
+
+    def _render(self, claim: Claim, now: int) -> Freeze | None:
+        ch = self.channels.get(claim.channel)
+        if ch is None:
+            return None
+        try:
+            return self.renderer.freeze(claim, ch.adapter, now)
+        except Exception:  # noqa: BLE001 - prepare renders it again and ends it dead
+            return None
+
+    async def refresh(self, now: int) -> None:
+        """Before a claim that may render (`freezer`): the preference links' key, read again
+        when it is due."""
+        await self.renderer.refresh(now)
+
     async def prepare(self, claims: list[Claim], now: int) -> list[Claim]:
         """Render what has never been frozen and freeze it, all in one write, before any of it
         is sent; claims already frozen pass as they are. A render that raises ends that one
@@ -398,12 +432,15 @@ class SenderPool:
         render, the freeze and the sends go on in a task per lane while the scanner scans on
         (the freezes' commit then shares the writer's batch with the next claim), so an
         urgent step's freeze never waits for a broadcast's renders. Returns those tasks;
-        drain() waits for them as for sends."""
+        drain() waits for them as for sends. A lane whose claims all came frozen (the claim
+        froze them, or a retry) starts its sends at once, with no task to prepare them."""
         probes = self._hold(claims, now)
         tasks = []
         for lane in LANES:
             mine = [c for c in claims if c.lane is lane]
-            if mine:
+            if mine and all(c.payload is not None for c in mine):
+                self._go(mine, probes, now)
+            elif mine:
                 task = asyncio.create_task(self._start(mine, probes, now),
                                            name=f"prepare {lane} claims")
                 self.tasks.add(task)
@@ -443,6 +480,10 @@ class SenderPool:
             for claim in claims:
                 if claim.key not in sent:
                     self._free(self.channels[claim.channel], claim, claim.key in probes)
+        self._go(ready, probes, now)
+
+    def _go(self, ready: list[Claim], probes: set[str], now: int) -> None:
+        """A send task for each held, frozen claim."""
         for claim in ready:
             ch = self.channels[claim.channel]
             if claim.attempt_no == 1 and claim.step_no > 0:

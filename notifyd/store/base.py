@@ -58,6 +58,7 @@ from notifyd.core.models import (
     Due,
     DueTimes,
     Freeze,
+    FreezeFn,
     Leases,
     Nonce,
     PlanFn,
@@ -286,7 +287,8 @@ class ClaimStore(Protocol):
     those of a channel gone, and learn when to look again."""
 
     async def claim_due(self, wants: list[Want], lease_ms: int, rules: Rules,
-                        budget: Budget | None = None) -> Claimed:
+                        budget: Budget | None = None, freeze: FreezeFn | None = None
+                        ) -> Claimed:
         """One write, serialized with every other write to the steps it reads: lapsed leases
         become unknown, then up to `n` due steps per (channel, lane), within the shared budget,
         are each judged by `rules.decide` on what this transaction reads (the resolution, the
@@ -294,7 +296,8 @@ class ClaimStore(Protocol):
         against a limit) and leased when it says send; every other decision is applied here too
         and returned. Two claimers never lease one step twice nor two steps of one notification
         at once (promise 4), and sends counted against a limit include those claimed by any
-        transaction that committed before."""
+        transaction that committed before. A claimed step never frozen that `freeze` renders
+        is frozen in this transaction too (its claim returned with the message)."""
         ...
 
     async def lapse_leases(self) -> int:
@@ -304,11 +307,6 @@ class ClaimStore(Protocol):
 
     async def leased(self) -> Leases:
         """How many steps are in flight under a lease, and when the last lease ends."""
-        ...
-
-    async def next_due(self, routes: list[Route]) -> int | None:
-        """The earliest send_after of a step on those routes that may go (none of its
-        notification's steps in flight), or a lease's end: one read."""
         ...
 
     async def end_unconfigured(self, channels: list[str], decide: DecideFn) -> list[Decided]:

@@ -36,6 +36,7 @@ from notifyd.core.models import (
     Completion,
     Decision,
     Device,
+    DueTimes,
     Evidence,
     Freeze,
     Lane,
@@ -522,7 +523,9 @@ class TestDelivery:
         at(clock, NOW + LEASE - 1)
         assert await store.lapse_leases() == 0
         assert await store.leased() == Leases(1, NOW + LEASE)
-        assert await store.next_due([Route("a", Lane.BULK)]) == NOW + LEASE
+        # the scanner's next look: the lease's end, the step itself not due while it is out
+        assert await store.due_times([Route("a", Lane.BULK)], 10) == DueTimes(
+            {Route("a", Lane.BULK): []}, NOW + LEASE)
         at(clock, NOW + LEASE)
         assert await store.lapse_leases() == 1
         assert await store.leased() == Leases(0, None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -214,6 +215,31 @@ async def test_a_probe_whose_render_fails_is_given_back_and_the_next_step_probes
         assert await e.cycle() == 1  # the next step is the probe; it closes the breaker
         assert breaker.state == "closed"
         assert Recorder.sent == [(f"{good}:0", "")]
+
+
+async def test_a_small_claim_freezes_its_messages_in_its_own_commit(
+        tmp_path: Path, mail: None) -> None:
+    """A quiet daemon's step costs two commits, the claim and the completion: the claim of one
+    step renders and freezes its message in its own transaction. A poisoned one in such a claim
+    is left unfrozen and ends dead after the commit, as a larger claim's does."""
+    async with engine(tmp_path, {"mail": mail_channel("rec")}, {"k": KindConfig(
+            ladder=(LadderStep("mail"),))}) as e:
+        nid = await e.accept()
+        before = e.store.backend.commits
+        claimed = await e.store.claim_due([Want("mail", Lane.BULK, 5)], e.scanner.lease_ms,
+                                          e.scanner.rules, None, e.pool.freezer(e.now))
+        [claim] = claimed.claims
+        assert claim.payload is not None and e.store.backend.commits - before == 1
+        step = await e.step(nid, 0)
+        assert step["state"] == "sending" and json.loads(step["payload"]) == claim.payload
+        assert e.pool.launch(claimed.claims, e.now) == []  # nothing left to prepare
+        await e.settle()
+        assert e.store.backend.commits - before == 2  # the claim's, the completion's
+        assert Recorder.sent == [(f"{nid}:0", "")]
+        bad = await e.accept(user="poisoned", params={"poison": True})
+        assert await e.cycle() == 1
+        s = await e.step(bad, 0)
+        assert (s["state"], s["payload"]) == ("dead", None)
 
 
 def sender_idle(e: Any) -> bool:

@@ -139,9 +139,11 @@ async def _run_until(e: Engine, until_ms: int) -> None:
     lane that can take it, or a token for one that cannot (a breaker's cooldown included)."""
     for _ in range(100_000):
         ready = [Route(w.channel, w.lane) for w in e.pool.wants(e.now)]
-        due = await e.store.next_due(ready) if ready else None
+        read = await e.store.due_times(ready, 1)
+        due = min((times[0] for times in read.times.values() if times), default=None)
         refill = e.pool.ms_until_capacity(e.now)
-        alarms = [at for at in (due, None if refill is None else e.now + refill) if at is not None]
+        alarms = [at for at in (due, read.first_lease_end,
+                                None if refill is None else e.now + refill) if at is not None]
         if not alarms or min(alarms) > until_ms:
             e.clock.ms = max(e.now, until_ms)
             return

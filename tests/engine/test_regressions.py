@@ -37,7 +37,7 @@ from support import Api
 
 from notifyd.config import Config, KindConfig, LadderStep, ScannerConfig, validate
 from notifyd.core.errors import ConfigError
-from notifyd.core.models import Claimed, Recipient
+from notifyd.core.models import Claimed, DueTimes, Recipient
 from notifyd.domain.policy import decide_claim
 from notifyd.domain.views import timeline
 from notifyd.engine.sender import TokenBucket
@@ -208,22 +208,22 @@ async def test_a_send_on_a_lane_with_room_costs_no_empty_claim_transaction(
     """Issue 14's idle cost: each finished send woke the scanner for a claim transaction that
     found nothing, and each claim that took fewer steps than it asked for was followed by
     another at once. Now the claim that took one step is the only one: the finished send's
-    commit tells the due index nothing new, and the scanner reads no next due time at all."""
+    commit tells the due index nothing new, and the scanner reads no due time from the rows."""
     async with engine(tmp_path, {"hook": webhook(prov.url)}, ONE_STEP, scanner=LONG_POLL) as e:
-        log: list[str] = []  # "claim N" per claim transaction, "next" per next-due read
-        real_claim, real_next = e.store.claim_due, e.store.next_due
+        log: list[str] = []  # "claim N" per claim transaction, "read" per read of the due times
+        real_claim, real_read = e.store.claim_due, e.store.due_times
 
         async def counting_claim(*args: Any, **kw: Any) -> Claimed:
             got = await real_claim(*args, **kw)
             log.append(f"claim {len(got.claims)}")
             return got
 
-        async def counting_next(*args: Any, **kw: Any) -> int | None:
-            log.append("next")
-            return await real_next(*args, **kw)
+        async def counting_read(*args: Any, **kw: Any) -> DueTimes:
+            log.append("read")
+            return await real_read(*args, **kw)
 
         e.store.claim_due = counting_claim  # type: ignore[method-assign]
-        e.store.next_due = counting_next  # type: ignore[method-assign]
+        e.store.due_times = counting_read  # type: ignore[method-assign]
         stop = asyncio.Event()
         task = asyncio.create_task(e.scanner.run(stop))
         wakeups = e.scanner.wakeups

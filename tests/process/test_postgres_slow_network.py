@@ -59,8 +59,8 @@ async def test_no_round_trip_holds_the_event_loop() -> None:
 
 
 async def work(s: Store, tag: str, rounds: int) -> None:
-    """Accepts with inbox items on two producers, claims with the next-due read after each,
-    and an inbox stream reading what came, all at once."""
+    """Accepts with inbox items on two producers, claims with a read of the due times after
+    each, and an inbox stream reading what came, all at once."""
     async def produce(who: str) -> None:
         for i in range(rounds):
             await accept(s, f"n_{tag}{who}{i}", "a", inbox=InboxEntry(f"item {i}", None))
@@ -68,7 +68,7 @@ async def work(s: Store, tag: str, rounds: int) -> None:
     async def scan() -> None:
         for _ in range(rounds):
             await claim(s, n=5)
-            await s.next_due([Route("a", Lane.BULK)])
+            await s.due_times([Route("a", Lane.BULK)], 100)
 
     async def stream() -> None:
         last = 0

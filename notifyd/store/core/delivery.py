@@ -4,6 +4,7 @@ replay, resolve. Every rule comes in `Rules`; these scripts only read, ask and w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 
@@ -23,6 +24,7 @@ from notifyd.core.models import (
     DecideFn,
     Decision,
     Freeze,
+    FreezeFn,
     Lane,
     Notice,
     Recipient,
@@ -61,10 +63,12 @@ def mark_unknown(tx: Tx, nid: str, no: int, why: str) -> None:
     mark_open(tx, nid)  # due now, and its siblings that waited on it
 
 
-def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Budget) -> Claimed:
+def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Budget,
+              freeze: FreezeFn | None = None) -> Claimed:
     """Up to `n` due steps per (channel, lane), within the shared budget, each judged by
     `rules.decide` on what this transaction reads and leased when it says send (promise 3: a
-    resolution committed before the claim always wins). Lapsed leases become unknown first."""
+    resolution committed before the claim always wins). Lapsed leases become unknown first.
+    A claim never frozen that `freeze` renders is frozen here, in the claim's own commit."""
     lapse_leases(tx)
     claimed = Claimed([], [])
     sending: dict[str, int] = {}  # claimed in this transaction: a sibling in flight
@@ -102,7 +106,22 @@ def claim_due(tx: Tx, wants: list[Want], lease_ms: int, rules: Rules, budget: Bu
         if buckets and shared and n > 0:
             claimed.tokens[want.channel] = float(tx.value(buckets.SPEND_TOKENS,
                                                           (taken, want.channel)))
+    if freeze is not None:
+        _freeze_claimed(tx, claimed.claims, freeze)
     return claimed
+
+
+def _freeze_claimed(tx: Tx, claims: list[Claim], freeze: FreezeFn) -> None:
+    """The never-frozen claims `freeze` rendered, fixed in this transaction and replaced in
+    `claims` by themselves with their message, as `prepare` would have made them."""
+    todo = [i for i, c in enumerate(claims) if c.payload is None]
+    made = freeze([claims[i] for i in todo]) if todo else []
+    for i, f in zip(todo, made, strict=True):
+        if f is not None:
+            [done] = freeze_steps(tx, [f])
+            assert done  # leased by this very transaction
+            claims[i] = dataclasses.replace(f.claim, destination=f.destination,
+                                            payload=json.loads(f.payload))
 
 
 def _take_tokens(tx: Tx, buckets: SharedBuckets, channel: str,
@@ -210,7 +229,7 @@ def apply(tx: Tx, row: Row, d: Decision, version: int | None) -> None:
         pull_next(tx, nid, f"step {no} {state}", no, d.pull_next_at)
 
 
-def freeze(tx: Tx, frozen: list[Freeze]) -> list[bool]:
+def freeze_steps(tx: Tx, frozen: list[Freeze]) -> list[bool]:
     """Fix each step's rendered destination, payload and template while its claim is still
     ours; True for each that was fixed. Nothing frozen is ever changed."""
     now = tx.now

@@ -148,11 +148,6 @@ class Queries(Protocol):
     SELECT_UNCONFIGURED: str  # (channels JSON) -> open steps on channels not in it
     WRITE_PROBE: str  # (at): rewrite one row
 
-    def next_due_sql(self, pairs: int) -> str:
-        """(channel, lane) * pairs -> the earliest time the scanner has work: a due step of
-        those pairs none of whose siblings is sending, or a lease's end."""
-        ...
-
     # --- provider evidence and the suppression list
     INSERT_RECEIPT: str  # (provider, event_id, event, occurred_at, received_at, provider_ref,
     #                       step_key, message_id, address, channel_type, detail, nid, step,

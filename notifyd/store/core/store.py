@@ -32,6 +32,7 @@ from notifyd.core.models import (
     Due,
     DueTimes,
     Freeze,
+    FreezeFn,
     Leases,
     Nonce,
     PlanFn,
@@ -346,12 +347,13 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
     # --- the delivery engine ----------------------------------------------------------------
 
     async def claim_due(self, wants: list[Want], lease_ms: int, rules: Rules,
-                        budget: Budget | None = None) -> Claimed:
+                        budget: Budget | None = None, freeze: FreezeFn | None = None
+                        ) -> Claimed:
         return await self.backend.write(lambda tx: delivery.claim_due(
-            tx, wants, lease_ms, rules, budget or Budget()))
+            tx, wants, lease_ms, rules, budget or Budget(), freeze))
 
     async def freeze(self, frozen: list[Freeze]) -> list[bool]:
-        return await self.backend.write(lambda tx: delivery.freeze(tx, frozen))
+        return await self.backend.write(lambda tx: delivery.freeze_steps(tx, frozen))
 
     async def complete(self, claim: Claim, done: Completion, rules: Rules) -> bool:
         return await self.backend.write(lambda tx: delivery.complete(tx, claim, done, rules))
@@ -363,10 +365,6 @@ class CoreStore(FanoutMethods):  # events and topics: store/core/fanout.py
         row = await self._one(self.q.SELECT_LEASED)
         assert row is not None
         return Leases(int(row[0]), rows.as_int(row[1]))
-
-    async def next_due(self, routes: list[Route]) -> int | None:
-        pairs = tuple(x for r in routes for x in (r.channel, r.lane))
-        return rows.as_int(await self.backend.peek(self.q.next_due_sql(len(routes)), pairs))
 
     def on_due(self, listener: Callable[[list[Due]], None] | None) -> None:
         self.backend.writer.on_due = listener

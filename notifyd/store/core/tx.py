@@ -125,13 +125,6 @@ class Backend(Protocol):
         """One statement, read on its own (it sees every commit that returned before it)."""
         ...
 
-    async def peek(self, sql: str, args: Args = ()) -> Any:
-        """One small indexed read's first value, as cheaply as the dialect can without holding
-        the event loop for a round trip (it must never wait on a writer): SQLite reads it on
-        the caller's thread, where a hop to another thread costs more than the read; a
-        server's dialect awaits it."""
-        ...
-
     async def snapshot(self, script: Script[T]) -> T:
         """Run `script`'s reads in one consistent snapshot."""
         ...

@@ -5,8 +5,8 @@ script queued while the last commit ran, in one transaction), on a connection of
 COMMITTED; what a script decides on is locked by the statement that reads it (postgres/
 queries.py), so scripts of several processes interleave safely. A batch that deadlocks with
 another process's is run again. Reads use their own connections: a pool of reader threads, each
-with its connection ([store.postgres] pool_size), and for `peek` and `watch` asynchronous ones
-that the event loop awaits. Every connection but the listener's has the configured
+with its connection ([store.postgres] pool_size), and for `watch` an asynchronous one that
+the event loop awaits. Every connection but the listener's has the configured
 statement_timeout. No round trip to the server
 ever runs on the event loop's thread: a slow network would stall every request it serves.
 """
@@ -33,7 +33,7 @@ from notifyd.store.core.tx import Args, Script
 from notifyd.store.postgres import queries
 from notifyd.store.postgres.migrate import migrate
 from notifyd.store.postgres.settings import PostgresSettings
-from notifyd.store.postgres.tx import PgTx, args, number, row_factory, run
+from notifyd.store.postgres.tx import PgTx, row_factory, run
 from notifyd.store.postgres.writer import BATCH_LOCK_WAIT, PgWriter
 
 T = TypeVar("T")
@@ -81,7 +81,6 @@ class PostgresBackend:
                                          thread_name_prefix="notifyd-pg-read")
         self._local = threading.local()  # each reader thread's connection
         self._readers: set[psycopg.Connection[Any]] = set()  # all of them, to close
-        self._peeker: psycopg.AsyncConnection[Any] | None = None
         self._create = True
         self.writer_pid = 0
 
@@ -148,9 +147,6 @@ class PostgresBackend:
         await self.writer.close()
         await asyncio.to_thread(self._reads.shutdown, wait=True)
         await asyncio.to_thread(self._close_readers)
-        if self._peeker is not None:
-            await self._peeker.close()
-            self._peeker = None
 
     def _close_readers(self) -> None:
         for conn in list(self._readers):
@@ -192,24 +188,6 @@ class PostgresBackend:
     def _said(self, e: BaseException) -> str:
         """What an error of the driver says, on one line and without the URL's password."""
         return redact_in(first_line(e), self.dsn)
-
-    async def peek(self, sql: str, values: Args = ()) -> Any:
-        """One small indexed read on an asynchronous connection of its own: awaited, never a
-        round trip that holds the event loop, and no hop to the reader's thread and back."""
-        sql = number(sql)
-        try:
-            if self._peeker is None or self._peeker.closed:
-                peeker = await psycopg.AsyncConnection.connect(
-                    self.dsn, autocommit=True, cursor_factory=psycopg.AsyncRawCursor)
-                await peeker.execute(self._timeout())
-                self._peeker = peeker
-            cur = await self._peeker.execute(sql, args(sql, values))
-            row = await cur.fetchone()
-        except psycopg.OperationalError as e:
-            self._peeker = None
-            raise StorageError(f"the database is unreachable ({self.url}): {self._said(e)}"
-                               ) from None
-        return None if row is None else row[0]
 
     async def snapshot(self, script: Script[T]) -> T:
         """`script`'s reads in one REPEATABLE READ transaction: one snapshot for them all (a

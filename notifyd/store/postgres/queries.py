@@ -9,7 +9,6 @@ Written with SQLite's `?` placeholders and numbered into `$n` once, at import (t
 named ones (`:name`) are numbered too, and the Tx passes a dict in their order. SQLite's index
 hints in the shared statements are dropped then: PostgreSQL's planner picks the index."""
 
-import functools
 import re
 
 from notifyd.store.core.sql import *  # noqa: F403 - the shared statements; below, PostgreSQL's own
@@ -107,22 +106,6 @@ SELECT tenant, 'push', device_id, coalesce(reason, 'dead'), kind, 'user ' || use
 FROM devices WHERE tenant = :tenant AND state = 'dead'
     AND (:address::text IS NULL OR device_id = :address)
 ORDER BY created_at DESC, address LIMIT :limit"""
-# The earliest moment the scanner has work: a due step that may go (none of its notification's
-# steps in flight) on one of the given (channel, lane) pairs, or a lease's end. One statement
-# for all pairs, so a scanner about to sleep makes one read, not one per pair.
-# Along steps_due in send_after order, the first whose notification has none in flight: the
-# planner turns SQLite's min() over NOT EXISTS into a scan of every open step.
-_NEXT_DUE_PAIR = """(SELECT s.send_after AS at FROM steps s
-    JOIN notifications n ON n.id = s.notification_id
-    WHERE s.channel = ? AND s.lane = ? AND s.state IN ('pending', 'unknown') AND n.sending = 0
-    ORDER BY s.send_after LIMIT 1)"""
-_NEXT_LAPSE = "(SELECT min(lease_until) AS at FROM steps WHERE state = 'sending')"
-
-
-@functools.lru_cache(maxsize=64)
-def next_due_sql(pairs: int) -> str:
-    return number("SELECT min(at) FROM (" + " UNION ALL ".join([_NEXT_DUE_PAIR] * pairs + [
-        _NEXT_LAPSE]) + ") AS due")
 
 
 # The notification locked first, as retention's batch locks it: a replay never lands on a

@@ -54,7 +54,6 @@ class SqliteBackend:
         self._snapshots = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notifyd-snapshot")
         self._snapshot: sqlite3.Connection | None = None
         self._check = False
-        self._peeker: sqlite3.Connection | None = None  # the event loop's own, for peek()
 
     shared = False  # one daemon per file (its lock file)
 
@@ -131,9 +130,6 @@ class SqliteBackend:
         if self._reader is not None:
             await self._reader.close()
             self._reader = None
-        if self._peeker is not None:
-            self._peeker.close()
-            self._peeker = None
         await asyncio.get_running_loop().run_in_executor(self._snapshots, self._close_snapshot)
         self._snapshots.shutdown(wait=True)
 
@@ -156,20 +152,6 @@ class SqliteBackend:
             return list(await self._reader.execute_fetchall(sql, args))
         except sqlite3.Error as e:
             raise _read_fault(e) from None
-
-    async def peek(self, sql: str, args: Args = ()) -> Any:
-        """The first column of the first row of one small indexed read, run at once on the
-        caller's thread (the event loop): in WAL mode a read never waits for the writer, and
-        a hop to the reader's thread costs several times what such a read does (the
-        scanner's next due time, after every claim and every finished send)."""
-        try:
-            if self._peeker is None:
-                self._peeker = sqlite3.connect(self.path, isolation_level=None)
-                self._peeker.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
-            row = self._peeker.execute(sql, args).fetchone()
-        except sqlite3.Error as e:
-            raise _read_fault(e) from None
-        return None if row is None else row[0]
 
     async def snapshot(self, script: Script[T]) -> T:
         """`script`'s reads in one snapshot, on a connection of its own: a transaction on the

@@ -90,21 +90,6 @@ SELECT tenant, 'push', device_id, coalesce(reason, 'dead'), kind, 'user ' || use
 FROM devices WHERE tenant = :tenant AND state = 'dead'
     AND (:address IS NULL OR device_id = :address)
 ORDER BY created_at DESC, address LIMIT :limit"""
-# The earliest moment the scanner has work: a due step that may go (none of its notification's
-# steps in flight) on one of the given (channel, lane) pairs, or a lease's end. One statement
-# for all pairs, so a scanner about to sleep makes one read, not one per pair.
-_NEXT_DUE_PAIR = """SELECT min(s.send_after) AS at FROM steps s
-    WHERE s.channel = ? AND s.lane = ? AND s.state IN ('pending', 'unknown')
-    AND NOT EXISTS (SELECT 1 FROM steps f
-                    WHERE f.notification_id = s.notification_id AND f.state = 'sending')"""
-_NEXT_LAPSE = "SELECT min(lease_until) AS at FROM steps WHERE state = 'sending'"
-
-
-def next_due_sql(pairs: int) -> str:
-    return "SELECT min(at) FROM (" + " UNION ALL ".join([_NEXT_DUE_PAIR] * pairs + [
-        _NEXT_LAPSE]) + ")"
-
-
 REPLAY_STEPS = """UPDATE steps SET state = 'pending', send_after = ?, retry_base = attempts,
     reason = ?, updated_at = ?
 WHERE notification_id = ? AND (? IS NULL OR step_no = ?) AND state IN ('dead', 'unknown')
