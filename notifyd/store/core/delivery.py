@@ -116,12 +116,12 @@ def _freeze_claimed(tx: Tx, claims: list[Claim], freeze: FreezeFn) -> None:
     `claims` by themselves with their message, as `prepare` would have made them."""
     todo = [i for i, c in enumerate(claims) if c.payload is None]
     made = freeze([claims[i] for i in todo]) if todo else []
-    for i, f in zip(todo, made, strict=True):
-        if f is not None:
-            [done] = freeze_steps(tx, [f])
-            assert done  # leased by this very transaction
-            claims[i] = dataclasses.replace(f.claim, destination=f.destination,
-                                            payload=json.loads(f.payload))
+    rendered = [(i, f) for i, f in zip(todo, made, strict=True) if f is not None]
+    done = freeze_steps(tx, [f for _, f in rendered])  # their answers read at once
+    assert all(done)  # leased by this very transaction
+    for i, f in rendered:
+        claims[i] = dataclasses.replace(f.claim, destination=f.destination,
+                                        payload=json.loads(f.payload))
 
 
 def _take_tokens(tx: Tx, buckets: SharedBuckets, channel: str,
