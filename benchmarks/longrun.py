@@ -70,6 +70,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import http.client
+import itertools
 import json
 import math
 import os
@@ -196,6 +197,9 @@ class Recorder:
         self.out.close()
 
 
+MESSAGE_IDS = itertools.count(1)  # the peer's message ids, one per call as a provider's
+
+
 class HookPeer(provider.Provider):
     """benchmarks/provider.py's receiver; each call recorded with its step's row."""
 
@@ -206,7 +210,7 @@ class HookPeer(provider.Provider):
         if request_line.partition(b" ")[2].startswith(b"/_"):
             return provider.Provider.answer(request_line, key, body, started)
         self.recorder.record(started, key)
-        return provider.HEAD_OK
+        return provider.sent(next(MESSAGE_IDS))
 
 
 async def start_peer(kind: str, port: int, rec: Recorder) -> Any:

@@ -1,4 +1,8 @@
 """A webhook provider for the benchmarks that answers 200 at once and records every call.
+Each answer names a message id of its own ({"id": "prov-N"}), as a real provider's does: notifyd
+records it as the step's provider_ref, and on PostgreSQL a send's answer takes a lock on that id
+(so a receipt about it and the answer see each other); one id for every message would make every
+completion of every process wait for the one before.
 
 Run: python benchmarks/provider.py PORT  (ladder.py starts it as a subprocess)
 Raw asyncio protocol, no framework, so it takes as little of the shared CPU as it can. For each
@@ -15,10 +19,14 @@ import sys
 import time
 
 records: list[tuple[int, str]] = []
-OK = b'{"id":"prov-1"}'
-HEAD_OK = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-           + str(len(OK)).encode() + b"\r\n\r\n" + OK)
 MAX_HEAD = 65536
+
+
+def sent(n: int) -> bytes:
+    """The 200 naming message id prov-N."""
+    body = b'{"id":"prov-%d"}' % n
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
 def reply(body: bytes) -> bytes:
@@ -73,7 +81,7 @@ class Provider(asyncio.Protocol):
             records.clear()
             return reply(b"0")
         records.append((started, key))
-        return HEAD_OK
+        return sent(len(records))
 
 
 async def main(port: int) -> None:
