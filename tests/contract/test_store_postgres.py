@@ -94,6 +94,22 @@ async def test_a_statement_past_the_timeout_is_a_storage_error_and_the_next_goes
         await s.ping()
 
 
+async def test_a_server_with_autovacuum_off_is_named_at_start_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Without autovacuum the due index fills with the entries of claimed steps: said once
+    at start, and only when the server's setting is off."""
+    url = pg_support.migrated_url()
+    with connect(url) as conn:
+        off = not conn.execute("SELECT current_setting('autovacuum')::boolean").fetchone()[0]
+    with caplog.at_level("WARNING", logger="notifyd.store"):
+        async with opened(url, FakeClock(NOW)) as s:
+            backend = s.backend  # type: ignore[attr-defined]
+            backend._check_autovacuum(backend.writer._connection())  # a connection made again
+    said = [r.getMessage() for r in caplog.records if "autovacuum is off" in r.getMessage()]
+    assert len(said) == (1 if off else 0), said
+    assert all("notifyd vacuum" in m and "password" not in m for m in said)
+
+
 class Counting(FakeClock):
     """One millisecond later at every read: whoever reads later records a later time."""
 

@@ -82,6 +82,7 @@ class PostgresBackend:
         self._local = threading.local()  # each reader thread's connection
         self._readers: set[psycopg.Connection[Any]] = set()  # all of them, to close
         self._create = True
+        self._warned_autovacuum = False
         self.writer_pid = 0
 
     shared = True  # every process given the same URL writes it
@@ -132,6 +133,7 @@ class PostgresBackend:
                     raise StoreMissing(f"no notifyd tables in {self.url}; check --config / "
                                        "--db (notifyd serve or notifyd keys create makes them)")
             migrate(conn)
+            self._check_autovacuum(conn)
             conn.execute(f"SET lock_timeout = '{BATCH_LOCK_WAIT}'")  # a script alone: none
             conn.execute(self._timeout())
             self.writer_pid = conn.info.backend_pid  # its signals are this process's own
@@ -139,6 +141,19 @@ class PostgresBackend:
             conn.close()
             raise
         return conn
+
+    def _check_autovacuum(self, conn: psycopg.Connection[Any]) -> None:
+        """Say so, once, when the server's autovacuum is off: a claimed, sent or cancelled
+        step leaves its entry in the index the claims read in due order until VACUUM clears
+        it, so without it every claim walks more of them and the due lag grows with the
+        hours."""
+        row = conn.execute("SELECT current_setting('autovacuum')::boolean").fetchone()
+        if row is not None and not row[0] and not self._warned_autovacuum:
+            self._warned_autovacuum = True
+            log.warning("autovacuum is off on %s: the steps that were claimed stay in the "
+                        "due index until VACUUM clears them, and each claim reads past more of "
+                        "them; turn autovacuum on (autovacuum = on in postgresql.conf), or run "
+                        "notifyd vacuum every few minutes", self.url)
 
     def _timeout(self) -> str:
         return f"SET statement_timeout = {int(self.settings.statement_timeout_ms)}"
