@@ -12,11 +12,11 @@ from notifyd.core.fields import Checked, doc
 class PostgresSettings(Checked):
     pool_size: int = doc(
         "Connections this process reads on, each on a thread of its own, so that that many "
-        "requests' reads go on at once. Beside them a process holds three more: the writer's "
-        "(every write goes through it, in group commits), the scanner's next-due read's and the "
-        "listener's (signals from the other processes). Two readers keep a request's read from "
+        "requests' reads go on at once. Beside them a process holds two more: the writer's "
+        "(every write goes through it, in group commits) and the listener's (signals from the "
+        "other processes). Two readers keep a request's read from "
         "waiting behind another's without holding many idle connections; keep "
-        "(pool_size + 3) x the processes, and the tools beside them, under the server's "
+        "(pool_size + 2) x the processes, and the tools beside them, under the server's "
         "max_connections.", 2, ge=1, le=64)
     statement_timeout_ms: int = doc(
         "A statement running longer is cancelled by the server (its statement_timeout): a "
