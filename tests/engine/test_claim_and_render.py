@@ -240,6 +240,10 @@ async def test_a_small_claim_freezes_its_messages_in_its_own_commit(
         assert await e.cycle() == 1
         s = await e.step(bad, 0)
         assert (s["state"], s["payload"]) == ("dead", None)
+        await e.accept(user="u2")  # the scanner's claim freezes as well
+        before = e.store.backend.commits
+        assert await e.cycle() == 1
+        assert e.store.backend.commits - before == 2
 
 
 def sender_idle(e: Any) -> bool:
