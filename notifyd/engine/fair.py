@@ -60,15 +60,6 @@ class Turns:
             done.set()
 
     @contextlib.asynccontextmanager
-    async def single(self, tenant: str) -> AsyncIterator[None]:
-        """One accept's write: admitted at once (`enter` and `leave`, as a block)."""
-        ticket = self.enter(tenant)
-        try:
-            yield
-        finally:
-            self.leave(ticket)
-
-    @contextlib.asynccontextmanager
     async def batch(self, tenant: str, items: int) -> AsyncIterator[None]:
         """A batch of `items`: admitted within its tenant's share, after the other tenants'
         writes admitted before it."""
